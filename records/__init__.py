@@ -1,0 +1,35 @@
+"""Records of the `__worker_offsets` topic: typed classes, Avro schemas, one codec (DESIGN §4).
+
+    from records import decode, encode, to_json
+    key_bytes, value_bytes = encode(Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(3)))
+    record = decode(key_bytes, value_bytes)
+
+Pure: imports nothing of the project and no I/O library.
+"""
+
+from records.codec import (
+    RecordDecodeError,
+    RecordEncodeError,
+    UnknownRecordTypeError,
+    UnsupportedVersionError,
+    decode,
+    encode,
+)
+from records.model import *  # noqa: F403 - the record classes are this package's vocabulary
+from records.model import __all__ as _model_all
+from records.render import to_dict, to_json
+from records.schema import RECORD_TYPES, RecordType
+
+__all__ = [
+    *_model_all,
+    "RECORD_TYPES",
+    "RecordDecodeError",
+    "RecordEncodeError",
+    "RecordType",
+    "UnknownRecordTypeError",
+    "UnsupportedVersionError",
+    "decode",
+    "encode",
+    "to_dict",
+    "to_json",
+]

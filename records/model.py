@@ -1,0 +1,283 @@
+"""Typed records of the `__worker_offsets` topic (DESIGN §4, seed 000 "Records").
+
+A record is a key and a value. The key names what the record is about (a group, or a member of a
+group) and carries the record type; the value is the latest state of that thing, or None for a
+tombstone. Compaction keeps the latest value per key, so every key class below is one "slot" of
+state and every value class is what fills it.
+
+Field names are the snake_case of the Avro field names in `records/schemas/` (`GroupEpoch` ->
+`group_epoch`); `records.schema` checks at import that the classes and the schemas agree, so the
+.avsc files stay the single definition of the wire format.
+
+The classes are plain slotted dataclasses, not frozen ones: decoding builds millions of them and a
+frozen dataclass costs four times as much to construct (see bench/bench_records.py). Treat them
+as values all the same: the coordinator never mutates a record, it replays it into its own state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
+
+__all__ = [
+    "Assignor", "ClassicGroupMember", "ClassicGroupMetadataKey", "ClassicGroupMetadataValue",
+    "ConnectGroupMetadataKey", "ConnectGroupMetadataValue", "ConnectorTaskCount", "ConnectorsAndTasks",
+    "ConnectorsTasksMetadataKey", "ConnectorsTasksMetadataValue", "CurrentMemberAssignmentKey",
+    "CurrentMemberAssignmentValue", "GroupConfigurationKey", "GroupConfigurationValue", "GroupKey",
+    "GroupMemberKey", "MemberMetadataKey", "MemberMetadataValue", "Record", "RecordKey", "RecordValue",
+    "TargetAssignmentMemberKey", "TargetAssignmentMemberValue", "TargetAssignmentMetadataKey",
+    "TargetAssignmentMetadataValue", "TaskId",
+]
+
+record = dataclass(slots=True)
+
+
+class TaskId(NamedTuple):
+    """A connector task, numbered from 0 as in Kafka Connect."""
+
+    connector: str
+    task: int
+
+    def __str__(self) -> str:
+        return f"{self.connector}-{self.task}"
+
+
+@record
+class ConnectorsAndTasks:
+    """A set of connectors and tasks: an assignment, a pending revocation, deferred work."""
+
+    connectors: tuple[str, ...] = ()
+    tasks: tuple[TaskId, ...] = ()
+
+
+@record
+class ConnectorTaskCount:
+    """A connector the group must run, and how many tasks it has."""
+
+    name: str
+    tasks: int
+
+
+@record
+class Assignor:
+    """A client-side assignor a worker supports (seed 000 "Assignor")."""
+
+    name: str
+    minimum_version: int
+    maximum_version: int
+    reason: int
+    version: int
+    metadata: bytes = b""
+
+
+@record
+class ClassicGroupMember:
+    """A member of a classic-protocol group (seed 004)."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+# --- keys ------------------------------------------------------------------------------------
+# One class per record type, so that a tombstone (a key without a value) still says what it
+# deletes, and keys of different types never compare equal.
+
+
+@record
+class GroupKey:
+    RECORD_TYPE: ClassVar[int]
+    group_id: str
+
+
+@record
+class GroupMemberKey:
+    RECORD_TYPE: ClassVar[int]
+    group_id: str
+    member_id: str
+
+
+class ClassicGroupMetadataKey(GroupKey):
+    __slots__ = ()
+    RECORD_TYPE = 2
+
+
+class ConnectGroupMetadataKey(GroupKey):
+    __slots__ = ()
+    RECORD_TYPE = 3
+
+
+class ConnectorsTasksMetadataKey(GroupKey):
+    __slots__ = ()
+    RECORD_TYPE = 4
+
+
+class MemberMetadataKey(GroupMemberKey):
+    __slots__ = ()
+    RECORD_TYPE = 5
+
+
+class TargetAssignmentMetadataKey(GroupKey):
+    __slots__ = ()
+    RECORD_TYPE = 6
+
+
+class TargetAssignmentMemberKey(GroupMemberKey):
+    __slots__ = ()
+    RECORD_TYPE = 7
+
+
+class CurrentMemberAssignmentKey(GroupMemberKey):
+    __slots__ = ()
+    RECORD_TYPE = 8
+
+
+class GroupConfigurationKey(GroupKey):
+    __slots__ = ()
+    RECORD_TYPE = 9
+
+
+RecordKey = GroupKey | GroupMemberKey
+
+
+# --- values ----------------------------------------------------------------------------------
+
+
+@record
+class ClassicGroupMetadataValue:
+    """Type 2: a classic-protocol group, from which a group can migrate to the connect type."""
+
+    RECORD_TYPE: ClassVar[int] = 2
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp_ms: int
+    members: tuple[ClassicGroupMember, ...] = ()
+
+
+@record
+class ConnectGroupMetadataValue:
+    """Type 3: the group epoch; bumped whenever the group's metadata changes."""
+
+    RECORD_TYPE: ClassVar[int] = 3
+    group_epoch: int
+    group_type: str = "connect"
+
+
+@record
+class ConnectorsTasksMetadataValue:
+    """Type 4: the connectors the group must run, with their task counts."""
+
+    RECORD_TYPE: ClassVar[int] = 4
+    connectors: tuple[ConnectorTaskCount, ...] = ()
+
+
+@record
+class MemberMetadataValue:
+    """Type 5: what a worker told the coordinator about itself."""
+
+    RECORD_TYPE: ClassVar[int] = 5
+    group_epoch: int
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    url: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+    client_assignors: tuple[Assignor, ...] = ()
+    rack_id: str | None = None  # since value version 1
+
+
+@record
+class TargetAssignmentMetadataValue:
+    """Type 6: the target assignment's epoch, assignor, error and deferred work."""
+
+    RECORD_TYPE: ClassVar[int] = 6
+    assignment_epoch: int
+    error: int = 0
+    error_message: str | None = None
+    assignor_name: str | None = None
+    installed_by: str | None = None
+    scheduled_rebalance_at_ms: int | None = None
+    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+
+
+@record
+class TargetAssignmentMemberValue:
+    """Type 7: one member's part of the target assignment."""
+
+    RECORD_TYPE: ClassVar[int] = 7
+    assignment: ConnectorsAndTasks
+    error: int = 0
+    version: int = 0
+    metadata: bytes = b""
+
+
+@record
+class CurrentMemberAssignmentValue:
+    """Type 8: what a member owns at its member epoch, and what it still has to revoke."""
+
+    RECORD_TYPE: ClassVar[int] = 8
+    member_epoch: int
+    previous_member_epoch: int
+    state: str
+    assignment: ConnectorsAndTasks
+    pending_revocation: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    error: int = 0
+    version: int = 0
+    metadata: bytes = b""
+
+
+@record
+class GroupConfigurationValue:
+    """Type 9: per-group timeouts; None means the server's default."""
+
+    RECORD_TYPE: ClassVar[int] = 9
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
+    rebalance_timeout_ms: int | None = None
+    scheduled_rebalance_max_delay_ms: int | None = None
+
+
+RecordValue = (
+    ClassicGroupMetadataValue
+    | ConnectGroupMetadataValue
+    | ConnectorsTasksMetadataValue
+    | MemberMetadataValue
+    | TargetAssignmentMetadataValue
+    | TargetAssignmentMemberValue
+    | CurrentMemberAssignmentValue
+    | GroupConfigurationValue
+)
+
+
+@dataclass(slots=True)
+class Record:
+    """One entry of the topic: a key and its value, or None for a tombstone.
+
+    `version` is the value version the record was decoded from (None: not decoded, write the
+    latest). It is not part of equality: the same state read from v0 or v1 bytes is the same record.
+    """
+
+    key: RecordKey
+    value: RecordValue | None
+    version: int | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Record:
+            return NotImplemented
+        return self.key == other.key and self.value == other.value  # type: ignore[attr-defined]
+
+    @property
+    def record_type(self) -> int:
+        return self.key.RECORD_TYPE
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.value is None
