@@ -86,16 +86,17 @@ class ClassicGroupMember:
 
 # --- keys ------------------------------------------------------------------------------------
 # One class per record type, so that a tombstone (a key without a value) still says what it
-# deletes, and keys of different types never compare equal.
+# deletes, and keys of different types never compare equal. Keys are frozen and hashable: the
+# decoder shares one key object between the many records of the same key.
 
 
-@record
+@dataclass(slots=True, frozen=True)
 class GroupKey:
     RECORD_TYPE: ClassVar[int]
     group_id: str
 
 
-@record
+@dataclass(slots=True, frozen=True)
 class GroupMemberKey:
     RECORD_TYPE: ClassVar[int]
     group_id: str
