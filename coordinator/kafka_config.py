@@ -33,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, topic: bool = True) -> Non
         )
     group.add_argument(
         "--kafka-config",
+        type=key_value,
         action="append",
         default=[],
         metavar="KEY=VALUE",
@@ -46,27 +47,27 @@ def add_arguments(parser: argparse.ArgumentParser, *, topic: bool = True) -> Non
     )
 
 
+def key_value(text: str) -> tuple[str, str]:
+    """An argparse type for KEY=VALUE options (`--kafka-config`, `coordinator topic create --config`)."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
 def parse_properties(text: str, source: str) -> dict[str, str]:
-    """Parse Java-properties-style `key=value` (or `key: value`) lines; `#`/`!` start comments."""
+    """Parse Java-properties-style `key=value` or `key: value` lines; `#` and `!` start comments."""
     config: dict[str, str] = {}
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
-        key, value = _split_pair(line, f"{source}:{number}")
-        config[key] = value
+        separators = [i for i in (line.find("="), line.find(":")) if i > 0]
+        if not separators:
+            raise CliError(f"{source}:{number}: expected KEY=VALUE, got {line!r}", exit_code=2)
+        i = min(separators)
+        config[line[:i].strip()] = line[i + 1 :].strip()
     return config
-
-
-def _split_pair(item: str, where: str) -> tuple[str, str]:
-    positions = [i for i in (item.find("="), item.find(":")) if i > 0]
-    if not positions:
-        raise CliError(f"{where}: expected KEY=VALUE, got {item!r}", exit_code=2)
-    i = min(positions)
-    key, value = item[:i].strip(), item[i + 1 :].strip()
-    if not key:
-        raise CliError(f"{where}: empty key in {item!r}", exit_code=2)
-    return key, value
 
 
 def client_config(args: argparse.Namespace) -> dict[str, str]:
@@ -84,8 +85,6 @@ def client_config(args: argparse.Namespace) -> dict[str, str]:
         except OSError as e:
             raise CliError(f"cannot read Kafka config file {path}: {e.strerror}", exit_code=2) from None
         config.update(parse_properties(text, str(path)))
-    for item in args.kafka_config:
-        key, value = _split_pair(item, "--kafka-config")
-        config[key] = value
+    config.update(args.kafka_config)
     config["bootstrap.servers"] = args.bootstrap_servers
     return config
