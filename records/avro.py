@@ -1,4 +1,5 @@
-"""Avro binary readers generated from our schemas, building the typed record classes directly.
+"""Code generated from our Avro schemas: binary readers that build the typed classes directly, and
+writers from the typed classes to the Avro datums fastavro encodes.
 
 Why not fastavro's `schemaless_reader`: it interprets the schema for every datum and builds a dict
 per record, about 1 µs per nested task id on this machine, which caps a realistic mix of our
@@ -50,21 +51,50 @@ def _short(name: str) -> str:
     return name.rpartition(".")[2]
 
 
-class _Emitter:
-    """Emits the statements of one reader. Each `value` call reads one datum into a new local."""
+class _Codegen:
+    """What generating a reader and a writer share: named types, record classes, fresh locals."""
 
-    def __init__(self, classes: Mapping[str, type], top_class: type) -> None:
+    def __init__(self, classes: Mapping[str, type], top_class: type, env: dict[str, Any]) -> None:
         self.classes = classes
         self.top_class = top_class
         self.named: dict[str, dict[str, Any]] = {}
-        self.lines: list[str] = []
-        self.env: dict[str, Any] = {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple,
-                                    "_tuple_new": tuple.__new__}
+        self.env = env
         self.count = 0
+
+    def resolve(self, schema: Any) -> Any:
+        """A named-type reference -> its definition (Avro defines a named type at first use only)."""
+        if isinstance(schema, str) and schema not in _PRIMITIVES:
+            return self.named[schema]
+        if isinstance(schema, dict) and schema["type"] == "record":
+            self.named.setdefault(schema["name"], schema)
+        return schema
+
+    def class_for(self, schema: dict[str, Any], top: bool) -> tuple[type, str]:
+        """The class a record schema maps to, and its name in the generated code."""
+        cls = self.top_class if top else self.classes[_short(schema["name"])]
+        name = f"C_{cls.__name__}"
+        self.env[name] = cls
+        return cls, name
 
     def local(self) -> str:
         self.count += 1
         return f"v{self.count}"
+
+    def define(self, source: str, label: str) -> Callable[..., Any]:
+        namespace = dict(self.env)
+        exec(compile(source, f"<{label} {self.top_class.__name__}>", "exec"), namespace)  # noqa: S102
+        function = namespace[source[4 : source.index("(")]]
+        function.__source__ = source
+        return function
+
+
+class _Reader(_Codegen):
+    """Emits the statements of one reader. Each `value` call reads one datum into a new local."""
+
+    def __init__(self, classes: Mapping[str, type], top_class: type) -> None:
+        super().__init__(classes, top_class, {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple,
+                                              "_tuple_new": tuple.__new__})
+        self.lines: list[str] = []
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
@@ -88,8 +118,7 @@ class _Emitter:
 
     def value(self, schema: Any, indent: int, top: bool = False) -> str:
         """Emit code reading one datum of `schema`; return the name of the local holding it."""
-        if isinstance(schema, str) and schema not in _PRIMITIVES:
-            schema = self.named[schema]
+        schema = self.resolve(schema)
         target = self.local()
         if isinstance(schema, list):
             self.union(schema, indent, target)
@@ -150,10 +179,7 @@ class _Emitter:
         self.emit(indent, f"{target} = _tuple({items})")
 
     def record(self, schema: dict[str, Any], indent: int, target: str, top: bool) -> None:
-        self.named.setdefault(schema["name"], schema)
-        cls = self.top_class if top else self.classes[_short(schema["name"])]
-        name = f"C_{cls.__name__}"
-        self.env[name] = cls
+        cls, name = self.class_for(schema, top)
         names = [snake_case(field["name"]) for field in schema["fields"]]
         values = [self.value(field["type"], indent) for field in schema["fields"]]
         if hasattr(cls, "_fields"):
@@ -172,13 +198,42 @@ class _Emitter:
         self.emit(indent, f"{target} = {name}({', '.join(args)})")
 
 
+class _Writer(_Codegen):
+    """Builds the expression that turns a typed object into the Avro datum fastavro writes."""
+
+    def expression(self, schema: Any, src: str, top: bool = False) -> str:
+        schema = self.resolve(schema)
+        if isinstance(schema, str):
+            return src
+        if isinstance(schema, list):
+            (branch,) = [s for s in schema if s != "null"]
+            inner = self.expression(branch, src)
+            return src if inner == src else f"(None if {src} is None else {inner})"
+        if schema["type"] == "array":
+            items = self.resolve(schema["items"])
+            if isinstance(items, str):
+                return f"list({src})"
+            var = self.local()
+            return f"[{self.expression(items, var)} for {var} in {src}]"
+        cls, _ = self.class_for(schema, top)
+        if hasattr(cls, "_fields"):  # TaskId by index: a plain (connector, task) tuple is accepted too
+            return "{" + ", ".join(f"{f['name']!r}: {src}[{i}]" for i, f in enumerate(schema["fields"])) + "}"
+        parts = []
+        for field in schema["fields"]:
+            value = self.expression(field["type"], f"{src}.{snake_case(field['name'])}")
+            parts.append(f"{field['name']!r}: {value}")
+        return "{" + ", ".join(parts) + "}"
+
+
 def compile_reader(schema: dict[str, Any], cls: type, classes: Mapping[str, type]) -> Callable[[bytes, int], Any]:
     """A reader for `schema` that builds `cls`, its nested records built from `classes` by name."""
-    emitter = _Emitter(classes, cls)
-    result = emitter.value(schema, 1, top=True)
-    source = "\n".join(["def read(buf, pos):", *emitter.lines, f"    return {result}, pos", ""])
-    namespace = dict(emitter.env)
-    exec(compile(source, f"<avro reader {cls.__name__}>", "exec"), namespace)  # noqa: S102
-    reader = namespace["read"]
-    reader.__source__ = source
-    return reader
+    reader = _Reader(classes, cls)
+    result = reader.value(schema, 1, top=True)
+    return reader.define("\n".join(["def read(buf, pos):", *reader.lines, f"    return {result}, pos", ""]),
+                         "avro reader")
+
+
+def compile_writer(schema: dict[str, Any], cls: type, classes: Mapping[str, type]) -> Callable[[Any], dict[str, Any]]:
+    """The inverse: `cls` (nested records from `classes`) -> the Avro datum of `schema`."""
+    writer = _Writer(classes, cls, {})
+    return writer.define(f"def write(o):\n    return {writer.expression(schema, 'o', top=True)}\n", "avro writer")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import struct
+import subprocess
+import sys
 from dataclasses import fields
 
 import orjson
@@ -330,3 +332,11 @@ def test_json_shape_follows_the_wire_conventions() -> None:
 @pytest.mark.parametrize("record_type", sorted(VALUES))
 def test_strategies_cover_every_type(record_type: int) -> None:
     assert record_type in RECORD_TYPES
+
+
+def test_records_is_pure() -> None:
+    """DESIGN §2: records imports nothing of ours and no Kafka, HTTP, asyncio or Spark."""
+    code = ("import sys, records; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'coordinator', 'replay', 'spark', 'confluent_kafka', 'aiohttp', 'asyncio', 'pyspark'}); print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
