@@ -49,7 +49,6 @@ def create_directly(admin: AdminClient, topic: str, partitions: int, config: dic
         time.sleep(0.1)
 
 
-
 @pytest.mark.integration
 def test_create_then_describe_shows_a_compacted_topic(topic_cli, unique_topic):
     code, out, _ = topic_cli("create", "--partitions", "3")
