@@ -104,7 +104,6 @@ class _TypeCodec:
     spec: RecordType
     key: _Body
     values: dict[int, _Body]
-    latest: int
 
 
 _CODECS: dict[int, _TypeCodec] = {
@@ -112,7 +111,6 @@ _CODECS: dict[int, _TypeCodec] = {
         spec,
         _body(spec.key_schema, spec.key_class),
         {v: _body(name, spec.value_class) for v, name in spec.value_schemas.items()},
-        spec.latest_version,
     )
     for t, spec in RECORD_TYPES.items()
 }
@@ -239,6 +237,14 @@ def _write_body(header: int, obj: Any, body: _Body, what: str) -> bytes:
     return buf.getvalue()
 
 
+def _value_version(record: Record, codec: _TypeCodec, requested: int | None = None) -> int:
+    """The version to write: the one asked for, else the one the record was decoded from, else the latest."""
+    for version in (requested, record.version):
+        if version is not None:
+            return version
+    return codec.spec.latest_version
+
+
 def encode(record: Record, version: int | None = None) -> tuple[bytes, bytes | None]:
     """Encode a record as (key bytes, value bytes or None for a tombstone).
 
@@ -255,7 +261,7 @@ def encode(record: Record, version: int | None = None) -> tuple[bytes, bytes | N
     if type(record.value) is not codec.spec.value_class:
         raise RecordEncodeError(
             f"a {codec.spec.name} key needs a {codec.spec.value_class.__name__}, got {type(record.value).__name__}")
-    version = version if version is not None else record.version if record.version is not None else codec.latest
+    version = _value_version(record, codec, version)
     body = codec.values.get(version)
     if body is None:
         raise RecordEncodeError(f"{codec.spec.name} has no value version {version}")
@@ -271,5 +277,5 @@ def avro_datum(record: Record) -> tuple[dict[str, Any], dict[str, Any] | None, i
     codec = _CODECS[record.record_type]
     if record.value is None:
         return codec.key.write(record.key), None, None
-    version = record.version if record.version is not None else codec.latest
+    version = _value_version(record, codec)
     return codec.key.write(record.key), codec.values[version].write(record.value), version

