@@ -24,7 +24,7 @@ __all__ = [
     "Assignor", "ClassicGroupMember", "ClassicGroupMetadataKey", "ClassicGroupMetadataValue",
     "ConnectGroupMetadataKey", "ConnectGroupMetadataValue", "ConnectorTaskCount", "ConnectorsAndTasks",
     "ConnectorsTasksMetadataKey", "ConnectorsTasksMetadataValue", "CurrentMemberAssignmentKey",
-    "CurrentMemberAssignmentValue", "GroupConfigurationKey", "GroupConfigurationValue", "GroupKey",
+    "CurrentMemberAssignmentValue", "DepartedMember", "GroupConfigurationKey", "GroupConfigurationValue", "GroupKey",
     "GroupMemberKey", "MemberMetadataKey", "MemberMetadataValue", "Record", "RecordKey", "RecordValue",
     "TargetAssignmentMemberKey", "TargetAssignmentMemberValue", "TargetAssignmentMetadataKey",
     "TargetAssignmentMetadataValue", "TaskId",
@@ -69,6 +69,16 @@ class Assignor:
     reason: int
     version: int
     metadata: bytes = b""
+
+
+@record
+class DepartedMember:
+    """A member that left while owning work, kept so that its work can wait for its return."""
+
+    member_id: str
+    instance_id: str | None
+    assignment: ConnectorsAndTasks
+    departed_at_ms: int
 
 
 @record
@@ -208,6 +218,7 @@ class TargetAssignmentMetadataValue:
     installed_by: str | None = None
     scheduled_rebalance_at_ms: int | None = None
     deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    departed_members: tuple[DepartedMember, ...] = ()  # since value version 1
 
 
 @record

@@ -55,7 +55,7 @@ RECORD_TYPES: Mapping[int, RecordType] = {
         _type(5, "MemberMetadata", model.MemberMetadataKey, model.MemberMetadataValue,
               "GroupMemberKey", "MemberMetadataValue.v0", "MemberMetadataValue.v1"),
         _type(6, "TargetAssignmentMetadata", model.TargetAssignmentMetadataKey, model.TargetAssignmentMetadataValue,
-              "GroupKey", "TargetAssignmentMetadataValue.v0"),
+              "GroupKey", "TargetAssignmentMetadataValue.v0", "TargetAssignmentMetadataValue.v1"),
         _type(7, "TargetAssignmentMember", model.TargetAssignmentMemberKey, model.TargetAssignmentMemberValue,
               "GroupMemberKey", "TargetAssignmentMemberValue.v0"),
         _type(8, "CurrentMemberAssignment", model.CurrentMemberAssignmentKey, model.CurrentMemberAssignmentValue,
@@ -79,6 +79,7 @@ NESTED_CLASSES: Mapping[str, type] = {
     "ConnectorTaskCount": model.ConnectorTaskCount,
     "Assignor": model.Assignor,
     "ClassicGroupMember": model.ClassicGroupMember,
+    "DepartedMember": model.DepartedMember,
 }
 
 

@@ -19,6 +19,7 @@ from records import (
     ConnectorTaskCount,
     CurrentMemberAssignmentKey,
     CurrentMemberAssignmentValue,
+    DepartedMember,
     GroupConfigurationKey,
     GroupConfigurationValue,
     MemberMetadataKey,
@@ -60,6 +61,9 @@ CASES: dict[str, tuple[Record, int | None]] = {
         36, 0, None, "incremental_cooperative", "W3", 1_732_000_300_000, ConnectorsAndTasks(("B",), (B0,)))), 0),
     "target_assignment_metadata_error_v0": (Record(TargetAssignmentMetadataKey("g"), TargetAssignmentMetadataValue(
         5, -1, "assignor failed: no capacity", "eager", None, None, ConnectorsAndTasks())), 0),
+    "target_assignment_metadata_departed_v1": (Record(TargetAssignmentMetadataKey("connect-cluster"), TargetAssignmentMetadataValue(
+        36, 0, None, "incremental_cooperative", "W3", 1_732_000_300_000, ConnectorsAndTasks(("B",), (B0,)),
+        (DepartedMember("W2", "static-w2", ConnectorsAndTasks(("B",), (B0,)), 1_732_000_000_000),))), 1),
     "target_assignment_member_v0": (Record(TargetAssignmentMemberKey("connect-cluster", "W1"), TargetAssignmentMemberValue(
         ConnectorsAndTasks(("A",), (A1, A2)), 0, 2, b"\x01\x02")), 0),
     "current_member_assignment_v0": (Record(CurrentMemberAssignmentKey("connect-cluster", "W1"), CurrentMemberAssignmentValue(
