@@ -576,10 +576,16 @@ class GroupCoordinator:
 
     def _ensure_computation(self, txn: _Txn, name: str, now: int) -> None:
         computation = txn.current_computation()
-        if computation is not None and txn.member(computation.member_id) is not None:
+        if computation is None:
+            self._choose(txn, name, frozenset(), prefer=None, now=now)
             return
-        excluded = computation.excluded if computation is not None else frozenset()
-        self._choose(txn, name, excluded, prefer=computation.member_id if computation else None, now=now)
+        # The chosen member keeps the job while it still qualifies: members that joined since may
+        # have widened the version ranges in use beyond what it can read.
+        members = txn.all_members()
+        if computation.member_id in members and choose_member(
+                members, name, [computation.member_id], [computation.member_id]) == computation.member_id:
+            return
+        self._choose(txn, name, computation.excluded, prefer=computation.member_id, now=now)
 
     def _choose(self, txn: _Txn, name: str, excluded: frozenset[str], prefer: str | None, now: int) -> None:
         members = txn.all_members()
