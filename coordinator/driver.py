@@ -187,15 +187,24 @@ class SimWorker:
         return connectors_and_tasks(self.owned)
 
 
-def converge(workers: Iterable[SimWorker], rounds: int = 50) -> int:
-    """Heartbeat every worker, round after round, until a round changes nothing; returns the rounds."""
+def converge(workers: Iterable[SimWorker], rounds: int = 50, advance_ms: int = 0) -> int:
+    """Heartbeat every worker, round after round (the clock moving `advance_ms` before each), until
+    a round changes nothing and every group has its target for its epoch; returns the rounds."""
     workers = list(workers)
+    if not workers:
+        return 0
+    driver = workers[0].driver
+    groups = {w.group_id for w in workers}
     for round_ in range(1, rounds + 1):
+        if advance_ms:
+            driver.advance(advance_ms)
         before = [(w.member_epoch, w.owned) for w in workers]
-        log_size = len(workers[0].driver.log) if workers else 0
+        log_size = len(driver.log)
         for w in workers:
             w.heartbeat()
-        if before == [(w.member_epoch, w.owned) for w in workers] and (
-                not workers or len(workers[0].driver.log) == log_size):
+        settled = all(g not in driver.state.groups
+                      or driver.state.groups[g].group_epoch == driver.state.groups[g].assignment_epoch
+                      for g in groups)
+        if settled and before == [(w.member_epoch, w.owned) for w in workers] and len(driver.log) == log_size:
             return round_
     raise AssertionError(f"no convergence within {rounds} rounds")

@@ -87,6 +87,7 @@ from coordinator.state import (
     AssignmentComputationUpdate,
     ConnectGroup,
     CoordinatorState,
+    ServerAssignmentWindow,
 )
 
 SESSION = "session"
@@ -110,6 +111,9 @@ class CoordinatorConfig:
     default_server_assignor: str = "incremental_cooperative"
     # After an assignor error the group keeps its assignment; ask again this much later.
     assignor_error_backoff_ms: int = 5_000
+    # A server-side assignor runs at most once per this interval per group: the changes of a
+    # burst (a rolling restart, a join storm) are assigned together. 0 computes on every change.
+    server_assignment_interval_ms: int = 1_000
     # The smallest timeout a group may configure: small enough for tests and demos.
     min_timeout_ms: int = 100
 
@@ -130,7 +134,7 @@ class _Txn:
     """
 
     __slots__ = ("group", "epoch", "connectors", "config", "target_metadata", "members", "targets", "currents",
-                 "computation", "timers", "_held")
+                 "computation", "server_window", "timers", "_held")
 
     def __init__(self, group: ConnectGroup) -> None:
         self.group = group
@@ -142,6 +146,7 @@ class _Txn:
         self.targets: dict[str, TargetAssignmentMemberValue | None] = {}
         self.currents: dict[str, CurrentMemberAssignmentValue | None] = {}
         self.computation = _UNSET
+        self.server_window: int | None = None
         self.timers: list[Timer] = []
         self._held: dict[str, frozenset[Item]] = {}
 
@@ -201,6 +206,9 @@ class _Txn:
         owner = self.group.owners().get(item)
         return owner is not None and owner != member_id and owner not in self.currents
 
+    def server_assignment_not_before(self) -> int:
+        return self.group.server_assignment_not_before_ms if self.server_window is None else self.server_window
+
     def current_computation(self) -> AssignmentComputation | None:
         return self.group.computation if self.computation is _UNSET else self.computation
 
@@ -254,6 +262,8 @@ class _Txn:
         volatile = []
         if self.computation is not _UNSET and self.computation != self.group.computation:
             volatile.append(AssignmentComputationUpdate(self.group.group_id, self.computation))
+        if self.server_window is not None:
+            volatile.append(ServerAssignmentWindow(self.group.group_id, self.server_window))
         return Result(response, self.records(), self.timers, volatile)
 
 
@@ -568,9 +578,15 @@ class GroupCoordinator:
         if chosen is None:
             return  # members disagree; the one that broke the group was refused, so this is transient
         if chosen.kind == SERVER:
+            not_before = txn.server_assignment_not_before()
+            if now < not_before:
+                txn.timers.append(Timer(_timer(ASSIGNMENT, txn.group.group_id), not_before))
+                return
             spec = self._group_spec(txn, now, chosen)
             result = ASSIGNORS[chosen.name].assign(spec)
             self._install(txn, spec, result, installed_by=None, assignor_name=chosen.name, now=now)
+            if self.config.server_assignment_interval_ms:
+                txn.server_window = now + self.config.server_assignment_interval_ms
         else:
             self._ensure_computation(txn, chosen.name, now)
 
@@ -867,6 +883,9 @@ class GroupCoordinator:
             self._assign_if_needed(txn, now)
         elif kind == ASSIGNMENT:
             computation = group.computation
+            if computation is None:  # a server-side computation that waited for its window
+                self._assign_if_needed(txn, now)
+                return txn.result(None)
             if computation is None or computation.deadline_ms > now or group.group_epoch <= group.assignment_epoch:
                 return Result(None)
             chosen = group_assignor(group.members.values(), self.config.default_server_assignor)

@@ -19,9 +19,10 @@ A few things are derived from the slots to keep the handlers fast: who owns whic
 first use, then kept up to date by replay), which member holds which static InstanceId, and the set
 of configured items. They are caches: they can always be rebuilt from the slots.
 
-One piece of state is *volatile*: which member the coordinator asked to compute the next target
-assignment (seed 000 "Worker Selection"). It is chosen again after a failover, so it is never
-written; handlers still change it only through `replay`, as an `AssignmentComputationUpdate`.
+Two pieces of state are *volatile*: which member the coordinator asked to compute the next target
+assignment (seed 000 "Worker Selection"), and when a server-side assignor may run again. Both are
+simply chosen afresh after a failover, so they are never written; handlers still change them only
+through `replay`, as an `AssignmentComputationUpdate` or a `ServerAssignmentWindow`.
 """
 
 from __future__ import annotations
@@ -78,11 +79,23 @@ class AssignmentComputationUpdate:
     computation: AssignmentComputation | None
 
 
+@dataclass(slots=True, frozen=True)
+class ServerAssignmentWindow:
+    """A volatile change: a server-side assignor may run for the group again from `not_before_ms`.
+
+    Spacing the computations coalesces a storm of joins (a rolling restart of a thousand workers)
+    into a few assignments instead of one per join."""
+
+    group_id: str
+    not_before_ms: int
+
+
 class ConnectGroup:
     """One connect group: its slots, the caches derived from them, and the volatile computation."""
 
     __slots__ = ("group_id", "metadata", "connectors", "config", "target_metadata", "members", "targets",
-                 "currents", "computation", "_owners", "_instances", "_configured")
+                 "currents", "computation", "server_assignment_not_before_ms", "_owners", "_instances",
+                 "_configured")
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
@@ -94,6 +107,7 @@ class ConnectGroup:
         self.targets: dict[str, TargetAssignmentMemberValue] = {}  # type 7
         self.currents: dict[str, CurrentMemberAssignmentValue] = {}  # type 8
         self.computation: AssignmentComputation | None = None
+        self.server_assignment_not_before_ms = 0
         self._owners: dict[Item, str] | None = None
         self._instances: dict[str, str] = {}
         self._configured: frozenset[Item] | None = None
@@ -235,12 +249,16 @@ class CoordinatorState:
         # id that is a classic group is refused rather than silently shadowing it.
         self.classic_groups: dict[str, ClassicGroupMetadataValue] = {}
 
-    def replay(self, record: Record | AssignmentComputationUpdate) -> None:
+    def replay(self, record: Record | AssignmentComputationUpdate | ServerAssignmentWindow) -> None:
         """Apply one record (from a handler or from the topic) or one volatile update."""
-        if record.__class__ is AssignmentComputationUpdate:
+        if record.__class__ is not Record:
             group = self.groups.get(record.group_id)
-            if group is not None:
+            if group is None:
+                return
+            if record.__class__ is AssignmentComputationUpdate:
                 group.computation = record.computation
+            elif record.__class__ is ServerAssignmentWindow:
+                group.server_assignment_not_before_ms = record.not_before_ms
             return
         key = record.key
         value = record.value

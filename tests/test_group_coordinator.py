@@ -227,6 +227,7 @@ def _lost_transition() -> tuple[Driver, SimWorker, int]:
     converge([w1])
     before = w1.member_epoch
     assert before > 0
+    d.advance(1_000)  # past the server-side assignment interval: the change is assigned at once
     d.set_connectors(G, {"A": 3})
     d.run(d.coordinator.heartbeat(HeartbeatRequest(G, "W1", before), d.now))
     assert group_of(d).current("W1").member_epoch > before
@@ -560,7 +561,10 @@ def test_server_side_assignor_computes_inside_the_heartbeat(name: str) -> None:
     assert group_of(d).target_metadata.assignor_name == name
     assert w1.owned == {A, A0, A1, B, B0}
     w2 = SimWorker(d, G, "W2", assignor=None, server_assignor=name)
-    converge([w1, w2])
+    w2.heartbeat()
+    assert group_of(d).assignment_epoch < group_of(d).group_epoch  # within the assignment interval
+    assert ("assignment", G) in d.timers
+    converge([w1, w2], advance_ms=500)
     assert w1.owned and w2.owned and not w1.owned & w2.owned
     assert_replay_equals_live(d)
 

@@ -157,7 +157,9 @@ class _Round:
             back = by_id.get(departed.member_id)
             if back is None and departed.instance_id is not None:
                 back = by_instance.get(departed.instance_id)
-            deadline = departed.departed_at_ms + max_delay
+            # A departure stamped after `now` (by another coordinator's clock, after a failover)
+            # still waits no longer than the max delay from now.
+            deadline = min(departed.departed_at_ms, group.now_ms) + max_delay
             waiting = max_delay > 0 and group.now_ms < deadline
             self.departures.append((departed.assignment, back, deadline if waiting else None))
 
@@ -234,7 +236,7 @@ class _Round:
                 pool += self._shed(part, kept, gained, loads, i, 1)
 
         start = 0
-        for i, grant in enumerate(_grants(loads, len(pool))):
+        for i, grant in _grants(loads, len(pool)):
             if grant:
                 self._give(kept, gained, i, pool[start : start + grant])
                 start += grant
@@ -277,11 +279,12 @@ def _unclaimed(universe: frozenset[Item], items: Iterable[Item], claimed: set[It
     return mine
 
 
-def _grants(loads: list[int], pool: int) -> list[int]:
-    """How many of `pool` items each member gets if they go one at a time to the least loaded, ties by member id.
+def _grants(loads: list[int], pool: int) -> list[tuple[int, int]]:
+    """(member, how many) for `pool` items handed one at a time to the least loaded, ties by member id.
 
     Water-filling instead of a heap: raise the lowest loads together to a common level, then the
     remainder (fewer than the members at that level) goes one each to the first by member id.
+    The answer lists the members the least loaded first, the order in which they take their items.
     """
     count = len(loads)
     order = sorted(range(count), key=loads.__getitem__)  # stable: equal loads stay in member-id order
@@ -298,10 +301,9 @@ def _grants(loads: list[int], pool: int) -> list[int]:
         left -= step * raised
         if raised == count or level < loads[order[raised]]:
             break
-    grants = [0] * count
-    for rank, i in enumerate(sorted(order[:raised])):
-        grants[i] = level - loads[i] + (rank < left)
-    return grants
+    lifted = order[:raised]
+    topped_up = set(sorted(lifted)[:left])
+    return [(i, level - loads[i] + (i in topped_up)) for i in lifted]
 
 
 def _ordered(kept: set[Item], target: Sequence[Item], gained: list[Item]) -> list[Item]:
