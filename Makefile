@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test broker-up broker-down bench bench-records clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state clean
 
 install: $(STAMP)
 
@@ -40,16 +40,24 @@ run: install broker-up
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The property tests at many times their CI example counts (the stateful state-machine test most).
+test-long: install
+	STATEFUL_EXAMPLES=$${STATEFUL_EXAMPLES:-50000} $(BIN)/python -m pytest \
+		tests/test_state_machine_stateful.py tests/test_assignors.py $(PYTEST_ARGS)
+
 broker-up: install
 	$(BIN)/coordinator dev-broker up --port $(BROKER_PORT) --run-dir $(RUN_DIR)
 
 broker-down: install
 	$(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR)
 
-bench: bench-records
+bench: bench-records bench-state
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
+
+bench-state: install
+	$(BIN)/python bench/bench_state.py
 
 clean: broker-down
 	rm -rf $(RUN_DIR) .pytest_cache .hypothesis build *.egg-info
