@@ -521,8 +521,9 @@ class GroupCoordinator:
             return _heartbeat_error(ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no member {member_id}")
         member = group.members[member_id]
         txn = _Txn(group)
-        static = request.instance_id is not None or member.instance_id is not None
-        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and static:
+        # Only a member that joined with an InstanceId can be taken back by it; -2 from any other
+        # member is an ordinary leave.
+        if request.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and member.instance_id is not None:
             # A static member leaves for a while: its assignment waits for its InstanceId, and the
             # group does not rebalance unless the session times out (DESIGN §5).
             current = group.current(member_id)
@@ -923,6 +924,8 @@ class GroupCoordinator:
                 timers.append(Timer(_timer(SCHEDULED_REBALANCE, g), meta.scheduled_rebalance_at_ms))
             if meta is not None and meta.error and group.group_epoch == group.assignment_epoch:
                 timers.append(Timer(_timer(ASSIGNMENT_RETRY, g), now + self.config.assignor_error_backoff_ms))
+            if group.members and group.group_epoch > group.assignment_epoch:
+                timers.append(Timer(_timer(ASSIGNMENT, g), now))  # compute, or choose who computes
         return timers
 
 

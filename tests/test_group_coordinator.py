@@ -382,6 +382,17 @@ def test_timers_after_load_cover_sessions_deadlines_and_revocations() -> None:
     replayed.coordinator.state.replay_all(d.log)
     keys = {t.key for t in replayed.coordinator.timers(50)}
     assert ("session", G, "W1") in keys and ("session", G, "W2") in keys
+    assert ("assignment", G) not in keys  # nothing to compute
+    # A failover while a target is due: the new coordinator chooses who computes at once.
+    SimWorker(d, G, "W3").heartbeat(compute=False)
+    d.run(d.coordinator.on_timer(("assignment", G), d.now))  # nothing changes for the live one
+    replayed = Driver()
+    replayed.coordinator.state.replay_all(d.log)
+    timers = {t.key: t.deadline_ms for t in replayed.coordinator.timers(50)}
+    assert timers[("assignment", G)] == 50
+    assert replayed.state.groups[G].computation is None  # volatile: not in the log
+    replayed.run(replayed.coordinator.on_timer(("assignment", G), 50))
+    assert replayed.state.groups[G].computation is not None
 
 
 # --- PrepareAssignment / InstallAssignment ------------------------------------------------------------

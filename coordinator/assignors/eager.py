@@ -7,13 +7,13 @@ assignor ignores what members target or own and what departed members held: it n
 and never asks for another rebalance. Stop-the-world in spirit (seed 002 "Motivation"), although
 the coordinator still revokes before it assigns, so only the work that moves stops.
 
-Theory of operation: the configured work is one sorted list per kind (connectors by name; tasks by
-connector name, then number). Member j of n takes connectors j, j+n, ... and tasks starting at
-(j - number of connectors) mod n, in steps of n: plain list slices, so a 50,000-task group costs
-the list building and nothing per item in Python.
+Theory of operation: the configured work is one sorted tuple per kind (connectors by name; tasks
+by connector name, then number), built once per connector configuration. Member j of n takes
+connectors j, j+n, ... and tasks starting at (j - number of connectors) mod n, in steps of n:
+tuple slices, already sorted, so a 50,000-task group costs no Python code per item.
 
-This module also holds what every Connect assignor here shares: the configured work as sorted
-lists (`configured_work`) and the metadata version negotiation (`member_versions`).
+This module also holds what every Connect assignor here shares: the configured work
+(`configured_work`) and the metadata version negotiation (`member_versions`).
 """
 
 from __future__ import annotations

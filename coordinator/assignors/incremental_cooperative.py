@@ -18,7 +18,8 @@ The configured work C is every connector of the spec and its tasks 0..n-1; anyth
       here the rebalance its return triggers hands the work back ("Member bounces": D' gets T4);
    b. else wait, assigned to nobody (`deferred`), while now < departed_at + the group's
       `scheduled.rebalance.max.delay.ms`; a new, unknown member does not take them (it would lose
-      them again when the departed member returns), and a delay of 0 never defers;
+      them again when the departed member returns), a delay of 0 never defers, and no work waits
+      longer than the delay from now (a departure stamped later than now counts as now);
    c. else join the unassigned pool, like work of new connectors.
 3. Balance, connectors and tasks separately as Kafka Connect does. For each kind, with m members
    and t items that are not deferred, every member ends with floor(t/m) or ceil(t/m) of them.
@@ -47,7 +48,8 @@ a big-endian int32, in milliseconds, capped at 2**31 - 1, or -1 when no rebalanc
 Theory of operation
 -------------------
 Everything is set algebra on the items of one kind at a time, so that a 1,000-member,
-50,000-task group costs a few C-level passes over the items rather than Python code per item:
+50,000-task group costs a few C-level passes over the items rather than Python code per item.
+C, sorted and as a set, is built once per connector configuration (`eager.configured_work`);
 targets and departed assignments are intersected with C and subtracted from the claimed set
 (iterating the small side), the pool is C filtered by the claimed set, and a member's new items
 are a slice of the pool. Counts decide the rest: how much each member sheds, then a water-filling
@@ -166,7 +168,10 @@ class _Round:
     def place(
         self, part: Part, configured: Sequence[Item], universe: frozenset[Item]
     ) -> tuple[list[list[Item]], list[Item]]:
-        """Each member's sorted items of one kind (`configured`, sorted, as a set: `universe`), and the deferred ones."""
+        """Each member's items of one kind, and the deferred ones, all sorted.
+
+        `configured` is the kind's configured work, sorted; `universe` is the same as a set.
+        """
         members = self.members
         count = len(members)
         claimed: set[Item] = set()
