@@ -56,7 +56,7 @@ from coordinator.assignors import (
     GroupSpec,
     MemberAssignment,
 )
-from coordinator.items import EMPTY, Item, configured_items, connectors_and_tasks, describe, items_of
+from coordinator.items import EMPTY, Item, configured_work, connectors_and_tasks, describe, items_of
 from coordinator.protocol import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -940,7 +940,7 @@ def validate_assignment(spec: GroupSpec, assignment: GroupAssignment) -> str | N
     unknown = sorted(set(assignment.members) - members)
     if unknown:
         return f"members {', '.join(unknown)} were not in the group at epoch {spec.group_epoch}"
-    configured = set(configured_items(spec.connectors))
+    configured = configured_work(spec.connectors).items
     seen: dict[Item, str] = {}
     for member_id, given in assignment.members.items():
         for item in (*given.assignment.connectors, *given.assignment.tasks):

@@ -9,6 +9,9 @@ Python set holds both and the reconciliation can use plain set algebra (current 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import lru_cache
+from itertools import repeat
+from typing import NamedTuple
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, TaskId
 
@@ -40,13 +43,41 @@ def connectors_and_tasks(items: Iterable[Item]) -> ConnectorsAndTasks:
     return ConnectorsAndTasks(tuple(connectors), tuple(tasks))
 
 
-def configured_items(connectors: Iterable[ConnectorTaskCount]) -> list[Item]:
-    """Every item a group must run: each connector, and its tasks numbered from 0."""
-    items: list[Item] = []
-    for connector in connectors:
-        items.append(connector.name)
-        items.extend(TaskId(connector.name, task) for task in range(connector.tasks))
-    return items
+class ConfiguredWork(NamedTuple):
+    """The items a group must run, per kind, sorted, and as sets for membership tests."""
+
+    connectors: tuple[str, ...]
+    tasks: tuple[TaskId, ...]
+    connector_set: frozenset[str]
+    task_set: frozenset[TaskId]
+
+    @property
+    def items(self) -> frozenset[Item]:
+        return self.connector_set | self.task_set
+
+
+def configured_work(connectors: Iterable[ConnectorTaskCount]) -> ConfiguredWork:
+    """The items a group must run: each connector, and its tasks numbered from 0.
+
+    Connectors sorted by name, tasks by (connector name, number): the order the config lists
+    connectors in never changes an assignment, and slices of these tuples are sorted assignments
+    as they are. A connector listed twice counts once, with its last task count.
+    """
+    counts = {connector.name: connector.tasks for connector in connectors}
+    return _configured_work(tuple(sorted(counts.items())))
+
+
+# The connectors change far less often than a group rebalances, and building 50,000 TaskIds is
+# most of an assignment's garbage: keep the last few configurations. They are immutable, so
+# sharing them between groups and calls is safe.
+@lru_cache(maxsize=16)
+def _configured_work(counts: tuple[tuple[str, int], ...]) -> ConfiguredWork:
+    connectors = tuple(name for name, _ in counts)
+    tasks: list[TaskId] = []
+    for name, count in counts:
+        # tuple.__new__ skips the Python-level __new__ a NamedTuple generates: half the cost.
+        tasks.extend(map(tuple.__new__, repeat(TaskId), zip(repeat(name), range(count))))
+    return ConfiguredWork(connectors, tuple(tasks), frozenset(connectors), frozenset(tasks))
 
 
 def describe(items: Iterable[Item]) -> str:

@@ -53,7 +53,7 @@ from records import (
 )
 
 from coordinator.assignors import GroupSpec
-from coordinator.items import EMPTY, Item, configured_items, items_of
+from coordinator.items import EMPTY, Item, configured_work, items_of
 from coordinator.protocol import MemberState
 
 # The current assignment of a member that has none recorded yet: it just joined and owns nothing.
@@ -129,7 +129,7 @@ class ConnectGroup:
     def configured(self) -> frozenset[Item]:
         """Every connector and task the group must run."""
         if self._configured is None:
-            self._configured = frozenset(configured_items(self.connector_counts))
+            self._configured = configured_work(self.connector_counts).items
         return self._configured
 
     def current(self, member_id: str) -> CurrentMemberAssignmentValue:

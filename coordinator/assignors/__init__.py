@@ -18,14 +18,16 @@ No I/O and no clock: the coordinator's time comes in as `GroupSpec.now_ms`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Protocol
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember
 
 __all__ = [
-    "ASSIGNORS", "AssignmentMember", "ConnectAssignor", "GroupAssignment", "GroupSpec", "MemberAssignment",
-    "UnknownAssignorError", "assignor",
+    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "ConnectAssignor", "GroupAssignment", "GroupSpec",
+    "MemberAssignment", "UnknownAssignorError", "assignor", "by_member_id", "member_versions",
 ]
 
 
@@ -106,6 +108,38 @@ class ConnectAssignor(Protocol):
     maximum_version: int
 
     def assign(self, group: GroupSpec) -> GroupAssignment: ...
+
+
+# The `GroupAssignment.error` of an assignor that cannot compute an assignment (seed 000: "If the
+# Connect assignor can't compute the assignment, then it would return an error which would result
+# in retaining the current assignments").
+ASSIGNOR_ERROR = 1
+
+by_member_id = attrgetter("member_id")
+
+def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMember]) -> list[int] | GroupAssignment:
+    """Each member's metadata version, or the assignor error if a member shares none with `assignor`.
+
+    A member's version is the highest in both its range and the assignor's (seed 000 "Assignor":
+    Minimum/MaximumVersion). The coordinator only picks a worker whose range covers everyone's
+    (DESIGN §5), so an empty overlap means the spec is inconsistent: report it rather than raise.
+    """
+    versions = []
+    for member in members:
+        lowest = max(assignor.minimum_version, member.minimum_version)
+        highest = min(assignor.maximum_version, member.maximum_version)
+        if lowest > highest:
+            return GroupAssignment(
+                members={},
+                error=ASSIGNOR_ERROR,
+                error_message=(
+                    f"member {member.member_id!r} supports versions [{member.minimum_version}, "
+                    f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
+                    f"[{assignor.minimum_version}, {assignor.maximum_version}]"
+                ),
+            )
+        versions.append(highest)
+    return versions
 
 
 class UnknownAssignorError(LookupError):

@@ -11,98 +11,17 @@ Theory of operation: the configured work is one sorted tuple per kind (connector
 by connector name, then number), built once per connector configuration. Member j of n takes
 connectors j, j+n, ... and tasks starting at (j - number of connectors) mod n, in steps of n:
 tuple slices, already sorted, so a 50,000-task group costs no Python code per item.
-
-This module also holds what every Connect assignor here shares: the configured work
-(`configured_work`) and the metadata version negotiation (`member_versions`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from itertools import repeat
-from operator import attrgetter
-from typing import NamedTuple
 
-from coordinator.assignors import (
-    AssignmentMember,
-    ConnectAssignor,
-    GroupAssignment,
-    GroupSpec,
-    MemberAssignment,
-)
-from records import ConnectorsAndTasks, ConnectorTaskCount, TaskId
+from coordinator.assignors import GroupAssignment, GroupSpec, MemberAssignment, by_member_id, member_versions
+from coordinator.items import configured_work
+from records import ConnectorsAndTasks
 
-__all__ = ["ASSIGNOR_ERROR", "ConfiguredWork", "EagerAssignor", "by_member_id", "configured_work", "member_versions"]
-
-# The `GroupAssignment.error` of an assignor that cannot compute an assignment (seed 000: "If the
-# Connect assignor can't compute the assignment, then it would return an error which would result
-# in retaining the current assignments").
-ASSIGNOR_ERROR = 1
-
-by_member_id = attrgetter("member_id")
-
-# `TaskId(name, n)` runs the Python-level `__new__` namedtuple generates; building the tuple
-# directly is the same object at half the cost, which shows at 50,000 tasks per assignment.
-_new_tuple = tuple.__new__
-
-
-class ConfiguredWork(NamedTuple):
-    """The items a group must run, per kind, sorted, and as sets for membership tests."""
-
-    connectors: tuple[str, ...]
-    tasks: tuple[TaskId, ...]
-    connector_set: frozenset[str]
-    task_set: frozenset[TaskId]
-
-
-def configured_work(connectors: Iterable[ConnectorTaskCount]) -> ConfiguredWork:
-    """The items the group must run: connectors by name, tasks by (connector name, number).
-
-    A connector listed twice counts once, with its last task count. Sorted order makes the
-    assignment independent of the order the config topic lists connectors in, and makes slices of
-    these tuples sorted assignments as they are.
-    """
-    counts = {connector.name: connector.tasks for connector in connectors}
-    return _configured_work(tuple(sorted(counts.items())))
-
-
-# The connectors change far less often than the group rebalances, and building 50,000 TaskIds
-# is most of an assignment's garbage: keep the last few configurations. They are immutable, so
-# sharing them between groups and calls is safe.
-@lru_cache(maxsize=16)
-def _configured_work(counts: tuple[tuple[str, int], ...]) -> ConfiguredWork:
-    connectors = tuple(name for name, _ in counts)
-    tasks: list[TaskId] = []
-    for name, count in counts:
-        tasks.extend(map(_new_tuple, repeat(TaskId), zip(repeat(name), range(count))))
-    return ConfiguredWork(connectors, tuple(tasks), frozenset(connectors), frozenset(tasks))
-
-
-def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMember]) -> list[int] | GroupAssignment:
-    """Each member's metadata version, or the assignor error if a member shares none with `assignor`.
-
-    A member's version is the highest in both its range and the assignor's (seed 000 "Assignor":
-    Minimum/MaximumVersion). The coordinator only picks a worker whose range covers everyone's
-    (DESIGN §5), so an empty overlap means the spec is inconsistent: report it rather than raise.
-    """
-    versions = []
-    for member in members:
-        lowest = max(assignor.minimum_version, member.minimum_version)
-        highest = min(assignor.maximum_version, member.maximum_version)
-        if lowest > highest:
-            return GroupAssignment(
-                members={},
-                error=ASSIGNOR_ERROR,
-                error_message=(
-                    f"member {member.member_id!r} supports versions [{member.minimum_version}, "
-                    f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
-                    f"[{assignor.minimum_version}, {assignor.maximum_version}]"
-                ),
-            )
-        versions.append(highest)
-    return versions
+__all__ = ["EagerAssignor"]
 
 
 @dataclass(frozen=True, slots=True)

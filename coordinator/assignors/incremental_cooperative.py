@@ -49,7 +49,7 @@ Theory of operation
 -------------------
 Everything is set algebra on the items of one kind at a time, so that a 1,000-member,
 50,000-task group costs a few C-level passes over the items rather than Python code per item.
-C, sorted and as a set, is built once per connector configuration (`eager.configured_work`);
+C, sorted and as a set, is built once per connector configuration (`items.configured_work`);
 targets and departed assignments are intersected with C and subtracted from the claimed set
 (iterating the small side), the pool is C filtered by the claimed set, and a member's new items
 are a slice of the pool. Counts decide the rest: how much each member sheds, then a water-filling
@@ -67,9 +67,15 @@ from dataclasses import dataclass
 from itertools import chain, filterfalse
 from operator import attrgetter
 
-from coordinator.assignors import AssignmentMember, GroupAssignment, GroupSpec, MemberAssignment
-from coordinator.assignors.eager import by_member_id, configured_work, member_versions
-from coordinator.items import Item
+from coordinator.assignors import (
+    AssignmentMember,
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+    by_member_id,
+    member_versions,
+)
+from coordinator.items import Item, configured_work
 from records import ConnectorsAndTasks
 
 __all__ = ["IncrementalCooperativeAssignor"]
@@ -317,8 +323,12 @@ def _ordered(kept: set[Item], target: Sequence[Item], gained: list[Item]) -> lis
     Sorting a set of 50,000 tasks costs about 25 ms; sorting the target (already sorted) followed
     by the sorted runs the member gained is a linear merge for timsort.
     """
-    ordered = list(filter(kept.__contains__, chain(target, gained)))
-    if len(ordered) != len(kept):  # an item listed twice (a malformed target, or won back): start over
-        ordered = list(kept)
+    if not gained and len(kept) == len(target):
+        # Kept is a subset of the target, as large: it is the target (the common, steady case).
+        ordered = list(target)
+    else:
+        ordered = list(filter(kept.__contains__, chain(target, gained)))
+        if len(ordered) != len(kept):  # an item listed twice (a malformed target, or won back): start over
+            ordered = list(kept)
     ordered.sort()
     return ordered
