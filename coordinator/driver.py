@@ -117,7 +117,10 @@ class SimWorker:
         self.computations = 0
 
     def heartbeat(self, *, compute: bool = True) -> HeartbeatResponse:
-        joining = not self.joined
+        # Every field while at epoch 0: a member still waiting for its first target may have been
+        # removed meanwhile (session timeout), and then this heartbeat is its join (seed 000: all
+        # fields "when it joins for the first time or when an error occurs").
+        joining = not self.joined or self.member_epoch == JOIN_GROUP_MEMBER_EPOCH
         request = HeartbeatRequest(
             group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
             instance_id=self.instance_id if joining else None,

@@ -92,7 +92,8 @@ from coordinator.state import (
 
 SESSION = "session"
 REBALANCE = "rebalance"
-ASSIGNMENT = "assignment"
+ASSIGNMENT = "assignment"  # the chosen member's deadline to install (client-side)
+SERVER_ASSIGNMENT = "server-assignment"  # the end of a server-side assignor's interval
 SCHEDULED_REBALANCE = "scheduled-rebalance"
 ASSIGNMENT_RETRY = "assignment-retry"
 
@@ -549,7 +550,7 @@ class GroupCoordinator:
             return (f"server-side assignor {updated.server_assignor!r} is not supported; this coordinator has "
                     f"{', '.join(sorted(ASSIGNORS))}")
         members = group.members if exclude is None else {m: v for m, v in group.members.items() if m != exclude}
-        return assignor_conflict(members, member_id, updated, self.config.default_server_assignor)
+        return assignor_conflict(members, member_id, updated)
 
     # --- membership changes shared by handlers and timers ------------------------------------------
 
@@ -579,9 +580,13 @@ class GroupCoordinator:
         if chosen is None:
             return  # members disagree; the one that broke the group was refused, so this is transient
         if chosen.kind == SERVER:
+            if txn.current_computation() is not None:
+                # The group switched from a client-side assignor: nobody computes for it any more.
+                txn.computation = None
+                txn.timers.append(Timer(_timer(ASSIGNMENT, txn.group.group_id), None))
             not_before = txn.server_assignment_not_before()
             if now < not_before:
-                txn.timers.append(Timer(_timer(ASSIGNMENT, txn.group.group_id), not_before))
+                txn.timers.append(Timer(_timer(SERVER_ASSIGNMENT, txn.group.group_id), not_before))
                 return
             spec = self._group_spec(txn, now, chosen)
             result = ASSIGNORS[chosen.name].assign(spec)
@@ -651,6 +656,7 @@ class GroupCoordinator:
         group_id = txn.group.group_id
         meta = txn.target_meta() or TargetAssignmentMetadataValue(assignment_epoch=0)
         txn.timers.append(Timer(_timer(ASSIGNMENT, group_id), None))
+        txn.timers.append(Timer(_timer(SERVER_ASSIGNMENT, group_id), None))
         if txn.current_computation() is not None:
             txn.computation = None
         if assignment.error:
@@ -831,7 +837,8 @@ class GroupCoordinator:
         records = record_helpers.group_tombstones(g, list(group.members), list(group.targets), list(group.currents))
         present = {key for key, _ in group.slots()}
         records = [r for r in records if r.key in present]
-        timers = [Timer(_timer(kind, g), None) for kind in (ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY)]
+        timers = [Timer(_timer(kind, g), None)
+                  for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY)]
         return Result(ErrorResponse(), records, timers)
 
     def describe_group(self, group_id: str) -> GroupDescription | None:
@@ -882,9 +889,11 @@ class GroupCoordinator:
                 return Result(None)
             self._remove_member(txn, member_id, now)  # session expired, or did not revoke in time
             self._assign_if_needed(txn, now)
+        elif kind == SERVER_ASSIGNMENT:
+            self._assign_if_needed(txn, now)  # the server-side assignor's interval has passed
         elif kind == ASSIGNMENT:
             computation = group.computation
-            if computation is None:  # a server-side computation that waited for its window
+            if computation is None:  # after a failover: choose who computes
                 self._assign_if_needed(txn, now)
                 return txn.result(None)
             if computation is None or computation.deadline_ms > now or group.group_epoch <= group.assignment_epoch:

@@ -71,38 +71,37 @@ def entry(member: MemberMetadataValue, name: str) -> Assignor | None:
     return None
 
 
-def assignor_conflict(members: Mapping[str, MemberMetadataValue], member_id: str, updated: MemberMetadataValue,
-                      default_server_assignor: str) -> str | None:
-    """Why the group cannot take `member_id` with the metadata `updated` (UNSUPPORTED_ASSIGNOR), or None."""
+def assignor_conflict(members: Mapping[str, MemberMetadataValue], member_id: str, updated: MemberMetadataValue
+                      ) -> str | None:
+    """Why the group cannot take `member_id` with the metadata `updated` (UNSUPPORTED_ASSIGNOR), or None.
+
+    The client-side members must agree among themselves even while a server-side assignor runs
+    the group: when its last server-side member leaves, they are the ones who compute."""
     if updated.server_assignor is not None or not updated.client_assignors:
         return None  # server-side names were checked against the registry by the caller
-    others = [m for mid, m in members.items() if mid != member_id]
-    chosen = group_assignor([*others, updated], default_server_assignor)
-    if chosen is None:
+    others = {mid: m for mid, m in members.items()
+              if mid != member_id and m.server_assignor is None and m.client_assignors}
+    name = _common_client_assignor([*(m.client_assignors for m in others.values()), updated.client_assignors])
+    if name is None:
         offered = ", ".join(a.name for a in updated.client_assignors)
-        in_use = group_assignor(others, default_server_assignor)
-        group = f"the group uses {in_use.name!r}" if in_use is not None else "the other members share none of them"
+        in_use = _common_client_assignor([m.client_assignors for m in others.values()])
+        group = f"the group uses {in_use!r}" if in_use is not None else "the other members share none of them"
         return f"no client-side assignor is supported by every member: this member offers {offered}; {group}"
-    if chosen.kind == SERVER:
-        return None  # the coordinator computes; the member's client-side versions do not matter
-    mine = entry(updated, chosen.name)
+    mine = entry(updated, name)
     assert mine is not None  # the common assignor is offered by every client-side member
     ranges = []
-    for other_id, other in members.items():
-        if other_id == member_id:
-            continue
-        theirs = entry(other, chosen.name)
-        if theirs is None:
-            continue
+    for other_id, other in others.items():
+        theirs = entry(other, name)
+        assert theirs is not None
         if theirs.maximum_version < mine.minimum_version or mine.maximum_version < theirs.minimum_version:
-            return (f"assignor {chosen.name!r} versions [{mine.minimum_version}, {mine.maximum_version}] do not "
+            return (f"assignor {name!r} versions [{mine.minimum_version}, {mine.maximum_version}] do not "
                     f"overlap member {other_id}'s [{theirs.minimum_version}, {theirs.maximum_version}]")
         ranges.append((theirs.minimum_version, theirs.maximum_version))
     ranges.append((mine.minimum_version, mine.maximum_version))
     low = min(r[0] for r in ranges)
     high = max(r[1] for r in ranges)
     if not any(r == (low, high) for r in ranges):
-        return (f"no member supports every version of assignor {chosen.name!r} in use ([{low}, {high}]), so none "
+        return (f"no member supports every version of assignor {name!r} in use ([{low}, {high}]), so none "
                 f"could compute the assignment")
     return None
 

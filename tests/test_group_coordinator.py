@@ -574,7 +574,7 @@ def test_server_side_assignor_computes_inside_the_heartbeat(name: str) -> None:
     w2 = SimWorker(d, G, "W2", assignor=None, server_assignor=name)
     w2.heartbeat()
     assert group_of(d).assignment_epoch < group_of(d).group_epoch  # within the assignment interval
-    assert ("assignment", G) in d.timers
+    assert ("server-assignment", G) in d.timers
     converge([w1, w2], advance_ms=500)
     assert w1.owned and w2.owned and not w1.owned & w2.owned
     assert_replay_equals_live(d)
