@@ -27,7 +27,8 @@ through `replay`, as an `AssignmentComputationUpdate` or a `ServerAssignmentWind
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gc
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from records import (
@@ -279,10 +280,21 @@ class CoordinatorState:
         if value is None and group.is_empty():
             del self.groups[key.group_id]
 
-    def replay_all(self, records) -> None:  # noqa: ANN001 - any iterable of records
+    def replay_all(self, records: Iterable[Record]) -> None:
+        """Replay many records: a partition being loaded, or a log being examined.
+
+        Python's cyclic garbage collector is paused meanwhile. Records hold no cycles and what is
+        replayed stays alive, so each collection would only walk the growing state again: on a
+        million records that tripled the cost of applying them (bench/bench_state.py)."""
         replay = self.replay
-        for record in records:
-            replay(record)
+        paused = gc.isenabled()
+        gc.disable()
+        try:
+            for record in records:
+                replay(record)
+        finally:
+            if paused:
+                gc.enable()
 
     def slots(self) -> dict[RecordKey, RecordValue]:
         """Every live slot of every group: what compaction keeps, and what a replay must rebuild."""
