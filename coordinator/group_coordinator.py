@@ -485,8 +485,14 @@ class GroupCoordinator:
         self._assign_if_needed(txn, now)
 
         reported = frozenset() if joining else None if request.owned is None else items_of(request.owned)
-        updated_current = next_current(base, txn.assignment_epoch, txn.target(member_id),
-                                       lambda item: txn.held_by_other(item, member_id), reported)
+        if lost_response:
+            # Tell the member again what the lost response said, and nothing more: it holds only
+            # part of that, so a reconciliation step now could look to it like a revocation and an
+            # assignment at once. The next heartbeat reconciles.
+            updated_current = current
+        else:
+            updated_current = next_current(base, txn.assignment_epoch, txn.target(member_id),
+                                           lambda item: txn.held_by_other(item, member_id), reported)
         if updated_current != current or member is None:
             txn.set_current(member_id, updated_current)
 
@@ -764,7 +770,10 @@ class GroupCoordinator:
         if not assignment.error:
             problem = validate_assignment(spec, assignment)
             if problem is not None:
-                return Result(ErrorResponse(ErrorCode.INVALID_ASSIGNMENT, problem))
+                # The chosen member is asked again on its next heartbeat (COMPUTE_ASSIGNMENT), not
+                # only after its deadline: an assignor that erred once may well succeed next time.
+                txn.computation = replace(group.computation, prepared=None)
+                return txn.result(ErrorResponse(ErrorCode.INVALID_ASSIGNMENT, problem))
         self._install(txn, spec, assignment, installed_by=request.member_id, assignor_name=name or "", now=now)
         return txn.result(ErrorResponse())
 

@@ -491,6 +491,8 @@ def test_invalid_assignment_is_rejected_and_changes_nothing(members: dict, extra
     assert response.error_code == ErrorCode.INVALID_ASSIGNMENT
     assert message in response.error_message
     assert len(d.log) == log and group_of(d).assignment_epoch < group_of(d).group_epoch
+    # The chosen member is asked to compute again on its next heartbeat.
+    assert w.heartbeat(compute=False).error_code == ErrorCode.COMPUTE_ASSIGNMENT
 
 
 def test_deferred_items_with_a_delay_are_valid_and_the_deadline_is_persisted() -> None:
@@ -689,3 +691,21 @@ def test_assignment_response_never_revokes_and_assigns_at_once() -> None:
     configured = {"A", TaskId("A", 0), TaskId("A", 1), "D", *(TaskId("D", t) for t in range(7))}
     assert set().union(*owned) == configured
     assert sum(len(o) for o in owned) == len(configured)  # nobody owns an item twice
+
+
+def test_lost_response_retry_is_answered_with_what_was_lost_before_anything_else() -> None:
+    # Found by the stateful test: the target moved on between the lost response and the retry;
+    # reconciling in the retry's answer looked to the worker like a revocation and an assignment.
+    d, w1, before = _lost_transition()
+    lost = group_of(d).current("W1")
+    d.advance(1_000)
+    d.set_connectors(G, {"A": 1})  # the new target takes away again
+    response = d.heartbeat(HeartbeatRequest(G, "W1", before, owned=w1.assignment))
+    assert response.member_epoch == lost.member_epoch
+    assert response.assignment.connectors_and_tasks == lost.assignment  # only adds to what W1 owns
+    assert items_of(w1.assignment) <= items_of(response.assignment.connectors_and_tasks)
+    # Its next heartbeat (now at the right epoch, owning what it was told) starts the revocation.
+    told = response.assignment.connectors_and_tasks
+    response = d.heartbeat(HeartbeatRequest(G, "W1", lost.member_epoch, owned=told))
+    assert items_of(response.assignment.connectors_and_tasks) == {"A", TaskId("A", 0)}
+    assert group_of(d).current("W1").state == MemberState.UNREVOKED

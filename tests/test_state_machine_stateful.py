@@ -769,10 +769,12 @@ class CoordinatorMachine(RuleBasedStateMachine):
         computation = self.group(w.group_id).computation
         result = self.driver.coordinator.install_assignment(request, self.driver.now)
         assert result.response.error_code == ErrorCode.INVALID_ASSIGNMENT, (breakage, result.response)
-        assert not result.records and not result.timers and not result.volatile, result
+        assert not result.records and not result.timers, result
+        # The only change: the chosen member is asked to compute again on its next heartbeat.
+        assert all(u.computation is not None and u.computation.prepared is None for u in result.volatile), result
         self.driver.run(result)
         assert self.state.slots() == slots and self.driver.timers == timers
-        assert self.group(w.group_id).computation == computation
+        assert self.group(w.group_id).computation == replace(computation, prepared=None)
 
     def install_assignor_error(self, proc: Proc) -> None:
         w = proc.worker
