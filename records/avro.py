@@ -95,6 +95,7 @@ class _Reader(_Codegen):
         super().__init__(classes, top_class, {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple,
                                               "_tuple_new": tuple.__new__})
         self.lines: list[str] = []
+        self.in_span = False  # inside the decode of a span-cached record: decode it, do not recurse
 
     def emit(self, indent: int, line: str) -> None:
         self.lines.append("    " * indent + line)
@@ -184,6 +185,9 @@ class _Reader(_Codegen):
         if hasattr(cls, "_fields") and kinds in (["string", "int"], ["string", "long"]):
             self.interned(cls, name, indent, target)
             return
+        if not top and not self.in_span and kinds and all(self.skippable(k) for k in kinds):
+            self.span_cached(schema, cls, indent, target)
+            return
         names = [snake_case(field["name"]) for field in schema["fields"]]
         values = [self.value(field["type"], indent) for field in schema["fields"]]
         if hasattr(cls, "_fields"):
@@ -201,6 +205,72 @@ class _Reader(_Codegen):
             raise TypeError(f"{cls.__name__} lacks attributes {sorted(set(names) - set(attrs))} of its schema")
         self.emit(indent, f"{target} = {name}({', '.join(args)})")
 
+
+    def skippable(self, schema: Any) -> bool:
+        """Whether `skip` can step over `schema`: arrays of strings and of (string, int) records."""
+        schema = self.resolve(schema)
+        if schema in ("string", "int", "long"):
+            return True
+        if isinstance(schema, dict) and schema["type"] == "array":
+            return self.skippable(schema["items"])
+        if isinstance(schema, dict) and schema["type"] == "record":
+            return all(self.skippable(f["type"]) for f in schema["fields"])
+        return False
+
+    def skip(self, schema: Any, indent: int) -> None:
+        """Emit code that steps `pos` over one datum without building it."""
+        schema = self.resolve(schema)
+        if schema in ("int", "long"):
+            self.emit(indent, "while buf[pos] >= 128:")
+            self.emit(indent + 1, "pos += 1")
+            self.emit(indent, "pos += 1")
+        elif schema == "string":
+            self.long(indent, "n")
+            self.emit(indent, "if n < 0:")
+            self.emit(indent + 1, "raise AvroError(f'string of {n} bytes at offset {pos}')")
+            self.emit(indent, "pos += n")
+        elif schema["type"] == "record":
+            for f in schema["fields"]:
+                self.skip(f["type"], indent)
+        else:  # array
+            self.emit(indent, "while True:")
+            self.long(indent + 1, "count")
+            self.emit(indent + 1, "if count == 0:")
+            self.emit(indent + 2, "break")
+            self.emit(indent + 1, "if count < 0:")
+            self.emit(indent + 2, "count = -count")
+            self.skip("long", indent + 2)
+            self.emit(indent + 1, "for _ in range(count):")
+            self.skip(schema["items"], indent + 2)
+
+    def span_cached(self, schema: dict[str, Any], cls: type, indent: int, target: str) -> None:
+        """A record of arrays (ConnectorsAndTasks) looked up by its encoded bytes before decoding.
+
+        The same assignment is written again and again: as a member's target, then in its current
+        assignment at each epoch. Stepping over the bytes to find where the record ends costs a
+        fraction of building it, and the bytes identify the value, so a hit is exact."""
+        cache = _INTERNED.setdefault(cls, {})
+        label = f"S_{cls.__name__}"
+        self.env[label] = cache
+        self.env["_INTERNED_MAX"] = _INTERNED_MAX
+        start = self.local()
+        self.emit(indent, f"{start} = pos")
+        for f in schema["fields"]:
+            self.skip(f["type"], indent)
+        raw = self.local()
+        self.emit(indent, f"{raw} = buf[{start}:pos]")
+        self.emit(indent, f"{target} = {label}.get({raw})")
+        self.emit(indent, f"if {target} is None:")
+        self.emit(indent + 1, f"pos = {start}")
+        self.in_span = True
+        try:
+            built = self.value(schema, indent + 1)
+        finally:
+            self.in_span = False
+        self.emit(indent + 1, f"{target} = {built}")
+        self.emit(indent + 1, f"if len({label}) >= _INTERNED_MAX:")
+        self.emit(indent + 2, f"{label}.clear()")
+        self.emit(indent + 1, f"{label}[{raw}] = {target}")
 
     def interned(self, cls: type, name: str, indent: int, target: str) -> None:
         """A (string, int) NamedTuple (TaskId) looked up by its encoded bytes before decoding.
@@ -232,7 +302,9 @@ class _Reader(_Codegen):
         self.emit(indent + 1, f"{target} = _tuple_new({name}, (text, number))")
 
 
-# Interned (string, int) NamedTuples by their encoded bytes, per class; bounded like the key cache.
+# Decoded values by their encoded bytes, per class: (string, int) NamedTuples (TaskId) and records
+# of arrays of them (ConnectorsAndTasks). Shared between records: treat them as values, as the
+# record classes say. Bounded like the key cache.
 _INTERNED: dict[type, dict[bytes, Any]] = {}
 _INTERNED_MAX = 65_536
 

@@ -28,6 +28,7 @@ from records import (
     RecordDecodeError,
     RecordEncodeError,
     TargetAssignmentMemberKey,
+    TargetAssignmentMemberValue,
     TaskId,
     UnknownRecordTypeError,
     UnsupportedVersionError,
@@ -340,3 +341,22 @@ def test_records_is_pure() -> None:
             "{'coordinator', 'replay', 'spark', 'confluent_kafka', 'aiohttp', 'asyncio', 'pyspark'}); print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_repeated_assignments_decode_to_shared_values_and_truncation_still_fails() -> None:
+    """Task ids and assignments are looked up by their bytes before decoding (records/avro.py);
+    a hit must give the same value, and bytes cut short after a cached part must still fail."""
+    assignment = ConnectorsAndTasks(("A",), (TaskId("A", 0), TaskId("A", 1)))
+    first = Record(CurrentMemberAssignmentKey("g", "W1"),
+                   CurrentMemberAssignmentValue(3, 2, "STABLE", assignment, ConnectorsAndTasks()))
+    second = Record(TargetAssignmentMemberKey("g", "W1"), TargetAssignmentMemberValue(assignment))
+    a = decode(*encode(first))
+    b = decode(*encode(second))
+    assert a == first and b == second
+    assert a.value.assignment is b.value.assignment
+    key, value = encode(first)
+    cut = len(value) - 3  # inside the fields after the pending revocation
+    with pytest.raises(RecordDecodeError):
+        decode(key, value[:cut])
+    with pytest.raises(RecordDecodeError):
+        decode(key, value + b"\x00")
