@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from records import Record, RecordDecodeError, decode, encode
 
@@ -58,7 +58,22 @@ def partition_for(group_id: str, partitions: int) -> int:
 
 
 class LogError(Exception):
-    """The log could not be read or written; the partition must be dropped and loaded again."""
+    """The log could not be read or written; the partition must be dropped and loaded again.
+
+    `fenced`: another coordinator took the partition over; this one must stop serving it."""
+
+    def __init__(self, message: str, fenced: bool = False) -> None:
+        super().__init__(message)
+        self.fenced = fenced
+
+
+_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
+           KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+
+
+def _fenced(e: KafkaException) -> bool:
+    error = e.args[0] if e.args else None
+    return isinstance(error, KafkaError) and (error.code() in _FENCED or error.fatal() and "fenc" in error.str().lower())
 
 
 @dataclass(slots=True)
@@ -156,7 +171,7 @@ class PartitionWriter:
                 self._producer.abort_transaction(self.timeout_s)
             except KafkaException:
                 pass  # fenced or gone: the partition is dropped and loaded again either way
-            raise LogError(f"writing to {self.topic}[{self.partition}]: {e}") from None
+            raise LogError(f"writing to {self.topic}[{self.partition}]: {e}", fenced=_fenced(e)) from None
 
     def close(self) -> None:
         """Flush and let go of the producer (librdkafka's threads end when it is freed)."""

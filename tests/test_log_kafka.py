@@ -105,8 +105,9 @@ def test_a_new_writer_of_the_partition_fences_the_old_one(kafka_broker, unique_t
     old.write([record])
     new = PartitionWriter(kafka_broker.client_config(), unique_topic, 0, timeout_s=10)
     new.open()  # takes the partition over
-    with pytest.raises(LogError):
+    with pytest.raises(LogError) as fenced:
         old.write([Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(2))])
+    assert fenced.value.fenced, fenced.value
     new.write([Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(3))])
     old.close()
     new.close()

@@ -1,0 +1,248 @@
+"""The runtime of one owned partition: the I/O shell around the state machine (DESIGN §6).
+
+Rules it keeps:
+
+- one serial event loop per partition: requests and timer events of its groups run one at a
+  time, so the state machine needs no locks;
+- a handler's records are applied (through `replay`) at once and appended to the open batch; the
+  response waits until that batch is committed in one Kafka transaction. Batches close on size
+  or after a short linger, so many heartbeats share one commit;
+- a response that writes nothing is sent at once unless earlier writes are still in flight: then
+  it waits for them, because it may describe state they created (nothing unacknowledged is ever
+  shown as done);
+- any write failure drops the partition's memory and loads it again from the topic; meanwhile,
+  and for the requests of the failed batch, the answer is NOT_COORDINATOR: the log is the truth;
+- timers are keyed; arming a key replaces its timer; a fired timer is an event in the same loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Mapping
+from enum import Enum
+from typing import Any
+
+from records import Record
+
+from coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.log import LoadResult, LogError, PartitionWriter, load_partition
+from coordinator.protocol import ErrorCode, Timer, TimerKey
+from coordinator.state import CoordinatorState
+
+log = logging.getLogger(__name__)
+
+
+class Status(Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class NotServing(Exception):
+    """The partition cannot serve now: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class PartitionRuntime:
+    """One partition of the topic, owned by this process."""
+
+    def __init__(self, kafka_config: Mapping[str, str], topic: str, partition: int,
+                 config: CoordinatorConfig | None = None, *, clock: Callable[[], float] = time.time,
+                 linger_ms: float = 2.0, max_batch_records: int = 1_000, transactional_prefix: str = "worker-coordinator"
+                 ) -> None:
+        self.kafka_config = dict(kafka_config)
+        self.topic = topic
+        self.partition = partition
+        self.config = config or CoordinatorConfig()
+        self.clock = clock
+        self.linger_s = linger_ms / 1000
+        self.max_batch_records = max_batch_records
+        self.transactional_prefix = transactional_prefix
+        self.status = Status.LOADING
+        self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
+        self.last_load: LoadResult | None = None
+        self._queue: asyncio.Queue[tuple[Callable[[int], Any], asyncio.Future | None]] = asyncio.Queue()
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
+        self._batch: list[Record] = []
+        self._waiting: list[tuple[asyncio.Future, Any]] = []
+        self._commits = 0  # batches handed to the writer and not yet confirmed
+        self._writer: PartitionWriter | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._flush_task: asyncio.Task | None = None
+        self._write_lock = asyncio.Lock()
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fence the previous owner, load the partition, arm its timers, then serve."""
+        self.status = Status.LOADING
+        self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
+        writer = PartitionWriter(self.kafka_config, self.topic, self.partition, self.transactional_prefix)
+        # init_transactions first: once it returns, the old owner can no longer commit, so what we
+        # load next is everything it will ever have written.
+        await asyncio.to_thread(writer.open)
+        self._writer = writer
+        self.last_load = await asyncio.to_thread(load_partition, self.kafka_config, self.topic, self.partition,
+                                                 self.coordinator.state)
+        for corrupt in self.last_load.corrupt:
+            log.error("%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt)
+        self._arm(self.coordinator.timers(self.now_ms()))
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
+        self.status = Status.ACTIVE
+
+    async def close(self) -> None:
+        self.status = Status.CLOSED
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            self._loop_task = None
+        self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the coordinator is shutting down")
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(writer.close)
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def call(self, handler: str, request: Any) -> Any:
+        """Run the handler `handler` (a `GroupCoordinator` method name) on `request` in the
+        partition's loop, and return its response once what it wrote is durable."""
+        self._check_serving()
+        future = asyncio.get_running_loop().create_future()
+        # Looked up when it runs: a reload replaces the coordinator.
+        await self._queue.put((lambda now: getattr(self.coordinator, handler)(request, now), future))
+        return await future
+
+    def _check_serving(self) -> None:
+        if self.status is Status.LOADING:
+            raise NotServing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"partition {self.partition} is loading")
+        if self.status is not Status.ACTIVE:
+            raise NotServing(ErrorCode.NOT_COORDINATOR, f"partition {self.partition} is not served here")
+
+    async def _run(self) -> None:
+        while True:
+            event, future = await self._queue.get()
+            if self.status is not Status.ACTIVE:
+                if future is not None and not future.done():
+                    future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
+                continue
+            try:
+                result = event(self.now_ms())
+            except Exception as e:  # a bug in a handler must not take the partition down
+                log.exception("handler failed")
+                if future is not None and not future.done():
+                    future.set_exception(e)
+                continue
+            self.coordinator.apply(result)
+            self._arm(result.timers)
+            if result.records:
+                self._batch.extend(result.records)
+                if future is not None:
+                    self._waiting.append((future, result.response))
+                self._schedule_flush()
+            elif future is not None:
+                if self._batch or self._commits:
+                    self._waiting.append((future, result.response))  # it may describe what they wrote
+                    self._schedule_flush()
+                else:
+                    future.set_result(result.response)
+
+    # --- batches -------------------------------------------------------------------------------
+
+    def _schedule_flush(self) -> None:
+        if len(self._batch) >= self.max_batch_records:
+            self._start_flush()
+        elif self._flush_task is None:
+            self._flush_task = asyncio.get_running_loop().call_later(self.linger_s, self._start_flush)
+
+    def _start_flush(self) -> None:
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+            self._flush_task = None
+        batch, self._batch = self._batch, []
+        waiting, self._waiting = self._waiting, []
+        self._commits += 1
+        asyncio.create_task(self._commit(batch, waiting))
+
+    async def _commit(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+        try:
+            await self._commit_in_order(batch, waiting)
+        finally:
+            self._commits -= 1
+
+    async def _commit_in_order(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+        async with self._write_lock:  # one transaction at a time, in order
+            if self.status is not Status.ACTIVE or self._writer is None:
+                for future, _ in waiting:
+                    if not future.done():
+                        future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
+                return
+            try:
+                if batch:
+                    await asyncio.to_thread(self._writer.write, batch)
+            except LogError as e:
+                for future, _ in waiting:
+                    if not future.done():
+                        future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, str(e)))
+                if e.fenced:
+                    # Another coordinator owns the partition now: loading it again would fence
+                    # that one in turn. Stop serving it.
+                    log.error("%s; partition %d was taken over, no longer serving it", e, self.partition)
+                    await self.close()
+                    return
+                log.error("%s; dropping partition %d and loading it again", e, self.partition)
+                await self._reload()
+                return
+            for future, response in waiting:
+                if not future.done():
+                    future.set_result(response)
+
+    async def _reload(self) -> None:
+        """The log is the truth: forget memory, fence, load again."""
+        self.status = Status.LOADING
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the partition is reloading")
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await asyncio.to_thread(writer.close)
+        try:
+            await self.start()
+        except LogError as e:
+            log.error("partition %d could not be loaded again: %s", self.partition, e)
+            self.status = Status.FAILED
+
+    def _fail_waiting(self, code: ErrorCode, message: str) -> None:
+        self._batch = []
+        waiting, self._waiting = self._waiting, []
+        for future, _ in waiting:
+            if not future.done():
+                future.set_exception(NotServing(code, message))
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def _arm(self, timers: list[Timer]) -> None:
+        loop = asyncio.get_running_loop()
+        for timer in timers:
+            old = self._timers.pop(timer.key, None)
+            if old is not None:
+                old.cancel()
+            if timer.deadline_ms is not None:
+                delay = max(0.0, timer.deadline_ms / 1000 - self.clock())
+                self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
+
+    def _fire(self, key: TimerKey) -> None:
+        self._timers.pop(key, None)
+        self._queue.put_nowait((lambda now: self.coordinator.on_timer(key, now), None))

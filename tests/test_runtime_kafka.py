@@ -1,0 +1,125 @@
+"""The partition runtime against the session broker: responses only after the batch is committed,
+what was acknowledged is in the topic, a new owner fences the old one, which stops serving."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from coordinator.cli import main as coordinator
+from coordinator.items import items_of
+from coordinator.log import load_partition
+from coordinator.protocol import ErrorCode, HeartbeatRequest, SetConnectorsRequest
+from coordinator.runtime import NotServing, PartitionRuntime, Status
+from coordinator.state import CoordinatorState
+from records import ConnectorTaskCount
+
+pytestmark = pytest.mark.integration
+
+G = "connect-cluster"
+
+
+def _topic(broker, topic: str) -> None:  # noqa: ANN001
+    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
+                        "--partitions", "1", "--replication-factor", "1"]) == 0
+
+
+async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dict[str, tuple[int, frozenset]]:
+    """Server-side assignor members join and heartbeat until nothing changes; what each was told."""
+    told: dict[str, tuple[int, frozenset]] = {}
+    for m in members:
+        r = await runtime.call("heartbeat", HeartbeatRequest(G, m, 0, rebalance_timeout_ms=5_000,
+                                                             server_assignor="incremental_cooperative"))
+        assert r.error_code == ErrorCode.NONE, r
+        told[m] = (r.member_epoch, items_of(r.assignment.connectors_and_tasks))
+    for _ in range(20):
+        changed = False
+        await asyncio.sleep(0.3)  # past the server-side assignment interval below
+        for m in members:
+            epoch, owned = told[m]
+            r = await runtime.call("heartbeat", HeartbeatRequest(G, m, epoch, owned=_cat(owned)))
+            assert r.error_code == ErrorCode.NONE, r
+            new = (r.member_epoch, items_of(r.assignment.connectors_and_tasks) if r.assignment else owned)
+            changed |= new != told[m]
+            told[m] = new
+        group = runtime.coordinator.state.groups[G]
+        if not changed and group.group_epoch == group.assignment_epoch:
+            return told
+    raise AssertionError("no convergence")
+
+
+def _cat(items):  # noqa: ANN001, ANN202
+    from coordinator.items import connectors_and_tasks
+
+    return connectors_and_tasks(items)
+
+
+def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    from coordinator.group_coordinator import CoordinatorConfig
+
+    _topic(kafka_broker, unique_topic)
+    config = CoordinatorConfig(server_assignment_interval_ms=200)
+
+    async def scenario() -> None:
+        first = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0, config)
+        await first.start()
+        assert first.status is Status.ACTIVE
+        response = await first.call("set_connectors", SetConnectorsRequest(
+            G, (ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2))))
+        assert response.error_code == ErrorCode.NONE
+        told = await _join_and_settle(first, ["W1", "W2", "W3"])
+        owned = [items for _, items in told.values()]
+        assert sum(len(o) for o in owned) == len(frozenset().union(*owned)) == 8  # each item once
+
+        # Everything acknowledged is durable: the topic replays to the state that was served.
+        loaded = CoordinatorState()
+        await asyncio.to_thread(load_partition, kafka_broker.client_config(), unique_topic, 0, loaded)
+        assert loaded.slots() == first.coordinator.state.slots()
+
+        # A second coordinator takes the partition over: it loads the same state and serves.
+        second = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0, config)
+        await second.start()
+        assert second.coordinator.state.slots() == first.coordinator.state.slots()
+        epoch = told["W1"][0]
+        r = await second.call("heartbeat", HeartbeatRequest(G, "W1", epoch))
+        assert r.error_code == ErrorCode.NONE and r.member_epoch == epoch
+
+        # The old owner is fenced: its next write fails, it answers NOT_COORDINATOR and stops serving.
+        with pytest.raises(NotServing) as refused:
+            await first.call("heartbeat", HeartbeatRequest(G, "W4", 0, rebalance_timeout_ms=5_000))
+        assert refused.value.code == ErrorCode.NOT_COORDINATOR
+        assert first.status is Status.CLOSED
+        with pytest.raises(NotServing):
+            await first.call("heartbeat", HeartbeatRequest(G, "W1", epoch))
+        # Nothing the fenced owner tried to write is visible.
+        assert "W4" not in second.coordinator.state.groups[G].members
+        await second.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    _topic(kafka_broker, unique_topic)
+
+    async def scenario() -> None:
+        runtime = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0)
+        await runtime.start()
+        r = await runtime.call("heartbeat", HeartbeatRequest(G, "W1", 0, rebalance_timeout_ms=5_000,
+                                                             server_assignor="incremental_cooperative"))
+        end = runtime.last_load.end_offset
+        writes = []
+        original = runtime._writer.write
+
+        def counting(records):  # noqa: ANN001, ANN202
+            writes.append(len(records))
+            return original(records)
+
+        runtime._writer.write = counting
+        for _ in range(20):
+            steady = await runtime.call("heartbeat", HeartbeatRequest(G, "W1", r.member_epoch))
+            assert steady.error_code == ErrorCode.NONE
+        assert writes == [] and end == 0
+        await runtime.close()
+
+    asyncio.run(scenario())
