@@ -1,0 +1,102 @@
+"""The HTTP API against the session broker: the case study end to end over HTTP (server-side
+assignor), the admin routes, and bad input answered with 400/INVALID_REQUEST, never a 500."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from coordinator.cli import main as coordinator
+from coordinator.group_coordinator import CoordinatorConfig
+from coordinator.server import MAX_BODY_BYTES, CoordinatorServer
+
+pytestmark = pytest.mark.integration
+G = "connect-cluster"
+HB = "/v1/connect-group/heartbeat"
+
+
+def _serve(broker, topic: str, scenario) -> None:  # noqa: ANN001
+    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
+                        "--partitions", "2", "--replication-factor", "1"]) == 0
+
+    async def run() -> None:
+        server = CoordinatorServer(broker.client_config(), topic, 2, [0, 1], "http://127.0.0.1:0",
+                                   CoordinatorConfig(server_assignment_interval_ms=100))
+        await server.start()
+        client = TestClient(TestServer(server.app()))
+        await client.start_server()
+        try:
+            await scenario(client)
+        finally:
+            await client.close()
+            await server.close()
+
+    asyncio.run(run())
+
+
+async def _post(client: TestClient, path: str, body: dict) -> dict:
+    response = await client.post(path, json=body)
+    assert response.status == 200, await response.text()
+    return await response.json()
+
+
+def test_workers_converge_over_http(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    async def scenario(client: TestClient) -> None:
+        r = await client.put(f"/v1/groups/{G}/connectors", json={"Connectors": [{"Name": "A", "Tasks": 2},
+                                                                                {"Name": "B", "Tasks": 1}]})
+        assert (await r.json())["ErrorCode"] == 0
+        state = {}
+        for m in ("W1", "W2"):
+            body = await _post(client, HB, {"GroupId": G, "MemberId": m, "MemberEpoch": 0, "RebalanceTimeoutMs": 5000,
+                                            "ServerAssignor": "incremental_cooperative"})
+            assert body["ErrorCode"] == 0
+            state[m] = (body["MemberEpoch"], body["Assignment"]["ConnectorsAndTasks"])
+        for _ in range(20):
+            await asyncio.sleep(0.15)
+            for m, (epoch, owned) in list(state.items()):
+                body = await _post(client, HB, {"GroupId": G, "MemberId": m, "MemberEpoch": epoch,
+                                                "ConnectorsAndTasks": owned})
+                assert body["ErrorCode"] == 0, body
+                state[m] = (body["MemberEpoch"], (body["Assignment"] or {}).get("ConnectorsAndTasks", owned))
+        described = await (await client.get(f"/v1/groups/{G}")).json()
+        assert described["State"] == "STABLE", described
+        items = [(c,) for m in state.values() for c in m[1]["Connectors"]]
+        items += [(t["Connector"], t["Task"]) for m in state.values() for t in m[1]["Tasks"]]
+        assert sorted(items) == [("A",), ("A", 0), ("A", 1), ("B",), ("B", 0)]
+        listed = await (await client.get("/v1/groups")).json()
+        assert [g["GroupId"] for g in listed["Groups"]] == [G]
+        found = await _post(client, "/v1/find-coordinator", {"GroupId": G})
+        assert found["ErrorCode"] == 0 and found["Url"]
+        health = await client.get("/health")
+        assert health.status == 200
+
+    _serve(kafka_broker, unique_topic, scenario)
+
+
+def test_bad_input_is_a_clear_error_never_a_500(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    async def scenario(client: TestClient) -> None:
+        cases = [
+            (HB, b"{not json"), (HB, b"[]"), (HB, b'{"GroupId": 3, "MemberId": "m", "MemberEpoch": 0}'),
+            (HB, b'{"GroupId": "g", "MemberId": "m"}'),
+            (HB, b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 99999999999}'),
+            (HB, b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "x", '
+                 b'"MinimumVersion": 0, "MaximumVersion": 0, "Metadata": "***"}]}'),
+            ("/v1/connect-group/install-assignment", b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, '
+                                                     b'"GroupEpoch": 1, "Members": [5]}'),
+        ]
+        for path, raw in cases:
+            response = await client.post(path, data=raw, headers={"Content-Type": "application/json"})
+            body = await response.json()
+            assert response.status == 400 and body["ErrorCode"] == 42 and body["ErrorMessage"], (raw, body)
+        too_big = await client.post(HB, data=b"x" * (MAX_BODY_BYTES + 1))
+        assert too_big.status == 413
+        unknown = await _post(client, HB, {"GroupId": "nope", "MemberId": "m", "MemberEpoch": 5})
+        assert unknown["ErrorCode"] == 25
+        described = await (await client.get("/v1/groups/nope")).json()
+        assert described["ErrorCode"] == 69
+        invalid = await _post(client, HB, {"GroupId": "", "MemberId": "m", "MemberEpoch": 0, "RebalanceTimeoutMs": 1})
+        assert invalid["ErrorCode"] == 42
+
+    _serve(kafka_broker, unique_topic, scenario)
