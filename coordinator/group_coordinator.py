@@ -88,6 +88,7 @@ from coordinator.state import (
     ConnectGroup,
     CoordinatorState,
     ServerAssignmentWindow,
+    held_items,
 )
 
 SESSION = "session"
@@ -223,8 +224,7 @@ class _Txn:
 
     def set_current(self, member_id: str, value: CurrentMemberAssignmentValue | None) -> None:
         self.currents[member_id] = value
-        held = frozenset() if value is None else items_of(value.assignment) | items_of(value.pending_revocation)
-        self._held[member_id] = held
+        self._held[member_id] = frozenset() if value is None else held_items(value)
 
     def remove_member(self, member_id: str) -> None:
         self.set_member(member_id, None)
@@ -232,6 +232,10 @@ class _Txn:
         self.set_current(member_id, None)
         self.timers.append(Timer(_timer(SESSION, self.group.group_id, member_id), None))
         self.timers.append(Timer(_timer(REBALANCE, self.group.group_id, member_id), None))
+        self.release_computation(member_id)
+
+    def release_computation(self, member_id: str) -> None:
+        """A member that leaves, for good or for a while, no longer computes the target."""
         computation = self.current_computation()
         if computation is not None and computation.member_id == member_id:
             self.computation = None
@@ -540,9 +544,7 @@ class GroupCoordinator:
                 error=current.error, version=current.version, metadata=current.metadata))
             txn.timers.append(Timer(_timer(REBALANCE, group.group_id, member_id), None))
             txn.timers.append(Timer(_timer(SESSION, group.group_id, member_id), now + self.session_timeout_ms(group)))
-            computation = txn.current_computation()
-            if computation is not None and computation.member_id == member_id:
-                txn.computation = None
+            txn.release_computation(member_id)
             return txn.result(HeartbeatResponse(ErrorCode.NONE, None, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                                 self.heartbeat_interval_ms(group)))
         self._remove_member(txn, member_id, now)

@@ -141,7 +141,7 @@ class ConnectGroup:
         if self._owners is None:
             owners: dict[Item, str] = {}
             for member_id, current in self.currents.items():
-                for item in _held(current):
+                for item in held_items(current):
                     owners[item] = member_id
             self._owners = owners
         return self._owners
@@ -212,20 +212,20 @@ class ConnectGroup:
         if owners is None:
             return  # built on first use; replaying a whole partition never pays for it
         if old is not None:
-            for item in _held(old):
+            for item in held_items(old):
                 if owners.get(item) == member_id:
                     del owners[item]
         if value is not None:
-            for item in _held(value):
+            for item in held_items(value):
                 owners[item] = member_id
 
 
-def _held(current: CurrentMemberAssignmentValue) -> frozenset[Item]:
+def held_items(current: CurrentMemberAssignmentValue) -> frozenset[Item]:
     """What a member holds: what it owns plus what it has not yet revoked."""
-    if current.pending_revocation is EMPTY or not (current.pending_revocation.connectors
-                                                     or current.pending_revocation.tasks):
+    pending = current.pending_revocation
+    if not (pending.connectors or pending.tasks):
         return items_of(current.assignment)
-    return items_of(current.assignment) | items_of(current.pending_revocation)
+    return items_of(current.assignment) | items_of(pending)
 
 
 _REPLAY = {
