@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from coordinator import wire
+from coordinator import openapi, wire
 from coordinator.group_coordinator import CoordinatorConfig
 from coordinator.log import partition_for
 from coordinator.protocol import ErrorCode
@@ -79,6 +79,7 @@ class CoordinatorServer:
             web.put("/v1/groups/{group_id}/config", self._admin("set_config", wire.set_config_request)),
             web.delete("/v1/groups/{group_id}", self._admin("delete_group", lambda g, _: wire.delete_request(g))),
             web.get("/health", self.health),
+            web.get("/openapi.json", self.openapi_document),
         ])
         return app
 
@@ -123,6 +124,9 @@ class CoordinatorServer:
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         return _json({"ErrorCode": 0, **wire.group_description_json(description)})
+
+    async def openapi_document(self, request: web.Request) -> web.Response:
+        return _json(openapi.DOCUMENT)
 
     async def health(self, request: web.Request) -> web.Response:
         partitions = {str(p): r.status.value for p, r in sorted(self.runtimes.items())}
