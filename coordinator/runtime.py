@@ -28,6 +28,7 @@ from records import Record
 
 from coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.log import LoadResult, LogError, PartitionWriter, load_partition
+from coordinator.metrics import Metrics
 from coordinator.protocol import ErrorCode, Timer, TimerKey
 from coordinator.state import CoordinatorState
 
@@ -54,8 +55,8 @@ class PartitionRuntime:
 
     def __init__(self, kafka_config: Mapping[str, str], topic: str, partition: int,
                  config: CoordinatorConfig | None = None, *, clock: Callable[[], float] = time.time,
-                 linger_ms: float = 2.0, max_batch_records: int = 1_000, transactional_prefix: str = "worker-coordinator"
-                 ) -> None:
+                 linger_ms: float = 2.0, max_batch_records: int = 1_000, transactional_prefix: str = "worker-coordinator",
+                 metrics: Metrics | None = None) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
         self.partition = partition
@@ -64,6 +65,7 @@ class PartitionRuntime:
         self.linger_s = linger_ms / 1000
         self.max_batch_records = max_batch_records
         self.transactional_prefix = transactional_prefix
+        self.metrics = metrics
         self.status = Status.LOADING
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         self.last_load: LoadResult | None = None
@@ -95,6 +97,10 @@ class PartitionRuntime:
                                                  self.coordinator.state)
         for corrupt in self.last_load.corrupt:
             log.error("%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt)
+        log.info("%s[%d] loaded: %d records in %.3f s", self.topic, self.partition, self.last_load.records,
+                 self.last_load.seconds)
+        if self.metrics is not None:
+            self.metrics.observe_load(self.partition, self.last_load.seconds, self.last_load.records)
         self._arm(self.coordinator.timers(self.now_ms()))
         if self._loop_task is None:
             self._loop_task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
@@ -190,7 +196,10 @@ class PartitionRuntime:
                 return
             try:
                 if batch:
+                    started = time.perf_counter()
                     await asyncio.to_thread(self._writer.write, batch)
+                    if self.metrics is not None:
+                        self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
             except LogError as e:
                 for future, _ in waiting:
                     if not future.done():
