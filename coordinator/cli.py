@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from coordinator import devbroker, topic
+from coordinator import devbroker, serve, topic
 from coordinator.errors import CliError
 
-_COMMANDS = (topic, devbroker)
+_COMMANDS = (serve, topic, devbroker)
 
 
 def build_parser() -> argparse.ArgumentParser:

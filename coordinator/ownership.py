@@ -1,0 +1,156 @@
+"""Which coordinator instance serves which partition (DESIGN §6).
+
+- `static`: the process serves the partitions it is told to (`CoordinatorServer.start`).
+- `group`: instances form a Kafka consumer group over the topic. The group protocol decides who
+  owns what; an assigned partition is taken (fencing its previous owner through
+  `init_transactions`, then loading it), a revoked or lost one stops serving before the callback
+  returns. The consumer never reads records: it pauses every partition it is given, so it costs
+  the brokers nothing but the membership.
+
+Finding the owner of a partition served elsewhere: the consumer group's description (each
+instance uses its advertised URL as its `client.id`), and, where the broker does not describe
+group members (Tansu), the `/health` of the peers given with `--peer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+import aiohttp
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from coordinator.server import CoordinatorServer
+
+log = logging.getLogger(__name__)
+
+_LOCATE_CACHE_S = 1.0
+
+
+class GroupOwnership:
+    """Shares the topic's partitions among instances through a Kafka consumer group."""
+
+    def __init__(self, server: CoordinatorServer, kafka_config: Mapping[str, str], group_id: str, *,
+                 session_timeout_ms: int = 10_000, peers: Iterable[str] = ()) -> None:
+        self.server = server
+        self.group_id = group_id
+        self.locate = Locator(server, peers, describe=self._described_owners)
+        self._config = {
+            **kafka_config,
+            "group.id": group_id,
+            "client.id": server.advertised_url,
+            # Only what must move moves: a new instance takes its share without stopping the others.
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "allow.auto.create.topics": False,
+        }
+        self._admin_config = {k: v for k, v in kafka_config.items()}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.server.locate = self.locate
+        self._thread = threading.Thread(target=self._poll, name="ownership", daemon=True)
+        self._thread.start()
+
+    async def close(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+    # --- the consumer group (its own thread: librdkafka calls back from poll) -------------------
+
+    def _poll(self) -> None:
+        consumer = Consumer(self._config)
+        consumer.subscribe([self.server.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_revoke)
+        paused: set[int] = set()
+        try:
+            while not self._stopping.is_set():
+                consumer.poll(0.2)  # there is nothing to read: every partition is paused
+                assignment = consumer.assignment()
+                unpaused = [tp for tp in assignment if tp.partition not in paused]
+                if unpaused:
+                    consumer.pause(unpaused)
+                paused = {tp.partition for tp in assignment}
+        except KafkaException as e:
+            log.error("the ownership consumer failed: %s", e)
+        finally:
+            # Leaving the group revokes our partitions (on_revoke) and hands them over at once.
+            consumer.close()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        taken = sorted(tp.partition for tp in partitions)
+        if taken:
+            log.info("consumer group %s assigned partitions %s", self.group_id, taken)
+            # Not waited for: loading may take seconds, and the partition answers
+            # COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+            asyncio.run_coroutine_threadsafe(self.server.assign(taken), self._loop)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        lost = sorted(tp.partition for tp in partitions)
+        if lost:
+            log.info("consumer group %s revoked partitions %s", self.group_id, lost)
+            # Waited for: the partitions must stop serving before another instance takes them.
+            asyncio.run_coroutine_threadsafe(self.server.revoke(lost), self._loop).result()
+
+    def _described_owners(self) -> dict[int, str]:
+        admin = AdminClient(self._admin_config)
+        try:
+            description = admin.describe_consumer_groups([self.group_id], request_timeout=5)[self.group_id].result()
+        except KafkaException as e:
+            log.warning("cannot describe consumer group %s: %s", self.group_id, e)
+            return {}
+        owners = {}
+        for member in description.members:
+            for tp in member.assignment.topic_partitions if member.assignment else ():
+                if tp.topic == self.server.topic:
+                    owners[tp.partition] = member.client_id
+        return owners
+
+
+class Locator:
+    """Where a partition not served here is served: the consumer group's description if there is
+    one (group mode), else the peers' `/health`. Answers are cached for a second, so a burst of
+    find-coordinator calls costs one lookup."""
+
+    def __init__(self, server: CoordinatorServer, peers: Iterable[str] = (),
+                 describe: Callable[[], dict[int, str]] | None = None) -> None:
+        own = server.advertised_url.rstrip("/")
+        self.peers = [p.rstrip("/") for p in peers if p.rstrip("/") != own]
+        self.describe = describe
+        self._owners: dict[int, str] = {}
+        self._owners_at = 0.0
+
+    async def __call__(self, partition: int) -> str | None:
+        if time.monotonic() - self._owners_at > _LOCATE_CACHE_S or partition not in self._owners:
+            owners = await asyncio.to_thread(self.describe) if self.describe is not None else {}
+            if not owners and self.peers:
+                owners = await self._peer_owners()
+            self._owners, self._owners_at = owners, time.monotonic()
+        return self._owners.get(partition)
+
+    async def _peer_owners(self) -> dict[int, str]:
+        owners: dict[int, str] = {}
+        timeout = aiohttp.ClientTimeout(total=2)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for peer in self.peers:
+                try:
+                    async with session.get(f"{peer}/health") as response:
+                        body = await response.json()
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+                    log.warning("peer %s did not answer: %s", peer, e)
+                    continue
+                for partition, status in (body.get("Partitions") or {}).items():
+                    if status in ("active", "loading"):
+                        owners[int(partition)] = body.get("Url") or peer
+        return owners
