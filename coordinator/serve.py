@@ -117,9 +117,10 @@ def _env_int(name: str, default: int | None) -> int | None:
         raise SystemExit(f"coordinator serve: error: {name}={value!r} is not an integer") from None
 
 
-def parse_partitions(text: str, count: int) -> list[int]:
+def parse_partitions(text: str) -> set[int] | None:
+    """`--partitions`: None for all, else the set it lists. Checked before Kafka is asked anything."""
     if text.strip().lower() == "all":
-        return list(range(count))
+        return None
     chosen: set[int] = set()
     try:
         for part in text.split(","):
@@ -127,9 +128,15 @@ def parse_partitions(text: str, count: int) -> list[int]:
             chosen.update(range(int(low), int(high) + 1) if dash else [int(low)])
     except ValueError:
         raise CliError(f"--partitions {text!r}: expected 'all' or a list such as 0-3,7", exit_code=2) from None
+    return chosen
+
+
+def _owned(chosen: set[int] | None, count: int) -> list[int]:
+    if chosen is None:
+        return list(range(count))
     outside = sorted(p for p in chosen if not 0 <= p < count)
     if outside:
-        raise CliError(f"--partitions {text!r}: the topic has partitions 0-{count - 1}, not {outside}", exit_code=2)
+        raise CliError(f"--partitions: the topic has partitions 0-{count - 1}, not {outside}", exit_code=2)
     return sorted(chosen)
 
 
@@ -146,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     config = kafka_config.client_config(args)
     config.setdefault("allow.auto.create.topics", "false")  # Tansu creates a topic it is asked about
     host, port = parse_listen(args.listen)
+    chosen = parse_partitions(args.partitions)
     tls = _tls_context(args)
     advertised = args.advertised_url or f"{'https' if tls else 'http'}://{_reachable(host)}:{port}"
     try:
@@ -153,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         raise CliError(str(e), exit_code=2) from None
     partitions = wait_for_topic(args)
-    owned = parse_partitions(args.partitions, partitions) if args.ownership == "static" else []
+    owned = _owned(chosen, partitions) if args.ownership == "static" else []
     group_config = CoordinatorConfig(
         session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
         rebalance_timeout_ms=args.rebalance_timeout_ms,
@@ -185,16 +193,19 @@ def wait_for_topic(args: argparse.Namespace) -> int:
     """The topic's partition count, once Kafka answers; retried with backoff until --connect-timeout."""
     from coordinator.topic import Admin  # its AdminClient wrapper turns Kafka errors into one clear line
 
-    args.timeout = 10.0
+    args.timeout = max(1.0, min(10.0, args.connect_timeout / 3))
 
     def waiting(state: RetryCallState) -> None:
         log.warning("waiting for Kafka at %s to answer (%s); retrying in %.1f s", args.bootstrap_servers,
                     state.outcome.exception(), state.next_action.sleep if state.next_action else 0)
 
-    for attempt in Retrying(retry=retry_if_exception_type(CliError), stop=stop_after_delay(args.connect_timeout),
-                            wait=wait_exponential(multiplier=0.5, max=10), before_sleep=waiting, reraise=True):
-        with attempt:
-            topic = Admin(args).describe(args.topic)
+    try:
+        for attempt in Retrying(retry=retry_if_exception_type(CliError), stop=stop_after_delay(args.connect_timeout),
+                                wait=wait_exponential(multiplier=0.5, max=10), before_sleep=waiting, reraise=True):
+            with attempt:
+                topic = Admin(args).describe(args.topic)
+    except CliError as e:
+        raise CliError(f"gave up after --connect-timeout {args.connect_timeout:g}s: {e}") from None
     if topic is None:
         raise CliError(f"topic {args.topic} does not exist at {args.bootstrap_servers}; create it with: "
                        f"coordinator topic create --topic {args.topic} --partitions N", exit_code=1)

@@ -54,6 +54,7 @@ _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BR
 # instead. The records still reach an application that configures logging.
 _LIBRDKAFKA_LOG = logging.getLogger("coordinator.librdkafka")
 _LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
+_LIBRDKAFKA_LOG.propagate = False  # not even when a long-running command configures logging
 
 
 def topic_configs(replication_factor: int) -> dict[str, str]:
