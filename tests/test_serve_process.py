@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 from coordinator.cli import main as coordinator
@@ -293,3 +294,34 @@ def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique
     finally:
         a.stop()
         b.stop()
+
+
+# --- admin commands --------------------------------------------------------------------------------
+
+
+def test_admin_commands_against_a_served_group(kafka_broker, unique_topic, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    _topic(kafka_broker, unique_topic)
+    (tmp_path / "tokens").write_text("t-ops ops\n")
+    server = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens",
+                          str(tmp_path / "tokens")).start()
+    auth = ["--url", server.url, "--token", "t-ops"]
+    try:
+        assert coordinator(["connectors", "set", "demo", "A=2", "B=1", *auth]) == 0
+        assert coordinator(["config", "set", "demo", "--session-timeout-ms", "5000", *auth]) == 0
+        capsys.readouterr()
+        assert coordinator(["groups", "list", *auth]) == 0
+        listed = capsys.readouterr().out.splitlines()
+        assert listed[0].split() == ["GROUP", "EPOCH", "STATE", "MEMBERS"] and listed[1].split()[0] == "demo"
+        assert coordinator(["groups", "describe", "demo", "--format", "json", *auth]) == 0
+        described = orjson.loads(capsys.readouterr().out)
+        assert described["Connectors"] == [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]
+        assert described["SessionTimeoutMs"] == 5000
+        # Errors are one line and an exit code: unknown group, bad config, no credentials.
+        assert coordinator(["groups", "describe", "nope", *auth]) == 1
+        assert "does not exist" in capsys.readouterr().err
+        assert coordinator(["config", "set", "demo", "--heartbeat-interval-ms", "1", *auth]) == 1
+        assert "HeartbeatIntervalMs" in capsys.readouterr().err
+        assert coordinator(["groups", "list", "--url", server.url]) == 1
+        assert "HTTP 401" in capsys.readouterr().err
+    finally:
+        server.stop()
