@@ -10,6 +10,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from coordinator.cli import main as coordinator
 from coordinator.group_coordinator import CoordinatorConfig
+from coordinator.log import partition_for
 from coordinator.server import MAX_BODY_BYTES, CoordinatorServer
 
 pytestmark = pytest.mark.integration
@@ -98,5 +99,32 @@ def test_bad_input_is_a_clear_error_never_a_500(kafka_broker, unique_topic) -> N
         assert described["ErrorCode"] == 69
         invalid = await _post(client, HB, {"GroupId": "", "MemberId": "m", "MemberEpoch": 0, "RebalanceTimeoutMs": 1})
         assert invalid["ErrorCode"] == 42
+
+    _serve(kafka_broker, unique_topic, scenario)
+
+
+def test_metrics_count_what_happened(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    async def scenario(client: TestClient) -> None:
+        await client.put(f"/v1/groups/{G}/connectors", json={"Connectors": [{"Name": "A", "Tasks": 2}]})
+        joined = await _post(client, HB, {"GroupId": G, "MemberId": "W1", "MemberEpoch": 0,
+                                          "RebalanceTimeoutMs": 5000, "ServerAssignor": "incremental_cooperative"})
+        await _post(client, HB, {"GroupId": G, "MemberId": "W1", "MemberEpoch": joined["MemberEpoch"] + 7})
+        response = await client.get("/metrics")
+        assert response.status == 200 and response.content_type == "text/plain"
+        samples = {}
+        for line in (await response.text()).splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                samples[name] = float(value)
+        hb = '{api="/v1/connect-group/heartbeat"}'
+        assert samples[f"coordinator_request_seconds_count{hb}"] == 2
+        assert samples['coordinator_errors_total{api="/v1/connect-group/heartbeat",code="110"}'] == 1
+        partition = str(partition_for(G, 2))
+        assert samples[f'coordinator_groups{{partition="{partition}"}}'] == 1
+        assert samples[f'coordinator_members{{partition="{partition}"}}'] == 0  # fenced, so removed
+        assert samples[f'coordinator_group_epoch{{group="{G}"}}'] >= 2
+        assert samples[f'coordinator_rebalances_total{{partition="{partition}"}}'] >= 2
+        assert samples[f'coordinator_batch_records_count{{partition="{partition}"}}'] >= 2
+        assert samples['coordinator_partition_loads_total{partition="0"}'] == 1
 
     _serve(kafka_broker, unique_topic, scenario)
