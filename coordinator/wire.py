@@ -12,9 +12,9 @@ import base64
 import binascii
 from typing import Any
 
-from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, TaskId
+from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TaskId
 
-from coordinator.assignors import GroupSpec
+from coordinator.assignors import AssignmentMember, GroupAssignment, GroupSpec
 from coordinator.protocol import (
     DeleteGroupRequest,
     GroupDescription,
@@ -196,6 +196,46 @@ def install_request(body: Any) -> InstallAssignmentRequest:
         error_message=_get(body, "ErrorMessage", "str", nullable=True),
         deferred=ConnectorsAndTasks() if deferred is None else connectors_and_tasks(deferred, "Deferred"),
         scheduled_rebalance_delay_ms=_get(body, "ScheduledRebalanceDelayMs", "int", nullable=True))
+
+
+# --- the worker's side: a PrepareAssignment answer in, an InstallAssignment body out -----------
+
+
+def group_spec(body: dict) -> GroupSpec:
+    """The `GroupSpec` a PrepareAssignment response describes (the inverse of `group_spec_json`)."""
+    members = []
+    for m in body.get("Members") or ():
+        a = m.get("Assignor") or {}
+        members.append(AssignmentMember(
+            m["MemberId"], m.get("InstanceId"), m.get("MemberEpoch", 0),
+            target=connectors_and_tasks(m.get("TargetConnectorsAndTasks") or {}),
+            owned=connectors_and_tasks(m.get("ConnectorsAndTasks") or {}),
+            minimum_version=a.get("MinimumVersion", 0), maximum_version=a.get("MaximumVersion", 0),
+            reason=a.get("Reason", 0), version=a.get("Version", 0),
+            metadata=base64.b64decode(a.get("Metadata") or "")))
+    departed = tuple(DepartedMember(d["MemberId"], d.get("InstanceId"), connectors_and_tasks(d["ConnectorsAndTasks"]),
+                                    d["DepartedAtMs"]) for d in body.get("DepartedMembers") or ())
+    return GroupSpec(
+        group_id=body["GroupId"], group_epoch=body["GroupEpoch"],
+        connectors=tuple(ConnectorTaskCount(c["Name"], c["Tasks"]) for c in body.get("Connectors") or ()),
+        members=tuple(members), departed=departed, deferred=connectors_and_tasks(body.get("Deferred") or {}),
+        scheduled_rebalance_at_ms=body.get("ScheduledRebalanceAtMs"),
+        scheduled_rebalance_max_delay_ms=body.get("ScheduledRebalanceMaxDelayMs", 300_000),
+        now_ms=body.get("NowMs", 0))
+
+
+def install_body(group_id: str, member_id: str, member_epoch: int, group_epoch: int,
+                 result: GroupAssignment) -> dict:
+    """The InstallAssignment request for an assignor's `result` (what `install_request` parses)."""
+    return {
+        "GroupId": group_id, "MemberId": member_id, "MemberEpoch": member_epoch, "GroupEpoch": group_epoch,
+        "Error": result.error, "ErrorMessage": result.error_message,
+        "Members": [{"MemberId": member_id_, "ConnectorsAndTasks": connectors_and_tasks_json(a.assignment),
+                     "Error": a.error, "Version": a.version, "Metadata": _b64(a.metadata)}
+                    for member_id_, a in sorted(result.members.items())],
+        "Deferred": connectors_and_tasks_json(result.deferred),
+        "ScheduledRebalanceDelayMs": result.scheduled_rebalance_delay_ms,
+    }
 
 
 def set_connectors_request(group_id: str, body: Any) -> SetConnectorsRequest:
