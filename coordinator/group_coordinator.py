@@ -907,8 +907,12 @@ class GroupCoordinator:
             if computation is None:  # after a failover: choose who computes
                 self._assign_if_needed(txn, now)
                 return txn.result(None)
-            if computation is None or computation.deadline_ms > now or group.group_epoch <= group.assignment_epoch:
+            if group.group_epoch <= group.assignment_epoch:
                 return Result(None)
+            if computation.deadline_ms > now:
+                # Early: the runtime's timers run on a monotonic clock and `now` is wall time, which
+                # may have stepped back. Dropping the timer would leave the job with this member forever.
+                return Result(None, timers=[Timer(key, computation.deadline_ms)])
             chosen = group_assignor(group.members.values(), self.config.default_server_assignor)
             if chosen is None or chosen.kind != CLIENT:
                 txn.computation = None
@@ -916,8 +920,10 @@ class GroupCoordinator:
                 self._choose(txn, chosen.name, computation.excluded | {computation.member_id}, None, now)
         elif kind == SCHEDULED_REBALANCE:
             meta = group.target_metadata
-            if meta is None or meta.scheduled_rebalance_at_ms is None or meta.scheduled_rebalance_at_ms > now:
+            if meta is None or meta.scheduled_rebalance_at_ms is None:
                 return Result(None)
+            if meta.scheduled_rebalance_at_ms > now:  # early (see above): deferred work must not wait forever
+                return Result(None, timers=[Timer(key, meta.scheduled_rebalance_at_ms)])
             txn.target_metadata = replace(meta, scheduled_rebalance_at_ms=None)
             txn.bump()
             self._assign_if_needed(txn, now)

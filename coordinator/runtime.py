@@ -29,7 +29,7 @@ from records import Record
 from coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.log import LoadResult, LogError, PartitionWriter, load_partition
 from coordinator.metrics import Metrics
-from coordinator.protocol import ErrorCode, Timer, TimerKey
+from coordinator.protocol import ErrorCode, Result, Timer, TimerKey
 from coordinator.state import CoordinatorState
 
 log = logging.getLogger(__name__)
@@ -128,6 +128,14 @@ class PartitionRuntime:
         future = asyncio.get_running_loop().create_future()
         # Looked up when it runs: a reload replaces the coordinator.
         await self._queue.put((lambda now: getattr(self.coordinator, handler)(request, now), future))
+        return await future
+
+    async def query(self, read: Callable[[GroupCoordinator], Any]) -> Any:
+        """Read the state in the partition's loop, answered once the writes it may show are durable
+        (a describe must never show a change that a failed commit could still take back)."""
+        self._check_serving()
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put((lambda now: Result(read(self.coordinator)), future))
         return await future
 
     def _check_serving(self) -> None:
@@ -253,5 +261,12 @@ class PartitionRuntime:
                 self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
 
     def _fire(self, key: TimerKey) -> None:
-        self._timers.pop(key, None)
-        self._queue.put_nowait((lambda now: self.coordinator.on_timer(key, now), None))
+        handle = self._timers.pop(key, None)
+
+        def event(now: int) -> Result:
+            # Armed again while this event waited in the queue (a heartbeat renewed the session):
+            # the newer timer decides, this one is stale.
+            if key in self._timers and self._timers[key] is not handle:
+                return Result(None)
+            return self.coordinator.on_timer(key, now)
+        self._queue.put_nowait((event, None))

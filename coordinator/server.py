@@ -21,7 +21,7 @@ from aiohttp import web
 
 from coordinator import metrics, openapi, wire
 from coordinator.auth import AuthError, Authorizer, Operation
-from coordinator.group_coordinator import CoordinatorConfig
+from coordinator.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.log import partition_for
 from coordinator.metrics import Metrics
 from coordinator.protocol import ErrorCode
@@ -171,17 +171,18 @@ class CoordinatorServer:
         groups = []
         for runtime in list(self.runtimes.values()):
             if runtime.status is Status.ACTIVE:
+                try:
+                    listed = await runtime.query(GroupCoordinator.list_groups)
+                except NotServing:
+                    continue  # moved away meanwhile: its new owner lists it
                 groups += [{"GroupId": g.group_id, "GroupEpoch": g.group_epoch, "State": g.state, "Members": g.members}
-                           for g in runtime.coordinator.list_groups()
-                           if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
+                           for g in listed if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
         return _json({"ErrorCode": 0, "Groups": sorted(groups, key=lambda g: g["GroupId"])})
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group_id"]
         self._authorize(request, Operation.DESCRIBE, group_id)
-        runtime = self.runtime_for(group_id)
-        runtime._check_serving()
-        description = runtime.coordinator.describe_group(group_id)
+        description = await self.runtime_for(group_id).query(lambda c: c.describe_group(group_id))
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         return _json({"ErrorCode": 0, **wire.group_description_json(description)})

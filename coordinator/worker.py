@@ -212,6 +212,10 @@ class Worker:
             except Unavailable as e:
                 log.warning("%s: %s; trying again", self.member_id, e)
                 again_now = False
+            except Exception as e:  # a bug or a closed client: stop visibly rather than spin
+                log.exception("%s: the heartbeat loop failed", self.member_id)
+                self.failure = e
+                return
             if not again_now:
                 self._wake.clear()
                 try:

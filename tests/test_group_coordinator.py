@@ -21,6 +21,7 @@ from coordinator.driver import Driver, SimWorker, converge
 from coordinator.group_coordinator import CoordinatorConfig
 from coordinator.items import connectors_and_tasks, items_of
 from coordinator.protocol import (
+    Timer,
     ErrorCode,
     HeartbeatRequest,
     InstallAssignmentRequest,
@@ -506,6 +507,20 @@ def test_deferred_items_with_a_delay_are_valid_and_the_deadline_is_persisted() -
     d.advance(2_000)
     assert group_of(d).group_epoch == epoch + 1  # the deadline bumped the epoch
     assert group_of(d).target_metadata.scheduled_rebalance_at_ms is None
+
+
+def test_a_timer_that_fires_early_is_armed_again_not_dropped() -> None:
+    # The runtime's timers run on a monotonic clock, `now` is wall time: after a step back of the
+    # wall clock a timer fires "early". Dropping it would leave deferred work unassigned forever.
+    d, _, w = chosen_worker()
+    install(d, w, {"W1": {A, A0, A1}, "W2": {B}}, deferred=ConnectorsAndTasks((), (B0,)),
+            scheduled_rebalance_delay_ms=2_000)
+    deadline = group_of(d).target_metadata.scheduled_rebalance_at_ms
+    key = ("scheduled-rebalance", group_of(d).group_id)
+    early = d.coordinator.on_timer(key, deadline - 200)
+    assert early.records == [] and early.timers == [Timer(key, deadline)]
+    on_time = d.coordinator.on_timer(key, deadline)
+    assert on_time.records  # the epoch bump that resolves the deferred work
 
 
 def test_stale_install_is_rejected() -> None:

@@ -1,0 +1,392 @@
+"""docker/: static checks of the image and the compose deployment, which no Docker engine here runs.
+
+What they hold to: the Dockerfile copies only the sources and installs every package the code
+imports; its health check works against a real HTTP endpoint; the compose file is three KRaft
+brokers with one quorum, a compacted topic with replication 3, and two coordinators in group
+ownership with distinct advertised URLs; every command line and environment variable the files
+give `coordinator` is one the command accepts; the example token and ACL files parse. No broker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import json
+import re
+import shlex
+import subprocess
+import sys
+import threading
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import setuptools
+
+from coordinator import cli, topic
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCKER = ROOT / "docker"
+DOCKERFILE = DOCKER / "Dockerfile"
+COMPOSE = DOCKER / "compose.yaml"
+
+# What the image may take from the build context (the repository root).
+ALLOWED_SOURCES = {"pyproject.toml", "README.md", "coordinator", "records", "replay", "spark"}
+# Environment variables of ours, as opposed to the image's own (PATH, PYTHON*).
+OUR_ENV = re.compile(r"^(COORDINATOR_\w+|KAFKA_BOOTSTRAP_SERVERS|KAFKA_CONFIG_FILE|WORKER_OFFSETS_TOPIC)$")
+
+
+# --- the Dockerfile ------------------------------------------------------------------------------
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions as (INSTRUCTION, arguments), continuation lines joined."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
+    instructions = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            word, _, rest = line.partition(" ")
+            instructions.append((word.upper(), rest.strip()))
+    return instructions
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    result: list[list[tuple[str, str]]] = []
+    for instruction in dockerfile():
+        if instruction[0] == "FROM":
+            result.append([])
+        if result:
+            result[-1].append(instruction)
+    return result
+
+
+def exec_form(arguments: str) -> list[str]:
+    value = json.loads(arguments)
+    assert isinstance(value, list) and all(isinstance(v, str) for v in value), arguments
+    return value
+
+
+def listed_packages() -> set[str]:
+    """The packages a wheel of pyproject.toml holds: its explicit list, or what its find rule finds."""
+    setuptools_config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    packages = setuptools_config.get("packages")
+    if isinstance(packages, list):
+        return set(packages)
+    find = packages["find"]
+    return set(setuptools.find_packages(str(ROOT), include=find.get("include", ("*",)), exclude=find.get("exclude", ())))
+
+
+def test_the_image_is_python_311_slim_in_two_stages() -> None:
+    args = dict(a.partition("=")[::2] for i, a in dockerfile() if i == "ARG" and "=" in a)
+    assert args.get("PYTHON_IMAGE") == "python:3.11-slim"
+    build, final = stages()
+    assert build[0][1] == "${PYTHON_IMAGE} AS build"
+    # The final stage must run the interpreter the copied virtual environment was built with.
+    assert final[0][1] == "${PYTHON_IMAGE}"
+
+
+def test_only_the_sources_are_copied_and_no_extras_installed() -> None:
+    build, final = stages()
+    copied = set()
+    for instruction, arguments in build:
+        if instruction == "COPY":
+            *sources, _ = arguments.split()
+            copied.update(s.rstrip("/") for s in sources if not s.startswith("--"))
+        if instruction == "RUN":
+            assert "[spark" not in arguments and "[test" not in arguments, arguments
+    assert copied <= ALLOWED_SOURCES, f"the image copies {sorted(copied - ALLOWED_SOURCES)}"
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    needed = {p.split(".")[0] for p in listed_packages()} | {"pyproject.toml", project["project"]["readme"]}
+    assert needed <= copied, f"pip install . needs {sorted(needed - copied)} in the image"
+    assert [a for i, a in final if i == "COPY"] == ["--from=build /opt/coordinator /opt/coordinator"]
+
+
+def test_every_package_is_in_the_wheel() -> None:
+    """The image installs the project as a wheel (not editable, as .venv does), and a wheel holds
+    only the packages pyproject.toml lists: a subpackage missing there is missing in the image."""
+    listed = listed_packages()
+    present = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for root in {p.split(".")[0] for p in listed}
+        for init in (ROOT / root).rglob("__init__.py")
+    }
+    missing = sorted(present - listed)
+    assert not missing, (
+        f"packages {missing} are not in [tool.setuptools] packages of pyproject.toml: a non-editable "
+        f"install (the Docker image) leaves them out and fails to import them"
+    )
+
+
+def test_the_runtime_stage_runs_coordinator_serve_as_a_user() -> None:
+    final = stages()[-1]
+    users = [a for i, a in final if i == "USER"]
+    assert users and users[-1].split(":")[0] not in ("root", "0")
+    assert [exec_form(a) for i, a in final if i == "ENTRYPOINT"] == [["coordinator"]]
+    assert [exec_form(a) for i, a in final if i == "CMD"] == [["serve"]]
+    assert any(a.split() == ["8400"] for i, a in final if i == "EXPOSE")
+    assert "COORDINATOR_LISTEN=0.0.0.0:8400" in " ".join(a for i, a in final if i == "ENV").split()
+
+
+# --- the health check, run against a real HTTP server ----------------------------------------------
+
+
+def healthcheck_code() -> str:
+    (arguments,) = [a for i, a in dockerfile() if i == "HEALTHCHECK"]
+    command = exec_form(arguments.partition("CMD ")[2])
+    assert command[0].endswith("python") and command[1] == "-c"
+    return command[2]
+
+
+@pytest.fixture
+def health_server() -> Iterator[tuple[int, dict[str, int]]]:
+    answer = {"status": 200}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            status = answer["status"] if self.path == "/health" else 404
+            self.send_response(status)
+            self.end_headers()
+            self.wfile.write(b'{"Status": "ok"}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], answer
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def run_healthcheck(listen: str) -> int:
+    env = {"COORDINATOR_LISTEN": listen, "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-c", healthcheck_code()], env=env, capture_output=True,
+                          timeout=30).returncode
+
+
+def test_the_health_check_passes_on_200_and_fails_otherwise(health_server) -> None:  # noqa: ANN001
+    port, answer = health_server
+    # A wildcard listen address is probed on loopback; a specific one as it is.
+    assert run_healthcheck(f"0.0.0.0:{port}") == 0
+    assert run_healthcheck(f"127.0.0.1:{port}") == 0
+    answer["status"] = 503  # a partition loading or reloading
+    assert run_healthcheck(f"0.0.0.0:{port}") != 0
+
+
+def test_the_health_check_fails_when_nothing_listens() -> None:
+    with http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler) as probe:
+        port = probe.server_address[1]
+    assert run_healthcheck(f"0.0.0.0:{port}") != 0
+
+
+# --- the compose file ------------------------------------------------------------------------------
+
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
+
+
+def interpolate(value: Any) -> Any:
+    """Compose's variable substitution with every variable unset: the file must work without .env."""
+    if isinstance(value, dict):
+        return {k: interpolate(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interpolate(v) for v in value]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        if match.group(2) is None:
+            pytest.fail(f"{match.group(0)} in compose.yaml has no default: {value!r}")
+        return match.group(2)
+
+    return _VARIABLE.sub(substitute, value)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
+    return interpolate(yaml.safe_load(COMPOSE.read_text()))
+
+
+def brokers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {n: s for n, s in compose["services"].items() if s.get("image", "").startswith("apache/kafka:")}
+
+
+def coordinator_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Services that run the image built from docker/Dockerfile, other than the one-shot topic-init."""
+    result = {}
+    for name, service in compose["services"].items():
+        build = service.get("build") or {}
+        if build.get("dockerfile") == "docker/Dockerfile" and name != "topic-init":
+            assert (DOCKER / build["context"]).resolve() == ROOT, "the build context must be the repository root"
+            result[name] = service
+    return result
+
+
+def environment(service: dict[str, Any]) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.partition("=")[::2] for item in env)
+    return {k: str(v) for k, v in env.items()}
+
+
+def test_three_kraft_brokers_with_one_quorum(compose) -> None:  # noqa: ANN001
+    kafka = brokers(compose)
+    assert len(kafka) == 3
+    envs = {name: environment(service) for name, service in kafka.items()}
+    node_ids = {name: env["KAFKA_NODE_ID"] for name, env in envs.items()}
+    assert len(set(node_ids.values())) == 3, node_ids
+    voters = {env["KAFKA_CONTROLLER_QUORUM_VOTERS"] for env in envs.values()}
+    assert len(voters) == 1, voters
+    voter_ids = {v.split("@")[0]: v.split("@")[1].split(":")[0] for v in voters.pop().split(",")}
+    assert voter_ids == {node_id: name for name, node_id in node_ids.items()}, "every broker votes, under its own id"
+    assert len({env["CLUSTER_ID"] for env in envs.values()}) == 1
+    for name, service in kafka.items():
+        env = envs[name]
+        assert set(env["KAFKA_PROCESS_ROLES"].split(",")) == {"broker", "controller"}
+        assert env["KAFKA_DEFAULT_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_MIN_INSYNC_REPLICAS"] == "2"
+        assert env["KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"] == "2"
+        assert env["KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR"] == "3"
+        assert env["KAFKA_UNCLEAN_LEADER_ELECTION_ENABLE"] == "false"
+        assert f"INTERNAL://{name}:9092" in env["KAFKA_ADVERTISED_LISTENERS"].split(",")
+        assert any(v.endswith(":" + env["KAFKA_LOG_DIRS"]) for v in service["volumes"]), "broker data on a volume"
+        assert service["healthcheck"]["test"]
+
+
+def topic_init_commands(compose: dict[str, Any]) -> list[list[str]]:
+    """The `coordinator ...` command lines of topic-init's script, as argv lists."""
+    service = compose["services"]["topic-init"]
+    script = "\n".join(service["command"]) if isinstance(service["command"], list) else service["command"]
+    commands = []
+    for line in script.splitlines():
+        words = shlex.split(line)
+        while words and words[0] in ("until", "exec", "if", "then", "!"):
+            words = words[1:]
+        if words and words[0] == "coordinator":
+            commands.append(words[1:])
+    return commands
+
+
+def option(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_topic_init_creates_the_topic_compacted_with_replication_3(compose) -> None:  # noqa: ANN001
+    commands = topic_init_commands(compose)
+    creates = [c for c in commands if c[:2] == ["topic", "create"]]
+    validates = [c for c in commands if c[:2] == ["topic", "validate"]]
+    assert len(creates) == 1 and len(validates) == 1, commands
+    (create,), (validate,) = creates, validates
+    assert option(create, "--replication-factor") == "3"
+    assert option(create, "--partitions") == option(validate, "--partitions")
+    assert "--if-not-exists" in create
+    # Compacted: `topic create` sets cleanup.policy=compact, and nothing overrides it.
+    assert not any(arg.startswith("cleanup.policy") for arg in create)
+    assert topic.topic_configs(3)["cleanup.policy"] == "compact"
+    internal = {f"{name}:9092" for name in brokers(compose)}
+    for command in (create, validate):
+        assert set(option(command, "--bootstrap-servers").split(",")) == internal
+        cli.build_parser().parse_args(command)  # every flag exists
+    service = compose["services"]["topic-init"]
+    assert service["restart"] == "no"
+    assert {n: d["condition"] for n, d in service["depends_on"].items()} == dict.fromkeys(
+        brokers(compose), "service_healthy")
+
+
+def setting(command: list[str], env: dict[str, str], flag: str, variable: str) -> str | None:
+    """A `serve` setting as the command line gives it, else as the environment does."""
+    return option(command, flag) if flag in command else env.get(variable)
+
+
+def test_two_coordinators_in_group_ownership(compose) -> None:  # noqa: ANN001
+    coordinators = coordinator_services(compose)
+    assert len(coordinators) == 2, sorted(coordinators)
+    urls, host_ports = set(), set()
+    for name, service in coordinators.items():
+        command, env = service["command"], environment(service)
+        assert command[0] == "serve"
+        assert setting(command, env, "--ownership", "COORDINATOR_OWNERSHIP") == "group", name
+        urls.add(setting(command, env, "--advertised-url", "COORDINATOR_ADVERTISED_URL"))
+        (port,) = service["ports"]
+        assert port.endswith(":8400")
+        host_ports.add(port.rsplit(":", 2)[-2])
+        conditions = {n: d["condition"] for n, d in service["depends_on"].items()}
+        assert conditions.pop("topic-init") == "service_completed_successfully"
+        assert conditions == dict.fromkeys(brokers(compose), "service_healthy")
+        assert service["restart"] in ("always", "unless-stopped", "on-failure")
+    assert urls == {f"http://{name}:8400" for name in coordinators}, "each advertises its own URL"
+    assert host_ports == {"8401", "8402"}
+
+
+def mounted_files(service: dict[str, Any]) -> dict[str, Path]:
+    """Container path -> the file in docker/ bind-mounted there."""
+    mounts = {}
+    for volume in service.get("volumes", []):
+        source, target = volume.split(":")[:2]
+        if source.startswith("."):
+            mounts[target] = (DOCKER / source).resolve()
+    return mounts
+
+
+def test_tokens_and_acls_are_mounted_from_docker(compose) -> None:  # noqa: ANN001
+    for name, service in coordinator_services(compose).items():
+        env, mounts = environment(service), mounted_files(service)
+        for variable, example in (("COORDINATOR_TOKENS_FILE", "tokens.example"),
+                                  ("COORDINATOR_ACLS_FILE", "acls.example")):
+            assert mounts.get(env[variable]) == DOCKER / example, (name, variable)
+
+
+def test_the_example_files_parse_and_agree() -> None:
+    auth = pytest.importorskip("coordinator.auth", reason="coordinator.auth not implemented yet")
+    tokens = auth.parse_tokens((DOCKER / "tokens.example").read_text(), "tokens.example")
+    acls = auth.parse_acls((DOCKER / "acls.example").read_text(), "acls.example")
+    assert tokens and acls
+    assert all("REPLACE-ME" in token for token in tokens), "example tokens must say that they are examples"
+    principals = set(tokens.values())
+    assert {acl.principal for acl in acls} <= principals | {"*"}, "an ACL for a principal no token has"
+
+
+# --- what the files pass to `coordinator serve` ---------------------------------------------------
+
+
+def serve_parser() -> argparse.ArgumentParser:
+    subcommands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    if "serve" not in subcommands.choices:
+        pytest.skip("coordinator serve not implemented yet")
+    return subcommands.choices["serve"]
+
+
+def test_every_serve_flag_and_variable_is_accepted(compose, monkeypatch) -> None:  # noqa: ANN001
+    help_text = serve_parser().format_help()
+    dockerfile_env = {}
+    for instruction, arguments in stages()[-1]:
+        if instruction == "ENV":
+            dockerfile_env.update(item.partition("=")[::2] for item in shlex.split(arguments))
+    used = set(re.findall(r"COORDINATOR_[A-Z_]+", healthcheck_code())) | set(dockerfile_env)
+    for service in coordinator_services(compose).values():
+        used |= set(environment(service))
+    unknown = sorted(v for v in used if OUR_ENV.match(v) and v not in help_text)
+    assert not unknown, f"coordinator serve --help does not name {unknown}"
+
+    # The command lines, parsed by the real parser with the container's environment in force (the
+    # parser reads its defaults from the environment when it is built).
+    for name, service in coordinator_services(compose).items():
+        with monkeypatch.context() as patch:
+            for variable, value in {**dockerfile_env, **environment(service)}.items():
+                if OUR_ENV.match(variable):
+                    patch.setenv(variable, value)
+            args = cli.build_parser().parse_args(service["command"])
+        assert args.ownership == "group", name
+        assert args.listen == "0.0.0.0:8400", name
+        assert args.advertised_url == f"http://{name}:8400"
+        assert args.tokens == "/etc/coordinator/tokens" and args.acls == "/etc/coordinator/acls"
+        assert not args.allow_anonymous
