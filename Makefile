@@ -26,15 +26,17 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(STAMP)
 
-# The main job. For now: a local broker and the compacted topic; a later issue adds the
-# coordinators and the worker fleet.
-run: install broker-up
+# The main job: a local broker, the compacted topic, a coordinator, a fleet of workers and a
+# scripted story (coordinator/demo.py). It stops what it started, the broker included unless it
+# was already running before.
+run: install
+	@if $(BIN)/coordinator dev-broker status --port $(BROKER_PORT) --run-dir $(RUN_DIR) >/dev/null; then \
+		started=no; else $(BIN)/coordinator dev-broker up --port $(BROKER_PORT) --run-dir $(RUN_DIR) || exit 1; started=yes; fi; \
 	$(BIN)/coordinator topic create --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC) \
-		--partitions $(PARTITIONS) --replication-factor 1 --if-not-exists
-	$(BIN)/coordinator topic validate --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC) \
-		--partitions $(PARTITIONS)
-	$(BIN)/coordinator topic describe --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC)
-	@echo "The broker keeps running on $(BOOTSTRAP); stop it with: make broker-down"
+		--partitions $(PARTITIONS) --replication-factor 1 --if-not-exists >/dev/null \
+	&& $(BIN)/coordinator demo --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC); status=$$?; \
+	if [ $$started = yes ]; then $(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR); fi; \
+	exit $$status
 
 # The tests start their own broker (tests/conftest.py) unless KAFKA_BOOTSTRAP_SERVERS is set.
 test: install

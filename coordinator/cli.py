@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from coordinator import admin, devbroker, serve, topic
+from coordinator import admin, demo, devbroker, fleet, serve, topic
 from coordinator.errors import CliError
 
-_COMMANDS = (serve, admin, topic, devbroker)
+_COMMANDS = (serve, admin, fleet, demo, topic, devbroker)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import pytest
 from coordinator.cli import main as coordinator
 from coordinator.devbroker import free_port
 from coordinator.log import partition_for
-from tests.serve_process import ServeProcess
+from coordinator.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"

@@ -1,4 +1,5 @@
-"""`coordinator serve` as a real process, for the tests that kill, stop and replace it."""
+"""`coordinator serve` as a child process: started, waited for, killed (-9) and replaced. Used by the
+main job (`coordinator demo`), the tests that fail coordinators over, and the benchmarks."""
 
 from __future__ import annotations
 
