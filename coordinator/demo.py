@@ -42,6 +42,7 @@ class Outcome:
     ownership: dict[str, frozenset[Item]] = field(default_factory=dict)
     bounced: str = ""
     bounced_before: frozenset[Item] = frozenset()
+    bounced_after: frozenset[Item] = frozenset()  # what it ran once the group settled after its return
     crashed: str = ""
     problems: list[str] = field(default_factory=list)
 
@@ -119,7 +120,8 @@ async def story(bootstrap: str, topic: str, group: str, workers: int, timing: Ti
             await fleet.bounce(bounced, timing.bounce_pause_s)
             await fleet.wait_stable(everything)
             print(fleet.table(), flush=True)
-            if fleet.workers[bounced].owned != outcome.bounced_before:
+            outcome.bounced_after = fleet.workers[bounced].owned
+            if outcome.bounced_after != outcome.bounced_before:
                 outcome.problems.append(f"{bounced} came back to {describe(fleet.workers[bounced].owned)}, "
                                         f"not its own {describe(outcome.bounced_before)}")
 

@@ -80,7 +80,7 @@ class Fleet:
     """Named workers of one group, and the events that happen to them."""
 
     def __init__(self, client: CoordinatorClient, group_id: str, *, static: bool = True, server_side: bool = False,
-                 assignor_name: str = "incremental_cooperative", out: TextIO = sys.stdout, quiet: bool = False,
+                 assignor_name: str = "incremental_cooperative", out: TextIO | None = None, quiet: bool = False,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.group_id = group_id
@@ -97,7 +97,7 @@ class Fleet:
 
     def say(self, text: str) -> None:
         if not self.quiet:
-            print(f"{self.clock() - self.started:7.2f}s  {text}", file=self.out, flush=True)
+            print(f"{self.clock() - self.started:7.2f}s  {text}", file=self.out or sys.stdout, flush=True)
 
     def _worker(self, name: str) -> Worker:
         return Worker(self.client, self.group_id, instance_id=name if self.static else None,
