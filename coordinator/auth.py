@@ -99,7 +99,9 @@ class Authorizer:
         principal = None
         # Compare against every token so the time taken does not tell how much of a guess matched.
         for known, name in self.tokens.items():
-            if hmac.compare_digest(known.encode(), token.encode()):
+            # surrogateescape: aiohttp decodes a header's non-UTF-8 bytes that way; such a token is
+            # simply unknown, never an error.
+            if hmac.compare_digest(known.encode(), token.encode("utf-8", "surrogateescape")):
                 principal = name
         if principal is None:
             raise AuthError(401, "unknown token")

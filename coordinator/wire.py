@@ -51,7 +51,10 @@ def _get(body: dict, name: str, kind: str, *, required: bool = False, nullable: 
         raise WireError(f"{name} must not be null")
     if kind == "int":
         if value.__class__ is not int:
-            raise WireError(f"{name} must be an integer")
+            # JSON has one number type: 2.0 is the integer 2 to JSON Schema (and to our document).
+            if value.__class__ is not float or not value.is_integer():
+                raise WireError(f"{name} must be an integer")
+            value = int(value)
         if not bounds[0] <= value <= bounds[1]:
             raise WireError(f"{name} must be within [{bounds[0]}, {bounds[1]}]")
     elif kind == "str":
