@@ -47,6 +47,10 @@ class GroupOwnership:
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": session_timeout_ms,
             "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
+            # Also the rebalance timeout: how long a rebalance waits for members to rejoin. The poll
+            # loop never blocks, so a short one costs nothing, and a member that left without the
+            # broker noticing (Tansu) holds a rebalance up for this long, not the default 5 minutes.
+            "max.poll.interval.ms": max(session_timeout_ms, 10_000),
             "enable.auto.commit": False,
             "auto.offset.reset": "latest",
             "allow.auto.create.topics": False,
