@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 HEARTBEAT = "/v1/connect-group/heartbeat"
 _HOUR_S = 3600.0
+_UNRELEASED_RETRY_S = 0.2
 
 
 class RebalanceListener:
@@ -257,7 +258,10 @@ class Worker:
             await self._notify("lost", lost)
             return True
         if code == ErrorCode.UNRELEASED_INSTANCE_ID:
-            return False  # the previous instance is still a member: try again after the interval
+            # The previous instance of this static member is still in the group until its session
+            # ends: ask again soon (not after a whole interval), its work is waiting for us.
+            await asyncio.sleep(min(_UNRELEASED_RETRY_S, self.heartbeat_interval_s))
+            return True
         if code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
             raise WorkerError(f"heartbeat refused: {ErrorCode(code).name}: {r['ErrorMessage']}")
         self._reported = sent
