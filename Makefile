@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance clean
 
 install: $(STAMP)
 
@@ -53,13 +53,18 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR)
 
-bench: bench-records bench-state
+bench: bench-records bench-state bench-rebalance
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
 
 bench-state: install
 	$(BIN)/python bench/bench_state.py
+
+# Rebalances with real workers, a `coordinator serve` per run and the local broker: scale out, rolling
+# bounces, crashes, a join storm, client-side and server-side assignor (`REBALANCE_ARGS=--quick` to smoke-test).
+bench-rebalance: install broker-up
+	$(BIN)/python bench/bench_rebalance.py --bootstrap-servers $(BOOTSTRAP) $(REBALANCE_ARGS)
 
 clean: broker-down
 	rm -rf $(RUN_DIR) .pytest_cache .hypothesis build *.egg-info
