@@ -116,7 +116,9 @@ def load_partition(config: Mapping[str, str], topic: str, partition: int, state:
 
 def _records(consumer: Consumer, tp: TopicPartition, end: int, deadline: float, result: LoadResult) -> Iterable[Record]:
     while True:
-        messages = consumer.consume(num_messages=10_000, timeout=0.2)
+        # consume() returns when it has num_messages or when the timeout ends, so the last call of
+        # a load always sits out the timeout: keep it short (at 0.2 s it was 40% of a failover's load).
+        messages = consumer.consume(num_messages=10_000, timeout=0.03)
         for message in messages:
             if message.error():
                 raise LogError(f"reading {tp.topic}[{tp.partition}]: {message.error()}")

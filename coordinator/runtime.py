@@ -5,8 +5,9 @@ Rules it keeps:
 - one serial event loop per partition: requests and timer events of its groups run one at a
   time, so the state machine needs no locks;
 - a handler's records are applied (through `replay`) at once and appended to the open batch; the
-  response waits until that batch is committed in one Kafka transaction. Batches close on size
-  or after a short linger, so many heartbeats share one commit;
+  response waits until that batch is committed in one Kafka transaction. One transaction is in
+  flight at a time; a batch closes after a short linger, on size, or when the commit before it
+  ends, so under load many heartbeats share one commit;
 - a response that writes nothing is sent at once unless earlier writes are still in flight: then
   it waits for them, because it may describe state they created (nothing unacknowledged is ever
   shown as done);
@@ -175,15 +176,21 @@ class PartitionRuntime:
     # --- batches -------------------------------------------------------------------------------
 
     def _schedule_flush(self) -> None:
+        if self._commits:
+            return  # the commit in flight takes everything that gathered meanwhile when it ends
         if len(self._batch) >= self.max_batch_records:
             self._start_flush()
         elif self._flush_task is None:
             self._flush_task = asyncio.get_running_loop().call_later(self.linger_s, self._start_flush)
 
     def _start_flush(self) -> None:
+        """Commit what gathered. One transaction at a time per partition: while one commits, the
+        next batch grows, so under load a transaction carries many changes instead of one."""
         if self._flush_task is not None:
             self._flush_task.cancel()
             self._flush_task = None
+        if self._commits or not (self._batch or self._waiting):
+            return
         batch, self._batch = self._batch, []
         waiting, self._waiting = self._waiting, []
         self._commits += 1
@@ -194,6 +201,8 @@ class PartitionRuntime:
             await self._commit_in_order(batch, waiting)
         finally:
             self._commits -= 1
+        if self.status is Status.ACTIVE and (self._batch or self._waiting):
+            self._start_flush()  # these waited a whole commit already: no linger
 
     async def _commit_in_order(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
         async with self._write_lock:  # one transaction at a time, in order
