@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-service clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service clean
 
 install: $(STAMP)
 
@@ -53,7 +53,7 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR)
 
-bench: bench-records bench-state bench-rebalance bench-service
+bench: bench-records bench-state bench-rebalance bench-replay bench-service
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
@@ -65,6 +65,10 @@ bench-state: install
 # bounces, crashes, a join storm, client-side and server-side assignor (`REBALANCE_ARGS=--quick` to smoke-test).
 bench-rebalance: install broker-up
 	$(BIN)/python bench/bench_rebalance.py --bootstrap-servers $(BOOTSTRAP) $(REBALANCE_ARGS)
+
+# `coordinator replay timeline` and `state --at` on a dump of 1,000,000 records of many groups (no broker).
+bench-replay: install
+	$(BIN)/python bench/bench_replay.py
 
 # `coordinator serve` under load, with the local broker: steady heartbeats against a bare aiohttp endpoint,
 # join/leave churn, kill -9 failover, partition load (`SERVICE_ARGS=--quick` to smoke-test).

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 
 from coordinator import admin, demo, devbroker, fleet, serve, topic
 from coordinator.errors import CliError
+from replay import cli as replay
 
-_COMMANDS = (serve, admin, fleet, demo, topic, devbroker)
+_COMMANDS = (serve, admin, fleet, demo, topic, devbroker, replay)
 
 
 def build_parser() -> argparse.ArgumentParser:

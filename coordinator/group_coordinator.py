@@ -870,7 +870,7 @@ class GroupCoordinator:
         configured = group.config.rebalance_timeout_ms if group.config is not None else None
         return GroupDescription(
             group_id=group_id, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-            state=_group_state(group), assignor=chosen.name if chosen else None,
+            state=group_state(group), assignor=chosen.name if chosen else None,
             assignor_kind=chosen.kind if chosen else None, connectors=group.connector_counts, members=tuple(members),
             deferred=meta.deferred if meta else EMPTY,
             scheduled_rebalance_at_ms=meta.scheduled_rebalance_at_ms if meta else None,
@@ -880,7 +880,7 @@ class GroupCoordinator:
             scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms(group))
 
     def list_groups(self) -> list[GroupListing]:
-        return [GroupListing(g.group_id, g.group_epoch, _group_state(g), len(g.members))
+        return [GroupListing(g.group_id, g.group_epoch, group_state(g), len(g.members))
                 for g in sorted(self.state.groups.values(), key=lambda g: g.group_id)]
 
     # --- timers --------------------------------------------------------------------------------------
@@ -1041,7 +1041,7 @@ def _group_id_problem(group_id: str, state: CoordinatorState) -> ErrorResponse |
     return None
 
 
-def _group_state(group: ConnectGroup) -> str:
+def group_state(group: ConnectGroup) -> str:
     if not group.members:
         return "EMPTY"
     if group.group_epoch > group.assignment_epoch:

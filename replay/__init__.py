@@ -1,0 +1,23 @@
+"""A group's history for debugging: read the log, replay it through the coordinator, answer (DESIGN §9).
+
+The on-call engineer's question is "why did task A-1 move at 03:12, and who had it before?". The
+answer is in the topic: every change the coordinator made is a record there. This package reads
+the records and applies them through `coordinator.state.CoordinatorState.replay`, the coordinator's
+only interpretation of them, so the state it shows at any offset is the state a coordinator
+loading the topic would have had there.
+
+    source.py      where records come from: the live topic (read_committed, a window of offsets
+                   or times), or a dump file `coordinator dump` wrote (JSON lines or binary)
+    positions.py   offsets, times, windows and points, and how they are written
+    history.py     the replay: records through `CoordinatorState.replay`, ownership intervals,
+                   rebalances, corrupt records
+    events.py      what each record meant, in the protocol's words, derived from the state's
+                   slots before and after it (one function per record type)
+    invariants.py  what `verify` checks: no item held twice, epochs never back, valid targets
+    plot.py        who held what over time, as a PNG or an HTML page
+    progress.py    progress of long reads on stderr
+    cli.py         `coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`
+
+Arrows point one way: replay -> coordinator -> records; nothing of `coordinator` imports this
+package except the command line, which lists its commands.
+"""

@@ -1,0 +1,592 @@
+"""`coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`.
+
+Every subcommand reads the records from one source, the live topic (`--bootstrap-servers`,
+`--topic`, `--partition`, Kafka settings as every command takes them) or a dump file (`--file`),
+within an optional window (`--from-offset`, `--to-offset`, `--from-time`, `--to-time`), and replays
+them through `replay.history.History`. A question about one group reads only the group's partition
+of the topic (`coordinator.log.partition_for`) and decodes only its records.
+
+Output is a table for people, or JSON lines (`--format json`) for scripts; failures are one line on
+stderr and a non-zero exit code. Corrupt records are reported and skipped; `--strict` stops at the
+first one with exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from coordinator import kafka_config
+from coordinator.admin import table
+from coordinator.errors import CliError
+from coordinator.group_coordinator import GroupCoordinator
+from coordinator.items import Item, items_of
+from coordinator.log import partition_for
+from coordinator.protocol import GroupDescription
+from coordinator.wire import group_description_json
+from records import TaskId
+from replay import events as ev
+from replay.history import History, Interval, Rebalance
+from replay.invariants import Invariants
+from replay.positions import Point, Position, Window, format_duration, format_time, parse_point, parse_time
+from replay.progress import Progress
+from replay.source import (
+    DUMP_FORMATS,
+    RawRecord,
+    dump_header,
+    read_dump,
+    read_topic,
+    write_dump,
+)
+
+_CORRUPT_SHOWN = 20
+_MOVES_SHOWN = 12
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    replay = subparsers.add_parser(
+        "replay", help="a group's history from the topic or a dump: timeline, state, diff, who-owned, verify",
+        description="Replays the coordinator's records (the live topic or a dump file) through the coordinator's "
+                    "own replay and answers questions about what happened.")
+    commands = replay.add_subparsers(dest="replay_command", metavar="SUBCOMMAND", required=True)
+
+    timeline = _command(commands, "timeline", _timeline,
+                        "every change of a group in the protocol's words, grouped into rebalances")
+    timeline.add_argument("--group", required=True, help="the group id")
+    timeline.add_argument("--plot", metavar="FILE.png|FILE.html",
+                          help="also draw who held which task over time: PNG, or a self-contained HTML page")
+
+    state = _command(commands, "state", _state, "a group's members, epochs, targets and assignments at a point")
+    state.add_argument("--group", required=True, help="the group id")
+    state.add_argument("--at", type=_point, metavar="OFFSET|TIME",
+                       help="after the record at this offset, or the last record at or before this time "
+                            "(default: the end of the read)")
+
+    diff = _command(commands, "diff", _diff, "what changed in a group between two points")
+    diff.add_argument("--group", required=True, help="the group id")
+    diff.add_argument("--from", dest="from_point", type=_point, required=True, metavar="OFFSET|TIME")
+    diff.add_argument("--to", dest="to_point", type=_point, metavar="OFFSET|TIME",
+                      help="default: the end of the read")
+
+    who = _command(commands, "who-owned", _who_owned, "who held a connector or task, and when")
+    who.add_argument("item", metavar="ITEM", help="a connector (A) or a task (A-0 or A:0)")
+    who.add_argument("--group", help="only this group (default: every group; reads every partition)")
+    who.add_argument("--at", type=_time, metavar="TIME", help="only the holder at this time")
+
+    verify = _command(commands, "verify", _verify,
+                      "check the log's invariants: no item held twice, epochs never going back, valid targets")
+    verify.add_argument("--group", help="only this group (default: every group)")
+
+    dump = subparsers.add_parser(
+        "dump", help="copy the topic's records (or another dump) to a file for `coordinator replay --file`",
+        description="Writes partition, offset, timestamp, key and value bytes of every record read, as JSON "
+                    "lines or a compact binary form; `coordinator replay --file` reads either.")
+    _source_arguments(dump)
+    dump.add_argument("--output", "-o", metavar="FILE", help="the dump file (default: standard output)")
+    dump.add_argument("--format", choices=DUMP_FORMATS,
+                      help="default: jsonl for a .jsonl/.json file or standard output, binary otherwise")
+    dump.set_defaults(func=_errors_in_one_line(_dump))
+
+
+def _command(commands: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
+             help: str) -> argparse.ArgumentParser:
+    parser = commands.add_parser(name, help=help, description=help)
+    _source_arguments(parser)
+    parser.add_argument("--format", choices=("table", "json"), default="table",
+                        help="a table for people (default), or JSON lines for scripts")
+    parser.add_argument("--strict", action="store_true", help="stop at the first corrupt record (exit code 1)")
+    parser.set_defaults(func=_errors_in_one_line(run))
+    return parser
+
+
+def _source_arguments(parser: argparse.ArgumentParser) -> None:
+    kafka_config.add_arguments(parser)
+    source = parser.add_argument_group("what to read")
+    source.add_argument("--file", metavar="DUMP", help="a dump file written by `coordinator dump` (instead of Kafka)")
+    source.add_argument("--partition", type=_offset, action="append", metavar="N",
+                        help="only this partition (repeatable; default: the group's partition, or all)")
+    source.add_argument("--from-offset", type=_offset, metavar="OFFSET")
+    source.add_argument("--to-offset", type=_offset, metavar="OFFSET", help="inclusive")
+    source.add_argument("--from-time", type=_time, metavar="TIME", help="ISO 8601 (UTC unless it says) or epoch ms")
+    source.add_argument("--to-time", type=_time, metavar="TIME", help="inclusive")
+    source.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="wait this long for Kafka per request (default 30)")
+    source.add_argument("--no-progress", dest="progress", action="store_false",
+                        help="no progress bar on stderr")
+
+
+def _offset(text: str) -> int:
+    if not text.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return int(text)
+
+
+def _time(text: str) -> int:
+    try:
+        return parse_time(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _point(text: str) -> Point:
+    try:
+        return parse_point(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _errors_in_one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except BrokenPipeError:  # `... | head`: the reader has what it wanted
+            # Python flushes stdout again at exit; point it where that cannot fail.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 0
+        except OSError as e:
+            raise CliError(f"{e.filename or 'output'}: {e.strerror}") from None
+    return wrapper
+
+
+# --- the source --------------------------------------------------------------------------------------
+
+
+class _Read:
+    """The records a command's arguments name, and the progress shown while reading them."""
+
+    def __init__(self, args: argparse.Namespace, group_id: str | None = None) -> None:
+        window = Window(args.from_offset, args.to_offset, args.from_time, args.to_time)
+        if window.from_offset is not None and window.to_offset is not None and window.from_offset > window.to_offset:
+            raise CliError("--from-offset is after --to-offset", exit_code=2)
+        self.progress = Progress(f"reading {args.file or args.topic}", enabled=args.progress)
+        if args.file:
+            self.description = f"dump {args.file}"
+            self.records: Iterable[RawRecord] = read_dump(args.file, partitions=args.partition, window=window,
+                                                          progress=self.progress)
+            return
+        if not args.bootstrap_servers:
+            raise CliError("nothing to read: pass --file DUMP, or --bootstrap-servers (or set "
+                           "KAFKA_BOOTSTRAP_SERVERS) for the topic", exit_code=2)
+        config = kafka_config.client_config(args)
+        partitions: Any = args.partition
+        if partitions is None and group_id is not None:
+            partitions = lambda count: [partition_for(group_id, count)]  # noqa: E731 - the group's partition
+        self.description = f"topic {args.topic}"
+        self.records = read_topic(config, args.topic, partitions=partitions, window=window, timeout_s=args.timeout,
+                                  progress=self.progress)
+
+    def __iter__(self) -> Iterator[RawRecord]:
+        try:
+            yield from self.records
+        finally:
+            self.progress.close()
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value).decode() + "\n")
+
+
+def _report_corrupt(history: History, args: argparse.Namespace) -> None:
+    """Corrupt records: JSON lines on stdout for scripts, else warnings on stderr."""
+    for n, c in enumerate(history.corrupt):
+        if args.format == "json":
+            _print_json({"type": "corrupt", "partition": c.at.partition, "offset": c.at.offset,
+                         "timestamp_ms": c.at.timestamp_ms, "reason": c.reason})
+        elif n < _CORRUPT_SHOWN:
+            print(f"warning: skipped corrupt record at partition {c.at.partition} offset {c.at.offset}: {c.reason}",
+                  file=sys.stderr)
+    if args.format != "json" and len(history.corrupt) > _CORRUPT_SHOWN:
+        print(f"warning: ... and {len(history.corrupt) - _CORRUPT_SHOWN} more corrupt records skipped",
+              file=sys.stderr)
+
+
+def _where(p: Position | None) -> str:
+    return "-" if p is None else f"offset {p.offset} ({format_time(p.timestamp_ms)})"
+
+
+def _read_summary(history: History, read: _Read) -> str:
+    if history.first is None:
+        return f"no records of the group in {read.description}"
+    first, last = history.first, history.last
+    return (f"{history.records} records from {read.description}, partition {first.partition}, offsets "
+            f"{first.offset}-{last.offset}, {format_time(first.timestamp_ms)} to {format_time(last.timestamp_ms)} UTC")
+
+
+# --- timeline ----------------------------------------------------------------------------------------
+
+
+def _timeline(args: argparse.Namespace) -> int:
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".html", ".htm", ".svg"):
+        raise CliError(f"--plot {args.plot}: the picture is a .png, or an .html (or .svg) page", exit_code=2)
+    read = _Read(args, args.group)
+    history = History(args.group, strict=args.strict)
+    history.run(read)
+    _report_corrupt(history, args)
+    rebalances = history.all_rebalances()
+    opened_at = {(r.start.partition, r.start.offset): r for r in rebalances}
+    if args.format == "json":
+        for e in history.events:
+            rebalance = opened_at.get((e.at.partition, e.at.offset)) if e.kind == ev.GROUP_EPOCH else None
+            if rebalance is not None:
+                _print_json(rebalance_json(rebalance))
+            _print_json(ev.event_json(e))
+    else:
+        _print_timeline(history, read, rebalances)
+    if args.plot:
+        from replay import plot  # matplotlib is imported only when a picture is asked for
+
+        plot.write(args.plot, history, args.group)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+    return 0
+
+
+def rebalance_json(r: Rebalance) -> dict[str, Any]:
+    return {"type": "rebalance", "group": r.group_id, "number": r.number, "from_epoch": r.from_epoch,
+            "to_epoch": r.to_epoch, "causes": r.causes, "start_offset": r.start.offset,
+            "start_timestamp_ms": r.start.timestamp_ms, "end_offset": r.end.offset if r.end else None,
+            "end_timestamp_ms": r.end.timestamp_ms if r.end else None, "duration_ms": r.duration_ms,
+            "converged": r.end is not None, "revoked": r.revoked, "released": r.released, "assigned": r.assigned,
+            "moved": [{"item": str(item), "from": a, "to": b} for item, a, b in r.moved]}
+
+
+def _moves(r: Rebalance) -> str:
+    shown = [f"{item} {a or '(none)'} -> {b or '(none)'}" for item, a, b in r.moved[:_MOVES_SHOWN]]
+    more = f", ... +{len(r.moved) - _MOVES_SHOWN} more" if len(r.moved) > _MOVES_SHOWN else ""
+    return ", ".join(shown) + more if shown else "nothing moved"
+
+
+def _counts(r: Rebalance) -> str:
+    counts = [f"{r.revoked} revoked"] if r.revoked else []
+    counts += [f"{r.released} released by members that left or joined again"] if r.released else []
+    counts += [f"{r.assigned} assigned"] if r.assigned else []
+    return ", ".join(counts) or "nothing revoked or assigned"
+
+
+def _print_timeline(history: History, read: _Read, rebalances: list[Rebalance]) -> None:
+    print(f"group {history.group_id}: {_read_summary(history, read)}")
+    if not history.events:
+        return
+    days = {format_time(e.at.timestamp_ms)[:10] for e in history.events}
+    clock = (lambda ms: format_time(ms)) if len(days) > 1 else (lambda ms: format_time(ms)[11:])
+    # Events and the rebalances' ends in log order: a rebalance opens just before the epoch bump
+    # that starts it and closes just after the record it converged at (which may show no event).
+    lines: list[tuple[tuple[int, int, int], Any]] = [((e.at.partition, e.at.offset, 1), e) for e in history.events]
+    lines += [((r.start.partition, r.start.offset, 0), ("open", r)) for r in rebalances]
+    lines += [((r.end.partition, r.end.offset, 2), ("close", r)) for r in rebalances if r.end is not None]
+    lines.sort(key=lambda line: line[0])
+    rows: list[list[Any]] = []
+    inside = None
+    for _, line in lines:
+        if isinstance(line, ev.Event):
+            rows.append([clock(line.at.timestamp_ms), line.at.offset, ("│ " if inside else "") + ev.text(line)])
+        elif line[0] == "open":
+            inside = line[1]
+            rows.append(["", "", f"┌ rebalance {inside.number}: {', '.join(inside.causes) or 'cause not recorded'}"])
+        else:
+            r = line[1]
+            rows.append(["", "", f"└ converged at epoch {r.to_epoch} after {format_duration(r.duration_ms)}: "
+                                 f"{_counts(r)}; moved {_moves(r)}"])
+            inside = None
+    if inside is not None:
+        rows.append(["", "", f"└ not converged where the read ended (epoch {inside.to_epoch}); so far moved "
+                             f"{_moves(inside)}"])
+    print()
+    print(table(rows, ["TIME (UTC)", "OFFSET", "EVENT"]))
+    done = [r for r in rebalances if r.end is not None]
+    if done:
+        total = sum(r.duration_ms for r in done)
+        longest = max(done, key=lambda r: r.duration_ms)
+        print(f"\n{len(done)} rebalances converged, {format_duration(total)} in all; the longest, rebalance "
+              f"{longest.number} (epoch {longest.from_epoch} -> {longest.to_epoch}), took "
+              f"{format_duration(longest.duration_ms)}" + (f"; {len(rebalances) - len(done)} not converged"
+                                                           if len(done) < len(rebalances) else ""))
+
+
+# --- state -------------------------------------------------------------------------------------------
+
+
+def _state(args: argparse.Namespace) -> int:
+    read = _Read(args, args.group)
+    history = History(args.group, strict=args.strict, keep_events=False, intervals=False)
+    history.run(read, until=args.at)
+    _report_corrupt(history, args)
+    description = GroupCoordinator(history.state).describe_group(args.group)
+    point = f"at {args.at}" if args.at is not None else "at the end of the read"
+    if description is None:
+        raise CliError(f"group {args.group} does not exist {point} ({_read_summary(history, read)})")
+    if args.format == "json":
+        _print_json({"type": "state", "group": args.group, "offset": history.last.offset,
+                     "timestamp_ms": history.last.timestamp_ms, "description": group_description_json(description)})
+        return 0
+    print(f"group {args.group} {point}: after the record at {_where(history.last)}")
+    _print_description(description, history)
+    return 0
+
+
+def _print_description(d: GroupDescription, history: History) -> None:
+    print(f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}, {d.state}"
+          + (f", assignor {d.assignor} ({d.assignor_kind}-side)" if d.assignor else ""))
+    print("connectors: " + (", ".join(f"{c.name} ({c.tasks} tasks)" for c in d.connectors) or "none"))
+    group = history.group()
+    config = group.config if group is not None else None
+    if config is not None:
+        print("timeouts: " + ", ".join(
+            f"{name} {format_duration(value) if value is not None else 'server default'}" for name, value in (
+                ("session", config.session_timeout_ms), ("heartbeat", config.heartbeat_interval_ms),
+                ("rebalance", config.rebalance_timeout_ms),
+                ("scheduled rebalance max delay", config.scheduled_rebalance_max_delay_ms))))
+    if d.deferred.connectors or d.deferred.tasks:
+        at = d.scheduled_rebalance_at_ms
+        print(f"deferred: {ev.show(items_of(d.deferred))}" + (f" until {format_time(at)}" if at is not None else ""))
+    if d.assignment_error:
+        print(f"assignment error {d.assignment_error}: {d.assignment_error_message}")
+    print()
+    rows = [[m.member_id, m.instance_id, m.member_epoch, m.state, ev.show(items_of(m.assignment)),
+             ev.show(items_of(m.pending_revocation)) if m.pending_revocation.connectors or m.pending_revocation.tasks
+             else "-", ev.show(items_of(m.target))] for m in d.members]
+    print(table(rows, ["MEMBER", "INSTANCE", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]) if rows else "no members")
+
+
+# --- diff --------------------------------------------------------------------------------------------
+
+
+def _diff(args: argparse.Namespace) -> int:
+    a, b = args.from_point, args.to_point
+    if b is not None and ((a.offset is not None and b.offset is not None and a.offset > b.offset)
+                          or (a.time_ms is not None and b.time_ms is not None and a.time_ms > b.time_ms)):
+        raise CliError("--from is after --to", exit_code=2)
+    read = _Read(args, args.group)
+    history = History(args.group, strict=args.strict, intervals=False)
+    records = iter(read)
+    pending = history.run(records, until=args.from_point)
+    start = _Snapshot(history, args.group)
+    events_before = len(history.events)
+    rebalances_before = len(history.rebalances)
+    if pending is not None:
+        records = itertools.chain([pending], records)
+    history.run(records, until=args.to_point)
+    end = _Snapshot(history, args.group)
+    _report_corrupt(history, args)
+    changes = _changes(start, end)
+    events = len(history.events) - events_before
+    rebalances = history.rebalances[rebalances_before:]
+    if args.format == "json":
+        _print_json({"type": "diff", "group": args.group, "from": start.json(), "to": end.json(),
+                     "events": events, "rebalances": [rebalance_json(r) for r in rebalances], **changes})
+        return 0
+    print(f"group {args.group} from {_where(start.at)} to {_where(end.at)}: {events} events, "
+          f"{len(rebalances)} rebalances converged")
+    for label, (a, b) in changes["epochs"].items():
+        print(f"{label}: {a} -> {b}" if a != b else f"{label}: {a} (unchanged)")
+    if changes["connectors"]:
+        print("connectors: " + "; ".join(changes["connectors"]))
+    joined, left = changes["members_joined"], changes["members_left"]
+    print(f"members joined: {', '.join(joined) or 'none'}; left: {', '.join(left) or 'none'}")
+    rows = []
+    for m in changes["members"]:
+        rows.append([m["member"], f"{_dash(m['epoch'][0])} -> {_dash(m['epoch'][1])}",
+                     _plus_minus(m["owns_gained"], m["owns_lost"]), _plus_minus(m["target_gained"], m["target_lost"])])
+    if rows:
+        print()
+        print(table(rows, ["MEMBER", "EPOCH", "OWNS", "TARGET"]))
+    if changes["moved"]:
+        print()
+        print(table([[m["item"], m["from"] or "(none)", m["to"] or "(none)"] for m in changes["moved"]],
+                    ["ITEM", "HELD BY THEN", "HELD BY NOW"]))
+    return 0
+
+
+def _dash(value: Any) -> str:
+    return "-" if value is None else str(value)
+
+
+def _plus_minus(gained: list[str], lost: list[str]) -> str:
+    parts = ([f"+[{', '.join(gained)}]"] if gained else []) + ([f"-[{', '.join(lost)}]"] if lost else [])
+    return " ".join(parts) or "same"
+
+
+class _Snapshot:
+    """A group at one point: its description and who held what."""
+
+    def __init__(self, history: History, group_id: str) -> None:
+        self.at = history.last
+        self.description = GroupCoordinator(history.state).describe_group(group_id)
+        self.owners = history.owners(group_id)
+
+    def json(self) -> dict[str, Any]:
+        return {"offset": self.at.offset if self.at else None,
+                "timestamp_ms": self.at.timestamp_ms if self.at else None,
+                "group_epoch": self.description.group_epoch if self.description else None}
+
+
+def _changes(a: _Snapshot, b: _Snapshot) -> dict[str, Any]:
+    da, db = a.description, b.description
+    epochs = {"group epoch": (da.group_epoch if da else None, db.group_epoch if db else None),
+              "assignment epoch": (da.assignment_epoch if da else None, db.assignment_epoch if db else None),
+              "state": (da.state if da else "absent", db.state if db else "absent")}
+    ca = {c.name: c.tasks for c in da.connectors} if da else {}
+    cb = {c.name: c.tasks for c in db.connectors} if db else {}
+    connectors = [f"added {n} ({t} tasks)" for n, t in sorted(cb.items()) if n not in ca]
+    connectors += [f"removed {n}" for n in sorted(ca) if n not in cb]
+    connectors += [f"{n} {ca[n]} -> {t} tasks" for n, t in sorted(cb.items()) if n in ca and ca[n] != t]
+    ma = {m.member_id: m for m in da.members} if da else {}
+    mb = {m.member_id: m for m in db.members} if db else {}
+    members = []
+    for member_id in sorted(ma.keys() | mb.keys()):
+        x, y = ma.get(member_id), mb.get(member_id)
+        owns_x = _held(x)
+        owns_y = _held(y)
+        target_x = items_of(x.target) if x else frozenset()
+        target_y = items_of(y.target) if y else frozenset()
+        epoch = (x.member_epoch if x else None, y.member_epoch if y else None)
+        if epoch[0] == epoch[1] and owns_x == owns_y and target_x == target_y:
+            continue
+        members.append({"member": member_id, "epoch": list(epoch),
+                        "owns_gained": ev.item_names(owns_y - owns_x), "owns_lost": ev.item_names(owns_x - owns_y),
+                        "target_gained": ev.item_names(target_y - target_x),
+                        "target_lost": ev.item_names(target_x - target_y)})
+    moved = [{"item": str(item), "from": a.owners.get(item), "to": b.owners.get(item)}
+             for item in sorted(a.owners.keys() | b.owners.keys(), key=ev.item_order)
+             if a.owners.get(item) != b.owners.get(item)]
+    return {"epochs": epochs, "connectors": connectors, "members_joined": sorted(mb.keys() - ma.keys()),
+            "members_left": sorted(ma.keys() - mb.keys()), "members": members, "moved": moved}
+
+
+def _held(m: Any) -> frozenset[Item]:
+    return items_of(m.assignment) | items_of(m.pending_revocation) if m is not None else frozenset()
+
+
+# --- who-owned ---------------------------------------------------------------------------------------
+
+
+def parse_item(text: str) -> Callable[[Item], bool]:
+    """ITEM as typed: `A` is connector A, `A:0` task 0 of A, and `A-0` either task 0 of A or a
+    connector named `A-0` (connector names may contain dashes): both are looked for."""
+    name, colon, number = text.rpartition(":")
+    if colon and number.isdigit() and name:
+        task = TaskId(name, int(number))
+        return lambda item: item == task
+    name, dash, number = text.rpartition("-")
+    if dash and number.isdigit() and name:
+        task = TaskId(name, int(number))
+        return lambda item: item == task or item == text
+    return lambda item: item == text
+
+
+def _who_owned(args: argparse.Namespace) -> int:
+    matches = parse_item(args.item)
+    read = _Read(args, args.group)
+    history = History(args.group, strict=args.strict, keep_events=False, intervals=matches)
+    history.run(read)
+    _report_corrupt(history, args)
+    everything = history.all_intervals()
+    intervals = everything
+    if args.at is not None:
+        intervals = [i for i in everything if i.start.timestamp_ms <= args.at
+                     and (i.end is None or i.end.timestamp_ms > args.at)]
+    if args.format == "json":
+        for i in intervals:
+            _print_json(interval_json(i))
+        return 0
+    when = f" at {format_time(args.at)}" if args.at is not None else ""
+    if not intervals:
+        print(f"nobody held {args.item}{when} in the {history.records} records read from {read.description}")
+        if args.at is not None:
+            # Unowned then: say who had it last, and who got it next.
+            before = [i for i in everything if i.end is not None and i.end.timestamp_ms <= args.at]
+            after = [i for i in everything if i.start.timestamp_ms > args.at]
+            if before:
+                i = max(before, key=lambda i: i.end.timestamp_ms)
+                print(f"  before: {i.member_id} held {i.item} until {format_time(i.end.timestamp_ms)} "
+                      f"(offset {i.end.offset}, {i.ended_by})")
+            if after:
+                i = min(after, key=lambda i: i.start.timestamp_ms)
+                print(f"  after: {i.member_id} was given {i.item} at {format_time(i.start.timestamp_ms)} "
+                      f"(offset {i.start.offset}, epoch {i.start_epoch})")
+        return 0
+    end = history.last
+    rows = [[i.group_id, str(i.item), i.member_id, _where(i.start), _where(i.end) if i.end else "still held",
+             format_duration((i.end or end).timestamp_ms - i.start.timestamp_ms) + ("" if i.end else "+"),
+             f"at epoch {i.start_epoch}", i.ended_by or "-"] for i in intervals]
+    print(f"who held {args.item}{when}:")
+    print(table(rows, ["GROUP", "ITEM", "MEMBER", "FROM", "TO", "FOR", "GIVEN", "ENDED"]))
+    return 0
+
+
+def interval_json(i: Interval) -> dict[str, Any]:
+    return {"type": "interval", "group": i.group_id, "item": str(i.item), "member": i.member_id,
+            "partition": i.start.partition, "from_offset": i.start.offset,
+            "from_timestamp_ms": i.start.timestamp_ms, "to_offset": i.end.offset if i.end else None,
+            "to_timestamp_ms": i.end.timestamp_ms if i.end else None, "given_at_epoch": i.start_epoch,
+            "ended_by": i.ended_by}
+
+
+# --- verify ------------------------------------------------------------------------------------------
+
+
+def _verify(args: argparse.Namespace) -> int:
+    read = _Read(args, args.group)
+    # A window that starts later than the log holds part of each group's history (replay.invariants).
+    checker = Invariants(partial=args.from_offset is not None or args.from_time is not None)
+    history = History(args.group, strict=args.strict, keep_events=False, intervals=False, checker=checker)
+    history.run(read)
+    _report_corrupt(history, args)
+    violations = checker.violations
+    groups = history.groups_seen
+    if args.format == "json":
+        for v in violations:
+            _print_json({"type": "violation", "rule": v.rule, "group": v.group_id, "partition": v.at.partition,
+                         "offsets": list(v.offsets), "timestamp_ms": v.at.timestamp_ms, "message": v.message})
+        _print_json({"type": "summary", "records": history.records, "groups": groups,
+                     "violations": len(violations), "corrupt": len(history.corrupt)})
+    else:
+        for v in violations:
+            print(f"partition {v.at.partition} offset {v.at.offset} ({format_time(v.at.timestamp_ms)}) group "
+                  f"{v.group_id}: [{v.rule}] {v.message}")
+        print(f"verified {history.records} records of {groups} group{'s' if groups != 1 else ''} from "
+              f"{read.description}: "
+              f"{len(violations) or 'no'} violations" + (f", {len(history.corrupt)} corrupt records skipped"
+                                                          if history.corrupt else ""))
+    if violations:
+        offsets = sorted({(v.at.partition, o) for v in violations for o in v.offsets})
+        shown = ", ".join(f"{p}:{o}" for p, o in offsets[:20]) + (" ..." if len(offsets) > 20 else "")
+        raise CliError(f"{len(violations)} invariant violations; records at fault (partition:offset): {shown}")
+    return 0
+
+
+# --- dump --------------------------------------------------------------------------------------------
+
+
+def _dump(args: argparse.Namespace) -> int:
+    output = args.output
+    fmt = args.format or ("jsonl" if output is None or Path(output).suffix in (".jsonl", ".json") else "binary")
+    if output is None and fmt == "binary" and sys.stdout.isatty():
+        raise CliError("a binary dump is not for a terminal: pass --output FILE, or --format jsonl", exit_code=2)
+    args.strict = False
+    read = _Read(args)
+    header = dump_header(read.description, None if args.file else args.topic, args.partition)
+    if output is None:
+        count = write_dump(sys.stdout.buffer, read, fmt, header)
+        sys.stdout.buffer.flush()
+    else:
+        # Written aside and renamed: a failed dump never leaves a file that looks complete.
+        partial = Path(output).with_name(Path(output).name + ".partial")
+        try:
+            with partial.open("wb") as out:
+                count = write_dump(out, read, fmt, header)
+            os.replace(partial, output)
+        finally:
+            partial.unlink(missing_ok=True)
+    print(f"dumped {count} records from {read.description} to {output or 'standard output'} ({fmt})",
+          file=sys.stderr)
+    return 0
+
+
+__all__ = ["interval_json", "parse_item", "rebalance_json", "register"]

@@ -1,0 +1,493 @@
+"""`coordinator replay timeline --plot FILE`: who held which item over time, as a picture.
+
+One lane per worker (member id), one bar per ownership interval of each connector and task,
+coloured per connector and labelled with the task; an "unowned" lane shows the gaps in which an item
+that had been held waited for a new owner (deferred work, a crashed worker's tasks). Each rebalance
+is a shaded band from its epoch bump to its convergence, with the epoch it reached and why.
+
+The picture is laid out once (`layout`), then drawn either with matplotlib (`.png`) or as a
+self-contained HTML page holding an SVG (`.html`, `.svg`: no dependency, and every bar and band has
+a tooltip).
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coordinator.errors import CliError
+from replay import events as ev
+from replay.history import History
+from replay.positions import format_clock, format_duration, format_time
+
+UNOWNED = "(unowned)"
+# Colour-blind-safe qualitative palette (Okabe-Ito, then Tableau's muted tones for more connectors).
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#4E79A7", "#F28E2B",
+           "#59A14F", "#B07AA1", "#9C755F", "#EDC948", "#76B7B2", "#FF9DA7", "#BAB0AC"]
+UNOWNED_COLOUR = "#9a9a9a"
+
+
+@dataclass(slots=True)
+class Bar:
+    lane: str
+    row: int  # within the lane
+    start_ms: int
+    end_ms: int
+    label: str  # the item
+    connector: str
+    is_connector: bool
+    still_held: bool  # the read ended while it was held
+    tooltip: str
+
+
+@dataclass(slots=True)
+class Band:
+    start_ms: int
+    end_ms: int
+    epoch: int
+    label: str
+    converged: bool
+    tooltip: str
+
+
+@dataclass(slots=True)
+class Away:
+    """A static member gone (left with -2) while the coordinator keeps its assignment for it."""
+
+    lane: str
+    start_ms: int
+    end_ms: int
+
+
+@dataclass
+class Layout:
+    title: str
+    t0: int
+    t1: int
+    lanes: list[tuple[str, int]]  # (member, rows), top to bottom
+    bars: list[Bar] = field(default_factory=list)
+    bands: list[Band] = field(default_factory=list)
+    colours: dict[str, str] = field(default_factory=dict)  # connector -> colour
+    instances: dict[str, str] = field(default_factory=dict)  # member -> its static InstanceId
+    away: list[Away] = field(default_factory=list)
+
+    def lane_label(self, lane: str) -> str:
+        instance = self.instances.get(lane)
+        return lane if instance is None else f"{lane}\n(instance {instance})"
+
+
+def _natural(name: str) -> list:
+    """W2 before W10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def layout(history: History, group_id: str) -> Layout:
+    intervals = [i for i in history.all_intervals() if i.group_id == group_id]
+    rebalances = [r for r in history.all_rebalances() if r.group_id == group_id]
+    if history.first is None:
+        raise CliError(f"nothing to plot: no records of group {group_id}")
+    t0, t1 = history.first.timestamp_ms, history.last.timestamp_ms
+    t1 = max(t1, t0 + 1_000)
+    connectors = sorted({i.item if isinstance(i.item, str) else i.item.connector for i in intervals})
+    colours = {c: PALETTE[n % len(PALETTE)] for n, c in enumerate(connectors)}
+    bars_by_lane: dict[str, list[Bar]] = {}
+
+    def add(lane: str, item, start: int, end: int, still: bool, tooltip: str) -> None:  # noqa: ANN001
+        is_connector = isinstance(item, str)
+        bars_by_lane.setdefault(lane, []).append(Bar(lane, 0, start, end, str(item), item if is_connector else
+                                                     item.connector, is_connector, still, tooltip))
+
+    by_item: dict = {}
+    for i in intervals:
+        end = i.end.timestamp_ms if i.end is not None else t1
+        held = format_duration(end - i.start.timestamp_ms)
+        tip = (f"{i.item} held by {i.member_id}\nfrom {format_time(i.start.timestamp_ms)} (offset {i.start.offset}, "
+               f"epoch {i.start_epoch})\nto " + (f"{format_time(end)} (offset {i.end.offset}): {i.ended_by}"
+                                                  if i.end is not None else "the end of the read") + f"\n{held}")
+        add(i.member_id, i.item, i.start.timestamp_ms, end, i.end is None, tip)
+        by_item.setdefault(i.item, []).append(i)
+    for item, held in by_item.items():
+        held.sort(key=lambda i: i.start.offset)
+        for a, b in zip(held, held[1:]):
+            if a.end is not None and b.start.offset > a.end.offset and b.start.timestamp_ms > a.end.timestamp_ms:
+                add(UNOWNED, item, a.end.timestamp_ms, b.start.timestamp_ms, False,
+                    f"{item} unowned for {format_duration(b.start.timestamp_ms - a.end.timestamp_ms)}\n"
+                    f"from {format_time(a.end.timestamp_ms)} ({a.member_id}: {a.ended_by})\n"
+                    f"to {format_time(b.start.timestamp_ms)} (given to {b.member_id})")
+
+    lanes = []
+    bars = []
+    for lane in sorted(bars_by_lane, key=lambda name: (name == UNOWNED, _natural(name))):
+        rows = _pack(bars_by_lane[lane])
+        lanes.append((lane, rows))
+        bars.extend(bars_by_lane[lane])
+    # A static member that comes back under a new member id is the same worker: say so on its lane.
+    instances = {e.member_id: e.detail["instance_id"] for e in history.events
+                 if e.kind == ev.MEMBER_JOINED and e.group_id == group_id and e.detail["instance_id"]}
+    away = []
+    gone: dict[str, int] = {}
+    for e in history.events:
+        if e.group_id != group_id or e.member_id is None:
+            continue
+        if e.kind == ev.STATIC_LEAVE:
+            gone.setdefault(e.member_id, e.at.timestamp_ms)
+        elif e.member_id in gone and e.kind in (ev.MEMBER_EPOCH, ev.REVOKING, ev.RELEASED, ev.MEMBER_LEFT):
+            away.append(Away(e.member_id, gone.pop(e.member_id), e.at.timestamp_ms))  # back, or removed
+    away += [Away(member, start, t1) for member, start in gone.items()]
+
+    bands = []
+    for r in rebalances:
+        end = r.end.timestamp_ms if r.end is not None else t1
+        why = ", ".join(r.causes) or "cause not recorded"
+        moved = ", ".join(f"{item} {a or '-'} -> {b or '-'}" for item, a, b in r.moved[:15])
+        if len(r.moved) > 15:
+            moved += f", ... +{len(r.moved) - 15} more"
+        state = f"converged in {format_duration(r.duration_ms)}" if r.end is not None else "not converged"
+        bands.append(Band(r.start.timestamp_ms, end, r.to_epoch, why, r.end is not None,
+                          f"rebalance {r.number}: epoch {r.from_epoch} -> {r.to_epoch}, {state}\n"
+                          f"{format_time(r.start.timestamp_ms)} (offset {r.start.offset})\n{why}\n"
+                          f"moved: {moved or 'nothing'}"))
+    title = (f"group {group_id}: who held what, {format_time(t0)} to {format_clock(t1)} UTC, "
+             f"{len(rebalances)} rebalances")
+    return Layout(title, t0, t1, lanes, bars, bands, colours, instances, [a for a in away if a.lane in bars_by_lane])
+
+
+def _pack(bars: list[Bar]) -> int:
+    """Give each bar a row of its lane: an item keeps its row when it can, else the first free one."""
+    ends: list[int] = []
+    item_row: dict[str, int] = {}
+    for bar in sorted(bars, key=lambda b: (b.start_ms, _item_key(b))):
+        preferred = item_row.get(bar.label)
+        candidates = ([preferred] if preferred is not None else []) + list(range(len(ends)))
+        row = next((r for r in candidates if ends[r] <= bar.start_ms), None)
+        if row is None:
+            row = len(ends)
+            ends.append(0)
+        ends[row] = bar.end_ms
+        bar.row = row
+        item_row[bar.label] = row
+    return max(1, len(ends))
+
+
+def _item_key(bar: Bar) -> tuple:
+    task = bar.label[len(bar.connector) + 1:] if not bar.is_connector else ""
+    return (bar.connector, -1 if bar.is_connector else int(task) if task.isdigit() else 0)
+
+
+def write(path: str, history: History, group_id: str) -> None:
+    suffix = Path(path).suffix.lower()
+    picture = layout(history, group_id)
+    if suffix == ".png":
+        _png(picture, path)
+    elif suffix in (".html", ".htm", ".svg"):
+        page = _svg(picture) if suffix == ".svg" else _html(picture)
+        Path(path).write_text(page, encoding="utf-8")
+    else:
+        raise CliError(f"--plot {path}: the picture is a .png, or an .html (or .svg) page", exit_code=2)
+
+
+# --- geometry shared by both renderers ---------------------------------------------------------------
+
+ROW = 1.0  # one row of bars, in lane units
+LANE_GAP = 0.6
+
+
+def _lane_tops(picture: Layout) -> dict[str, float]:
+    """Each lane's top, in rows from the top of the plot."""
+    tops = {}
+    y = 0.0
+    for name, rows in picture.lanes:
+        tops[name] = y
+        y += rows * ROW + LANE_GAP
+    return tops
+
+
+def _height(picture: Layout) -> float:
+    return sum(rows * ROW + LANE_GAP for _, rows in picture.lanes) - LANE_GAP
+
+
+def _ticks(t0: int, t1: int, wanted: int = 10) -> list[int]:
+    span = max(1, t1 - t0)
+    steps = [1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000,
+             3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000, 86_400_000]
+    step = next((s for s in steps if span / s <= wanted), steps[-1])
+    first = (t0 + step - 1) // step * step
+    return list(range(first, t1 + 1, step))
+
+
+def _label_places(picture: Layout, px_per_ms: float, char_px: float) -> list[str | None]:
+    """Where each bar's label goes: "in" the bar, "out" just after it (when the row is free there),
+    or None (no room: the colour and, in HTML, the tooltip tell)."""
+    following: dict[int, int] = {}
+    rows: dict[tuple[str, int], list[int]] = {}
+    for n, bar in enumerate(picture.bars):
+        rows.setdefault((bar.lane, bar.row), []).append(n)
+    for members in rows.values():
+        members.sort(key=lambda n: picture.bars[n].start_ms)
+        for a, b in zip(members, members[1:]):
+            following[a] = picture.bars[b].start_ms
+    places: list[str | None] = []
+    for n, bar in enumerate(picture.bars):
+        needed = char_px * len(bar.label + (" ▸" if bar.still_held else "")) + 8
+        if (bar.end_ms - bar.start_ms) * px_per_ms > needed:
+            places.append("in")
+        elif (following.get(n, picture.t1 + (picture.t1 - picture.t0) // 100) - bar.end_ms) * px_per_ms > needed + 6:
+            places.append("out")
+        else:
+            places.append(None)
+    return places
+
+
+def _shade(colour: str, factor: float) -> str:
+    """The colour darkened (factor < 1) or lightened (> 1)."""
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    if factor < 1:
+        r, g, b = (int(c * factor) for c in (r, g, b))
+    else:
+        r, g, b = (int(c + (255 - c) * (factor - 1)) for c in (r, g, b))
+    return f"#{r:02x}{g:02x}{b:02x}"
+
+
+# --- PNG (matplotlib) --------------------------------------------------------------------------------
+
+_WIDTH_IN = 15.0
+_DPI = 110
+_LEFT_IN, _RIGHT_IN = 1.0, 0.3
+_ROW_IN = 0.2
+_LIST_LINE_IN = 0.17
+_LISTED = 24  # rebalances listed under the picture; the timeline has them all
+
+
+def _rebalance_lines(picture: Layout) -> list[str]:
+    lines = [f"e{b.epoch:<5} {format_clock(b.start_ms)}  "
+             f"{format_duration(b.end_ms - b.start_ms) if b.converged else 'not converged':<13} {b.label}"
+             for b in picture.bands[:_LISTED]]
+    if len(picture.bands) > _LISTED:
+        lines.append(f"... and {len(picture.bands) - _LISTED} more rebalances: see `coordinator replay timeline`")
+    return lines
+
+
+def _label_levels(xs: list[float], min_gap: float) -> list[int]:
+    """Stagger labels at positions `xs` over levels so that neighbours on one level keep apart."""
+    last: list[float] = []
+    levels = []
+    for x in xs:
+        level = next((n for n, end in enumerate(last) if x - end >= min_gap), len(last))
+        if level == len(last):
+            last.append(x)
+        last[level] = x
+        levels.append(level)
+    return levels
+
+
+def _png(picture: Layout, path: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")  # no display: files only
+        import matplotlib.pyplot as plt
+        from matplotlib.patches import Patch, Rectangle
+    except ImportError:
+        raise CliError("a .png plot needs matplotlib (pip install matplotlib); an .html plot needs nothing") from None
+
+    tops = _lane_tops(picture)
+    height = _height(picture)
+    t0, t1 = picture.t0, picture.t1
+    span_s = (t1 - t0) / 1000
+    x_max = span_s * 1.01  # room for the bars that reach the end of the read
+    widest = max((len(line) for name, _ in picture.lanes for line in picture.lane_label(name).splitlines()), default=8)
+    left_in = max(_LEFT_IN, 0.3 + 0.08 * widest)  # 9 pt bold is about 0.08 in a character
+    plot_w_in = _WIDTH_IN - left_in - _RIGHT_IN
+    px_per_s = plot_w_in * _DPI / x_max
+    levels = _label_levels([(b.start_ms - t0) / 1000 * px_per_s for b in picture.bands], 42)
+    header_in = 0.45 + 0.2 * (max(levels, default=0) + 1)
+    plot_in = _ROW_IN * height + 0.1
+    lines = _rebalance_lines(picture)
+    footer_in = 0.55 + 0.35 + (0.25 + _LIST_LINE_IN * len(lines) if lines else 0)
+    fig_h = header_in + plot_in + footer_in
+    fig = plt.figure(figsize=(_WIDTH_IN, fig_h), dpi=_DPI)
+    ax = fig.add_axes((left_in / _WIDTH_IN, footer_in / fig_h, plot_w_in / _WIDTH_IN, plot_in / fig_h))
+    ax.set_xlim(0, x_max)
+    ax.set_ylim(height + 0.05, -0.05)
+
+    for band, level in zip(picture.bands, levels):
+        x0, x1 = (band.start_ms - t0) / 1000, (band.end_ms - t0) / 1000
+        ax.axvspan(x0, max(x1, x0 + 2 / px_per_s), color="#d9d9d9" if band.converged else "#f4c7c3",
+                   alpha=0.5, lw=0, zorder=0)
+        ax.axvline(x0, color="#666666", lw=0.7, ls="--", zorder=1)
+        ax.annotate(f"e{band.epoch}", (x0, -0.05), xytext=(0, 4 + 14 * level), textcoords="offset points",
+                    fontsize=8, ha="center", va="bottom", color="#222222", annotation_clip=False,
+                    arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.5} if level else None)
+
+    for name, rows in picture.lanes[1:]:
+        ax.axhline(tops[name] - LANE_GAP / 2, color="#bbbbbb", lw=0.6, zorder=1)
+    places = _label_places(picture, px_per_s / 1000, 5.6)
+    for bar, place in zip(picture.bars, places):
+        colour = UNOWNED_COLOUR if bar.lane == UNOWNED else picture.colours[bar.connector]
+        if bar.is_connector and bar.lane != UNOWNED:
+            colour = _shade(colour, 0.65)
+        y = tops[bar.lane] + bar.row * ROW
+        x0 = (bar.start_ms - t0) / 1000
+        width = max((bar.end_ms - bar.start_ms) / 1000, 1.5 / px_per_s)
+        unowned = bar.lane == UNOWNED
+        ax.barh(y + 0.5, width, left=x0, height=0.8, color="#e4e4e4" if unowned else colour,
+                edgecolor=UNOWNED_COLOUR if unowned else "white", linewidth=0 if unowned else 0.5,
+                hatch="/////" if unowned else None, zorder=2)
+        label = bar.label + (" ▸" if bar.still_held else "")
+        if place == "in":
+            ax.text(x0 + 4 / px_per_s, y + 0.52, label, fontsize=7.5, va="center", ha="left", zorder=3,
+                    color="black" if unowned or _light(colour) else "white", clip_on=True,
+                    bbox={"facecolor": "#e4e4e4", "edgecolor": "none", "pad": 0.5} if unowned else None)
+        elif place == "out":
+            ax.text(x0 + width + 3 / px_per_s, y + 0.52, label, fontsize=7.5, va="center", ha="left", zorder=3,
+                    color="#333333", clip_on=True)
+
+    for a in picture.away:
+        rows = dict(picture.lanes)[a.lane]
+        ax.add_patch(Rectangle(((a.start_ms - t0) / 1000, tops[a.lane]), max((a.end_ms - a.start_ms) / 1000,
+                               1.5 / px_per_s), rows * ROW, facecolor="white", alpha=0.55, edgecolor="#555555",
+                               hatch="..", lw=0.6, zorder=4))
+
+    ax.set_yticks([tops[name] + rows * ROW / 2 for name, rows in picture.lanes])
+    ax.set_yticklabels([picture.lane_label(name) for name, _ in picture.lanes], fontsize=9, fontweight="bold")
+    ax.tick_params(axis="y", length=0)
+    ticks = _ticks(t0, t1)
+    ax.set_xticks([(t - t0) / 1000 for t in ticks])
+    ax.set_xticklabels([format_clock(t) for t in ticks], fontsize=8)
+    ax.set_xlabel("time (UTC)", fontsize=9, labelpad=2)
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.grid(axis="x", color="#eeeeee", lw=0.6, zorder=0)
+    ax.set_axisbelow(True)
+
+    fig.text(0.01, 1 - 0.3 / fig_h, picture.title, fontsize=11, fontweight="bold", va="center")
+    handles = [Patch(color=c, label=name) for name, c in picture.colours.items()]
+    handles += [Patch(facecolor="#d9d9d9", label="rebalance: epoch bump to convergence"),
+                Patch(facecolor="#e4e4e4", edgecolor=UNOWNED_COLOUR, hatch="/////", label="unowned"),
+                *([Patch(facecolor="white", edgecolor="#555555", hatch="..", label="kept for a static member away")]
+                  if picture.away else []),
+                Patch(color="white", label="▸ still held at the end; darker: the connector itself")]
+    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(left_in / _WIDTH_IN, (footer_in - 0.5) / fig_h),
+               ncol=min(len(handles), 9), fontsize=8, frameon=False, handlelength=1.2, columnspacing=1.2)
+    if lines:
+        fig.text(left_in / _WIDTH_IN, (footer_in - 0.95) / fig_h,
+                 "rebalances: epoch reached, start, duration, why\n" + "\n".join(lines),
+                 fontsize=7.5, family="monospace", va="top", ha="left", color="#222222")
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def _light(colour: str) -> bool:
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return 0.299 * r + 0.587 * g + 0.114 * b > 150
+
+
+# --- HTML / SVG --------------------------------------------------------------------------------------
+
+
+def _svg(picture: Layout) -> str:
+    widest = max((len(name) for name, _ in picture.lanes), default=8)
+    left, right = max(120, int(7.5 * widest) + 20), 20  # 11 px bold is about 7.5 px a character
+    width = 1400
+    row_px = 18
+    tops = _lane_tops(picture)
+    plot_h = _height(picture) * row_px
+    t0, t1 = picture.t0, picture.t1
+    scale = (width - left - right) / ((t1 - t0) * 1.01)  # room for the bars that reach the end of the read
+    levels = _label_levels([(b.start_ms - t0) * scale for b in picture.bands], 34)
+    top_margin = 50 + 15 * (max(levels, default=0) + 1)
+    lines = _rebalance_lines(picture)
+    bottom = 70 + (24 + 14 * len(lines) if lines else 0)
+    height = int(top_margin + plot_h + bottom)
+
+    def x(ms: int) -> float:
+        return left + (ms - t0) * scale
+
+    def esc(text: str) -> str:
+        return html.escape(text, quote=True)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+           f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
+           '<defs><pattern id="unowned" width="6" height="6" patternUnits="userSpaceOnUse" '
+           'patternTransform="rotate(45)"><rect width="6" height="6" fill="#e4e4e4"/>'
+           f'<line x1="0" y1="0" x2="0" y2="6" stroke="{UNOWNED_COLOUR}" stroke-width="3"/></pattern>'
+           '<pattern id="away" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" '
+           'fill="white" fill-opacity="0.55"/><circle cx="2.5" cy="2.5" r="0.8" fill="#555"/></pattern></defs>',
+           f'<text x="{left}" y="22" font-size="15" font-weight="bold">{esc(picture.title)}</text>']
+    for tick in _ticks(t0, t1):
+        out.append(f'<line x1="{x(tick):.1f}" y1="{top_margin}" x2="{x(tick):.1f}" y2="{top_margin + plot_h}" '
+                   f'stroke="#eeeeee"/><text x="{x(tick):.1f}" y="{top_margin + plot_h + 16}" text-anchor="middle" '
+                   f'fill="#444">{format_clock(tick)}</text>')
+    out.append(f'<text x="{(left + width - right) / 2}" y="{top_margin + plot_h + 34}" text-anchor="middle" '
+               'fill="#444">time (UTC)</text>')
+    for band, level in zip(picture.bands, levels):
+        x0, x1 = x(band.start_ms), max(x(band.end_ms), x(band.start_ms) + 2)
+        fill = "#d9d9d9" if band.converged else "#f4c7c3"
+        label_y = top_margin - 6 - 15 * level
+        out.append(f'<g><title>{esc(band.tooltip)}</title><rect x="{x0:.1f}" y="{top_margin}" width="{x1 - x0:.1f}" '
+                   f'height="{plot_h}" fill="{fill}" opacity="0.5"/><line x1="{x0:.1f}" y1="{label_y + 3}" '
+                   f'x2="{x0:.1f}" y2="{top_margin + plot_h}" stroke="#555" stroke-dasharray="4 3"/>'
+                   f'<text x="{x0:.1f}" y="{label_y}" text-anchor="middle" font-size="10" fill="#222">'
+                   f'e{band.epoch}</text></g>')
+    for n, (name, rows) in enumerate(picture.lanes):
+        y0 = top_margin + tops[name] * row_px
+        if n:
+            out.append(f'<line x1="10" y1="{y0 - LANE_GAP * row_px / 2:.1f}" x2="{width - right}" '
+                       f'y2="{y0 - LANE_GAP * row_px / 2:.1f}" stroke="#bbb"/>')
+        label_y = y0 + rows * row_px / 2 + 4
+        out.append(f'<text x="{left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">{esc(name)}</text>')
+        if name in picture.instances:
+            out.append(f'<text x="{left - 8}" y="{label_y + 13:.1f}" text-anchor="end" fill="#555" font-size="10">'
+                       f'instance {esc(picture.instances[name])}</text>')
+    for bar, place in zip(picture.bars, _label_places(picture, scale, 6.0)):
+        colour = UNOWNED_COLOUR if bar.lane == UNOWNED else picture.colours[bar.connector]
+        if bar.is_connector and bar.lane != UNOWNED:
+            colour = _shade(colour, 0.65)
+        fill = "url(#unowned)" if bar.lane == UNOWNED else colour
+        y = top_margin + (tops[bar.lane] + bar.row * ROW) * row_px
+        x0 = x(bar.start_ms)
+        w = max(x(bar.end_ms) - x0, 1.5)
+        label = bar.label + (" ▸" if bar.still_held else "")
+        text = ""
+        if place == "in":
+            ink = "black" if bar.lane == UNOWNED or _light(colour) else "white"
+            text = f'<text x="{x0 + 4:.1f}" y="{y + row_px * 0.62:.1f}" fill="{ink}" font-size="10">{esc(label)}</text>'
+        elif place == "out":
+            text = f'<text x="{x0 + w + 3:.1f}" y="{y + row_px * 0.62:.1f}" fill="#333" font-size="10">{esc(label)}</text>'
+        out.append(f'<g><title>{esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
+                   f'height="{row_px - 3}" rx="2" fill="{fill}" stroke="white" stroke-width="0.5"/>{text}</g>')
+    for a in picture.away:
+        rows = dict(picture.lanes)[a.lane]
+        x0 = x(a.start_ms)
+        out.append(f'<g><title>{esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the coordinator '
+                   f'kept its assignment until {format_time(a.end_ms)}</title><rect x="{x0:.1f}" '
+                   f'y="{top_margin + tops[a.lane] * row_px:.1f}" width="{max(x(a.end_ms) - x0, 1.5):.1f}" '
+                   f'height="{rows * row_px}" fill="url(#away)" stroke="#555" stroke-width="0.6"/></g>')
+    legend_y = top_margin + plot_h + 54
+    lx = left
+    for name, colour in [*picture.colours.items(), ("rebalance: epoch bump to convergence", "#d9d9d9"),
+                         ("unowned", "url(#unowned)"),
+                         *([("kept for a static member away", "url(#away)")] if picture.away else [])]:
+        out.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{colour}"/>'
+                   f'<text x="{lx + 16}" y="{legend_y}">{esc(name)}</text>')
+        lx += 28 + 6.5 * len(name)
+    out.append(f'<text x="{lx}" y="{legend_y}">▸ still held at the end; darker: the connector itself</text>')
+    if lines:
+        out.append(f'<text x="{left}" y="{legend_y + 28}" font-family="monospace" font-size="11" fill="#222">')
+        for n, line in enumerate(["rebalances: epoch reached, start, duration, why", *lines]):
+            out.append(f'<tspan x="{left}" dy="{0 if n == 0 else 14}" xml:space="preserve">{esc(line)}</tspan>')
+        out.append("</text>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _html(picture: Layout) -> str:
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(picture.title)}'
+            '</title><style>body{margin:16px;font-family:Helvetica,Arial,sans-serif}svg{max-width:100%;height:auto}'
+            'p{color:#555;font-size:13px}</style></head><body>\n'
+            + _svg(picture)
+            + "\n<p>One lane per worker; a bar per connector (darker) and task held; ▸: still held where the read "
+              "ended. Grey bands: rebalances, from the group epoch bump to convergence (red: not converged). "
+              "Hover over a bar or a band for its offsets, epochs, what moved and why.</p>\n</body></html>\n")
