@@ -34,9 +34,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from records import Record, encode  # noqa: E402
 
 from coordinator import cli  # noqa: E402
-from coordinator.driver import Driver, SimWorker, converge  # noqa: E402
 from coordinator.log import partition_for  # noqa: E402
 from replay.history import group_key_prefix  # noqa: E402
+
+# The same group histories as bench_state's replay benchmark (this directory is on sys.path).
+from bench_state import scenario  # noqa: E402
 from replay.source import RawRecord, dump_header, read_dump, write_dump  # noqa: E402
 
 PARTITIONS = 16
@@ -51,32 +53,6 @@ def median_seconds(fn: Callable[[], object], rounds: int) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def scenario(rng: random.Random, group: str) -> list[Record]:
-    """One group's history (as bench/bench_state.py's replay benchmark writes it)."""
-    d = Driver()
-    d.set_config(group, session_timeout_ms=10_000, heartbeat_interval_ms=1_000, scheduled_rebalance_max_delay_ms=20_000)
-    d.set_connectors(group, {f"sink-{c}": rng.randint(2, 12) for c in range(rng.randint(2, 6))})
-    live = [SimWorker(d, group, f"worker-{i}.{group}:8083") for i in range(rng.randint(3, 8))]
-    converge(live)
-    next_id = len(live)
-    for _ in range(rng.randint(10, 25)):
-        event = rng.random()
-        if event < 0.25:
-            live.append(SimWorker(d, group, f"worker-{next_id}.{group}:8083"))
-            next_id += 1
-        elif event < 0.45 and len(live) > 2:
-            live.pop(rng.randrange(len(live))).leave()
-        elif event < 0.65 and len(live) > 2:
-            live.pop(rng.randrange(len(live))).lose_everything()
-        elif event < 0.8:
-            d.set_connectors(group, {f"sink-{c}": rng.randint(2, 12) for c in range(rng.randint(2, 6))})
-        for _ in range(rng.randint(2, 12)):
-            d.advance(1_000)
-            for w in live:
-                w.heartbeat()
-    return d.log
 
 
 def build(count: int) -> tuple[list[RawRecord], str, int]:
