@@ -20,12 +20,10 @@ import contextlib
 import io
 import os
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,22 +35,13 @@ from coordinator import cli  # noqa: E402
 from coordinator.log import partition_for  # noqa: E402
 from replay.history import group_key_prefix  # noqa: E402
 
-# The same group histories as bench_state's replay benchmark (this directory is on sys.path).
-from bench_state import scenario  # noqa: E402
+# The same group histories and timing as bench_state's replay benchmark (this directory is on sys.path).
+from bench_state import median_seconds, scenario  # noqa: E402
 from replay.source import RawRecord, dump_header, read_dump, write_dump  # noqa: E402
 
 PARTITIONS = 16
 T0 = 1_772_334_000_000  # 2026-03-01 03:00:00 UTC
 GOAL_S = 10.0
-
-
-def median_seconds(fn: Callable[[], object], rounds: int) -> float:
-    times = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def build(count: int) -> tuple[list[RawRecord], str, int]:

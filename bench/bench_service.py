@@ -54,6 +54,8 @@ import orjson  # noqa: E402
 
 from records import Record, decode, encode  # noqa: E402
 
+from bench_state import median_seconds  # noqa: E402  (this directory is on sys.path)
+
 HEARTBEAT = "/v1/connect-group/heartbeat"
 SESSION_MS = 3_600_000  # nobody is fenced during the run
 JOIN_EXTRA = {"RebalanceTimeoutMs": 60_000, "ServerAssignor": "incremental_cooperative"}
@@ -517,13 +519,9 @@ def write_with_partition_writer(bootstrap: str, topic: str, partition: int, reco
 
 def import_seconds() -> float:
     """Interpreter start-up and the imports of `coordinator serve`: `coordinator serve --help`."""
-    times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "coordinator", "serve", "--help"], check=True, stdout=subprocess.DEVNULL,
-                       cwd=Path(__file__).resolve().parents[1])
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return median_seconds(lambda: subprocess.run([sys.executable, "-m", "coordinator", "serve", "--help"], check=True,
+                                                 stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1]),
+                          3)
 
 
 def heartbeat_code(port: int, body: dict) -> int | None:
