@@ -159,7 +159,7 @@ class Fleet:
         return {name: w.owned for name, w in self.workers.items()}
 
     def stable(self) -> bool:
-        return all(w.member_epoch > 0 and w.metrics._started is None for w in self.workers.values())
+        return all(w.stable for w in self.workers.values())
 
     async def wait_stable(self, expected: frozenset[Item] | None = None, timeout: float = 60.0,
                           settle_s: float = 0.0) -> None:

@@ -83,6 +83,11 @@ class RebalanceMetrics:
     _failed: deque = field(default_factory=deque)
     _last: float | None = None
 
+    @property
+    def rebalancing(self) -> bool:
+        """A change was seen and no quiet heartbeat has followed yet."""
+        return self._started is not None
+
     def changed(self) -> None:
         if self._started is None:
             self._started = self.clock()
@@ -163,6 +168,11 @@ class Worker:
     def assignment(self) -> ConnectorsAndTasks:
         return connectors_and_tasks(self.owned)
 
+    @property
+    def stable(self) -> bool:
+        """In the group, and the last heartbeat changed nothing."""
+        return self.member_epoch > 0 and not self.metrics.rebalancing
+
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -189,16 +199,6 @@ class Worker:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
             await self._notify("revoked", self.owned)
             self.owned, self.member_epoch, self._reported = frozenset(), 0, None
-
-    async def wait_stable(self, timeout: float = 30.0) -> None:
-        """Until a heartbeat changed nothing (for tests and demos)."""
-        deadline = time.monotonic() + timeout
-        while self.metrics._started is not None or self.member_epoch <= 0:
-            if self.failure is not None:
-                raise self.failure
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{self.member_id} not stable within {timeout}s")
-            await asyncio.sleep(0.02)
 
     # --- the heartbeat loop --------------------------------------------------------------------
 

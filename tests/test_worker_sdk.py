@@ -88,7 +88,7 @@ def _everything(**tasks: int) -> frozenset:
 
 def _covered(workers: list[Worker], expected: frozenset) -> bool:
     owned = [i for w in workers for i in w.owned]
-    return len(owned) == len(set(owned)) and set(owned) == expected and all(w.metrics._started is None for w in workers)
+    return len(owned) == len(set(owned)) and set(owned) == expected and all(w.stable for w in workers)
 
 
 def _check_history(events: list) -> None:
@@ -172,7 +172,7 @@ def test_fenced_worker_loses_everything_and_rejoins_with_the_same_id(kafka_broke
         await _until(lambda: not server.runtimes[0].coordinator.state.groups[G].members, timeout=10)
         await worker.start()
         await _until(lambda: any(e[2] == "lost" for e in events))
-        await _until(lambda: len(worker.owned) == 3 and worker.metrics._started is None)
+        await _until(lambda: len(worker.owned) == 3 and worker.stable)
         kinds = [(e[2], e[3]) for e in sorted(events)]
         assert kinds == [("assigned", held), ("lost", held), ("assigned", held)]
         assert worker.member_id == "w0" and worker.metrics.failed_rebalance_total == 1
@@ -212,7 +212,7 @@ def test_a_listener_exception_does_not_corrupt_the_view(kafka_broker, unique_top
         events: list = []
         worker = Worker(client, G, member_id="w0", listener=Recorder("w0", events, fail_on="assigned"))
         await worker.start()
-        await _until(lambda: len(worker.owned) == 2 and worker.metrics._started is None)
+        await _until(lambda: len(worker.owned) == 2 and worker.stable)
         assert len(worker.listener_errors) == 1 and worker.failure is None
         described = server.runtimes[0].coordinator.describe_group(G)
         assert items_of(described.members[0].assignment) == worker.owned
