@@ -78,7 +78,6 @@ class PartitionRuntime:
         self._writer: PartitionWriter | None = None
         self._loop_task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
-        self._write_lock = asyncio.Lock()
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -198,41 +197,40 @@ class PartitionRuntime:
 
     async def _commit(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
         try:
-            await self._commit_in_order(batch, waiting)
+            await self._write_batch(batch, waiting)
         finally:
             self._commits -= 1
         if self.status is Status.ACTIVE and (self._batch or self._waiting):
             self._start_flush()  # these waited a whole commit already: no linger
 
-    async def _commit_in_order(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
-        async with self._write_lock:  # one transaction at a time, in order
-            if self.status is not Status.ACTIVE or self._writer is None:
-                for future, _ in waiting:
-                    if not future.done():
-                        future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
-                return
-            try:
-                if batch:
-                    started = time.perf_counter()
-                    await asyncio.to_thread(self._writer.write, batch)
-                    if self.metrics is not None:
-                        self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
-            except LogError as e:
-                for future, _ in waiting:
-                    if not future.done():
-                        future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, str(e)))
-                if e.fenced:
-                    # Another coordinator owns the partition now: loading it again would fence
-                    # that one in turn. Stop serving it.
-                    log.error("%s; partition %d was taken over, no longer serving it", e, self.partition)
-                    await self.close()
-                    return
-                log.error("%s; dropping partition %d and loading it again", e, self.partition)
-                await self._reload()
-                return
-            for future, response in waiting:
+    async def _write_batch(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+        if self.status is not Status.ACTIVE or self._writer is None:
+            for future, _ in waiting:
                 if not future.done():
-                    future.set_result(response)
+                    future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
+            return
+        try:
+            if batch:
+                started = time.perf_counter()
+                await asyncio.to_thread(self._writer.write, batch)
+                if self.metrics is not None:
+                    self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
+        except LogError as e:
+            for future, _ in waiting:
+                if not future.done():
+                    future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, str(e)))
+            if e.fenced:
+                # Another coordinator owns the partition now: loading it again would fence
+                # that one in turn. Stop serving it.
+                log.error("%s; partition %d was taken over, no longer serving it", e, self.partition)
+                await self.close()
+                return
+            log.error("%s; dropping partition %d and loading it again", e, self.partition)
+            await self._reload()
+            return
+        for future, response in waiting:
+            if not future.done():
+                future.set_result(response)
 
     async def _reload(self) -> None:
         """The log is the truth: forget memory, fence, load again."""
