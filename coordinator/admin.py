@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     set_connectors = connectors_sub.add_parser(
         "set", help="replace the group's connectors (creates the group; bumps its epoch when the set changes)")
     set_connectors.add_argument("group")
-    set_connectors.add_argument("connectors", nargs="*", type=_connector, metavar="NAME=TASKS",
+    set_connectors.add_argument("connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
                                 help="each connector and its task count; none removes them all")
     _common(set_connectors)
     set_connectors.set_defaults(func=_runner(_set_connectors))
@@ -69,11 +69,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
-def _connector(text: str) -> dict:
+def connector_count(text: str) -> tuple[str, int]:
+    """`NAME=TASKS`: a connector and its task count, as `connectors set` and the fleet take them."""
     name, equals, tasks = text.rpartition("=")
     if not equals or not name or not tasks.isdigit():
         raise argparse.ArgumentTypeError(f"expected NAME=TASKS, got {text!r}")
-    return {"Name": name, "Tasks": int(tasks)}
+    return name, int(tasks)
 
 
 def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[int]]
@@ -159,11 +160,11 @@ async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
 
 
 async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    names = [c["Name"] for c in args.connectors]
+    names = [name for name, _ in args.connectors]
     if len(set(names)) != len(names):
         raise CliError("a connector is named twice", exit_code=2)
     answer = await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
-                               {"Connectors": args.connectors})
+                               {"Connectors": [{"Name": n, "Tasks": t} for n, t in args.connectors]})
     return _protocol_error(answer)
 
 

@@ -29,6 +29,7 @@ from typing import TextIO
 
 from records import ConnectorsAndTasks
 
+from coordinator.admin import connector_count
 from coordinator.assignors import ASSIGNORS
 from coordinator.client import CoordinatorClient
 from coordinator.errors import CliError
@@ -225,13 +226,10 @@ def _natural(name: str) -> tuple:
 
 
 def _connector_counts(args: tuple[str, ...]) -> dict[str, int]:
-    counts = {}
-    for arg in args:
-        name, _, tasks = arg.rpartition("=")
-        if not name or not tasks.isdigit():
-            raise CliError(f"expected NAME=TASKS, got {arg!r}", exit_code=2)
-        counts[name] = int(tasks)
-    return counts
+    try:
+        return dict(connector_count(arg) for arg in args)
+    except argparse.ArgumentTypeError as e:
+        raise CliError(str(e), exit_code=2) from None
 
 
 # --- `coordinator worker` --------------------------------------------------------------------------
@@ -249,7 +247,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--dynamic", action="store_true", help="no static instance ids")
     parser.add_argument("--server-side", action="store_true", help="the coordinator runs the assignor")
     parser.add_argument("--assignor", choices=sorted(ASSIGNORS), default="incremental_cooperative")
-    parser.add_argument("--connectors", nargs="*", metavar="NAME=TASKS", help="set the group's connectors first")
+    parser.add_argument("--connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
+                        help="set the group's connectors first")
     parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (see the module's help)")
     parser.add_argument("--duration", type=float, default=None,
                         help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)")
@@ -275,7 +274,7 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
                       assignor_name=args.assignor)
         try:
             if args.connectors:
-                await fleet.set_connectors(_connector_counts(tuple(args.connectors)))
+                await fleet.set_connectors(dict(args.connectors))
             await fleet.play(events)
             if not any(e.action == "stop" for e in events):
                 await asyncio.Event().wait()  # until Ctrl-C
