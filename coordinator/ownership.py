@@ -55,7 +55,8 @@ class GroupOwnership:
             "auto.offset.reset": "latest",
             "allow.auto.create.topics": False,
         }
-        self._admin_config = {k: v for k, v in kafka_config.items()}
+        # One client for every find-coordinator lookup, not a new connection per lookup.
+        self._admin = AdminClient(dict(kafka_config))
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -108,9 +109,9 @@ class GroupOwnership:
             asyncio.run_coroutine_threadsafe(self.server.revoke(lost), self._loop).result()
 
     def _described_owners(self) -> dict[int, str]:
-        admin = AdminClient(self._admin_config)
         try:
-            description = admin.describe_consumer_groups([self.group_id], request_timeout=5)[self.group_id].result()
+            futures = self._admin.describe_consumer_groups([self.group_id], request_timeout=5)
+            description = futures[self.group_id].result()
         except KafkaException as e:
             log.warning("cannot describe consumer group %s: %s", self.group_id, e)
             return {}
