@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from coordinator.cli import main as coordinator
-from coordinator.items import items_of
+from coordinator.items import connectors_and_tasks, items_of
 from coordinator.log import load_partition
 from coordinator.protocol import ErrorCode, HeartbeatRequest, SetConnectorsRequest
 from coordinator.runtime import NotServing, PartitionRuntime, Status
@@ -38,7 +38,7 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
         await asyncio.sleep(0.3)  # past the server-side assignment interval below
         for m in members:
             epoch, owned = told[m]
-            r = await runtime.call("heartbeat", HeartbeatRequest(G, m, epoch, owned=_cat(owned)))
+            r = await runtime.call("heartbeat", HeartbeatRequest(G, m, epoch, owned=connectors_and_tasks(owned)))
             assert r.error_code == ErrorCode.NONE, r
             new = (r.member_epoch, items_of(r.assignment.connectors_and_tasks) if r.assignment else owned)
             changed |= new != told[m]
@@ -47,12 +47,6 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
         if not changed and group.group_epoch == group.assignment_epoch:
             return told
     raise AssertionError("no convergence")
-
-
-def _cat(items):  # noqa: ANN001, ANN202
-    from coordinator.items import connectors_and_tasks
-
-    return connectors_and_tasks(items)
 
 
 def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(kafka_broker, unique_topic) -> None:  # noqa: ANN001

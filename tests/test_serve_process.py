@@ -12,9 +12,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from coordinator import wire
 from coordinator.cli import main as coordinator
 from coordinator.devbroker import free_port
+from coordinator.items import connectors_and_tasks, describe, items_of
 from coordinator.log import partition_for
+from records import TaskId
 from coordinator.process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -96,15 +99,11 @@ def test_tokens_and_acls(kafka_broker, unique_topic, tmp_path: Path) -> None:  #
 
 
 def _items(cat: dict | None) -> frozenset:
-    if not cat:
-        return frozenset()
-    return frozenset([(c,) for c in cat.get("Connectors", [])] +
-                     [(t["Connector"], t["Task"]) for t in cat.get("Tasks", [])])
+    return frozenset() if not cat else items_of(wire.connectors_and_tasks(cat))
 
 
 def _cat(items: frozenset) -> dict:
-    return {"Connectors": sorted(i[0] for i in items if len(i) == 1),
-            "Tasks": [{"Connector": c, "Task": t} for c, t in sorted(i for i in items if len(i) == 2)]}
+    return wire.connectors_and_tasks_json(connectors_and_tasks(items))
 
 
 class Worker:
@@ -142,7 +141,7 @@ def _no_double_ownership(workers: list[Worker]) -> None:
             seen[item] = w.member_id
 
 
-EVERYTHING = frozenset([("A",), ("B",)] + [("A", t) for t in range(4)] + [("B", t) for t in range(2)])
+EVERYTHING = frozenset(["A", "B"] + [TaskId("A", t) for t in range(4)] + [TaskId("B", t) for t in range(2)])
 
 
 def _round(server: ServeProcess, workers: list[Worker]) -> None:
@@ -153,7 +152,8 @@ def _round(server: ServeProcess, workers: list[Worker]) -> None:
 
 def _converged(workers: list[Worker]) -> bool:
     owned = [i for w in workers for i in w.owned]
-    return sorted(owned) == sorted(EVERYTHING) and len({w.epoch for w in workers}) == 1
+    # Every item once: as many as there are, and all of them.
+    return len(owned) == len(EVERYTHING) and set(owned) == EVERYTHING and len({w.epoch for w in workers}) == 1
 
 
 def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
@@ -194,7 +194,7 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
             _round(second, workers)
             if _converged(workers) and all(len(w.owned) >= 1 for w in workers):
                 break
-        assert _converged(workers), [(w.member_id, w.epoch, sorted(w.owned)) for w in workers]
+        assert _converged(workers), [(w.member_id, w.epoch, describe(w.owned)) for w in workers]
         assert all(w.owned for w in workers)
     finally:
         first.stop()

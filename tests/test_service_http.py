@@ -77,19 +77,12 @@ def now_ms() -> float:
 # --- wire <-> items, and the PrepareAssignment response as the assignor's GroupSpec -----------------
 
 
-def cat(body: dict) -> ConnectorsAndTasks:
-    """A wire `ConnectorsAndTasks` object, order kept."""
-    return ConnectorsAndTasks(tuple(body.get("Connectors") or ()),
-                              tuple(TaskId(t["Connector"], t["Task"]) for t in body.get("Tasks") or ()))
-
-
 def items(body: dict | None) -> frozenset[Item]:
-    return frozenset() if body is None else items_of(cat(body))
+    return frozenset() if body is None else items_of(wire.connectors_and_tasks(body))
 
 
 def cat_json(owned: Iterable[Item]) -> dict:
-    c = connectors_and_tasks(owned)
-    return {"Connectors": list(c.connectors), "Tasks": [{"Connector": n, "Task": t} for n, t in c.tasks]}
+    return wire.connectors_and_tasks_json(connectors_and_tasks(owned))
 
 
 # --- who holds what: "revoke before assign", watched from outside ----------------------------------
