@@ -83,7 +83,7 @@ class CoordinatorClient:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
             raise ApiError(response.status, raw.decode(errors="replace")) from None
-        if response.status != 200 and not (response.status == 503 and path == "/health"):
+        if response.status != 200:
             raise ApiError(response.status, parsed)
         return parsed
 

@@ -156,7 +156,7 @@ class CoordinatorServer:
 
     async def find_coordinator(self, request: web.Request) -> web.Response:
         body = await _body(request)
-        group_id = wire._get(wire._object(body, "the body"), "GroupId", "str", required=True)
+        group_id = wire.find_coordinator_request(body)
         self._authorize(request, Operation.DESCRIBE, group_id)
         partition = partition_for(group_id, self.partitions)
         runtime = self.runtimes.get(partition)

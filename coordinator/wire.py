@@ -143,6 +143,11 @@ def heartbeat_response(r: HeartbeatResponse) -> dict:
             "HeartbeatIntervalMs": r.heartbeat_interval_ms, "Assignment": assignment}
 
 
+def find_coordinator_request(body: Any) -> str:
+    """The group a FindCoordinator request asks about."""
+    return _get(_object(body, "the body"), "GroupId", "str", required=True)
+
+
 def prepare_request(body: Any) -> PrepareAssignmentRequest:
     body = _object(body, "the body")
     return PrepareAssignmentRequest(_get(body, "GroupId", "str", required=True),

@@ -192,7 +192,7 @@ PARSERS = {
     "heartbeat": lambda body: wire.heartbeat_request(body, "client", "host"),
     "prepareAssignment": wire.prepare_request,
     "installAssignment": wire.install_request,
-    "findCoordinator": lambda body: wire._get(wire._object(body, "the body"), "GroupId", "str", required=True),
+    "findCoordinator": wire.find_coordinator_request,
     "setConnectors": lambda body: wire.set_connectors_request("g", body),
     "setConfig": lambda body: wire.set_config_request("g", body),
 }
