@@ -40,6 +40,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from coordinator.errors import CliError
+from coordinator.log import LogError, batches_to_end
 from replay.positions import Window
 
 DUMP_FORMATS = ("binary", "jsonl")
@@ -169,26 +170,20 @@ def _partition(consumer: Consumer, topic: str, partition: int, start: int, end: 
     consumer.assign([TopicPartition(topic, partition, start)])
     try:
         last_progress = time.monotonic()
-        while True:
-            messages = consumer.consume(num_messages=10_000, timeout=0.2)
+        for messages in batches_to_end(consumer, tp, end):
             for message in messages:
-                error = message.error()
-                if error is not None:
-                    raise SourceError(f"reading {topic}[{partition}]: {error.str()}")
                 offset = message.offset()
                 if offset >= end:
                     return
                 yield RawRecord(partition, offset, message.timestamp()[1], message.key() or b"", message.value())
             if messages:
                 last_progress = time.monotonic()
-                if messages[-1].offset() >= end - 1:
-                    return
-            (position,) = consumer.position([tp])
-            if position.offset >= end:  # transaction markers end the partition without a message
-                return
-            if time.monotonic() - last_progress > timeout_s:
+            elif time.monotonic() - last_progress > timeout_s:
+                (position,) = consumer.position([tp])
                 raise SourceError(f"reading {topic}[{partition}] stalled at offset {position.offset} "
                                   f"for {timeout_s:g}s before its end offset {end}")
+    except LogError as e:
+        raise SourceError(str(e)) from None
     finally:
         consumer.unassign()
 
