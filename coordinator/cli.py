@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from coordinator import admin, demo, devbroker, fleet, serve, topic
 from coordinator.errors import CliError
 from replay import cli as replay
+from spark import cli as spark
 
-_COMMANDS = (serve, admin, fleet, demo, topic, devbroker, replay)
+_COMMANDS = (serve, admin, fleet, demo, topic, devbroker, replay, spark)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -33,7 +33,7 @@ from coordinator.protocol import GroupDescription
 from coordinator.wire import group_description_json
 from records import TaskId
 from replay import events as ev
-from replay.history import History, Interval, Rebalance
+from replay.history import History, Interval, Rebalance, interval_json, rebalance_json
 from replay.invariants import Invariants
 from replay.positions import Point, Position, Window, format_duration, format_time, parse_point, parse_time
 from replay.progress import Progress
@@ -245,15 +245,6 @@ def _timeline(args: argparse.Namespace) -> int:
         plot.write(args.plot, history, args.group)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
-
-
-def rebalance_json(r: Rebalance) -> dict[str, Any]:
-    return {"type": "rebalance", "group": r.group_id, "number": r.number, "from_epoch": r.from_epoch,
-            "to_epoch": r.to_epoch, "causes": r.causes, "start_offset": r.start.offset,
-            "start_timestamp_ms": r.start.timestamp_ms, "end_offset": r.end.offset if r.end else None,
-            "end_timestamp_ms": r.end.timestamp_ms if r.end else None, "duration_ms": r.duration_ms,
-            "converged": r.end is not None, "revoked": r.revoked, "released": r.released, "assigned": r.assigned,
-            "moved": [{"item": str(item), "from": a, "to": b} for item, a, b in r.moved]}
 
 
 def _moves(r: Rebalance) -> str:
@@ -518,14 +509,6 @@ def _who_owned(args: argparse.Namespace) -> int:
     print(f"who held {args.item}{when}:")
     print(table(rows, ["GROUP", "ITEM", "MEMBER", "FROM", "TO", "FOR", "GIVEN", "ENDED"]))
     return 0
-
-
-def interval_json(i: Interval) -> dict[str, Any]:
-    return {"type": "interval", "group": i.group_id, "item": str(i.item), "member": i.member_id,
-            "partition": i.start.partition, "from_offset": i.start.offset,
-            "from_timestamp_ms": i.start.timestamp_ms, "to_offset": i.end.offset if i.end else None,
-            "to_timestamp_ms": i.end.timestamp_ms if i.end else None, "given_at_epoch": i.start_epoch,
-            "ended_by": i.ended_by}
 
 
 # --- verify ------------------------------------------------------------------------------------------

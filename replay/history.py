@@ -30,6 +30,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from records import RECORD_TYPES, RecordDecodeError, decode
 
@@ -81,6 +82,9 @@ class Rebalance:
     revoked: int = 0  # items members gave up when asked to (revocations acknowledged)
     released: int = 0  # items members stopped holding otherwise: they left, or joined again
     assigned: int = 0
+    installed: Position | None = None  # the last target assignment installed while it was open
+    deferred: int = 0  # items that target deferred (held back for departed members)
+    members: int = 0  # members in the group at its end (where the read ended, if open)
     # Each item's holder before its first change in this rebalance: what moved is read from it.
     owners_at_start: dict[Item, str | None] = field(default_factory=dict, repr=False)
 
@@ -128,7 +132,7 @@ class History:
         self.checker = checker
         self._keep_events = keep_events
         self._keeps: Callable[[Item], bool] | None = (
-            (lambda item: True) if intervals is True else None if intervals is False else intervals)
+            _every_item if intervals is True else None if intervals is False else intervals)
         self._groups: dict[str, _GroupHistory] = {}
         self._partition: int | None = None  # the group's partition, once a record of it is seen
         self._prefix = None if group_id is None else group_key_prefix(group_id)
@@ -220,6 +224,9 @@ class History:
             else:
                 rebalance.to_epoch = e.epoch
                 rebalance.causes.extend(e.detail["causes"])
+        elif kind == ev.TARGET_INSTALLED and gh.rebalance is not None:
+            gh.rebalance.installed = e.at
+            gh.rebalance.deferred = len(e.detail["deferred"])
         elif kind == ev.GROUP_DELETED and gh.rebalance is not None:
             self._close(gh, e.at)
 
@@ -263,6 +270,7 @@ class History:
         gh.rebalance = None
         rebalance.end = at
         rebalance.moved = _moved(rebalance.owners_at_start, gh.holders)
+        rebalance.members = _members(self.state.groups.get(rebalance.group_id))
         rebalance.owners_at_start = {}
         if rebalance.end == rebalance.start and not rebalance.moved:
             return  # the epoch of a group without members moved (its connectors were set): nothing to rebalance
@@ -290,6 +298,7 @@ class History:
         open_ = [gh.rebalance for gh in self._groups.values() if gh.rebalance is not None]
         for rebalance in open_:
             rebalance.moved = _moved(rebalance.owners_at_start, self._groups[rebalance.group_id].holders)
+            rebalance.members = _members(self.state.groups.get(rebalance.group_id))
         return sorted([*self.rebalances, *open_], key=lambda r: (r.group_id, r.number))
 
     @property
@@ -303,6 +312,29 @@ class History:
         """Item -> the member holding it now (members joined with " & " if the log shows several)."""
         gh = self._groups.get(group_id or self.group_id)
         return {} if gh is None else _owners(gh)
+
+
+def rebalance_json(r: Rebalance) -> dict[str, Any]:
+    """A rebalance as `coordinator replay --format json` prints it and the audit's tables hold it."""
+    return {"type": "rebalance", "group": r.group_id, "number": r.number, "from_epoch": r.from_epoch,
+            "to_epoch": r.to_epoch, "causes": r.causes, "partition": r.start.partition,
+            "start_offset": r.start.offset, "start_timestamp_ms": r.start.timestamp_ms,
+            "installed_offset": r.installed.offset if r.installed else None,
+            "installed_timestamp_ms": r.installed.timestamp_ms if r.installed else None,
+            "end_offset": r.end.offset if r.end else None, "end_timestamp_ms": r.end.timestamp_ms if r.end else None,
+            "duration_ms": r.duration_ms, "converged": r.end is not None, "members": r.members,
+            "deferred": r.deferred, "revoked": r.revoked, "released": r.released, "assigned": r.assigned,
+            "moved": [{"item": str(item), "from": a, "to": b} for item, a, b in r.moved]}
+
+
+def interval_json(i: Interval) -> dict[str, Any]:
+    """An ownership interval as `coordinator replay who-owned --format json` prints it and the
+    audit's `ownership` table holds it."""
+    return {"type": "interval", "group": i.group_id, "item": str(i.item), "member": i.member_id,
+            "partition": i.start.partition, "from_offset": i.start.offset,
+            "from_timestamp_ms": i.start.timestamp_ms, "to_offset": i.end.offset if i.end else None,
+            "to_timestamp_ms": i.end.timestamp_ms if i.end else None, "given_at_epoch": i.start_epoch,
+            "ended_by": i.ended_by}
 
 
 _KNOWN_TYPES = frozenset(RECORD_TYPES)
@@ -319,6 +351,14 @@ def group_key_prefix(group_id: str) -> bytes:
         n >>= 7
     out.append(n)
     return bytes(out) + data
+
+
+def _every_item(item: Item) -> bool:
+    return True  # a function, not a lambda: a History is pickled as the audit's snapshot
+
+
+def _members(group: ConnectGroup | None) -> int:
+    return 0 if group is None else len(group.members)
 
 
 def _owner(held: dict[str, _Holding] | None) -> str | None:

@@ -96,9 +96,9 @@ def read_topic(config: Mapping[str, str], topic: str, *,
     """The records of `topic` (all partitions, or `partitions`, one after the other) in `window`,
     up to each partition's end offset when the read starts. `partitions` may be a function of the
     topic's partition count (a group's partition is). Raises SourceError."""
-    consumer = _consumer(config)
+    consumer = open_consumer(config)
     try:
-        count = _partition_count(consumer, topic, timeout_s, config)
+        count = partition_count(consumer, topic, timeout_s, config)
         if callable(partitions):
             partitions = partitions(count)
         wanted = sorted(set(partitions)) if partitions is not None else list(range(count))
@@ -112,7 +112,7 @@ def read_topic(config: Mapping[str, str], topic: str, *,
         for p, start, end in ranges:
             if start >= end:
                 continue  # empty, or nothing in the window: no fetch would ever move the position
-            for record in _partition(consumer, topic, p, start, end, timeout_s):
+            for record in read_partition(consumer, topic, p, start, end, timeout_s):
                 if keep is None or keep(record):
                     yield record
                 if progress is not None and not record.offset & 4095:
@@ -121,12 +121,12 @@ def read_topic(config: Mapping[str, str], topic: str, *,
         if progress is not None:
             progress(total, total)
     except KafkaException as e:
-        raise SourceError(_kafka_message(e, config, timeout_s)) from None
+        raise SourceError(kafka_message(e, config, timeout_s)) from None
     finally:
         consumer.close()
 
 
-def _consumer(config: Mapping[str, str]) -> Consumer:
+def open_consumer(config: Mapping[str, str]) -> Consumer:
     try:
         return Consumer({**config, "group.id": "worker-coordinator-replay", "enable.auto.commit": False,
                          "isolation.level": "read_committed", "allow.auto.create.topics": False,
@@ -135,7 +135,7 @@ def _consumer(config: Mapping[str, str]) -> Consumer:
         raise SourceError(f"invalid Kafka client configuration: {e.args[0].str()}", exit_code=2) from None
 
 
-def _partition_count(consumer: Consumer, topic: str, timeout_s: float, config: Mapping[str, str]) -> int:
+def partition_count(consumer: Consumer, topic: str, timeout_s: float, config: Mapping[str, str]) -> int:
     metadata = consumer.list_topics(topic, timeout=timeout_s)
     found = metadata.topics.get(topic)
     if found is None or (found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
@@ -164,7 +164,7 @@ def _range(consumer: Consumer, topic: str, partition: int, window: Window, timeo
     return partition, start, end
 
 
-def _partition(consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
+def read_partition(consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
                ) -> Iterator[RawRecord]:
     tp = TopicPartition(topic, partition)
     consumer.assign([TopicPartition(topic, partition, start)])
@@ -188,7 +188,7 @@ def _partition(consumer: Consumer, topic: str, partition: int, start: int, end: 
         consumer.unassign()
 
 
-def _kafka_message(e: KafkaException, config: Mapping[str, str], timeout_s: float) -> str:
+def kafka_message(e: KafkaException, config: Mapping[str, str], timeout_s: float) -> str:
     error = e.args[0] if e.args else None
     if isinstance(error, KafkaError):
         if error.code() in _UNREACHABLE:

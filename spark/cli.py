@@ -1,0 +1,199 @@
+"""`coordinator audit` and `coordinator sql`.
+
+pyspark is imported only when one of them runs: it is an optional extra (`.[spark]`) and takes
+seconds to load, which no other command should pay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from coordinator import kafka_config
+from coordinator.admin import table
+from coordinator.errors import CliError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    audit = subparsers.add_parser(
+        "audit", help="stream the topic into Parquet history tables (Spark Structured Streaming)",
+        description="Reads the coordinator's topic with Spark Structured Streaming and appends every record, typed "
+                    "tables and the rebalance and ownership history to Parquet tables under the warehouse. "
+                    "Checkpointed: stopped or killed, it carries on where it stopped, without duplicates or gaps.")
+    kafka_config.add_arguments(audit)
+    _warehouse(audit)
+    audit.add_argument("--trigger", default=os.environ.get("COORDINATOR_AUDIT_TRIGGER", "10s"),
+                       help="available-now (read what is there, then stop) or an interval like 10s, 500ms, 2m "
+                            "(default 10s; env COORDINATOR_AUDIT_TRIGGER)")
+    audit.add_argument("--starting-offsets", default="earliest",
+                       help="where a new audit starts: earliest (default), latest, or JSON "
+                            '{"<topic>": {"<partition>": offset}}; a restarted audit continues from its checkpoint')
+    audit.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
+                       help="at most N offsets per micro-batch (default: all that is there)")
+    audit.add_argument("--min-partitions", type=int, metavar="N",
+                       help="read each batch in at least N Spark tasks (default: one per Kafka partition)")
+    audit.add_argument("--quiet", action="store_true", help="no line per batch")
+    audit.set_defaults(func=_audit)
+
+    sql = subparsers.add_parser(
+        "sql", help="query the audit's tables with Spark SQL",
+        description="Registers the warehouse's tables as views (records, group_epochs, target_assignments, "
+                    "current_assignments, events, member_events, rebalances, ownership, rebalances_open, "
+                    "ownership_open) and runs a query.")
+    _warehouse(sql)
+    sql.add_argument("query", metavar="SQL", help='e.g. "SELECT * FROM rebalances ORDER BY duration_ms DESC LIMIT 5"')
+    sql.add_argument("--format", choices=("table", "json"), default="table",
+                     help="a table (default) or JSON lines")
+    sql.set_defaults(func=_sql)
+
+
+def _warehouse(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--warehouse", default=os.environ.get("COORDINATOR_WAREHOUSE"), metavar="DIR",
+                        help="the directory of the tables (env COORDINATOR_WAREHOUSE)")
+
+
+def _warehouse_dir(args: argparse.Namespace) -> Path:
+    if not args.warehouse:
+        raise CliError("no warehouse: pass --warehouse DIR or set COORDINATOR_WAREHOUSE", exit_code=2)
+    return Path(args.warehouse).resolve()
+
+
+def _spark(warehouse: Path):  # noqa: ANN202 - a SparkSession
+    try:
+        from spark.session import session
+    except ImportError as e:
+        raise CliError(f"Spark is not installed ({e}): install the project with its spark extra, "
+                       "pip install '.[spark]'") from None
+    from spark.audit import SCRATCH
+
+    return session(warehouse / SCRATCH)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from spark.audit import Audit, BatchReport, parse_trigger
+
+    config = kafka_config.client_config(args)
+    parse_trigger(args.trigger)  # a bad trigger is reported before Spark starts
+    warehouse = _warehouse_dir(args)
+    _check_topic(config, args.topic)
+    warehouse.mkdir(parents=True, exist_ok=True)
+    spark = _spark(warehouse)
+
+    def report(r: BatchReport) -> None:
+        if args.quiet:
+            return
+        lag = f"; newest record {r.newest_lag_ms / 1000:.1f}s old" if r.newest_lag_ms is not None else ""
+        corrupt = f", {r.corrupt} corrupt" if r.corrupt else ""
+        print(f"batch {r.batch_id}: {r.records} records{corrupt}, {r.rebalances} rebalances converged, "
+              f"{r.intervals} holdings ended in {r.seconds:.2f}s{lag}", flush=True)
+
+    audit = Audit(spark, warehouse, config, args.topic, starting_offsets=args.starting_offsets,
+                  max_offsets_per_trigger=args.max_offsets_per_trigger, min_partitions=args.min_partitions,
+                  report=report)
+    try:
+        query = audit.start(args.trigger)
+    except Exception as e:  # noqa: BLE001 - Spark's errors (a bad option) come as many kinds
+        raise CliError(_first_line(e)) from None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001
+        stop.set()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, on_signal)
+    print(f"auditing {args.topic} into {warehouse} (trigger {args.trigger})", file=sys.stderr, flush=True)
+    while query.isActive and not stop.is_set():
+        query.awaitTermination(0.5)
+    if query.isActive:
+        query.stop()  # a batch cut short runs again when the audit restarts (see spark/audit.py)
+    audit.snapshot()
+    error = query.exception()  # stop() does not raise when the query failed
+    if error is not None:
+        raise CliError(f"the audit stopped: {_first_line(error)}")
+    records = sum(r.records for r in audit.reports)
+    print(f"{len(audit.reports)} batches, {records} records audited", file=sys.stderr)
+    return 0
+
+
+def _check_topic(config: dict[str, str], topic: str) -> None:
+    """Kafka reachable and the topic there, in one line if not, before Spark takes seconds to start."""
+    from confluent_kafka import KafkaException
+
+    from replay.source import kafka_message, open_consumer, partition_count
+
+    consumer = open_consumer(config)
+    try:
+        partition_count(consumer, topic, 15.0, config)
+    except KafkaException as e:
+        raise CliError(kafka_message(e, config, 15.0)) from None
+    finally:
+        consumer.close()
+
+
+def _first_line(error: BaseException) -> str:
+    """The gist of a Spark error: the innermost Python exception's message if there is one."""
+    text = str(getattr(error, "desc", None) or error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in reversed(lines):  # a Python traceback inside: its last line names the exception
+        if "Error:" in line or "Exception:" in line:
+            return line
+    return lines[0] if lines else type(error).__name__
+
+
+def _sql(args: argparse.Namespace) -> int:
+    warehouse = _warehouse_dir(args)
+    if not (warehouse / "records").is_dir():
+        raise CliError(f"no audit tables under {warehouse}: run coordinator audit --warehouse {warehouse} first")
+    spark = _spark(warehouse)
+    from spark.sql import register_views
+
+    register_views(spark, warehouse)
+    try:
+        df = spark.sql(args.query)
+        rows = df.collect()
+    except Exception as e:  # noqa: BLE001 - parse and analysis errors: the user's query, in one line
+        raise CliError(_first_line(e), exit_code=2) from None
+    columns = df.columns
+    if args.format == "json":
+        for row in rows:
+            print(orjson.dumps(dict(zip(columns, (_jsonable(v) for v in row)))).decode())
+    else:
+        print(table([[_cell(v) for v in row] for row in rows], columns))
+        print(f"({len(rows)} rows)", file=sys.stderr)
+    return 0
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(value).decode()
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "asDict"):
+        return {k: _jsonable(v) for k, v in value.asDict().items()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ", timespec="milliseconds")
+    if isinstance(value, (list, dict)) or hasattr(value, "asDict"):
+        return orjson.dumps(_jsonable(value)).decode()
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return value
