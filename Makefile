@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit clean
 
 install: $(STAMP)
 
@@ -53,7 +53,7 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR)
 
-bench: bench-records bench-state bench-rebalance bench-replay bench-service
+bench: bench-records bench-state bench-rebalance bench-replay bench-service bench-audit
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
@@ -74,6 +74,11 @@ bench-replay: install
 # join/leave churn, kill -9 failover, partition load (`SERVICE_ARGS=--quick` to smoke-test).
 bench-service: install broker-up
 	$(BIN)/python bench/bench_service.py --bootstrap-servers $(BOOTSTRAP) $(SERVICE_ARGS)
+
+# `coordinator audit` (Spark) on a topic of 1,000,000 records with the local broker: raw records table,
+# the full audit, end-to-end lag with a processing-time trigger (`AUDIT_ARGS=--quick` to smoke-test).
+bench-audit: install broker-up
+	$(BIN)/python bench/bench_audit.py --bootstrap-servers $(BOOTSTRAP) $(AUDIT_ARGS)
 
 clean: broker-down
 	rm -rf $(RUN_DIR) .pytest_cache .hypothesis build *.egg-info

@@ -245,7 +245,7 @@ def _read_dir(directory: Path) -> pa.Table:
 def _raw(records: pa.Table) -> list[RawRecord]:
     """The records as `replay.history` reads them, in offset order within each partition."""
     records = records.sort_by([("partition", "ascending"), ("offset", "ascending")])
-    millis = pc.divide(records.column("timestamp").cast(pa.int64()), 1000).to_pylist()
+    millis = records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()
     return [RawRecord(p, o, ts, k, v) for p, o, ts, k, v in zip(
         records.column("partition").to_pylist(), records.column("offset").to_pylist(), millis,
         records.column("key").to_pylist(), records.column("value").to_pylist())]

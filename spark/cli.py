@@ -107,13 +107,16 @@ def _audit(args: argparse.Namespace) -> int:
     def on_signal(signum: int, frame: Any) -> None:  # noqa: ARG001
         stop.set()
 
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     print(f"auditing {args.topic} into {warehouse} (trigger {args.trigger})", file=sys.stderr, flush=True)
-    while query.isActive and not stop.is_set():
-        query.awaitTermination(0.5)
-    if query.isActive:
-        query.stop()  # a batch cut short runs again when the audit restarts (see spark/audit.py)
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(0.5)
+        if query.isActive:
+            query.stop()  # a batch cut short runs again when the audit restarts (see spark/audit.py)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     audit.snapshot()
     error = query.exception()  # stop() does not raise when the query failed
     if error is not None:

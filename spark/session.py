@@ -34,6 +34,8 @@ def session(scratch: Path, app: str = "worker-coordinator"):  # noqa: ANN201 - a
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC")
+             # Parquet's standard timestamps, not Spark's legacy INT96, so any reader gets the unit right.
+             .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
              .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

@@ -274,5 +274,7 @@ class WorkerOffsetsBatchReader(DataSourceReader):
             topic.close()
         return split_ranges(start, end, self.options.min_partitions)
 
-    def read(self, partition: OffsetRange) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
+        if not isinstance(partition, OffsetRange):
+            return iter(())  # Spark reads one placeholder partition when partitions() found nothing to read
         return read_range(self.options, partition)

@@ -76,7 +76,7 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("converged_at", TIMESTAMP), ("duration_ms", pa.int64()), ("converged", pa.bool_()),
         ("members", pa.int32()), ("deferred", pa.int32()), ("items_deferred", pa.int32()),
         ("revoked", pa.int32()), ("released", pa.int32()), ("assigned", pa.int32()), ("items_moved", pa.int32()),
-        ("moved", pa.list_(pa.struct([("item", pa.string()), ("from", pa.string()), ("to", pa.string())])))]),
+        ("moved", pa.list_(pa.struct([*_ITEM, ("from", pa.string()), ("to", pa.string())])))]),
     OWNERSHIP: pa.schema([
         ("group", pa.string()), *_ITEM, ("member", pa.string()), ("partition", pa.int32()),
         ("from_offset", pa.int64()), ("from_timestamp_ms", pa.int64()), ("since", TIMESTAMP),
@@ -166,6 +166,8 @@ def rebalance_rows(rebalances: Iterable[Rebalance]) -> pa.Table:
         row.update(trigger="; ".join(r.causes) or None, started_at=_ts(row["start_timestamp_ms"]),
                    target_installed_at=_ts(row["installed_timestamp_ms"]), converged_at=_ts(row["end_timestamp_ms"]),
                    items_deferred=r.deferred, items_moved=len(r.moved))
+        for move, (item, _, _) in zip(row["moved"], r.moved):
+            move["connector"], move["task"] = _item_parts(item)
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=SCHEMAS[REBALANCES])
 

@@ -112,3 +112,13 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
     """A topic name no other test (or earlier run against the same cluster) uses."""
     test = re.sub(r"[^A-Za-z0-9._-]+", "-", request.node.name)[:100]
     return f"test-{test}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def spark_session(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a SparkSession
+    """One SparkSession for every test that needs Spark (it takes seconds to start; DESIGN §10)."""
+    from spark.session import session
+
+    spark = session(tmp_path_factory.mktemp("spark"))
+    yield spark
+    spark.stop()

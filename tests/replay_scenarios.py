@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from records import Record, encode
 
 from coordinator.driver import Driver, SimWorker
+from coordinator.log import partition_for
 from coordinator.state import CoordinatorState
 from replay.source import RawRecord
 
@@ -35,6 +36,22 @@ class StampedDriver(Driver):
         response = super().run(result)
         self.stamps.extend([self.now] * len(result.records))
         return response
+
+
+class WritingDriver(StampedDriver):
+    """Each handler's records are one transaction on the group's partition, as the runtime writes
+    them (`writers`: partition -> an open `coordinator.log.PartitionWriter`)."""
+
+    def __init__(self, writers: dict, partitions: int) -> None:
+        super().__init__()
+        self.writers = writers
+        self.partitions = partitions
+
+    def run(self, result):  # noqa: ANN001, ANN201
+        if result.records:
+            group = result.records[0].key.group_id
+            self.writers[partition_for(group, self.partitions)].write(result.records)
+        return super().run(result)
 
 
 def raw_records(log: list[Record], stamps: list[int], partition: int = 0, first_offset: int = 0) -> list[RawRecord]:

@@ -9,7 +9,7 @@ import uuid
 import orjson
 import pytest
 from confluent_kafka import Producer
-from replay_scenarios import GROUP, StampedDriver, on_call_story, random_story
+from replay_scenarios import GROUP, StampedDriver, WritingDriver, on_call_story, random_story
 
 from coordinator import cli
 from coordinator.log import PartitionWriter, partition_for
@@ -23,20 +23,6 @@ PARTITIONS = 4
 OTHER = "connect-staging"
 
 
-class WritingDriver(StampedDriver):
-    """Each handler's records are one transaction on the group's partition, as the runtime writes them."""
-
-    def __init__(self, writers: dict[int, PartitionWriter]) -> None:
-        super().__init__()
-        self.writers = writers
-
-    def run(self, result):  # noqa: ANN001, ANN201
-        if result.records:
-            group = result.records[0].key.group_id
-            self.writers[partition_for(group, PARTITIONS)].write(result.records)
-        return super().run(result)
-
-
 @pytest.fixture(scope="module")
 def topic(kafka_broker):  # noqa: ANN001, ANN201
     """A topic holding the on-call story and another group's history, in different partitions."""
@@ -48,7 +34,7 @@ def topic(kafka_broker):  # noqa: ANN001, ANN201
     writers = {p: PartitionWriter(config, name, p) for p in {partition_for(g, PARTITIONS) for g in (GROUP, OTHER)}}
     for writer in writers.values():
         writer.open()
-    d = WritingDriver(writers)
+    d = WritingDriver(writers, PARTITIONS)
     story = on_call_story(GROUP, d)
     random_story(3, OTHER, d)
     for writer in writers.values():

@@ -1,0 +1,485 @@
+"""Audit benchmark (`make bench-audit`): `coordinator audit` (Spark) reading the topic from a broker.
+
+Every run makes its own topics (unique names, 16 partitions) on the broker it is given and fills
+them with realistic records (bench_replay.build: histories the state machine itself wrote, many
+groups, each group on the partition Kafka's partitioner gives it), with a plain idempotent
+producer. One SparkSession (local mode, every core) serves the whole run; scratch space and the
+warehouses live in a temporary directory. Figures are medians over several rounds, each with its
+baseline measured in the same run; nothing is asserted (two cores here, shared by Spark, its
+Python workers, the producer and the broker).
+
+1. Fill: N records (default 1,000,000) produced to a fresh topic; records/s.
+2. Baseline: the whole topic read with confluent-kafka alone (replay.source.read_topic, nothing
+   decoded, one consumer in this process); records/s.
+3. Raw table: a Structured Streaming query, the `worker_offsets` source with an available-now
+   trigger into a Parquet file sink: records/s into a raw records table, decoding included, from
+   query start to termination (fresh checkpoint and output each round). The progress reports'
+   numInputRows must add up to N. Goal: >= 150,000 records/s.
+4. Full audit: spark.audit.Audit, available-now, a fresh warehouse each round: the records table,
+   the typed tables and the history tables; records/s, the BatchReports' record count, and where a
+   batch's time goes.
+5. End-to-end lag: an Audit with a processing-time trigger (default 1s) on an empty topic while
+   records are produced at a steady rate (default 2,000/s for 30 s, in transactions of 50 ms as a
+   coordinator writes); per batch, the newest and oldest record's age when the batch had written
+   every table (Kafka timestamps are the producer's create time), and batch durations.
+
+`--quick` runs everything small and short, to check that it works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import signal
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_replay import PARTITIONS, build  # noqa: E402  (this directory is on sys.path)
+from bench_service import create_topic, delete_topics  # noqa: E402
+from replay.source import RawRecord, read_topic  # noqa: E402
+
+RAW_GOAL = 150_000  # records/s into the raw records table
+LAG_TX_S = 0.05  # the lag measurement's producer commits a transaction this often
+
+
+@dataclass
+class Sizes:
+    records: int = 1_000_000
+    rounds: int = 3
+    lag_rate: int = 2_000
+    lag_seconds: float = 30.0
+    lag_trigger: str = "1s"
+
+
+QUICK = Sizes(records=100_000, rounds=2, lag_seconds=10.0)
+
+LEGEND = """\
+what the figures mean:
+  fill          records/s a plain idempotent producer (linger, batching) writes into the fresh topic
+  read alone    records/s confluent-kafka reads the whole topic in this process, nothing decoded (baseline)
+  raw table     records/s from the start of an available-now query (worker_offsets source, decoding in
+                Spark's Python workers) to its end, writing every row to a Parquet file sink
+  audit         records/s of `coordinator audit --trigger available-now`: records, typed and history tables
+  lag           per micro-batch of an audit with a processing-time trigger while records arrive at a steady
+                rate: now minus the newest / oldest record's create time when the batch had written every table"""
+
+
+# --- records and the producer -------------------------------------------------------------------------------
+
+
+def records_for(count: int) -> list[RawRecord]:
+    """Exactly `count` realistic records, in an order that writes every partition at once: each
+    partition's records keep their order (and offsets), partitions interleave in proportion to size."""
+    raws, _, _ = build(count)
+    sizes = Counter(r.partition for r in raws)
+    ordered = sorted(raws, key=lambda r: (r.offset + 0.5) / sizes[r.partition])
+    return ordered[:count]
+
+
+class Writer:
+    """A confluent-kafka producer: idempotent, batching with linger; transactional when given an id."""
+
+    def __init__(self, bootstrap: str, linger_ms: int, transactional_id: str | None = None) -> None:
+        from confluent_kafka import Producer
+
+        self.failed = 0
+        self.error: str | None = None
+        config = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": linger_ms,
+                  "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+                  "on_delivery": self._delivered}
+        if transactional_id:
+            config["transactional.id"] = transactional_id
+        self.producer = Producer(config)
+        if transactional_id:
+            self.producer.init_transactions(30)
+
+    def _delivered(self, error: Any, message: Any) -> None:  # noqa: ARG002
+        if error is not None:
+            self.failed += 1
+            self.error = str(error)
+
+    def produce(self, topic: str, records: list[RawRecord]) -> None:
+        produce, poll = self.producer.produce, self.producer.poll
+        for r in records:
+            while True:
+                try:
+                    produce(topic, r.value, r.key, partition=r.partition)
+                    break
+                except BufferError:
+                    poll(0.05)
+        poll(0)
+
+    def flush(self, timeout: float = 120.0) -> None:
+        left = self.producer.flush(timeout)
+        if left or self.failed:
+            raise RuntimeError(f"producer: {left} records undelivered, {self.failed} failed ({self.error})")
+
+
+def topic_size(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import TopicPartition
+
+    from replay.source import open_consumer
+
+    consumer = open_consumer({"bootstrap.servers": bootstrap})
+    try:
+        return sum(high - low for low, high in (consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+                                                for p in range(PARTITIONS)))
+    finally:
+        consumer.close()
+
+
+def fill(bootstrap: str, topic: str, records: list[RawRecord]) -> float:
+    """Produce `records` (not transactional); returns the seconds until all were acknowledged.
+
+    Tansu (0.6.0, the local broker) moves a partition's high watermark only for a produce batch of
+    one record (a transaction's commit marker is one): after a bulk of multi-record batches it still
+    says 1, and every reader stops there. So the last record of each partition is sent alone, after
+    the rest; on Kafka this changes nothing."""
+    last = {r.partition: i for i, r in enumerate(records)}
+    alone = set(last.values())
+    started = time.perf_counter()
+    writer = Writer(bootstrap, linger_ms=20)
+    writer.produce(topic, [r for i, r in enumerate(records) if i not in alone])
+    writer.flush()
+    writer.produce(topic, [records[i] for i in sorted(alone)])
+    writer.flush()
+    seconds = time.perf_counter() - started
+    stored = topic_size(bootstrap, topic)
+    if stored != len(records):
+        raise RuntimeError(f"topic {topic} holds {stored:,} records by its watermarks, {len(records):,} were produced")
+    return seconds
+
+
+# --- where the audit's time goes ----------------------------------------------------------------------------
+
+
+class Phases:
+    """Wraps functions and methods to add up the time spent in each (exclusive of wrapped calls
+    inside it), by label. Installed only while the audit rounds run; restored after."""
+
+    def __init__(self) -> None:
+        self.seconds: Counter[str] = Counter()
+        self._local = threading.local()
+        self._undo: list[tuple[Any, str, Any]] = []
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        original = vars(owner)[name]
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            stack = self._local.__dict__.setdefault("stack", [])
+            stack.append(0.0)
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                elapsed = time.perf_counter() - start
+                inner = stack.pop()
+                self.seconds[label] += elapsed - inner
+                if stack:
+                    stack[-1] += elapsed
+
+        self._undo.append((owner, name, original))
+        setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        for owner, name, original in reversed(self._undo):
+            setattr(owner, name, original)
+        self._undo.clear()
+
+
+@contextmanager
+def audit_phases() -> Iterator[Phases]:
+    import spark.audit as audit_module
+    from replay.history import History
+    from spark import tables
+    from spark.audit import Audit
+
+    phases = Phases()
+    phases.wrap(Audit, "batch", "Spark job: read + decode + write `records` (df.write.parquet)")
+    phases.wrap(audit_module, "_read_dir", "read `records` back (pyarrow)")
+    phases.wrap(tables, "typed_tables", "typed tables (Arrow compute)")
+    phases.wrap(audit_module, "_raw", "records -> RawRecord list")
+    phases.wrap(History, "run", "History.run (decode + replay, Python)")
+    phases.wrap(History, "all_rebalances", "open rebalances/holdings (whole state)")
+    phases.wrap(History, "open_intervals", "open rebalances/holdings (whole state)")
+    for name in ("event_rows", "rebalance_rows", "ownership_rows"):
+        phases.wrap(tables, name, "history rows (pa.Table.from_pylist)")
+    phases.wrap(Audit, "_write", "pyarrow Parquet writes (typed + history tables)")
+    phases.wrap(Audit, "_write_open", "pyarrow Parquet writes (typed + history tables)")
+    phases.wrap(Audit, "snapshot", "History snapshot (pickle)")
+    try:
+        yield phases
+    finally:
+        phases.restore()
+
+
+# --- the measurements ---------------------------------------------------------------------------------------
+
+
+def source_options(bootstrap: str, topic: str, min_partitions: int | None, max_offsets: int | None) -> dict[str, str]:
+    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "startingOffsets": "earliest"}
+    if min_partitions:
+        options["minPartitions"] = str(min_partitions)
+    if max_offsets:
+        options["maxOffsetsPerTrigger"] = str(max_offsets)
+    return options
+
+
+def raw_round(spark: Any, options: dict[str, str], directory: Path) -> tuple[float, int, int, Counter]:
+    """(seconds, rows the progress reports counted, rows in the table, durationMs summed by phase)."""
+    import pyarrow.dataset as ds
+
+    out = directory / "records"
+    stream = spark.readStream.format("worker_offsets").options(**options).load()
+    started = time.perf_counter()
+    query = (stream.writeStream.format("parquet").queryName(f"raw-{directory.name}")
+             .option("path", str(out)).option("checkpointLocation", str(directory / "_checkpoint"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"the raw-table query failed: {query.exception()}")
+    progress = query.recentProgress
+    durations: Counter = Counter()
+    for p in progress:
+        durations.update(p["durationMs"])
+    rows = sum(p["numInputRows"] for p in progress)
+    return seconds, rows, ds.dataset(out, format="parquet").count_rows(), durations
+
+
+def audit_round(spark: Any, bootstrap: str, topic: str, warehouse: Path, min_partitions: int | None,
+                max_offsets: int | None) -> tuple[float, list]:
+    from spark.audit import Audit
+
+    audit = Audit(spark, warehouse, {"bootstrap.servers": bootstrap}, topic, min_partitions=min_partitions,
+                  max_offsets_per_trigger=max_offsets)
+    started = time.perf_counter()
+    query = audit.start("available-now")
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    if query.exception() is not None:
+        raise RuntimeError(f"the audit failed: {query.exception()}")
+    return seconds, audit.reports
+
+
+def bench_raw(spark: Any, options: dict[str, str], scratch: Path, count: int, base_rate: float,
+              rounds: int) -> None:
+    times = []
+    for i in range(rounds):
+        seconds, progressed, stored, durations = raw_round(spark, options, scratch / f"raw-{i}")
+        if progressed != count or stored != count:
+            print(f"  !! round {i + 1}: progress reports counted {progressed:,} rows, the table holds {stored:,}; "
+                  f"the topic holds {count:,}")
+        times.append(seconds)
+        trigger = durations.get("triggerExecution", 0) / 1000
+        print(f"  round {i + 1}: {seconds:6.2f} s ({count / seconds:9,.0f} records/s); {progressed:,} rows in the "
+              f"progress reports, {stored:,} in the table; addBatch {durations.get('addBatch', 0) / 1000:.2f} s of "
+              f"{trigger:.2f} s in triggers")
+    seconds = statistics.median(times)
+    rate = count / seconds
+    print(f"  raw table      : {rate:12,.0f} records/s  ({seconds:.2f} s, median of {rounds}; "
+          f"{rate / base_rate:.2f}x reading alone); goal >= {RAW_GOAL:,}/s -> {'met' if rate >= RAW_GOAL else 'NOT met'}")
+
+
+def bench_full_audit(spark: Any, bootstrap: str, topic: str, scratch: Path, count: int, base_rate: float,
+                     rounds: int, min_partitions: int | None, max_offsets: int | None) -> None:
+    times, batch_seconds = [], []
+    with audit_phases() as phases:
+        for i in range(rounds):
+            seconds, reports = audit_round(spark, bootstrap, topic, scratch / f"warehouse-{i}", min_partitions,
+                                           max_offsets)
+            audited = sum(r.records for r in reports)
+            corrupt = sum(r.corrupt for r in reports)
+            check = "= the topic" if audited == count else f"!! the topic holds {count:,}"
+            in_batches = sum(r.seconds for r in reports)
+            batch_seconds.append(in_batches)
+            print(f"  round {i + 1}: {seconds:6.2f} s ({count / seconds:9,.0f} records/s); {len(reports)} batch(es), "
+                  f"{audited:,} records ({check}), {corrupt} corrupt, {sum(r.rebalances for r in reports):,} "
+                  f"rebalances, {sum(r.intervals for r in reports):,} holdings ended; {in_batches:.2f} s in foreachBatch")
+            times.append(seconds)
+    seconds = statistics.median(times)
+    rate = count / seconds
+    print(f"  audit          : {rate:12,.0f} records/s  ({seconds:.2f} s, median of {rounds}; "
+          f"{rate / base_rate:.2f}x reading alone)")
+    total = sum(phases.seconds.values())
+    print(f"  where foreachBatch's time goes (all {rounds} rounds, {total:.1f} s):")
+    for label, s in phases.seconds.most_common():
+        print(f"    {label:58}: {s / rounds:7.2f} s per round ({s / total:4.0%})")
+    outside = statistics.median(times) - statistics.median(batch_seconds)
+    print(f"    {'outside foreachBatch (query start, offsets, planning)':58}: {outside:7.2f} s (median round)")
+
+
+def bench_lag(spark: Any, bootstrap: str, topic: str, warehouse: Path, sizes: Sizes, min_partitions: int | None,
+              max_offsets: int | None) -> None:
+    from spark.audit import Audit
+
+    total = int(sizes.lag_rate * sizes.lag_seconds)
+    records = records_for(total)
+    audit = Audit(spark, warehouse, {"bootstrap.servers": bootstrap}, topic, min_partitions=min_partitions,
+                  max_offsets_per_trigger=max_offsets)
+    query = audit.start(sizes.lag_trigger)
+    try:
+        deadline = time.monotonic() + 120
+        while query.isActive and query.status["message"].startswith("Initializing") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # Transactions of LAG_TX_S, as the coordinator writes (a plain producer's multi-record batches
+        # would leave Tansu's watermark behind until some later one-record batch: see `fill`).
+        writer = Writer(bootstrap, linger_ms=5, transactional_id=f"{topic}-producer")
+        started = time.monotonic()
+        produced = 0
+        while produced < total:
+            writer.producer.begin_transaction()
+            tick = time.monotonic()
+            while produced < total and time.monotonic() - tick < LAG_TX_S:
+                due = min(total, int((time.monotonic() - started) * sizes.lag_rate))
+                if due > produced:
+                    writer.produce(topic, records[produced:due])
+                    produced = due
+                writer.producer.poll(0.005)
+            writer.producer.commit_transaction(30)
+        writer.flush()
+        producing = time.monotonic() - started
+        deadline = time.monotonic() + max(120.0, sizes.lag_seconds * 4)
+        while query.isActive and sum(r.records for r in audit.reports) < total and time.monotonic() < deadline:
+            time.sleep(0.1)
+        caught_up = time.monotonic() - started
+    finally:
+        query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(f"the audit failed: {query.exception()}")
+    reports = [r for r in audit.reports if r.records]
+    audited = sum(r.records for r in reports)
+    print(f"  produced {total:,} records in {producing:.1f} s ({total / producing:,.0f}/s); the audit had all "
+          f"{audited:,} {caught_up - producing:.1f} s after the last was sent"
+          + ("" if audited == total else f" !! {audited:,} of {total:,} audited"))
+    if not reports:
+        print("  !! no batch with records")
+        return
+    newest = [r.newest_lag_ms for r in reports]
+    oldest = [r.oldest_lag_ms for r in reports]
+    seconds = [r.seconds for r in reports]
+    rows = [r.records for r in reports]
+    print(f"  {len(reports)} batches with records (trigger {sizes.lag_trigger}), records per batch median "
+          f"{statistics.median(rows):,.0f}, max {max(rows):,}")
+    print(f"  newest record's lag : median {statistics.median(newest):7,.0f} ms, max {max(newest):7,} ms")
+    print(f"  oldest record's lag : median {statistics.median(oldest):7,.0f} ms, max {max(oldest):7,} ms")
+    print(f"  batch duration      : median {statistics.median(seconds) * 1000:7,.0f} ms, "
+          f"max {max(seconds) * 1000:7,.0f} ms (foreachBatch: every table written)")
+
+
+# --- main ---------------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092"))
+    parser.add_argument("--quick", action="store_true", help="small and short: check that it works")
+    parser.add_argument("--records", type=int, help="records in the topic (default 1,000,000; --quick 100,000)")
+    parser.add_argument("--rounds", type=int, help="rounds of each measurement (default 3; --quick 2)")
+    parser.add_argument("--min-partitions", type=int, help="the source's minPartitions (default: not set)")
+    parser.add_argument("--max-offsets-per-trigger", type=int, help="the source's maxOffsetsPerTrigger (default: not set)")
+    parser.add_argument("--lag-trigger", help="processing-time trigger of the lag measurement (default 1s)")
+    parser.add_argument("--lag-rate", type=int, help="records/s produced during the lag measurement (default 2,000)")
+    parser.add_argument("--lag-seconds", type=float, help="how long records are produced (default 30; --quick 10)")
+    args = parser.parse_args()
+    sizes = replace(QUICK) if args.quick else Sizes()
+    for name in ("records", "rounds", "lag_trigger", "lag_rate", "lag_seconds"):
+        if getattr(args, name) is not None:
+            setattr(sizes, name, getattr(args, name))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
+    bootstrap = args.bootstrap_servers
+    run_id = f"{os.getpid()}-{int(time.time())}"
+    topic, lag_topic = f"bench-audit-{run_id}", f"bench-audit-{run_id}-lag"
+    topics: list[str] = []
+    started = time.monotonic()
+    print(f"audit benchmark{' (--quick)' if args.quick else ''}: broker {bootstrap}, {os.cpu_count()} cores, "
+          f"topics {topic} and {lag_topic} ({PARTITIONS} partitions), median of {sizes.rounds} rounds")
+    print(LEGEND)
+    spark = None
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-audit-") as tmp:
+            scratch = Path(tmp)
+            t = time.perf_counter()
+            records = records_for(sizes.records)
+            built = time.perf_counter() - t
+            groups = len({r.key[2:] for r in records if r.key[:2] == b"\x00\x03"})
+            print(f"1. fill: {len(records):,} records ({groups:,}+ groups) built in {built:.0f} s")
+            for name in (topic, lag_topic):
+                create_topic(bootstrap, name, PARTITIONS)
+                topics.append(name)
+            seconds = fill(bootstrap, topic, records)
+            count = len(records)
+            megabytes = sum(len(r.key) + len(r.value or b"") for r in records) / 2**20
+            del records
+            print(f"  fill           : {count / seconds:12,.0f} records/s  ({seconds:.1f} s, {megabytes:.0f} MiB of "
+                  f"keys and values; idempotent producer, linger.ms=20)")
+
+            print("2. baseline: reading the topic with confluent-kafka alone (no decoding)")
+            config = {"bootstrap.servers": bootstrap}
+            read = []
+            for _ in range(sizes.rounds):
+                t = time.perf_counter()
+                n = sum(1 for _ in read_topic(config, topic))
+                read.append(time.perf_counter() - t)
+                if n != count:
+                    print(f"  !! read {n:,} records, the topic holds {count:,}")
+            base_rate = count / statistics.median(read)
+            print(f"  read alone     : {base_rate:12,.0f} records/s  ({statistics.median(read):.2f} s, median of "
+                  f"{sizes.rounds})")
+
+            t = time.perf_counter()
+            from spark.session import session
+            from spark.source import split_ranges
+
+            spark = session(scratch / "spark")
+            tasks = len(split_ranges({p: 0 for p in range(PARTITIONS)}, {p: count // PARTITIONS for p in range(PARTITIONS)},
+                                     args.min_partitions or 1))
+            print(f"Spark {spark.version} started in {time.perf_counter() - t:.1f} s: master "
+                  f"{spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores; source options "
+                  f"minPartitions={args.min_partitions or 'not set (1)'}, maxOffsetsPerTrigger="
+                  f"{args.max_offsets_per_trigger or 'not set'} -> about {tasks} Spark tasks per batch")
+
+            print("3. raw table: worker_offsets source -> Parquet file sink, available-now "
+                  "(round 1 includes starting Spark's Python workers)")
+            options = source_options(bootstrap, topic, args.min_partitions, args.max_offsets_per_trigger)
+            bench_raw(spark, options, scratch, count, base_rate, sizes.rounds)
+
+            print("4. full audit (spark.audit.Audit, available-now, fresh warehouse each round)")
+            bench_full_audit(spark, bootstrap, topic, scratch, count, base_rate, sizes.rounds, args.min_partitions, args.max_offsets_per_trigger)
+
+            print(f"5. end-to-end lag: audit with trigger {sizes.lag_trigger} while {sizes.lag_rate:,} records/s "
+                  f"arrive for {sizes.lag_seconds:g} s")
+            bench_lag(spark, bootstrap, lag_topic, scratch / "warehouse-lag", sizes, args.min_partitions,
+                      args.max_offsets_per_trigger)
+            spark.stop()
+            spark = None
+    except KeyboardInterrupt:
+        print("interrupted")
+        return 130
+    finally:
+        if spark is not None:
+            for query in spark.streams.active:
+                query.stop()
+            spark.stop()
+        if topics:
+            delete_topics(bootstrap, topics)
+    print(f"done in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,488 @@
+"""`coordinator audit` and `coordinator sql` against the session broker, with one SparkSession.
+
+Stories are driven through the coordinator's state machine and written to the topic as the
+runtime writes them (one transaction per handler, on the group's partition). The audit's tables
+are then checked three ways: against the topic (every record once: no duplicates, no gaps),
+against the story (who holds what at the end, the epochs), and against `coordinator replay` on the
+same log (rebalances and ownership intervals field by field). Restarts, a batch that fails half
+written and a killed `coordinator audit` process must all end in the same tables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import orjson
+import pyarrow as pa
+import pytest
+from confluent_kafka import Producer
+from pyspark.errors import StreamingQueryException
+from replay_scenarios import GROUP, StampedDriver, WritingDriver, on_call_story, random_story
+
+from coordinator import cli
+from coordinator.log import PartitionWriter
+from coordinator.state import held_items
+from records import Record, encode
+from records.model import ConnectGroupMetadataKey, ConnectGroupMetadataValue
+from replay.history import History, interval_json, rebalance_json
+from replay.source import read_topic
+from spark import tables as t
+from spark.audit import Audit, parse_trigger
+from spark.decode import decode_batch, decode_kafka
+from spark.source import OffsetRange, Options, OptionError, limit_offsets, split_ranges
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 4
+OTHER = "connect-staging"
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+# --- helpers ---------------------------------------------------------------------------------------
+
+
+def make_topic(broker, name: str) -> None:  # noqa: ANN001
+    with contextlib.redirect_stdout(io.StringIO()):  # its report of the topic's settings
+        assert cli.main(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", name,
+                         "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+
+
+class Writers:
+    """Writers for every partition of a topic, open until `close()`, and a WritingDriver over them.
+    A group whose story must end alive gets a driver of its own (`driver()`): the clock of a shared
+    one moves on through other groups' stories, and their members' sessions expire meanwhile."""
+
+    def __init__(self, broker, topic: str) -> None:  # noqa: ANN001
+        self.writers = {p: PartitionWriter(broker.client_config(), topic, p) for p in range(PARTITIONS)}
+        for w in self.writers.values():
+            w.open()
+        self.driver = self.new_driver()
+
+    def new_driver(self) -> WritingDriver:
+        return WritingDriver(self.writers, PARTITIONS)
+
+    def close(self) -> None:
+        for w in self.writers.values():
+            w.close()
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def audit(capsys, broker, topic: str, warehouse: Path, *extra: str) -> str:  # noqa: ANN001
+    code, out, err = run(capsys, "audit", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
+                         "--warehouse", str(warehouse), "--trigger", "available-now", *extra)
+    assert code == 0, err
+    return out
+
+
+def sql(capsys, warehouse: Path, query: str) -> list[dict]:  # noqa: ANN001
+    code, out, err = run(capsys, "sql", "--warehouse", str(warehouse), "--format", "json", query)
+    assert code == 0, err
+    return [orjson.loads(line) for line in out.splitlines()]
+
+
+def replayed(broker, topic: str) -> History:  # noqa: ANN001
+    history = History()
+    history.run(read_topic(broker.client_config(), topic))
+    return history
+
+
+def assert_every_record_once(capsys, broker, topic: str, warehouse: Path) -> None:  # noqa: ANN001
+    """The records table holds each record of the topic exactly once, with its bytes."""
+    topic_records = {(r.partition, r.offset): (r.key, r.value) for r in read_topic(broker.client_config(), topic)}
+    rows = sql(capsys, warehouse, "SELECT partition, offset, base64(key) AS k, base64(value) AS v FROM records")
+    seen = [(r["partition"], r["offset"]) for r in rows]
+    assert len(seen) == len(set(seen)), "a record was written twice"
+    assert set(seen) == set(topic_records), "records missing or extra"
+    import base64
+
+    for r in rows:
+        key, value = topic_records[(r["partition"], r["offset"])]
+        assert base64.b64decode(r["k"]) == key
+        assert (None if r["v"] is None else base64.b64decode(r["v"])) == value
+
+
+def history_json(history: History) -> tuple[list[dict], list[dict]]:
+    rebalances = [{k: v for k, v in rebalance_json(r).items() if k != "type"} for r in history.all_rebalances()]
+    intervals = [{k: v for k, v in interval_json(i).items() if k != "type"} for i in history.all_intervals()]
+    return rebalances, intervals
+
+
+def tables_json(capsys, warehouse: Path, rebalance_keys, interval_keys) -> tuple[list[dict], list[dict]]:  # noqa: ANN001
+    """The audit's rebalances and ownership in replay's JSON shapes, in replay's order."""
+    rebalances = sql(capsys, warehouse, "SELECT * FROM rebalances")
+    intervals = sql(capsys, warehouse, "SELECT * FROM ownership")
+    for r in rebalances:
+        r["moved"] = [{"item": m["item"], "from": m["from"], "to": m["to"]} for m in r["moved"]]
+    rebalances = sorted(({k: r[k] for k in rebalance_keys} for r in rebalances), key=lambda r: (r["group"], r["number"]))
+    intervals = sorted(({k: i[k] for k in interval_keys} for i in intervals),
+                       key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"]))
+    return rebalances, intervals
+
+
+def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Path) -> History:  # noqa: ANN001
+    history = replayed(broker, topic)
+    want_rebalances, want_intervals = history_json(history)
+    assert want_rebalances and want_intervals
+    got_rebalances, got_intervals = tables_json(capsys, warehouse, want_rebalances[0].keys(), want_intervals[0].keys())
+    assert got_rebalances == sorted(want_rebalances, key=lambda r: (r["group"], r["number"]))
+    assert got_intervals == sorted(want_intervals, key=lambda i: (i["group"], i["item"], i["member"], i["partition"],
+                                                                  i["from_offset"]))
+    return history
+
+
+# --- the story, audited once for several tests ----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def audited(kafka_broker, spark_session, tmp_path_factory):  # noqa: ANN001, ANN201
+    """The on-call story and another group's random history in a topic, audited with available-now."""
+    topic = f"test-audit-{uuid.uuid4().hex[:8]}"
+    make_topic(kafka_broker, topic)
+    w = Writers(kafka_broker, topic)
+    story = on_call_story(GROUP, w.driver)
+    other = w.new_driver()
+    random_story(7, OTHER, other)
+    w.close()
+    warehouse = tmp_path_factory.mktemp("warehouse")
+    code = cli.main(["audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
+                     "--warehouse", str(warehouse), "--trigger", "available-now", "--quiet"])
+    assert code == 0
+    return topic, warehouse, story, w.driver, other
+
+
+def test_the_audit_holds_every_record_of_the_topic_once(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
+    topic, warehouse, _, driver, other = audited
+    assert_every_record_once(capsys, kafka_broker, topic, warehouse)
+    (row,) = sql(capsys, warehouse, "SELECT count(*) AS n, count(error) AS corrupt, count(DISTINCT group_id) AS groups "
+                                    "FROM records")
+    assert row == {"n": len(driver.log) + len(other.log), "corrupt": 0, "groups": 2}
+
+
+def test_rebalances_and_ownership_agree_with_coordinator_replay(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
+    topic, warehouse, _, _, _ = audited
+    history = assert_agrees_with_replay(capsys, kafka_broker, topic, warehouse)
+    # And with the command itself, for the on-call group's rebalances.
+    code, out, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--bootstrap-servers",
+                       kafka_broker.bootstrap_servers, "--topic", topic, "--format", "json")
+    assert code == 0
+    command = [orjson.loads(line) for line in out.splitlines()]
+    command = [r for r in command if r["type"] == "rebalance"]
+    table = sql(capsys, warehouse, f"SELECT number, to_epoch, duration_ms, items_moved FROM rebalances "
+                                   f"WHERE `group` = '{GROUP}' ORDER BY number")
+    assert [(r["number"], r["to_epoch"], r["duration_ms"], len(r["moved"])) for r in command] == [
+        (r["number"], r["to_epoch"], r["duration_ms"], r["items_moved"]) for r in table]
+    assert len(history.events) == sql(capsys, warehouse, "SELECT count(*) AS n FROM events")[0]["n"]
+
+
+def test_the_tables_tell_the_story(capsys, audited) -> None:  # noqa: ANN001
+    _, warehouse, story, driver, _ = audited
+    group = driver.state.groups[GROUP]
+    # Who holds what now: the coordinator's own state at the end of the story.
+    assert any(held_items(c) for c in group.currents.values())
+    held = sql(capsys, warehouse, f"SELECT member, item FROM ownership WHERE `group` = '{GROUP}' AND until IS NULL")
+    want = {(m, str(i)) for m, current in group.currents.items() for i in held_items(current)}
+    assert {(r["member"], r["item"]) for r in held} == want
+    # The group epoch the records reached, and each member's latest current assignment.
+    (epoch,) = sql(capsys, warehouse, f"SELECT max(group_epoch) AS e FROM group_epochs WHERE group_id = '{GROUP}'")
+    assert epoch["e"] == group.metadata.group_epoch
+    latest = sql(capsys, warehouse, f"""
+        SELECT c.member_id, c.member_epoch, c.item, c.pending_revocation FROM current_assignments c
+        JOIN (SELECT member_id, max(offset) AS o FROM current_assignments WHERE group_id = '{GROUP}'
+              GROUP BY member_id) l ON c.member_id = l.member_id AND c.offset = l.o
+        WHERE c.group_id = '{GROUP}' AND NOT c.removed""")
+    for member, current in group.currents.items():
+        rows = [r for r in latest if r["member_id"] == member]
+        assert {r["member_epoch"] for r in rows} == {current.member_epoch}
+        assert {r["item"] for r in rows if r["item"] and not r["pending_revocation"]} == {
+            str(i) for i in held_items(current)} - {str(i) for i in _items(current.pending_revocation)}
+    # W2 crashed: everything it held ended when it was removed, and others hold it at the end.
+    w2 = sql(capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' "
+                                "AND member = 'W2'")
+    assert w2 and all(r["until"] is not None for r in w2)
+    assert {r["item"] for r in w2} <= {item for _, item in want}
+    # W3 bounced within the delay and got its own work back: what it held before it left, it holds
+    # at the end (the "audit" connector grew afterwards, so it may hold more).
+    w3 = sql(capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' "
+                                "AND member = 'W3'")
+    before = {r["item"] for r in w3 if r["ended_by"] == "member left the group"}
+    now = {r["item"] for r in w3 if r["until"] is None}
+    assert before and before <= now
+
+
+def _items(assignment) -> set:  # noqa: ANN001
+    return set(assignment.connectors) | set(assignment.tasks)
+
+
+def test_the_readmes_queries_run(capsys, audited) -> None:  # noqa: ANN001
+    _, warehouse, _, _, _ = audited
+    text = README.read_text()
+    queries = re.findall(r"```sql\n(.*?)```", text[text.index("## Audit and Spark SQL"):], re.S)
+    assert len(queries) >= 6
+    answers = [sql(capsys, warehouse, q) for q in queries]
+    slowest, moved_per_day, _, per_hour, fenced, corrupt = answers[:6]
+    assert slowest and slowest == sorted(slowest, key=lambda r: -r["duration_ms"])
+    assert sum(r["tasks_moved"] for r in moved_per_day) == sql(
+        capsys, warehouse, "SELECT count(*) AS n FROM rebalances LATERAL VIEW explode(moved) AS m "
+                           "WHERE m.task IS NOT NULL")[0]["n"] > 0
+    assert sum(r["rebalances"] for r in per_hour) == sql(capsys, warehouse, "SELECT count(*) AS n FROM rebalances")[0]["n"]
+    # W2 and W3 of the story were removed and joined again under the same member id.
+    assert {(r["group"], r["member"]) for r in fenced} >= {(GROUP, "W3")}
+    assert corrupt == []
+
+
+def test_who_owned_a_task_at_a_time(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
+    topic, warehouse, _, _, _ = audited
+    history = replayed(kafka_broker, topic)
+    interval = next(i for i in history.all_intervals() if i.end is not None and i.group_id == GROUP
+                    and not isinstance(i.item, str))
+    mid_ms = (interval.start.timestamp_ms + interval.end.timestamp_ms) // 2
+    at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mid_ms / 1000)) + f".{mid_ms % 1000:03d}"
+    rows = sql(capsys, warehouse, f"""
+        SELECT member FROM ownership WHERE `group` = '{GROUP}' AND item = '{interval.item}'
+          AND since <= TIMESTAMP '{at}' AND (until IS NULL OR until > TIMESTAMP '{at}')""")
+    want = {i.member_id for i in history.all_intervals() if i.group_id == GROUP and i.item == interval.item
+            and i.start.timestamp_ms <= mid_ms and (i.end is None or i.end.timestamp_ms > mid_ms)}
+    assert {r["member"] for r in rows} == want and interval.member_id in want
+
+
+# --- restarts and crashes -----------------------------------------------------------------------------
+
+
+def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_broker, spark_session,
+                                                                unique_topic, tmp_path) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    random_story(21, "restart-a", w.driver)
+    out = audit(capsys, kafka_broker, unique_topic, tmp_path, "--max-offsets-per-trigger", "60")
+    first_batches = out.count("batch ")
+    assert first_batches > 1
+    random_story(22, "restart-b", w.driver)  # new records in between, in other groups and the same ones
+    random_story(23, "restart-a", w.driver)
+    w.close()
+    out = audit(capsys, kafka_broker, unique_topic, tmp_path, "--max-offsets-per-trigger", "60")
+    assert re.search(rf"^batch {first_batches}:", out, re.M), "the restart did not continue from the checkpoint"
+    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, tmp_path)
+    # Nothing new: a third run reads nothing and changes nothing.
+    out = audit(capsys, kafka_broker, unique_topic, tmp_path)
+    assert not re.search(r"^batch \d+: [1-9]", out, re.M)
+    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
+
+
+def test_a_batch_that_fails_half_written_runs_again_whole(kafka_broker, spark_session, unique_topic, tmp_path,
+                                                          capsys, monkeypatch) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    random_story(31, "crash-a", w.driver)
+    random_story(32, "crash-b", w.driver)
+    w.close()
+    config = kafka_broker.client_config()
+    real_write = Audit._write
+
+    def failing_write(self, table, batch_id, rows):  # noqa: ANN001, ANN202
+        if batch_id == 2 and table == t.OWNERSHIP:
+            raise RuntimeError("disk full (injected)")
+        return real_write(self, table, batch_id, rows)
+
+    monkeypatch.setattr(Audit, "_write", failing_write)
+    first = Audit(spark_session, tmp_path, config, unique_topic, max_offsets_per_trigger=50)
+    query = first.start("available-now")
+    with pytest.raises(StreamingQueryException, match="disk full"):
+        query.awaitTermination(120)
+    assert (tmp_path / t.RECORDS / "batch_id=2").exists()  # batch 2 was half written
+    monkeypatch.setattr(Audit, "_write", real_write)
+    # No snapshot: the new audit must rebuild its history from the records table.
+    for snapshot in (tmp_path / "_history").glob("*.pickle"):
+        snapshot.unlink()
+    second = Audit(spark_session, tmp_path, config, unique_topic, max_offsets_per_trigger=50)
+    query = second.start("available-now")
+    query.awaitTermination(120)
+    assert query.exception() is None
+    assert second.reports[0].batch_id == 2
+    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, tmp_path)
+
+
+def test_a_killed_audit_process_resumes_where_it_stopped(capsys, kafka_broker, spark_session, unique_topic,
+                                                         tmp_path) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    for seed in range(41, 45):
+        random_story(seed, f"killed-{seed}", w.driver)
+    w.close()
+    command = [str(Path(sys.executable).with_name("coordinator")), "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers,
+               "--topic", unique_topic, "--warehouse", str(tmp_path), "--trigger", "200ms",
+               "--max-offsets-per-trigger", "40"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        for line in process.stdout:
+            if line.startswith("batch 3:"):
+                break
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait(30)
+    audit(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, tmp_path)
+
+
+# --- the source -------------------------------------------------------------------------------------
+
+
+def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(capsys, kafka_broker, spark_session,
+                                                                         unique_topic, tmp_path) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    key, value = encode(Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(3)))
+    producer = Producer(kafka_broker.client_config())
+    for k, v in ((key, value), (key, b"\x00\x00\xff"), (b"\x00\x63junk", b"x"), (key, None)):
+        producer.produce(unique_topic, key=k, value=v, partition=0)
+        # One batch each: Tansu reports the end offset of a multi-record batch outside a
+        # transaction as its first offset + 1 until the next write (DESIGN §10).
+        producer.flush(10)
+    audit(capsys, kafka_broker, unique_topic, tmp_path)
+    rows = sql(capsys, tmp_path, "SELECT offset, record_type, group_id, tombstone, error FROM records ORDER BY offset")
+    assert [(r["record_type"], r["group_id"], r["tombstone"], r["error"] is None) for r in rows] == [
+        (3, "g", False, True), (3, None, False, False), (99, None, False, False), (3, "g", True, True)]
+    assert "value" in rows[1]["error"] and "unknown record type" in rows[2]["error"]
+    epochs = sql(capsys, tmp_path, "SELECT group_epoch, deleted FROM group_epochs ORDER BY offset")
+    assert epochs == [{"group_epoch": 3, "deleted": False}, {"group_epoch": None, "deleted": True}]
+
+
+def test_the_source_reads_with_limits_and_starting_offsets(kafka_broker, spark_session, unique_topic, tmp_path) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    random_story(51, "source", w.driver)
+    w.close()
+    raw = list(read_topic(kafka_broker.client_config(), unique_topic))
+    (partition,) = {r.partition for r in raw}
+    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "topic": unique_topic}
+
+    stream = spark_session.readStream.format("worker_offsets").options(**options, maxOffsetsPerTrigger="25").load()
+    query = (stream.writeStream.format("memory").queryName("limited").trigger(availableNow=True)
+             .option("checkpointLocation", str(tmp_path / "ck")).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    rows = spark_session.sql("SELECT partition, offset FROM limited").collect()
+    assert sorted((r.partition, r.offset) for r in rows) == [(r.partition, r.offset) for r in raw]
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    assert len(sizes) > 1 and max(sizes) <= 25
+
+    middle = raw[len(raw) // 2].offset
+    starting = orjson.dumps({unique_topic: {str(partition): middle}}).decode()
+    batch = spark_session.read.format("worker_offsets").options(**options, startingOffsets=starting).load()
+    assert [r.offset for r in batch.orderBy("offset").collect()] == [r.offset for r in raw if r.offset >= middle]
+    latest = spark_session.read.format("worker_offsets").options(**options, startingOffsets="latest").load()
+    assert latest.count() == 0
+
+
+def test_decode_kafka_gives_the_sources_rows(kafka_broker, spark_session, unique_topic) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    random_story(61, "kafka-format", w.driver)
+    w.close()
+    raw = list(read_topic(kafka_broker.client_config(), unique_topic))
+    # The official connector's shape: key, value, topic, partition, offset, timestamp, timestampType.
+    kafka_df = spark_session.createDataFrame(pa.table({
+        "key": pa.array([r.key for r in raw], pa.binary()), "value": pa.array([r.value for r in raw], pa.binary()),
+        "topic": [unique_topic] * len(raw), "partition": pa.array([r.partition for r in raw], pa.int32()),
+        "offset": [r.offset for r in raw],
+        "timestamp": pa.array([r.timestamp_ms for r in raw], pa.timestamp("ms", tz="UTC")),
+        "timestampType": pa.array([0] * len(raw), pa.int32())}))
+    ours = (spark_session.read.format("worker_offsets")
+            .options(**{"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "topic": unique_topic}).load())
+    assert decode_kafka(kafka_df).orderBy("offset").collect() == ours.orderBy("offset").collect()
+
+
+def test_option_and_command_errors_are_one_line(capsys, kafka_broker, tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(OptionError, match="kafka.bootstrap.servers"):
+        Options.parse({"topic": "x"})
+    with pytest.raises(OptionError, match="maxoffsetspertrigger"):
+        Options.parse({"kafka.bootstrap.servers": "h:1", "maxOffsetsPerTrigger": "-3"})
+    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                       f"missing-{uuid.uuid4().hex[:6]}", "--warehouse", str(tmp_path))
+    assert code == 1 and err.count("\n") == 1 and "does not exist" in err
+    code, _, err = run(capsys, "audit", "--bootstrap-servers", "127.0.0.1:1", "--warehouse", str(tmp_path),
+                       "--kafka-config", "socket.connection.setup.timeout.ms=1000")
+    assert code == 1 and err.count("\n") == 1 and "cannot reach Kafka" in err
+    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
+                       str(tmp_path), "--trigger", "often")
+    assert code == 2 and "--trigger" in err
+    code, _, err = run(capsys, "sql", "--warehouse", str(tmp_path / "none"), "SELECT 1")
+    assert code == 1 and "run coordinator audit" in err
+
+
+def test_sql_errors_are_one_line(capsys, audited) -> None:  # noqa: ANN001
+    _, warehouse, _, _, _ = audited
+    code, out, err = run(capsys, "sql", "--warehouse", str(warehouse), "SELEC 1")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "PARSE_SYNTAX_ERROR" in err
+    code, _, err = run(capsys, "sql", "--warehouse", str(warehouse), "SELECT * FROM nope")
+    assert code == 2 and err.count("\n") == 1 and "nope" in err
+    code, out, _ = run(capsys, "sql", "--warehouse", str(warehouse), "SELECT `group`, count(*) AS n FROM rebalances "
+                                                                     "GROUP BY 1 ORDER BY 1")
+    assert code == 0 and out.splitlines()[0].split() == ["group", "n"] and GROUP in out
+
+
+# --- pure parts ---------------------------------------------------------------------------------------
+
+
+def test_limits_share_offsets_in_proportion_and_starve_no_partition() -> None:
+    start = {0: 0, 1: 100, 2: 50}
+    latest = {0: 1000, 1: 110, 2: 50}
+    limited = limit_offsets(start, latest, 101)
+    assert limited[2] == 50
+    assert limited[1] > 100  # a small lag still moves
+    assert sum(limited[p] - start[p] for p in start) <= 101 + len(start)
+    assert limit_offsets(start, latest, 10_000) == latest
+
+
+def test_ranges_split_to_use_every_core() -> None:
+    assert split_ranges({0: 0, 1: 5}, {0: 10, 1: 5}, 1) == [OffsetRange(0, 0, 10)]
+    parts = split_ranges({0: 0}, {0: 10}, 3)
+    assert [(r.start, r.end) for r in parts] == [(0, 4), (4, 8), (8, 10)]
+
+
+def test_triggers() -> None:
+    assert parse_trigger("available-now") == {"availableNow": True}
+    assert parse_trigger("10s") == {"processingTime": "10000 milliseconds"}
+    assert parse_trigger("500ms") == {"processingTime": "500 milliseconds"}
+    assert parse_trigger("2m") == {"processingTime": "120000 milliseconds"}
+
+
+def test_decoding_a_batch_fills_the_typed_columns() -> None:
+    d = StampedDriver()
+    random_story(71, "decode", d)
+    encoded = [encode(r) for r in d.log]
+    batch = decode_batch([0] * len(encoded), list(range(len(encoded))), d.stamps,
+                         [k for k, _ in encoded], [v for _, v in encoded])
+    rows = batch.to_pylist()
+    for row, record in zip(rows, d.log):
+        assert row["record_type"] == record.record_type and row["group_id"] == "decode"
+        assert row["tombstone"] == (record.value is None) and row["error"] is None
+        v = record.value
+        if record.record_type == 8 and v is not None:
+            assert row["member_epoch"] == v.member_epoch
+            assert {i["item"] for i in row["assignment"]} == {str(i) for i in _items(v.assignment)}
+        if record.record_type == 3 and v is not None:
+            assert row["group_epoch"] == v.group_epoch
+    typed = t.typed_tables(pa.Table.from_batches([batch]))
+    currents = [r for r in d.log if r.record_type == 8]
+    want = sum(max(1, len(_items(r.value.assignment))) + len(_items(r.value.pending_revocation))
+               if r.value is not None else 1 for r in currents)
+    assert typed[t.CURRENT_ASSIGNMENTS].num_rows == want
+    assert typed[t.GROUP_EPOCHS].num_rows == sum(r.record_type == 3 for r in d.log)
