@@ -66,18 +66,24 @@ def _warehouse_dir(args: argparse.Namespace) -> Path:
     return Path(args.warehouse).resolve()
 
 
-def _spark(warehouse: Path):  # noqa: ANN202 - a SparkSession
+def _require_spark() -> None:
     try:
-        from spark.session import session
+        import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
     except ImportError as e:
         raise CliError(f"Spark is not installed ({e}): install the project with its spark extra, "
                        "pip install '.[spark]'") from None
+
+
+def _spark(warehouse: Path):  # noqa: ANN202 - a SparkSession
     from spark.audit import SCRATCH
+    from spark.session import session
 
     return session(warehouse / SCRATCH)
 
 
 def _audit(args: argparse.Namespace) -> int:
+    _require_spark()
     from spark.audit import Audit, BatchReport, parse_trigger
 
     config = kafka_config.client_config(args)
@@ -152,6 +158,7 @@ def _first_line(error: BaseException) -> str:
 
 
 def _sql(args: argparse.Namespace) -> int:
+    _require_spark()
     warehouse = _warehouse_dir(args)
     if not (warehouse / "records").is_dir():
         raise CliError(f"no audit tables under {warehouse}: run coordinator audit --warehouse {warehouse} first")
@@ -159,8 +166,18 @@ def _sql(args: argparse.Namespace) -> int:
     from spark.sql import register_views
 
     register_views(spark, warehouse)
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import TimestampType
+
     try:
         df = spark.sql(args.query)
+        # Times as UTC text, formatted by Spark: collected as datetimes they would be turned into
+        # this machine's local time.
+        fields = df.schema.fields
+        df = df.toDF(*(f"c{i}" for i in range(len(fields))))  # a query may name two columns alike
+        df = df.select(*(F.date_format(f"c{i}", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias(f.name)
+                         if isinstance(f.dataType, TimestampType) else F.col(f"c{i}").alias(f.name)
+                         for i, f in enumerate(fields)))
         rows = df.collect()
     except Exception as e:  # noqa: BLE001 - parse and analysis errors: the user's query, in one line
         raise CliError(_first_line(e), exit_code=2) from None
