@@ -245,15 +245,6 @@ def audit_phases() -> Iterator[Phases]:
 # --- the measurements ---------------------------------------------------------------------------------------
 
 
-def source_options(bootstrap: str, topic: str, min_partitions: int | None, max_offsets: int | None) -> dict[str, str]:
-    options = {"kafka.bootstrap.servers": bootstrap, "topic": topic, "startingOffsets": "earliest"}
-    if min_partitions:
-        options["minPartitions"] = str(min_partitions)
-    if max_offsets:
-        options["maxOffsetsPerTrigger"] = str(max_offsets)
-    return options
-
-
 def warm_up(spark: Any, options: dict[str, str], directory: Path, count: int) -> float:
     """A batch read of the end of each partition into Parquet: Spark's Python workers start, and the
     JVM compiles the paths the rounds take, before anything is timed."""
@@ -479,7 +470,7 @@ def main() -> int:
 
             t = time.perf_counter()
             from spark.session import session
-            from spark.source import split_ranges
+            from spark.source import reader_options, split_ranges
 
             spark = session(scratch / "spark")
             each = count // PARTITIONS
@@ -491,7 +482,8 @@ def main() -> int:
                   f"{args.max_offsets_per_trigger or 'not set'} -> about {tasks} Spark tasks per batch")
 
             print("3. raw table: worker_offsets source -> Parquet file sink, available-now")
-            options = source_options(bootstrap, topic, args.min_partitions, args.max_offsets_per_trigger)
+            options = reader_options({"bootstrap.servers": bootstrap}, topic, min_partitions=args.min_partitions,
+                                     max_offsets_per_trigger=args.max_offsets_per_trigger)
             bench_raw(spark, options, scratch, count, base_rate, sizes.rounds)
 
             print("4. full audit (spark.audit.Audit, available-now, fresh warehouse each round)")

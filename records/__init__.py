@@ -17,7 +17,7 @@ from records.codec import (
 )
 from records.model import *  # noqa: F403 - the record classes are this package's vocabulary
 from records.model import __all__ as _model_all
-from records.render import to_dict, to_json
+from records.render import to_dict, to_json, value_json
 from records.schema import RECORD_TYPES, RecordType
 
 __all__ = [
@@ -32,4 +32,5 @@ __all__ = [
     "encode",
     "to_dict",
     "to_json",
+    "value_json",
 ]

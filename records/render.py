@@ -34,6 +34,12 @@ def _default(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serializable")
 
 
+def value_json(record: Record) -> bytes | None:
+    """The record's value alone as JSON bytes (to_json's "Value"); None for a tombstone."""
+    value = avro_datum(record)[1]
+    return None if value is None else orjson.dumps(value, default=_default)
+
+
 def to_json(record: Record, *, indent: bool = False) -> bytes:
     """The record as JSON bytes (one line unless `indent`)."""
     option = orjson.OPT_INDENT_2 if indent else 0

@@ -277,6 +277,15 @@ class History:
         gh.rebalances += 1
         self.rebalances.append(rebalance)
 
+    def take(self) -> tuple[list[Event], list[Rebalance], list[Interval]]:
+        """The events, converged rebalances and ended intervals kept since the last `take`, no
+        longer kept (the corrupt records' reports are dropped too): for a reader that consumes
+        the history as it goes, in bounded memory."""
+        kept = self.events, self.rebalances, self.intervals
+        self.events, self.rebalances, self.intervals = [], [], []
+        self.corrupt.clear()
+        return kept
+
     # --- reading the result ------------------------------------------------------------------------
 
     def open_intervals(self) -> list[Interval]:

@@ -130,20 +130,24 @@ def open_consumer(config: Mapping[str, str]) -> Consumer:
     try:
         # fetch.wait.max.ms: a read goes partition after partition, and each switch otherwise waits
         # out the fetch left pending on the finished one (0.5 s by default; 8 s on 16 partitions).
-        return Consumer({"fetch.wait.max.ms": 10, **config, "group.id": "worker-coordinator-replay", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "allow.auto.create.topics": False,
-                         "enable.partition.eof": False, "logger": _LIBRDKAFKA_LOG})
+        return Consumer({"fetch.wait.max.ms": 10, **config, "group.id": "worker-coordinator-replay",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "allow.auto.create.topics": False, "enable.partition.eof": False, "logger": _LIBRDKAFKA_LOG})
     except KafkaException as e:
         raise SourceError(f"invalid Kafka client configuration: {e.args[0].str()}", exit_code=2) from None
 
 
 def partition_count(consumer: Consumer, topic: str, timeout_s: float, config: Mapping[str, str]) -> int:
-    metadata = consumer.list_topics(topic, timeout=timeout_s)
+    """How many partitions `topic` has; raises SourceError (missing topic, Kafka unreachable)."""
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s)
+    except KafkaException as e:
+        raise SourceError(kafka_message(e, config, timeout_s)) from None
     found = metadata.topics.get(topic)
     if found is None or (found.error is not None and found.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
         raise SourceError(f"topic {topic} does not exist on {config.get('bootstrap.servers')}")
     if found.error is not None:
-        raise KafkaException(found.error)
+        raise SourceError(kafka_message(KafkaException(found.error), config, timeout_s))
     return len(found.partitions)
 
 

@@ -44,6 +44,7 @@ from coordinator.errors import CliError
 from replay.history import History
 from replay.source import RawRecord
 from spark import tables as t
+from spark.source import reader_options
 
 CHECKPOINT = "_checkpoint"
 SNAPSHOTS = "_history"
@@ -84,14 +85,9 @@ class Audit:
                  min_partitions: int | None = None, report: Callable[[BatchReport], None] | None = None) -> None:
         self.spark = spark
         self.warehouse = Path(warehouse)
-        self.kafka = kafka
         self.topic = topic
-        self.options = {f"kafka.{k}": v for k, v in kafka.items()}
-        self.options.update(topic=topic, startingOffsets=starting_offsets)
-        if max_offsets_per_trigger:
-            self.options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
-        if min_partitions:
-            self.options["minPartitions"] = str(min_partitions)
+        self.options = reader_options(kafka, topic, starting_offsets=starting_offsets,
+                                      max_offsets_per_trigger=max_offsets_per_trigger, min_partitions=min_partitions)
         self.report = report
         self.reports: list[BatchReport] = []
         self._history: History | None = None
@@ -122,10 +118,7 @@ class Audit:
         history = self._history_before(batch_id)
         try:
             history.run(_raw(records))
-            events, history.events = history.events, []
-            rebalances, history.rebalances = history.rebalances, []
-            intervals, history.intervals = history.intervals, []
-            history.corrupt.clear()  # the records table has them, with the reason
+            events, rebalances, intervals = history.take()  # corrupt records: the records table has them
             self._write(t.EVENTS, batch_id, t.event_rows(events))
             self._write(t.REBALANCES, batch_id, t.rebalance_rows(rebalances))
             self._write(t.OWNERSHIP, batch_id, t.ownership_rows(intervals))
@@ -170,10 +163,7 @@ class Audit:
             past = dataset.to_table(columns=["partition", "offset", "timestamp", "key", "value"],
                                     filter=(ds.field("batch_id") > after) & (ds.field("batch_id") < batch_id))
             history.run(_raw(past))
-            history.events.clear()
-            history.rebalances.clear()
-            history.intervals.clear()
-            history.corrupt.clear()
+            history.take()  # written when those batches ran
         self._history, self._history_batch = history, batch_id - 1
         return history
 
@@ -197,28 +187,19 @@ class Audit:
     def _write(self, table: str, batch_id: int, rows: pa.Table) -> None:
         """The batch's rows of `table`, replacing whatever an earlier run of this batch wrote."""
         directory = self._dir(table, batch_id)
-        if directory.exists():
+        if rows.num_rows:
+            _replace_dir(directory, rows)
+        elif directory.exists():
             shutil.rmtree(directory)
-        if rows.num_rows == 0:
-            return
-        directory.mkdir(parents=True)
-        # Written under a hidden name and renamed: readers (Spark, pyarrow) skip names starting with "."
-        tmp = directory / f".part-0.parquet.{uuid.uuid4().hex}"
-        pq.write_table(rows, tmp)
-        os.replace(tmp, directory / "part-0.parquet")
 
     def _write_open(self, table: str, batch_id: int, rows: pa.Table) -> None:
         """A new snapshot of what is still open, when it changed; older snapshots are removed after."""
         if table in self._open_written and self._open_written[table].equals(rows):
             return
-        self._write(table, batch_id, rows)
-        self._open_written[table] = rows
-        parent = self.warehouse / table
         directory = self._dir(table, batch_id)
-        if not directory.exists():  # nothing open: an empty snapshot still replaces the older ones
-            directory.mkdir(parents=True)
-            pq.write_table(rows, directory / "part-0.parquet")
-        for old in parent.glob("batch_id=*"):
+        _replace_dir(directory, rows)  # even with nothing open: it replaces the older snapshots
+        self._open_written[table] = rows
+        for old in (self.warehouse / table).glob("batch_id=*"):
             if old != directory:
                 shutil.rmtree(old, ignore_errors=True)
 
@@ -232,6 +213,17 @@ class Audit:
             oldest = int((now_us - bounds["min"].value) / 1000)
         corrupt = records.num_rows - pc.sum(pc.is_null(records.column("error"))).as_py() if records.num_rows else 0
         return BatchReport(batch_id, records.num_rows, corrupt, rebalances, intervals, seconds, newest, oldest)
+
+
+def _replace_dir(directory: Path, rows: pa.Table) -> None:
+    """`directory` holding just `rows` in one Parquet file. The file is written under a hidden name
+    and renamed: readers (Spark, pyarrow) skip names starting with "."."""
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    tmp = directory / f".part-0.parquet.{uuid.uuid4().hex}"
+    pq.write_table(rows, tmp)
+    os.replace(tmp, directory / "part-0.parquet")
 
 
 def _read_dir(directory: Path) -> pa.Table:

@@ -17,19 +17,12 @@ item's name as `coordinator replay` prints it (`orders`, `orders-3`).
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import orjson
 import pyarrow as pa
 
-from records import (
-    ConnectorsAndTasks,
-    RecordDecodeError,
-    decode,
-)
-from records.codec import avro_datum
+from records import ConnectorsAndTasks, RecordDecodeError, decode, value_json
 from records.schema import RECORD_TYPES
 
 ITEM = pa.struct([("item", pa.string()), ("connector", pa.string()), ("task", pa.int32())])
@@ -84,12 +77,6 @@ def _items(assignment: ConnectorsAndTasks) -> list[dict[str, Any]]:
     return out
 
 
-def _bytes_as_base64(obj: Any) -> Any:
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(obj)).decode("ascii")
-    raise TypeError(f"{type(obj).__name__} is not JSON serializable")
-
-
 # Per record type: the typed columns its value fills. One function per type, as in replay.events.
 def _group_metadata(v: Any) -> dict[str, Any]:
     return {"group_epoch": v.group_epoch}
@@ -126,7 +113,6 @@ def decode_batch(partitions: list[int], offsets: list[int], timestamps_ms: list[
     record_type, record_name, version = columns["record_type"], columns["record_name"], columns["version"]
     group_id, member_id, tombstone = columns["group_id"], columns["member_id"], columns["tombstone"]
     error, fields = columns["error"], columns["fields"]
-    dumps = orjson.dumps
     for key, value in zip(keys, values):
         tombstone.append(value is None)
         try:
@@ -157,7 +143,7 @@ def decode_batch(partitions: list[int], offsets: list[int], timestamps_ms: list[
             for column in typed:
                 column.append(None)
             continue
-        fields.append(dumps(avro_datum(record)[1], default=_bytes_as_base64).decode())
+        fields.append(value_json(record).decode())
         extract = _TYPED_FIELDS.get(t)
         filled = extract(v) if extract is not None else {}
         for name, column in zip(_TYPED, typed):

@@ -48,6 +48,18 @@ EARLIEST, LATEST = -2, -1
 _BATCH_ROWS = 65_536  # rows per Arrow batch handed to Spark
 
 
+def reader_options(kafka: Mapping[str, str], topic: str, *, starting_offsets: str = "earliest",
+                   max_offsets_per_trigger: int | None = None, min_partitions: int | None = None) -> dict[str, str]:
+    """The source's options for a librdkafka configuration and the rest, as `.options(**...)` takes them."""
+    options = {f"kafka.{k}": v for k, v in kafka.items()}
+    options.update(topic=topic, startingOffsets=starting_offsets)
+    if max_offsets_per_trigger:
+        options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
+    if min_partitions:
+        options["minPartitions"] = str(min_partitions)
+    return options
+
+
 class OptionError(ValueError):
     """An option of the data source that cannot be used; says which and why."""
 
@@ -226,6 +238,7 @@ class WorkerOffsetsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         self.options = options
         self._topic = _Topic(options)
         self._cap: dict[int, int] | None = None  # the end an available-now trigger stops at
+        self._ends: dict[int, int] | None = None  # the end offsets latestOffset saw last
 
     def initialOffset(self) -> dict:
         return _to_json(self.options.topic, self._topic.initial())
@@ -241,7 +254,8 @@ class WorkerOffsetsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
         topic = self.options.topic
         begun = _from_json(topic, start)
         marks = self._topic.watermarks()
-        latest = {p: high for p, (_, high) in marks.items()} if self._cap is None else dict(self._cap)
+        self._ends = {p: high for p, (_, high) in marks.items()}
+        latest = dict(self._ends) if self._cap is None else dict(self._cap)
         # A partition the topic gained since the start begins at its earliest offset.
         begun = {p: begun.get(p, marks[p][0] if p in marks else 0) for p in latest}
         latest = {p: max(latest[p], begun[p]) for p in latest}
@@ -249,8 +263,9 @@ class WorkerOffsetsStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
             latest = limit_offsets(begun, latest, limit.max_rows)
         return _to_json(topic, latest)
 
-    def reportLatestOffset(self) -> dict:
-        return _to_json(self.options.topic, {p: high for p, (_, high) in self._topic.watermarks().items()})
+    def reportLatestOffset(self) -> dict | None:
+        # The ends latestOffset asked for in this trigger: asking again would double the requests.
+        return None if self._ends is None else _to_json(self.options.topic, self._ends)
 
     def partitions(self, start: dict, end: dict) -> list[OffsetRange]:
         topic = self.options.topic
