@@ -1,12 +1,13 @@
-"""The session's Kafka broker, and fixtures for tests that need what only Apache Kafka does.
+"""The session's Apache Kafka, and fixtures for tests that need a three-node cluster.
 
-Where the broker comes from, first match wins:
-1. $KAFKA_BOOTSTRAP_SERVERS: a running cluster, taken to be Apache Kafka unless
-   $KAFKA_BROKER_KIND=tansu says otherwise;
+Where the session's broker comes from, first match wins:
+1. $KAFKA_BOOTSTRAP_SERVERS: a running Apache Kafka cluster;
 2. a Docker daemon: Apache Kafka in KRaft mode through testcontainers;
-3. otherwise Tansu from `coordinator.devbroker` (DESIGN §10), which never compacts and shows aborted
-   transactions to read_committed readers. Tests that need either of those request
-   `requires_compaction` or `requires_abort_filtering` and are skipped on Tansu with that reason.
+3. otherwise a local Apache Kafka from `coordinator.devbroker` (one KRaft node), started for the
+   session and stopped at its end.
+
+The broker-failure tests need a cluster of their own, whose nodes they kill: `kafka_cluster3` is a
+local three-node cluster (replication factor 3, min ISR 2), started on first use.
 """
 
 from __future__ import annotations
@@ -30,9 +31,7 @@ KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "confluentinc/cp-kafka:7.9.0")
 @dataclass(frozen=True)
 class Broker:
     bootstrap_servers: str
-    kind: str  # "external", "testcontainers" or "tansu"
-    compacts: bool
-    filters_aborted: bool
+    kind: str  # "external", "testcontainers" or "local"
 
     def client_config(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """A confluent-kafka configuration for this broker, with `extra` settings on top."""
@@ -43,12 +42,22 @@ class Broker:
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
     if external:
-        apache = os.environ.get("KAFKA_BROKER_KIND", "kafka").lower() != "tansu"
-        yield Broker(external, "external", compacts=apache, filters_aborted=apache)
+        yield Broker(external, "external")
     elif _docker_answers():
         yield from _testcontainers_kafka()
     else:
-        yield from _tansu(tmp_path_factory.mktemp("tansu"))
+        yield from _local_kafka(tmp_path_factory.mktemp("kafka"), nodes=1)
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[devbroker.Cluster]:
+    """A local three-node Apache Kafka cluster that tests may kill nodes of (and must restart)."""
+    run_dir = tmp_path_factory.mktemp("kafka3")
+    cluster = devbroker.start(devbroker.free_port_block(3), run_dir, nodes=3)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def _docker_answers() -> bool:
@@ -77,34 +86,23 @@ def _testcontainers_kafka() -> Iterator[Broker]:
         # and every transactional producer would fail.
         .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
         .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
+        .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
         # The cleaner looks for work every 15 s by default; compaction tests should not wait that long.
-        .with_env("KAFKA_LOG_CLEANER_BACKOFF_MS", "1000")
+        .with_env("KAFKA_LOG_CLEANER_BACKOFF_MS", "500")
     )
     container.start(timeout=120)
     try:
-        yield Broker(container.get_bootstrap_server(), "testcontainers", compacts=True, filters_aborted=True)
+        yield Broker(container.get_bootstrap_server(), "testcontainers")
     finally:
         container.stop()
 
 
-def _tansu(run_dir: Path) -> Iterator[Broker]:
-    broker = devbroker.start(devbroker.free_port(), run_dir)
+def _local_kafka(run_dir: Path, nodes: int) -> Iterator[Broker]:
+    cluster = devbroker.start(devbroker.free_port_block(nodes), run_dir, nodes=nodes)
     try:
-        yield Broker(broker.bootstrap_servers, "tansu", compacts=False, filters_aborted=False)
+        yield Broker(cluster.bootstrap_servers, "local")
     finally:
-        devbroker.stop(broker.port, run_dir)
-
-
-@pytest.fixture
-def requires_compaction(kafka_broker: Broker) -> None:
-    if not kafka_broker.compacts:
-        pytest.skip("needs Apache Kafka for real compaction; the session broker is Tansu")
-
-
-@pytest.fixture
-def requires_abort_filtering(kafka_broker: Broker) -> None:
-    if not kafka_broker.filters_aborted:
-        pytest.skip("needs Apache Kafka to hide aborted transactions from read_committed; the session broker is Tansu")
+        cluster.stop()
 
 
 @pytest.fixture

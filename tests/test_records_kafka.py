@@ -78,7 +78,7 @@ def test_records_round_trip_through_the_broker(kafka_broker, unique_topic) -> No
     assert _read_committed(kafka_broker, unique_topic, 0) == []  # the partition we chose, no other
 
 
-def test_aborted_records_are_not_read(kafka_broker, unique_topic, requires_abort_filtering) -> None:
+def test_aborted_records_are_not_read(kafka_broker, unique_topic) -> None:
     _create_topic(kafka_broker, unique_topic)
     kept = Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(1))
     _produce(kafka_broker, unique_topic, 0, [kept])
