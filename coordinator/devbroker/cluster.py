@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -142,10 +143,9 @@ class Cluster:
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, outside the ephemeral range (a
+    server restarted on it cannot find it taken by a client's self-connection; `free_port_block`)."""
+    return free_port_block(1)
 
 
 def start(port: int, run_dir: Path | str, nodes: int = 1, timeout: float = START_TIMEOUT) -> Cluster:
@@ -405,10 +405,23 @@ def _wait_gone(pid: int, node: Node, timeout: float) -> bool:
     return True
 
 
-def free_port_block(count: int, attempts: int = 50) -> int:
-    """A port P such that P .. P+count-1 are all free right now (a cluster's client ports)."""
+def free_port_block(count: int, attempts: int = 200) -> int:
+    """A port P such that P .. P+count-1 are all free right now, for a node's listeners.
+
+    Taken below the kernel's ephemeral range: while a node is down, a client retrying to connect to
+    its port can be given that very port as its own source port and connect to itself (TCP
+    simultaneous open), and the restarted node then fails with "Address already in use"."""
+    low = _ephemeral_low()
     for _ in range(attempts):
-        first = free_port()
-        if first + count <= 65535 and not any(_port_in_use(first + i) for i in range(count)):
+        first = random.randrange(10_000, low - count)
+        if not any(_port_in_use(first + i) for i in range(count)):
             return first
-    raise CliError(f"found no {count} consecutive free ports on {HOST}")
+    raise CliError(f"found no {count} consecutive free ports on {HOST} below {low}")
+
+
+def _ephemeral_low() -> int:
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    return max(low, 10_100)
