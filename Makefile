@@ -7,6 +7,9 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.installed
 RUN_DIR     := .run
 BROKER_PORT ?= 19092
+# 1, or 3 for a local cluster with replication factor 3 and min ISR 2 (node i on BROKER_PORT+i-1).
+BROKER_NODES ?= 1
+BROKER      := --port $(BROKER_PORT) --nodes $(BROKER_NODES) --run-dir $(RUN_DIR)
 BOOTSTRAP   ?= 127.0.0.1:$(BROKER_PORT)
 TOPIC       ?= __worker_offsets
 PARTITIONS  ?= 16
@@ -26,19 +29,20 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
 	touch $(STAMP)
 
-# The main job: a local broker, the compacted topic, a coordinator, a fleet of workers and a
+# The main job: a local Apache Kafka, the compacted topic, a coordinator, a fleet of workers and a
 # scripted story (coordinator/demo.py). It stops what it started, the broker included unless it
-# was already running before.
+# was already running before. The first run downloads Kafka's jars from Maven Central.
 run: install
-	@if $(BIN)/coordinator dev-broker status --port $(BROKER_PORT) --run-dir $(RUN_DIR) >/dev/null; then \
-		started=no; else $(BIN)/coordinator dev-broker up --port $(BROKER_PORT) --run-dir $(RUN_DIR) || exit 1; started=yes; fi; \
+	@if $(BIN)/coordinator dev-broker status $(BROKER) >/dev/null; then \
+		started=no; else $(BIN)/coordinator dev-broker up $(BROKER) || exit 1; started=yes; fi; \
 	$(BIN)/coordinator topic create --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC) \
-		--partitions $(PARTITIONS) --replication-factor 1 --if-not-exists >/dev/null \
+		--partitions $(PARTITIONS) --replication-factor $(BROKER_NODES) --if-not-exists >/dev/null \
 	&& $(BIN)/coordinator demo --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC); status=$$?; \
-	if [ $$started = yes ]; then $(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR); fi; \
+	if [ $$started = yes ]; then $(BIN)/coordinator dev-broker down $(BROKER); fi; \
 	exit $$status
 
-# The tests start their own broker (tests/conftest.py) unless KAFKA_BOOTSTRAP_SERVERS is set.
+# The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
+# broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.
 test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -48,10 +52,10 @@ test-long: install
 		tests/test_state_machine_stateful.py tests/test_assignors.py $(PYTEST_ARGS)
 
 broker-up: install
-	$(BIN)/coordinator dev-broker up --port $(BROKER_PORT) --run-dir $(RUN_DIR)
+	$(BIN)/coordinator dev-broker up $(BROKER)
 
 broker-down: install
-	$(BIN)/coordinator dev-broker down --port $(BROKER_PORT) --run-dir $(RUN_DIR)
+	$(BIN)/coordinator dev-broker down $(BROKER)
 
 bench: bench-records bench-state bench-rebalance bench-replay bench-service bench-audit
 
