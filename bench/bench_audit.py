@@ -3,7 +3,7 @@
 Every run makes its own topics (unique names, 16 partitions) on the broker it is given and fills
 them with realistic records (bench_replay.build: histories the state machine itself wrote, many
 groups, each group on the partition Kafka's partitioner gives it), with a plain idempotent
-producer (each partition's last record in a batch of its own: see produce_visible). One
+producer. One
 SparkSession (local mode, every core) serves the whole run; scratch space and the
 warehouses live in a temporary directory. Figures are medians over several rounds, each with its
 baseline measured in the same run; nothing is asserted (two cores here, shared by Spark, its
@@ -149,28 +149,12 @@ def topic_size(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
-def produce_visible(writer: Writer, topic: str, records: list[RawRecord]) -> None:
-    """Produce `records` and wait until all are acknowledged, in a way that leaves the local broker's
-    watermarks right: all but each partition's last record, then the last ones (one-record batches).
-
-    Tansu (0.6.0) moves a partition's high watermark only for a produce batch of one record: after
-    multi-record batches it still says where the last one-record batch ended (1 after a bulk load),
-    and every reader stops there. A transaction's commit marker is such a batch, but Tansu answers a
-    read_committed ListOffsets with 0 for a partition while a transaction is open on it, so a
-    steady transactional producer keeps most partitions invisible to the audit's source. Plain
-    batches ending in a one-record batch avoid both; on Kafka this changes nothing."""
-    last = {r.partition: i for i, r in enumerate(records)}
-    alone = set(last.values())
-    writer.produce(topic, [r for i, r in enumerate(records) if i not in alone])
-    writer.flush()
-    writer.produce(topic, [records[i] for i in sorted(alone)])
-    writer.flush()
-
-
 def fill(bootstrap: str, topic: str, records: list[RawRecord]) -> float:
     """Produce `records` (not transactional); returns the seconds until all were acknowledged."""
     started = time.perf_counter()
-    produce_visible(Writer(bootstrap, linger_ms=20), topic, records)
+    writer = Writer(bootstrap, linger_ms=20)
+    writer.produce(topic, records)
+    writer.flush()
     seconds = time.perf_counter() - started
     stored = topic_size(bootstrap, topic)
     if stored != len(records):
@@ -364,14 +348,15 @@ def bench_lag(spark: Any, bootstrap: str, topic: str, warehouse: Path, sizes: Si
             deadline = time.monotonic() + 120
             while query.isActive and query.status["message"].startswith("Initializing") and time.monotonic() < deadline:
                 time.sleep(0.1)
-            # What is due every LAG_TICK_S, acknowledged before the next tick (see produce_visible).
+            # What is due every LAG_TICK_S, acknowledged before the next tick.
             writer = Writer(bootstrap, linger_ms=5)
             started = time.monotonic()
             produced = 0
             while produced < total:
                 due = min(total, int((time.monotonic() - started) * sizes.lag_rate))
                 if due > produced:
-                    produce_visible(writer, topic, records[produced:due])
+                    writer.produce(topic, records[produced:due])
+                    writer.flush()
                     produced = due
                 time.sleep(max(0.0, LAG_TICK_S - (time.monotonic() - started) % LAG_TICK_S))
             producing = time.monotonic() - started

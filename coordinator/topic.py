@@ -6,10 +6,8 @@ The topic is the coordinator's only storage: a group's state is the replay of it
 state), and the partition count never changes (a group lives in partition murmur2(group_id) % N,
 so a new N sends groups to partitions that do not hold their records).
 
-Brokers differ in what DescribeConfigs returns: Apache Kafka lists every config with its source;
-Tansu lists only configs set explicitly, and returns an empty set rather than an error for a topic
-that does not exist. So existence is always decided from metadata, and a config that is absent means
-the broker default.
+Existence is decided from metadata, not from DescribeConfigs, and a config a broker does not list
+means the broker default: brokers of other vendors differ in what DescribeConfigs returns.
 """
 
 from __future__ import annotations
@@ -139,8 +137,8 @@ class Admin:
         self._errors: list[KafkaError] = []
         config = {
             **kafka_config.client_config(args),
-            # AdminClient is a producer handle, which asks brokers to create a topic it requests
-            # metadata for, and Tansu does: looking a topic up must never create it.
+            # AdminClient is a producer handle, which asks a broker with auto.create.topics.enable to
+            # create a topic it requests metadata for: looking a topic up must never create it.
             "allow.auto.create.topics": "false",
             "error_cb": self._errors.append,
             "logger": _LIBRDKAFKA_LOG,
@@ -298,7 +296,7 @@ def _create(args: argparse.Namespace) -> int:
         return _report(existing, args.partitions)
 
     partitions = args.partitions or DEFAULT_PARTITIONS
-    # Not -1 (the broker's default), which older brokers and Tansu do not all accept.
+    # Not -1 (the broker's default), which brokers before Kafka 2.4 do not accept.
     rf = args.replication_factor or min(3, len(admin.metadata(args.topic).brokers))
     configs = topic_configs(rf) | dict(args.config)
     admin.create(NewTopic(args.topic, partitions, rf, config=configs))

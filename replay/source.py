@@ -8,10 +8,9 @@ decode at all (a group's question decodes only that group's values).
 The topic is read as a coordinator loads a partition (`coordinator.log.load_partition`):
 read_committed, partitions assigned (no consumer group membership, nothing committed), from the
 window's start to the end offset captured when the read starts, so a live topic gives a finite,
-consistent read. The Tansu quirks that shaped `load_partition` hold here too: watermarks are read
-first because an empty partition never gets a valid position, and Tansu answers every
-`offsets_for_times` with offset 0, so times are also checked on each record (the window is exact
-whatever the broker answers; the broker only saves reading). A window's end in time does not end
+consistent read. As in `load_partition`, watermarks are read first, so an empty partition is known
+empty without waiting for a position, and times are also checked on each record: the window is
+exact whatever `offsets_for_times` answers (the broker only saves reading). A window's end in time does not end
 the read early: timestamps are the producers' clocks, which need not grow with offsets across a
 failover, and a read of the topic must give what a read of its dump gives.
 

@@ -126,7 +126,7 @@ def test_validate_and_describe_fail_on_a_missing_topic(topic_cli, unique_topic, 
         code, out, err = topic_cli(command)
         assert code == 1
         assert err == f"coordinator topic: error: topic {unique_topic} does not exist\n"
-    # Looking the topic up must not have created it (Tansu auto-creates on a metadata request).
+    # Looking the topic up must not have created it (a broker with auto.create.topics.enable creates it on a metadata request).
     assert unique_topic not in admin.list_topics(timeout=10).topics
 
 
