@@ -7,9 +7,10 @@
   returns. The consumer never reads records: it pauses every partition it is given, so it costs
   the brokers nothing but the membership.
 
-Finding the owner of a partition served elsewhere: the consumer group's description (each
-instance uses its advertised URL as its `client.id`), and, where the broker does not describe
-group members (Tansu), the `/health` of the peers given with `--peer`.
+Finding the owner of a partition served elsewhere (`Locator`): in group mode, the consumer
+group's description (each instance uses its advertised URL as its `client.id`, and the description
+lists each member's assigned partitions); in static mode there is no group to describe, so the
+owners are the `/health` of the other instances given with `--peer` (`PeerHealth`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 
 import aiohttp
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -35,10 +36,10 @@ class GroupOwnership:
     """Shares the topic's partitions among instances through a Kafka consumer group."""
 
     def __init__(self, server: CoordinatorServer, kafka_config: Mapping[str, str], group_id: str, *,
-                 session_timeout_ms: int = 10_000, peers: Iterable[str] = ()) -> None:
+                 session_timeout_ms: int = 10_000) -> None:
         self.server = server
         self.group_id = group_id
-        self.locate = Locator(server, peers, describe=self._described_owners)
+        self.locate = Locator(lambda: asyncio.to_thread(self._described_owners))
         self._config = {
             **kafka_config,
             "group.id": group_id,
@@ -47,9 +48,11 @@ class GroupOwnership:
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": session_timeout_ms,
             "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
-            # Also the rebalance timeout: how long a rebalance waits for members to rejoin. The poll
-            # loop never blocks, so a short one costs nothing, and a member that left without the
-            # broker noticing (Tansu) holds a rebalance up for this long, not the default 5 minutes.
+            # Also the rebalance timeout (JoinGroup's): how long a rebalance waits for every member to
+            # rejoin before it goes on without the late ones. The poll loop never blocks, so a member
+            # is late only while its revocation callback closes partitions; this bounds how long one
+            # slow instance holds up the partitions of a rebalance (librdkafka's default: 5 minutes).
+            # librdkafka refuses a value below session.timeout.ms.
             "max.poll.interval.ms": max(session_timeout_ms, 10_000),
             "enable.auto.commit": False,
             "auto.offset.reset": "latest",
@@ -124,27 +127,30 @@ class GroupOwnership:
 
 
 class Locator:
-    """Where a partition not served here is served: the consumer group's description if there is
-    one (group mode), else the peers' `/health`. Answers are cached for a second, so a burst of
-    find-coordinator calls costs one lookup."""
+    """Where a partition not served here is served, from `owners()` (partition -> advertised URL):
+    the consumer group's description in group mode, the peers' `/health` in static mode. Answers
+    are cached for a second, so a burst of find-coordinator calls costs one lookup."""
 
-    def __init__(self, server: CoordinatorServer, peers: Iterable[str] = (),
-                 describe: Callable[[], dict[int, str]] | None = None) -> None:
-        own = server.advertised_url.rstrip("/")
-        self.peers = [p.rstrip("/") for p in peers if p.rstrip("/") != own]
-        self.describe = describe
+    def __init__(self, owners: Callable[[], Awaitable[dict[int, str]]]) -> None:
+        self.owners = owners
         self._owners: dict[int, str] = {}
         self._owners_at = 0.0
 
     async def __call__(self, partition: int) -> str | None:
         if time.monotonic() - self._owners_at > _LOCATE_CACHE_S or partition not in self._owners:
-            owners = await asyncio.to_thread(self.describe) if self.describe is not None else {}
-            if not owners and self.peers:
-                owners = await self._peer_owners()
-            self._owners, self._owners_at = owners, time.monotonic()
+            self._owners, self._owners_at = await self.owners(), time.monotonic()
         return self._owners.get(partition)
 
-    async def _peer_owners(self) -> dict[int, str]:
+
+class PeerHealth:
+    """Static ownership: who serves what, from the `/health` of the other instances (`--peer`).
+    Each instance's `/health` lists the partitions it serves and the URL it advertises."""
+
+    def __init__(self, server: CoordinatorServer, peers: Iterable[str]) -> None:
+        own = server.advertised_url.rstrip("/")
+        self.peers = [p.rstrip("/") for p in peers if p.rstrip("/") != own]
+
+    async def __call__(self) -> dict[int, str]:
         owners: dict[int, str] = {}
         timeout = aiohttp.ClientTimeout(total=2)
         async with aiohttp.ClientSession(timeout=timeout) as session:

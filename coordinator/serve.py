@@ -68,8 +68,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="group ownership: an instance silent this long loses its partitions to the others "
                           "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)")
     own.add_argument("--peer", action="append", default=_env_list("COORDINATOR_PEERS"), metavar="URL",
-                     help="another instance's URL, asked by find-coordinator when the broker cannot tell "
-                          "who owns a partition (repeatable; env COORDINATOR_PEERS, comma-separated)")
+                     help="static ownership only: another static instance (serving other --partitions), "
+                          "whose /health find-coordinator asks for the partitions not served here; group "
+                          "ownership finds owners through the consumer group and refuses --peer (repeatable; "
+                          "env COORDINATOR_PEERS, comma-separated)")
     sec = parser.add_argument_group("security")
     sec.add_argument("--tokens", default=env("COORDINATOR_TOKENS_FILE"), metavar="FILE",
                      help="bearer tokens, one 'TOKEN PRINCIPAL' per line (env COORDINATOR_TOKENS_FILE)")
@@ -150,8 +152,14 @@ def parse_listen(text: str) -> tuple[str, int]:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)
+    if args.ownership == "group" and args.peer:
+        raise CliError("--peer (COORDINATOR_PEERS) is for static ownership only: in group ownership "
+                       "find-coordinator asks the consumer group who owns a partition; remove it", exit_code=2)
     config = kafka_config.client_config(args)
-    config.setdefault("allow.auto.create.topics", "false")  # Tansu creates a topic it is asked about
+    # A broker with auto.create.topics.enable (Apache Kafka's default) creates a missing topic that a
+    # client asks metadata about, and librdkafka's producers and admin clients ask for that unless told
+    # not to: the topic must come from `coordinator topic create` (compacted), never from a lookup.
+    config.setdefault("allow.auto.create.topics", "false")
     host, port = parse_listen(args.listen)
     chosen = parse_partitions(args.partitions)
     tls = _tls_context(args)
@@ -233,14 +241,13 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
         from coordinator.ownership import GroupOwnership
 
         ownership = GroupOwnership(server, config, args.group_id or f"worker-coordinator-{args.topic}",
-                                   session_timeout_ms=args.ownership_session_timeout_ms,
-                                   peers=args.peer)
+                                   session_timeout_ms=args.ownership_session_timeout_ms)
         await ownership.start()
     else:
         if args.peer:
-            from coordinator.ownership import Locator
+            from coordinator.ownership import Locator, PeerHealth
 
-            server.locate = Locator(server, args.peer)
+            server.locate = Locator(PeerHealth(server, args.peer))
         await server.start()
     log.info("serving %s on %s (%s ownership%s)", args.topic, server.advertised_url, args.ownership,
              f", partitions {sorted(server.runtimes)}" if args.ownership == "static" else "")

@@ -50,8 +50,9 @@ class CoordinatorServer:
 
     Which partitions it serves is decided outside: `start()` takes the `owned` ones (static
     ownership); a group-mode `Ownership` calls `assign` and `revoke` as the consumer group moves
-    partitions. `locate(partition)` says where a partition not served here is served (group mode,
-    peers); without one, find-coordinator knows only this process.
+    partitions. `locate(partition)` says where a partition not served here is served (group mode:
+    the consumer group's description; static mode: the `--peer` instances); without one,
+    find-coordinator knows only this process.
     """
 
     def __init__(self, kafka_config: Mapping[str, str], topic: str, partitions: int, owned: Iterable[int],

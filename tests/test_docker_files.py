@@ -386,6 +386,7 @@ def test_every_serve_flag_and_variable_is_accepted(compose, monkeypatch) -> None
                     patch.setenv(variable, value)
             args = cli.build_parser().parse_args(service["command"])
         assert args.ownership == "group", name
+        assert not args.peer, f"{name}: group ownership refuses --peer (COORDINATOR_PEERS)"
         assert args.listen == "0.0.0.0:8400", name
         assert args.advertised_url == f"http://{name}:8400"
         assert args.tokens == "/etc/coordinator/tokens" and args.acls == "/etc/coordinator/acls"

@@ -1,22 +1,28 @@
 """`coordinator serve` as a process against the session broker: start-up errors, security, kill -9
-failover in static mode, and group mode (an instance killed, an instance stopped and replaced)."""
+failover in static mode with a batch open, and group mode (an instance killed, an instance stopped
+and replaced, find-coordinator from the consumer group's description)."""
 
 from __future__ import annotations
 
+import http.client
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from coordinator import wire
 from coordinator.cli import main as coordinator
 from coordinator.devbroker import free_port
 from coordinator.items import connectors_and_tasks, describe, items_of
-from coordinator.log import partition_for
+from coordinator.log import batches_to_end, partition_for
 from records import TaskId
 from coordinator.process import ServeProcess
 
@@ -43,6 +49,17 @@ def test_unreachable_kafka_is_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "cannot reach Kafka" in result.stderr and "waiting for Kafka" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_peer_is_for_static_ownership_only() -> None:
+    # Refused before Kafka is asked anything: group ownership finds owners through the consumer group.
+    for extra, env in ((("--peer", "http://127.0.0.1:1"), {}), ((), {"COORDINATOR_PEERS": "http://127.0.0.1:1"})):
+        result = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--bootstrap-servers",
+                                 f"127.0.0.1:{free_port()}", "--allow-anonymous", "--ownership", "group", *extra],
+                                capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+        assert result.returncode == 2, result.stderr
+        assert "--peer" in result.stderr and "static ownership only" in result.stderr
+        assert "Traceback" not in result.stderr and "waiting for Kafka" not in result.stderr
 
 
 def test_missing_topic_and_missing_credentials_are_refused(kafka_broker, unique_topic) -> None:  # noqa: ANN001
@@ -107,21 +124,31 @@ def _cat(items: frozenset) -> dict:
 
 
 class Worker:
-    def __init__(self, member_id: str) -> None:
+    def __init__(self, member_id: str, timeout: float = 5) -> None:
         self.member_id = member_id
+        self.timeout = timeout
         self.epoch = 0
         self.owned: frozenset = frozenset()
         self.acknowledged: tuple[int, frozenset] | None = None  # the last (epoch, assignment) answered OK
+        self.in_flight = False  # a heartbeat is sent and not answered
+        self.unanswered = 0  # heartbeats the coordinator took and never answered (it went away)
+        self.errors: list[int] = []  # the error codes answered
 
     def heartbeat(self, server: ServeProcess) -> int | None:
         body = {"GroupId": G, "MemberId": self.member_id, "MemberEpoch": self.epoch,
                 "ConnectorsAndTasks": _cat(self.owned)}
         if self.epoch == 0:
-            body.update(RebalanceTimeoutMs=5000, ServerAssignor="incremental_cooperative")
+            body.update(RebalanceTimeoutMs=30_000, ServerAssignor="incremental_cooperative")
+        self.in_flight = True
         try:
-            status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=5)
-        except OSError:
+            status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=self.timeout)
+        except ConnectionRefusedError:
             return None  # the coordinator is away: try again later
+        except (OSError, http.client.HTTPException):
+            self.unanswered += 1  # it went away mid-request: never acknowledged
+            return None
+        finally:
+            self.in_flight = False
         assert status == 200, r
         if r["ErrorCode"] in (25, 110):  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: lose all, rejoin
             self.epoch, self.owned = 0, frozenset()
@@ -130,6 +157,8 @@ class Worker:
             if r["Assignment"] is not None:
                 self.owned = _items(r["Assignment"]["ConnectorsAndTasks"])
             self.acknowledged = (self.epoch, self.owned)
+        if r["ErrorCode"]:
+            self.errors.append(r["ErrorCode"])
         return r["ErrorCode"]
 
 
@@ -156,40 +185,138 @@ def _converged(workers: list[Worker]) -> bool:
     return len(owned) == len(EVERYTHING) and set(owned) == EVERYTHING and len({w.epoch for w in workers}) == 1
 
 
+class Heartbeating:
+    """Each worker heartbeating from a thread of its own, one request after the other, until stopped."""
+
+    def __init__(self, server: ServeProcess, workers: list[Worker]) -> None:
+        self.failures: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(server, w), daemon=True) for w in workers]
+
+    def _run(self, server: ServeProcess, worker: Worker) -> None:
+        try:
+            while not self._stop.is_set():
+                worker.heartbeat(server)
+                self._stop.wait(0.01)
+        except BaseException as e:  # noqa: BLE001 - reported by stop()
+            self.failures.append(f"{worker.member_id}: {e!r}")
+
+    def start(self) -> Heartbeating:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+        assert not any(t.is_alive() for t in self._threads), "a heartbeat thread did not end"
+        assert not self.failures, self.failures
+
+
+_GATED_SERVE = Path(__file__).with_name("gated_serve.py")
+
+
+def _gated(server: ServeProcess, gate: Path) -> ServeProcess:
+    """`server`, run as tests/gated_serve.py: once `_arm_gate(gate, commits)` is called, `commits`
+    more transactions commit and the one after stays open until the process is killed."""
+    assert server.args[1:4] == ["-m", "coordinator", "serve"], server.args
+    server.args[1:4] = [str(_GATED_SERVE)]
+    server.env["GATED_SERVE_GATE"] = str(gate)
+    return server
+
+
+def _arm_gate(gate: Path, commits: int) -> None:
+    staged = gate.with_name(gate.name + ".staged")
+    staged.write_text(str(commits))
+    staged.rename(gate)  # at once: the gate never exists without its number
+
+
+def _high_watermark(broker, topic: str, partition: int) -> int:  # noqa: ANN001
+    consumer = Consumer(broker.client_config({"group.id": f"count-{topic}"}))
+    try:
+        return consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)[1]
+    finally:
+        consumer.close()
+
+
+def _records(broker, topic: str, partition: int, isolation: str, end: int) -> int:  # noqa: ANN001
+    """How many records of `topic[partition]` below offset `end` a consumer reads at `isolation`."""
+    consumer = Consumer(broker.client_config({"group.id": f"count-{topic}", "enable.auto.commit": False,
+                                              "isolation.level": isolation}))
+    try:
+        tp = TopicPartition(topic, partition)
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        count, deadline = 0, time.monotonic() + 60
+        for messages in batches_to_end(consumer, tp, end):
+            count += sum(1 for m in messages if m.offset() < end)
+            assert time.monotonic() < deadline, f"{topic}[{partition}] not read to offset {end} in time"
+        return count
+    finally:
+        consumer.close()
+
+
 def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
+    """kill -9 of the coordinator with a batch open (its records in the log, its transaction not
+    committed) and heartbeats from every worker in flight: the next owner fences it
+    (init_transactions aborts the open transaction) and loads exactly what was acknowledged.
+
+    The batch is held open by tests/gated_serve.py, which stops the coordinator in front of a
+    commit. A kill that lands on its own can also fall after a commit reached the broker and
+    before its responses left: then changes nobody was told of are durable, and rightly loaded
+    (an unanswered request may or may not have happened). Holding the commit makes the outcome
+    certain, so the test can demand equality: acknowledged is loaded, unacknowledged is not."""
     _topic(kafka_broker, unique_topic)
-    flags = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session-timeout-ms", "20000",
+    flags = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session-timeout-ms", "60000",
              "--server-assignment-interval-ms", "0")
-    first = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags).start()
+    gate = tmp_path / "gate"
+    first = _gated(ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags), gate).start()
     second = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags, port=first.port)
+    partition = partition_for(G, 2)
     try:
         status, _ = first.request("PUT", f"/v1/groups/{G}/connectors",
                                   {"Connectors": [{"Name": "A", "Tasks": 4}, {"Name": "B", "Tasks": 2}]})
         assert status == 200
-        workers = [Worker(f"w{i}") for i in range(3)]
+        workers = [Worker(f"w{i}", timeout=60) for i in range(3)]
         for _ in range(30):
             _round(first, workers)
             if _converged(workers):
                 break
         assert _converged(workers)
-        # A fourth worker joins: the others must revoke before it gets anything. Kill the
-        # coordinator after the first steps of that rebalance, with revocations outstanding.
-        workers.append(Worker("w3"))
-        _round(first, workers)
-        _round(first, workers[:2])
-        assert not _converged(workers)
-        first.kill()
+        # A fourth worker joins and all four heartbeat at once, each from its own thread: the
+        # others must revoke before it gets anything. One more transaction commits (the join's);
+        # the next is held open, and behind it every request that comes after. There is a next:
+        # a rebalance writes at least twice, since a member can confirm a revocation only once told.
+        workers.append(Worker("w3", timeout=60))
+        _arm_gate(gate, commits=1)
+        heartbeating = Heartbeating(first, workers).start()
+        try:
+            _wait_for(gate.with_name("gate.blocked").exists, 60, "a batch to be held open")
+            # The responses to the committed batches were sent before the held batch began, and
+            # no request is answered any more: once every worker waits on a heartbeat, kill.
+            _wait_for(lambda: all(w.in_flight for w in workers), 60, "every worker to wait on a heartbeat")
+            first.kill()
+        finally:
+            heartbeating.stop()
+        assert sum(1 for w in workers if w.unanswered) >= 2, "heartbeats in flight from several workers"
+        assert not any(w.errors for w in workers), [(w.member_id, w.errors) for w in workers]
         acknowledged = {w.member_id: w.acknowledged for w in workers}
+        assert not _converged(workers), acknowledged  # in the middle of the rebalance
         second.start()
         status, described = second.request("GET", f"/v1/groups/{G}")
         assert status == 200 and described["ErrorCode"] == 0, described
-        members = {m["MemberId"]: m for m in described["Members"]}
-        for member_id, (epoch, assignment) in acknowledged.items():
-            # Nothing acknowledged is missing. On Tansu the killed process's open transaction
-            # may also be visible (DESIGN §10), so the loaded epoch may be newer, never older.
-            assert members[member_id]["MemberEpoch"] >= epoch, (member_id, members[member_id], epoch)
-            if members[member_id]["MemberEpoch"] == epoch:
-                assert _items(members[member_id]["Assignment"]) == assignment
+        loaded = {m["MemberId"]: (m["MemberEpoch"], _items(m["Assignment"])) for m in described["Members"]}
+        # Exactly what was acknowledged, for every member: nothing acknowledged is missing, nothing
+        # of the held batch (nor anything answered to nobody) is there. A worker never answered
+        # OK (the fourth, if its join was held) is no member.
+        assert loaded == {m: ack for m, ack in acknowledged.items() if ack is not None}, (loaded, acknowledged)
+        # The held batch was in the log, and its records were not loaded: its transaction was aborted.
+        end = _high_watermark(kafka_broker, unique_topic, partition)
+        aborted = (_records(kafka_broker, unique_topic, partition, "read_uncommitted", end)
+                   - _records(kafka_broker, unique_topic, partition, "read_committed", end))
+        assert aborted > 0
+        for w in workers:
+            w.timeout = 5
         for _ in range(40):
             _round(second, workers)
             if _converged(workers) and all(len(w.owned) >= 1 for w in workers):
@@ -201,14 +328,51 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
         second.stop()
 
 
+# --- static ownership across instances --------------------------------------------------------------
+
+
+def test_static_instances_find_each_other_through_peer(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
+    # Static instances serving different partitions have no consumer group to describe: each
+    # names the other with --peer, and find-coordinator asks its /health.
+    _topic(kafka_broker, unique_topic)
+    ports = [free_port(), free_port()]
+    a, b = (ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous", "--partitions",
+                         str(p), "--peer", f"http://127.0.0.1:{ports[1 - p]}", port=ports[p]) for p in (0, 1))
+    try:
+        a.start()
+        b.start()
+        for p, owner in ((0, a), (1, b)):
+            for asked in (a, b):
+                status, found = asked.request("POST", "/v1/find-coordinator", {"GroupId": _group_on_partition(p, 2)})
+                assert status == 200 and (found["ErrorCode"], found["Url"]) == (0, owner.url), (p, found)
+        b.stop()
+        # Once the answer cached for a second is gone: COORDINATOR_NOT_AVAILABLE, nobody serves it now.
+        _wait_for(lambda: a.request("POST", "/v1/find-coordinator",
+                                    {"GroupId": _group_on_partition(1, 2)})[1]["ErrorCode"] == 15,
+                  30, "find-coordinator to know that the stopped peer serves nothing")
+    finally:
+        a.stop()
+        b.stop()
+
+
 # --- group ownership -------------------------------------------------------------------------------
 
 
 def _group_instances(broker, topic: str, tmp_path: Path) -> list[ServeProcess]:  # noqa: ANN001
-    ports = [free_port(), free_port()]
-    peers = [a for p in ports for a in ("--peer", f"http://127.0.0.1:{p}")]
+    """Two instances in group ownership. Neither is told of the other (no --peer): whatever one
+    knows of the other comes from the consumer group."""
     return [ServeProcess(broker.bootstrap_servers, topic, tmp_path, "--allow-anonymous", "--ownership", "group",
-                         "--ownership-session-timeout-ms", "6000", *peers, port=port) for port in ports]
+                         "--ownership-session-timeout-ms", "6000") for _ in range(2)]
+
+
+def _described_owners(broker, topic: str) -> dict[str, set[int]]:  # noqa: ANN001
+    """The ownership consumer group's description as the broker gives it: each member's client.id
+    (the instance's advertised URL) and the partitions assigned to it."""
+    admin = AdminClient(broker.client_config())
+    group = f"worker-coordinator-{topic}"
+    description = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+    return {m.client_id: {tp.partition for tp in (m.assignment.topic_partitions if m.assignment else ())
+                          if tp.topic == topic} for m in description.members}
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:  # noqa: ANN001
@@ -240,9 +404,14 @@ def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(kafk
         b.start()
         _wait_for(lambda: _served(a) | _served(b) == {0, 1, 2, 3} and _served(b) and not _served(a) & _served(b),
                   30, "the partitions to be shared")
+        # The broker describes the group as the instances serve it: each member's client.id is
+        # its advertised URL, listed with its partitions. That is all find-coordinator has to go on.
+        _wait_for(lambda: _described_owners(kafka_broker, unique_topic) == {a.url: _served(a), b.url: _served(b)},
+                  30, "the consumer group's description to show who serves what")
         groups = {p: _group_on_partition(p, 4) for p in range(4)}
         for p, group in groups.items():
-            # find-coordinator answers from either instance, with the owner's URL.
+            # find-coordinator answers from either instance, with the owner's URL: for a partition
+            # the other serves, from the consumer group's description (neither was told of the other).
             for asked in (a, b):
                 _, found = asked.request("POST", "/v1/find-coordinator", {"GroupId": group})
                 assert found["Url"] == (a.url if p in _served(a) else b.url), (p, found)
