@@ -36,7 +36,9 @@ import http.client
 import multiprocessing
 import os
 import random
+import shutil
 import signal
+import threading
 import socket
 import statistics
 import subprocess
@@ -188,9 +190,10 @@ def metric_sum(metrics: dict[str, float], prefix: str) -> float:
     return sum(v for k, v in metrics.items() if k.startswith(prefix))
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
     result = subprocess.run([sys.executable, "-m", "coordinator", "topic", "create", "--bootstrap-servers", bootstrap,
-                             "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"],
+                             "--topic", topic, "--partitions", str(partitions),
+                             "--replication-factor", str(replication_factor)],
                             capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     if result.returncode != 0:
         raise RuntimeError(f"coordinator topic create failed: {result.stderr.strip()}")
@@ -422,7 +425,57 @@ def bench_steady(server: Serve, sizes: Sizes) -> None:
 # --- 2. writing heartbeats ------------------------------------------------------------------------------
 
 
-def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> None:
+def broker_commits(bootstrap: str, topic: str, partitions: int, records_per_commit: int, seconds: float) -> dict:
+    """The broker alone, as the runtime uses it: one PartitionWriter per partition on a thread of its
+    own, each committing transactions of `records_per_commit` records back to back (no HTTP, no state
+    machine). What the churn could reach if the coordinator cost nothing."""
+    from coordinator.log import PartitionWriter
+    from records import ConnectGroupMetadataKey, ConnectGroupMetadataValue
+
+    latencies: list[list[float]] = [[] for _ in range(partitions)]
+    stop = threading.Event()
+
+    def commit_loop(partition: int) -> None:
+        writer = PartitionWriter({"bootstrap.servers": bootstrap}, topic, partition, prefix="bench-service-broker")
+        writer.open()
+        batch = [Record(ConnectGroupMetadataKey(f"broker-{partition}-{i}"), ConnectGroupMetadataValue(i))
+                 for i in range(records_per_commit)]
+        try:
+            while not stop.is_set():
+                started = time.perf_counter()
+                writer.write(batch)
+                latencies[partition].append(time.perf_counter() - started)
+        finally:
+            writer.close()
+
+    threads = [threading.Thread(target=commit_loop, args=(p,)) for p in range(partitions)]
+    for t in threads:
+        t.start()
+    time.sleep(min(2.0, seconds / 4))  # warm-up: init_transactions and the first commits
+    counted = sum(len(x) for x in latencies)
+    started = time.perf_counter()
+    time.sleep(seconds)
+    done = sum(len(x) for x in latencies) - counted
+    elapsed = time.perf_counter() - started
+    stop.set()
+    for t in threads:
+        t.join()
+    every = sorted(x for xs in latencies for x in xs[len(xs) // 4:])
+    return {"commits": done / elapsed, "p50": every[len(every) // 2], "p99": every[int(len(every) * 0.99)]}
+
+
+def print_broker_commits(bootstrap: str, topic: str, partitions: int, records_per_commit: int, changes_per_commit: float,
+                         sizes: Sizes, replication_factor: int = 1) -> None:
+    create_topic(bootstrap, topic, partitions, replication_factor)
+    base = broker_commits(bootstrap, topic, partitions, records_per_commit, sizes.seconds / 2)
+    print(f"  broker alone (baseline)  : {base['commits']:9,.0f} commits/s of {records_per_commit} records over "
+          f"{partitions} partitions, commit p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms; "
+          f"at {changes_per_commit:.1f} changes per commit that bounds the churn at "
+          f"{base['commits'] * changes_per_commit:,.0f} changes/s")
+
+
+def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, float]:
+    """Join/leave churn; returns (records per commit, changes per commit) as the server reported them."""
     from coordinator.log import partition_for
 
     groups = [f"churn-{g:03d}" for g in range(sizes.churn_groups)]
@@ -462,6 +515,29 @@ def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> None:
           f"p99 <= 25 ms -> {'met' if p99_ms <= 25 else 'NOT met'} "
           f"(with {sizes.concurrency} in flight, rate x mean latency = {sizes.concurrency}: both goals together "
           f"need >= {sizes.concurrency / 0.025:,.0f}/s)")
+    return records / max(1, commits), requests / max(1, commits)
+
+
+def bench_churn_cluster3(sizes: Sizes, partitions: int, log_dir: Path) -> None:
+    """The churn again on a local three-node cluster: the topic at replication factor 3 and min ISR 2,
+    every commit acknowledged by two replicas (acks=all), as docker/compose.yaml deploys it."""
+    from coordinator import devbroker
+
+    run_dir = log_dir / "cluster3"
+    cluster = devbroker.start(devbroker.free_port_block(3), run_dir, nodes=3)
+    try:
+        topic = f"bench-service-cluster3-{os.getpid()}"
+        create_topic(cluster.bootstrap_servers, topic, partitions, replication_factor=3)
+        server = Serve(cluster.bootstrap_servers, topic, log_dir, "--log-level", "WARNING").start()
+        server.wait_healthy()
+        print(f"  cluster {cluster.bootstrap_servers} (3 JVMs on the same {os.cpu_count()} cores)")
+        records, changes = bench_churn(server, sizes, partitions)
+        server.stop()
+        print_broker_commits(cluster.bootstrap_servers, f"{topic}-broker", partitions, max(1, round(records)), changes, sizes,
+                             replication_factor=3)
+    finally:
+        cluster.stop()
+        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 # --- 3. failover ------------------------------------------------------------------------------------------
@@ -719,6 +795,7 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=16, help="partitions of the benchmark's topics")
     parser.add_argument("--quick", action="store_true", help="small and short: check that it works")
     parser.add_argument("--seconds", type=float, help="length of each HTTP measurement")
+    parser.add_argument("--no-cluster3", action="store_true", help="skip 5., the churn on a three-node cluster")
     parser.add_argument("--keep-logs", action="store_true", help="keep the servers' logs (printed at the end)")
     args = parser.parse_args()
     sizes = replace(QUICK) if args.quick else Sizes()
@@ -743,12 +820,17 @@ def main() -> int:
         print(f"1. steady heartbeats over HTTP ({sizes.steady_groups * sizes.steady_members:,} members)")
         bench_steady(server, sizes)
         print("2. writing heartbeats (join/leave churn)")
-        bench_churn(server, sizes, args.partitions)
+        records, changes = bench_churn(server, sizes, args.partitions)
         server.stop()
+        topics.append(f"{http_topic}-broker")
+        print_broker_commits(args.bootstrap_servers, f"{http_topic}-broker", args.partitions, max(1, round(records)), changes, sizes)
         print(f"3. failover ({sizes.failover_groups} groups x {sizes.failover_members} members in one partition)")
         bench_failover(args.bootstrap_servers, log_topic, args.partitions, log_dir, sizes)
         print(f"4. loading a partition ({sizes.load_records:,}+ records)")
         bench_load(args.bootstrap_servers, log_topic, args.partitions, sizes)
+        if not args.no_cluster3:
+            print("5. the churn of 2. on a local three-node cluster (replication factor 3, min ISR 2, acks=all)")
+            bench_churn_cluster3(sizes, args.partitions, log_dir)
     except KeyboardInterrupt:
         print("interrupted: stopping the processes started here")
         return 130
@@ -759,9 +841,7 @@ def main() -> int:
         if args.keep_logs:
             print(f"server logs: {log_dir}")
         else:
-            for path in log_dir.iterdir():
-                path.unlink()
-            log_dir.rmdir()
+            shutil.rmtree(log_dir, ignore_errors=True)
     print(f"done in {time.monotonic() - started:.0f} s")
     return 0
 

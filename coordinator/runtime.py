@@ -19,9 +19,11 @@ Rules it keeps:
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from enum import Enum
 from typing import Any
 
@@ -78,6 +80,10 @@ class PartitionRuntime:
         self._writer: PartitionWriter | None = None
         self._loop_task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
+        # The partition's blocking Kafka calls (fence, load, commit) run on a thread of its own: the
+        # default executor has min(32, cores + 4) threads, 6 on two cores, so with more partitions
+        # than that, commits that Kafka would take in parallel waited for a free thread.
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"partition-{partition}")
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -91,10 +97,10 @@ class PartitionRuntime:
         writer = PartitionWriter(self.kafka_config, self.topic, self.partition, self.transactional_prefix)
         # init_transactions first: once it returns, the old owner can no longer commit, so what we
         # load next is everything it will ever have written.
-        await asyncio.to_thread(writer.open)
+        await self._blocking(writer.open)
         self._writer = writer
-        self.last_load = await asyncio.to_thread(load_partition, self.kafka_config, self.topic, self.partition,
-                                                 self.coordinator.state)
+        self.last_load = await self._blocking(load_partition, self.kafka_config, self.topic, self.partition,
+                                              self.coordinator.state)
         for corrupt in self.last_load.corrupt:
             log.error("%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt)
         log.info("%s[%d] loaded: %d records in %.3f s", self.topic, self.partition, self.last_load.records,
@@ -117,7 +123,11 @@ class PartitionRuntime:
         self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the coordinator is shutting down")
         if self._writer is not None:
             writer, self._writer = self._writer, None
-            await asyncio.to_thread(writer.close)
+            await self._blocking(writer.close)
+        self._io.shutdown(wait=False)
+
+    def _blocking(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
+        return asyncio.get_running_loop().run_in_executor(self._io, functools.partial(function, *args))
 
     # --- requests ------------------------------------------------------------------------------
 
@@ -212,7 +222,7 @@ class PartitionRuntime:
         try:
             if batch:
                 started = time.perf_counter()
-                await asyncio.to_thread(self._writer.write, batch)
+                await self._blocking(self._writer.write, batch)
                 if self.metrics is not None:
                     self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
         except LogError as e:
@@ -241,7 +251,7 @@ class PartitionRuntime:
         self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the partition is reloading")
         writer, self._writer = self._writer, None
         if writer is not None:
-            await asyncio.to_thread(writer.close)
+            await self._blocking(writer.close)
         try:
             await self.start()
         except LogError as e:
