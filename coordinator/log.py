@@ -76,6 +76,12 @@ def _fenced(e: KafkaException) -> bool:
     return isinstance(error, KafkaError) and (error.code() in _FENCED or error.fatal() and "fenc" in error.str().lower())
 
 
+# Settings for reading a partition from start to end, which the user's configuration may override.
+# One partition is read at a time, so librdkafka's 1 MiB per partition and fetch made a round trip
+# per MiB: 16 MiB doubled the load of a 500,000-record partition (109,000 -> 220,000 records/s).
+READ_DEFAULTS = {"max.partition.fetch.bytes": 16 * 1024 * 1024}
+
+
 @dataclass(slots=True)
 class LoadResult:
     """What loading a partition found: how much, how long, and the records that did not decode."""
@@ -95,7 +101,7 @@ def load_partition(config: Mapping[str, str], topic: str, partition: int, state:
     must not keep every other group of the partition from being served."""
     started = time.monotonic()
     result = LoadResult(partition)
-    consumer = Consumer({**config, "group.id": f"worker-coordinator-load-{topic}", "enable.auto.commit": False,
+    consumer = Consumer({**READ_DEFAULTS, **config, "group.id": f"worker-coordinator-load-{topic}", "enable.auto.commit": False,
                          "isolation.level": "read_committed", "allow.auto.create.topics": False,
                          "enable.partition.eof": False})
     try:

@@ -39,7 +39,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from coordinator.errors import CliError
-from coordinator.log import LogError, batches_to_end
+from coordinator.log import READ_DEFAULTS, LogError, batches_to_end
 from replay.positions import Window
 
 DUMP_FORMATS = ("binary", "jsonl")
@@ -129,7 +129,7 @@ def open_consumer(config: Mapping[str, str]) -> Consumer:
     try:
         # fetch.wait.max.ms: a read goes partition after partition, and each switch otherwise waits
         # out the fetch left pending on the finished one (0.5 s by default; 8 s on 16 partitions).
-        return Consumer({"fetch.wait.max.ms": 10, **config, "group.id": "worker-coordinator-replay",
+        return Consumer({**READ_DEFAULTS, "fetch.wait.max.ms": 10, **config, "group.id": "worker-coordinator-replay",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "allow.auto.create.topics": False, "enable.partition.eof": False, "logger": _LIBRDKAFKA_LOG})
     except KafkaException as e:
