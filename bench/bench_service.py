@@ -186,6 +186,21 @@ class Serve:
         return self.log_path.read_text(errors="replace")[-3000:] if self.log_path.exists() else ""
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process `pid` has used (Linux /proc), 0 if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds all cores spent not idle (Linux /proc/stat)."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return (sum(values) - values[3] - values[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def metric_sum(metrics: dict[str, float], prefix: str) -> float:
     return sum(v for k, v in metrics.items() if k.startswith(prefix))
 
@@ -453,15 +468,17 @@ def broker_commits(bootstrap: str, topic: str, partitions: int, records_per_comm
         t.start()
     time.sleep(min(2.0, seconds / 4))  # warm-up: init_transactions and the first commits
     counted = sum(len(x) for x in latencies)
-    started = time.perf_counter()
+    started, busy = time.perf_counter(), machine_busy_seconds()
     time.sleep(seconds)
     done = sum(len(x) for x in latencies) - counted
     elapsed = time.perf_counter() - started
+    cores = (machine_busy_seconds() - busy) / elapsed
     stop.set()
     for t in threads:
         t.join()
     every = sorted(x for xs in latencies for x in xs[len(xs) // 4:])
-    return {"commits": done / elapsed, "p50": every[len(every) // 2], "p99": every[int(len(every) * 0.99)]}
+    return {"commits": done / elapsed, "p50": every[len(every) // 2], "p99": every[int(len(every) * 0.99)],
+            "cores": cores}
 
 
 def print_broker_commits(bootstrap: str, topic: str, partitions: int, records_per_commit: int, changes_per_commit: float,
@@ -469,7 +486,8 @@ def print_broker_commits(bootstrap: str, topic: str, partitions: int, records_pe
     create_topic(bootstrap, topic, partitions, replication_factor)
     base = broker_commits(bootstrap, topic, partitions, records_per_commit, sizes.seconds / 2)
     print(f"  broker alone (baseline)  : {base['commits']:9,.0f} commits/s of {records_per_commit} records over "
-          f"{partitions} partitions, commit p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms; "
+          f"{partitions} partitions, commit p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms, "
+          f"machine CPU {base['cores']:.2f} of {os.cpu_count()} cores; "
           f"at {changes_per_commit:.1f} changes per commit that bounds the churn at "
           f"{base['commits'] * changes_per_commit:,.0f} changes/s")
 
@@ -491,7 +509,11 @@ def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, fl
             sequences.append([orjson.dumps(join), orjson.dumps(leave)])
     spread = Counter(partition_for(g, partitions) for g in groups)
     before = server.metrics()
+    cpu_before, busy_before, wall_before = cpu_seconds(server.process.pid), machine_busy_seconds(), time.perf_counter()
     result = run_loadgen(f"http://127.0.0.1:{server.port}{HEARTBEAT}", sequences, sizes)
+    wall = time.perf_counter() - wall_before
+    server_cores = (cpu_seconds(server.process.pid) - cpu_before) / wall
+    machine_cores = (machine_busy_seconds() - busy_before) / wall
     after = server.metrics()
     requests = (metric_sum(after, 'coordinator_request_seconds_count{api="/v1/connect-group/heartbeat"}')
                 - metric_sum(before, 'coordinator_request_seconds_count{api="/v1/connect-group/heartbeat"}'))
@@ -510,6 +532,8 @@ def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, fl
           f"({requests / max(1, commits):.1f} changes, {records / max(1, commits):.1f} records each; "
           f"{records / max(1, requests):.1f} records per change), {commit_s / max(1, commits) * 1e3:.1f} ms per commit "
           "(write + commit_transaction, from handing the batch to the writer's thread)")
+    print(f"  CPU meanwhile (warm-up included): coordinator serve {server_cores:.2f} cores, the whole machine "
+          f"{machine_cores:.2f} of {os.cpu_count()} (the rest: the broker, the load generator)")
     p99_ms = result["p99"] * 1e3
     print(f"  -> goal >= 2,000 changes/s -> {'met' if rate >= 2_000 else 'NOT met'}; "
           f"p99 <= 25 ms -> {'met' if p99_ms <= 25 else 'NOT met'} "
