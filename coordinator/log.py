@@ -114,6 +114,8 @@ def load_partition(config: Mapping[str, str], topic: str, partition: int, state:
         if high > low:  # an empty partition is loaded; no fetch would ever move the position
             consumer.assign([TopicPartition(topic, partition, low)])
             state.replay_all(_records(consumer, tp, high, started + timeout_s, result))
+    except KafkaException as e:  # Kafka cannot be read now: the caller tries again later
+        raise LogError(f"reading {topic}[{partition}]: {e}") from None
     finally:
         consumer.close()
     result.seconds = time.monotonic() - started
@@ -188,7 +190,7 @@ class PartitionWriter:
                 key, value = encode(record)
                 self._producer.produce(self.topic, key=key, value=value, partition=self.partition)
             self._producer.commit_transaction(self.timeout_s)
-        except KafkaException as e:
+        except (KafkaException, BufferError) as e:  # BufferError: librdkafka's queue is full
             try:
                 self._producer.abort_transaction(self.timeout_s)
             except KafkaException:

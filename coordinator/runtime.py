@@ -13,6 +13,10 @@ Rules it keeps:
   shown as done);
 - any write failure drops the partition's memory and loads it again from the topic; meanwhile,
   and for the requests of the failed batch, the answer is NOT_COORDINATOR: the log is the truth;
+- a load that Kafka cannot serve now (brokers down, too few in-sync replicas, the transaction
+  coordinator moving) is tried again with backoff until it succeeds or the partition is closed,
+  answering COORDINATOR_LOAD_IN_PROGRESS meanwhile: a partition never stops serving for good
+  because Kafka was away for a while;
 - timers are keyed; arming a key replaces its timer; a fired timer is an event in the same loop.
 """
 
@@ -38,6 +42,11 @@ from coordinator.state import CoordinatorState
 log = logging.getLogger(__name__)
 
 
+# A partition that cannot be loaded now tries again after this long, doubling up to the maximum.
+LOAD_RETRY_MIN_S = 0.5
+LOAD_RETRY_MAX_S = 10.0
+
+
 class Status(Enum):
     LOADING = "loading"
     ACTIVE = "active"
@@ -59,7 +68,7 @@ class PartitionRuntime:
     def __init__(self, kafka_config: Mapping[str, str], topic: str, partition: int,
                  config: CoordinatorConfig | None = None, *, clock: Callable[[], float] = time.time,
                  linger_ms: float = 2.0, max_batch_records: int = 1_000, transactional_prefix: str = "worker-coordinator",
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics | None = None, kafka_timeout_s: float = 30.0) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
         self.partition = partition
@@ -69,6 +78,7 @@ class PartitionRuntime:
         self.max_batch_records = max_batch_records
         self.transactional_prefix = transactional_prefix
         self.metrics = metrics
+        self.kafka_timeout_s = kafka_timeout_s  # each fence, commit or abort waits at most this long
         self.status = Status.LOADING
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         self.last_load: LoadResult | None = None
@@ -80,6 +90,7 @@ class PartitionRuntime:
         self._writer: PartitionWriter | None = None
         self._loop_task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
+        self._loading: asyncio.Task | None = None  # loading again after a failed attempt
         # The partition's blocking Kafka calls (fence, load, commit) run on a thread of its own: the
         # default executor has min(32, cores + 4) threads, 6 on two cores, so with more partitions
         # than that, commits that Kafka would take in parallel waited for a free thread.
@@ -91,16 +102,57 @@ class PartitionRuntime:
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Fence the previous owner, load the partition, arm its timers, then serve."""
+        """Fence the previous owner, load the partition, arm its timers, then serve.
+
+        When Kafka cannot do that now (brokers down, too few in-sync replicas, the transaction
+        coordinator moving), the partition goes on trying in the background, with backoff, and
+        answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, until it loads or is closed. It never gives
+        up: its owner holds it, so nobody else would ever serve it."""
         self.status = Status.LOADING
+        try:
+            await self._load()
+        except LogError as e:
+            if self.status is Status.LOADING:
+                self._loading = asyncio.create_task(self._keep_loading(e), name=f"loading-{self.partition}")
+
+    async def _keep_loading(self, error: LogError) -> None:
+        delay = LOAD_RETRY_MIN_S
+        while self.status is Status.LOADING:
+            log.warning("%s[%d] cannot be loaded now (%s); trying again in %.1f s", self.topic, self.partition,
+                        error, delay)
+            await asyncio.sleep(delay)
+            if self.status is not Status.LOADING:
+                return
+            try:
+                await self._load()
+                return
+            except LogError as e:
+                error = e
+                delay = min(delay * 2, LOAD_RETRY_MAX_S)
+            except Exception:  # not Kafka being unavailable (a configuration the client refuses, a bug)
+                log.exception("%s[%d] cannot be loaded", self.topic, self.partition)
+                self.status = Status.FAILED
+                return
+
+    async def _load(self) -> None:
+        """One attempt at what `start` does; LogError when Kafka cannot do it now."""
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
-        writer = PartitionWriter(self.kafka_config, self.topic, self.partition, self.transactional_prefix)
-        # init_transactions first: once it returns, the old owner can no longer commit, so what we
-        # load next is everything it will ever have written.
-        await self._blocking(writer.open)
+        writer = PartitionWriter(self.kafka_config, self.topic, self.partition, self.transactional_prefix,
+                                 timeout_s=self.kafka_timeout_s)
+        try:
+            # init_transactions first: once it returns, the old owner can no longer commit, so what
+            # we load next is everything it will ever have written.
+            await self._blocking(writer.open)
+            if self.status is Status.LOADING:  # else closed meanwhile, and its thread is gone
+                self.last_load = await self._blocking(load_partition, self.kafka_config, self.topic,
+                                                      self.partition, self.coordinator.state)
+        except BaseException:
+            await asyncio.to_thread(writer.close)  # a failed attempt's producer must not linger
+            raise
+        if self.status is not Status.LOADING:  # closed while loading: this writer must not write
+            await asyncio.to_thread(writer.close)
+            return
         self._writer = writer
-        self.last_load = await self._blocking(load_partition, self.kafka_config, self.topic, self.partition,
-                                              self.coordinator.state)
         for corrupt in self.last_load.corrupt:
             log.error("%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt)
         log.info("%s[%d] loaded: %d records in %.3f s", self.topic, self.partition, self.last_load.records,
@@ -114,6 +166,9 @@ class PartitionRuntime:
 
     async def close(self) -> None:
         self.status = Status.CLOSED
+        if self._loading is not None:
+            self._loading.cancel()
+            self._loading = None
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
@@ -225,10 +280,16 @@ class PartitionRuntime:
                 await self._blocking(self._writer.write, batch)
                 if self.metrics is not None:
                     self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
-        except LogError as e:
+        except Exception as failure:  # noqa: BLE001 - whatever failed, the batch is not known to be durable
+            e = failure if isinstance(failure, LogError) else LogError(f"writing to {self.topic}[{self.partition}] "
+                                                                       f"failed: {failure!r}")
+            if not isinstance(failure, LogError):
+                log.exception("writing a batch failed")
             for future, _ in waiting:
                 if not future.done():
                     future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, str(e)))
+            if self.status is Status.CLOSED:
+                return  # revoked or shutting down while the batch was written: nothing to load again
             if e.fenced:
                 # Another coordinator owns the partition now: loading it again would fence
                 # that one in turn. Stop serving it.
@@ -254,8 +315,8 @@ class PartitionRuntime:
             await self._blocking(writer.close)
         try:
             await self.start()
-        except LogError as e:
-            log.error("partition %d could not be loaded again: %s", self.partition, e)
+        except Exception:  # not Kafka being unavailable, which start() keeps retrying
+            log.exception("%s[%d] cannot be loaded again", self.topic, self.partition)
             self.status = Status.FAILED
 
     def _fail_waiting(self, code: ErrorCode, message: str) -> None:

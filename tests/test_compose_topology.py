@@ -1,0 +1,341 @@
+"""docker/compose.yaml's deployment, without Docker, on the local three-node cluster.
+
+The compose file is read, not copied: topic-init's `coordinator topic create ... --if-not-exists`
+and `coordinator topic validate ...` command lines run as written, and the two coordinator services
+run with their command lines and environment (the image's ENV, then the service's), the token and
+ACL files they mount (docker/tokens.example, docker/acls.example). Only what depends on where it
+runs is adapted: the broker addresses (each `kafka-N:9092` is local node N), the listen address and
+advertised URL (both coordinators on one host), the mounted files' paths, and the topic's name
+(one of this test's own: the session's cluster is shared).
+
+What it holds to: the local cluster has the compose brokers' durability settings; the topic is
+as topic-init makes it (replication 3, min ISR 2, compacted, the partition count it validates);
+both coordinators serve, sharing the partitions without overlap, as the consumer group describes
+them; the image's health check passes against each; authentication and every ACL of the example
+files are enforced as the files say; a worker with the example worker token joins through
+find-coordinator asked of either instance; and a coordinator killed with SIGKILL hands its
+partitions to the other, which serves the group's members exactly as they were acknowledged.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import shlex
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from coordinator import auth
+from coordinator.cli import main as coordinator
+from coordinator.devbroker import Cluster, free_port
+from coordinator.process import ServeProcess
+from records import TaskId
+from serve_workers import GONE, Ledger, Worker, converge, items, served, wait_for
+from test_docker_files import (
+    COMPOSE,
+    DOCKER,
+    OUR_ENV,
+    brokers,
+    coordinator_services,
+    environment,
+    healthcheck_code,
+    interpolate,
+    mounted_files,
+    option,
+    run_healthcheck,
+    setting,
+    stages,
+    topic_init_commands,
+)
+
+pytestmark = pytest.mark.integration
+
+yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
+
+# Broker settings that say where a node runs (addresses, paths, listener names), not how durable it is.
+WHERE_IT_RUNS = {"listeners", "advertised.listeners", "controller.quorum.voters", "listener.security.protocol.map",
+                 "inter.broker.listener.name", "log.dirs"}
+OPERATIONS = ("Describe", "Alter", "Read", "Delete")
+TIMEOUT_S = 120  # a consumer group forming, partitions loading, a session expiring: seconds on a busy machine
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return interpolate(yaml.safe_load(COMPOSE.read_text()))
+
+
+def broker_addresses(compose: dict[str, Any], cluster: Cluster) -> dict[str, str]:
+    """Each compose broker's internal address (kafka-N:9092) -> the local node with its node id."""
+    addresses = {}
+    for name, service in brokers(compose).items():
+        env = environment(service)
+        internal = next(a for a in env["KAFKA_ADVERTISED_LISTENERS"].split(",") if a.startswith("INTERNAL://"))
+        addresses[internal.removeprefix("INTERNAL://")] = cluster.node(int(env["KAFKA_NODE_ID"])).address
+    return addresses
+
+
+def local_bootstrap(value: str, addresses: dict[str, str]) -> str:
+    return ",".join(addresses[a] for a in value.split(","))
+
+
+def node_properties(path: Path) -> dict[str, str]:
+    pairs = (line.partition("=") for line in path.read_text().splitlines() if line and not line.startswith("#"))
+    return {key: value for key, _, value in pairs}
+
+
+def with_option(argv: list[str], name: str, value: str) -> list[str]:
+    argv = list(argv)
+    argv[argv.index(name) + 1] = value
+    return argv
+
+
+def image_environment() -> dict[str, str]:
+    """Our variables among the final image stage's ENV (COORDINATOR_LISTEN...)."""
+    env = {}
+    for instruction, arguments in stages()[-1]:
+        if instruction == "ENV":
+            env.update(item.partition("=")[::2] for item in shlex.split(arguments))
+    return {k: v for k, v in env.items() if OUR_ENV.match(k)}
+
+
+class Deployment:
+    """The compose deployment's topic and coordinators, run locally."""
+
+    def __init__(self, compose: dict[str, Any], cluster: Cluster, tmp_path: Path) -> None:
+        self.compose = compose
+        self.cluster = cluster
+        self.tmp_path = tmp_path
+        self.addresses = broker_addresses(compose, cluster)
+        self.topic = f"compose-{uuid.uuid4().hex[:8]}"
+        (self.create,) = [c for c in topic_init_commands(compose) if c[:2] == ["topic", "create"]]
+        (self.validate,) = [c for c in topic_init_commands(compose) if c[:2] == ["topic", "validate"]]
+        self.compose_topic = option(self.create, "--topic")
+        self.partitions = int(option(self.create, "--partitions"))
+        self.servers: dict[str, ServeProcess] = {}
+
+    def topic_init(self, argv: list[str]) -> list[str]:
+        argv = with_option(argv, "--bootstrap-servers", local_bootstrap(option(argv, "--bootstrap-servers"),
+                                                                         self.addresses))
+        return with_option(argv, "--topic", self.topic)
+
+    def coordinator(self, name: str) -> ServeProcess:
+        """The compose service `name` as a local process: its command line and environment, with
+        addresses, paths and the topic name adapted to this machine."""
+        service = coordinator_services(self.compose)[name]
+        env = {**image_environment(), **environment(service)}
+        mounts = {target: str(source) for target, source in mounted_files(service).items()}
+        assert env.get("WORKER_OFFSETS_TOPIC") == self.compose_topic, "the coordinators serve topic-init's topic"
+        port = free_port()
+        env.update({k: mounts[v] for k, v in env.items() if v in mounts})
+        env["KAFKA_BOOTSTRAP_SERVERS"] = local_bootstrap(env["KAFKA_BOOTSTRAP_SERVERS"], self.addresses)
+        env["WORKER_OFFSETS_TOPIC"] = self.topic
+        env["COORDINATOR_LISTEN"] = f"127.0.0.1:{port}"
+        command = with_option(service["command"], "--advertised-url", f"http://127.0.0.1:{port}")
+        server = ServeProcess(self.cluster.bootstrap_servers, self.topic, self.tmp_path, port=port)
+        server.args = [sys.executable, "-m", "coordinator", *command]
+        # The container's environment: the image's and the service's variables, none of the test run's.
+        server.env = {**{k: v for k, v in os.environ.items() if not OUR_ENV.match(k)}, **env}
+        self.servers[name] = server
+        return server
+
+    def settings(self, name: str) -> dict[str, str]:
+        return self.servers[name].env
+
+    def ownership_group(self) -> str:
+        groups = {env.get("COORDINATOR_GROUP_ID") or f"worker-coordinator-{self.topic}"
+                  for env in map(self.settings, self.servers)}
+        (group,) = groups
+        return group
+
+    def owners(self) -> dict[str, set[int]]:
+        return {name: served(server) for name, server in self.servers.items()}
+
+    def owner(self, partition: int) -> str | None:
+        return next((name for name, parts in self.owners().items() if partition in parts), None)
+
+
+def described_owners(cluster: Cluster, group: str, topic: str) -> dict[str, set[int]]:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    description = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
+    return {m.client_id: {tp.partition for tp in (m.assignment.topic_partitions if m.assignment else ())
+                          if tp.topic == topic} for m in description.members}
+
+
+def expected_allowed(acls: list[auth.Acl], principal: str, operation: str, group: str) -> bool:
+    """acls.example's rule, as its header states it: an ACL line names a principal (or *), some of
+    Read, Describe, Alter, Delete, All, and a glob over group ids; Describe is implied by any."""
+    for acl in acls:
+        operations = {o.value for o in acl.operations}
+        if (acl.principal in ("*", principal) and fnmatch.fnmatchcase(group, acl.group_pattern)
+                and ("All" in operations or operation in operations or operation == "Describe")):
+            return True
+    return False
+
+
+def attempt(server: ServeProcess, operation: str, group: str, token: str | None) -> tuple[int, dict]:
+    """The request of `operation` on `group`, as its principal would send it."""
+    if operation == "Describe":
+        return server.request("GET", f"/v1/groups/{group}", token=token)
+    if operation == "Alter":
+        return server.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "acl", "Tasks": 1}]},
+                              token=token)
+    if operation == "Read":
+        return server.request("POST", "/v1/connect-group/heartbeat",
+                              {"GroupId": group, "MemberId": f"acl-{uuid.uuid4().hex[:6]}", "MemberEpoch": 0,
+                               "RebalanceTimeoutMs": 5000, "ServerAssignor": "incremental_cooperative"}, token=token)
+    assert operation == "Delete"
+    return server.request("DELETE", f"/v1/groups/{group}", token=token)
+
+
+@pytest.fixture
+def deployment(compose, kafka_cluster3, tmp_path):  # noqa: ANN001, ANN201
+    d = Deployment(compose, kafka_cluster3, tmp_path)
+    try:
+        yield d
+    finally:
+        for server in d.servers.values():
+            server.stop()
+        for server in d.servers.values():
+            text = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
+            assert "Traceback" not in text and "unexpected failure" not in text, server.log()
+
+
+def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> None:  # noqa: ANN001
+    d = deployment
+    cluster = d.cluster
+
+    # --- the brokers: the local nodes have the compose brokers' settings, where they say how durable
+    for name, service in brokers(d.compose).items():
+        env = environment(service)
+        local = node_properties(cluster.node(int(env["KAFKA_NODE_ID"])).properties)
+        for key, value in env.items():
+            prop = key.removeprefix("KAFKA_").lower().replace("_", ".")
+            if key.startswith("KAFKA_") and prop not in WHERE_IT_RUNS and prop in local:
+                assert local[prop] == value, (name, prop, local[prop], value)
+        for prop in ("default.replication.factor", "min.insync.replicas", "transaction.state.log.min.isr",
+                     "unclean.leader.election.enable"):
+            assert prop in local and f"KAFKA_{prop.upper().replace('.', '_')}" in env, prop
+
+    # --- topic-init: create (or, the second time, find and validate), then validate
+    create, validate = d.topic_init(d.create), d.topic_init(d.validate)
+    assert coordinator(create) == 0
+    assert coordinator(create) == 0  # every `compose up` runs it again: --if-not-exists validates instead
+    assert "already exists" in capsys.readouterr().out
+    assert coordinator(validate) == 0
+    assert "is fit for the coordinator" in capsys.readouterr().out
+    assert coordinator(["topic", "describe", "--format", "json", "--bootstrap-servers",
+                        option(create, "--bootstrap-servers"), "--topic", d.topic]) == 0
+    described = orjson.loads(capsys.readouterr().out)
+    assert described["partition_count"] == d.partitions == int(option(d.validate, "--partitions"))
+    assert described["replication_factor"] == int(option(d.create, "--replication-factor")) == 3
+    assert described["configs"]["min.insync.replicas"]["value"] == "2"
+    assert described["compacted"]
+
+    # --- both coordinators serve, sharing the partitions without overlap
+    names = sorted(coordinator_services(d.compose))
+    assert len(names) == 2, names
+    first, second = (d.coordinator(name) for name in names)
+    for name, server in d.servers.items():
+        assert setting(server.args[3:], server.env, "--ownership", "COORDINATOR_OWNERSHIP") == "group", name
+    first.start(wait=False)
+    wait_for(lambda: served(first) == set(range(d.partitions)), TIMEOUT_S, f"{names[0]} to serve every partition")
+    second.start(wait=False)
+
+    def shared() -> bool:
+        owners = d.owners()
+        together = set().union(*owners.values())
+        return all(owners.values()) and together == set(range(d.partitions)) and not owners[names[0]] & owners[names[1]]
+    wait_for(shared, TIMEOUT_S, "the partitions to be shared without overlap")
+    group_id = d.ownership_group()
+    wait_for(lambda: described_owners(cluster, group_id, d.topic) == {s.url: served(s) for s in (first, second)},
+             TIMEOUT_S, "the ownership consumer group to describe who serves what")
+    for server in (first, second):
+        assert server.process.poll() is None
+        assert run_healthcheck(d.settings(server_name(d, server))["COORDINATOR_LISTEN"]) == 0, healthcheck_code()
+
+    # --- authentication and the example ACLs
+    service = coordinator_services(d.compose)[names[0]]
+    files = mounted_files(service)
+    tokens = auth.parse_tokens(files[environment(service)["COORDINATOR_TOKENS_FILE"]].read_text(), "tokens")
+    acls = auth.parse_acls(files[environment(service)["COORDINATOR_ACLS_FILE"]].read_text(), "acls")
+    assert files[environment(service)["COORDINATOR_TOKENS_FILE"]] == DOCKER / "tokens.example"
+    assert files[environment(service)["COORDINATOR_ACLS_FILE"]] == DOCKER / "acls.example"
+    token_of = {principal: token for token, principal in tokens.items()}
+    # A group for each pattern the ACLs name, and one that only a `*` pattern matches.
+    groups = {acl.group_pattern.replace("*", "x").replace("?", "x") for acl in acls}
+    groups.add(f"unmatched-{uuid.uuid4().hex[:6]}")
+    assert all(any(fnmatch.fnmatchcase(g, acl.group_pattern) for acl in acls) or g.startswith("unmatched")
+               for g in groups)
+    for server in (first, second):
+        status, body = server.request("GET", "/v1/groups")
+        assert (status, body["ErrorCode"]) == (401, 30), body  # no anonymous access (no --allow-anonymous)
+        status, body = server.request("GET", "/v1/groups", token="not-a-token")
+        assert (status, body["ErrorCode"]) == (401, 30), body
+        assert server.request("GET", "/health")[0] == 200  # open
+    outcomes = {}
+    for group in sorted(groups):
+        for principal in sorted(token_of):
+            for operation in OPERATIONS:
+                server = (first, second)[len(outcomes) % 2]  # either instance: both enforce the same files
+                status, body = attempt(server, operation, group, token_of[principal])
+                allowed = expected_allowed(acls, principal, operation, group)
+                outcomes[(principal, operation, group)] = allowed
+                if allowed:
+                    # Let in; the answer is the protocol's (maybe NOT_COORDINATOR from the other instance).
+                    assert status == 200, (principal, operation, group, status, body)
+                else:
+                    assert (status, body["ErrorCode"]) == (403, 30), (principal, operation, group, status, body)
+    # The examples grant and refuse something each: the matrix above checked both ways.
+    assert any(outcomes.values()) and not all(outcomes.values())
+
+    # --- a worker joins through find-coordinator, asked of either instance
+    worker_principal = next(p for p in token_of if expected_allowed(acls, p, "Read", "connect-compose")
+                            and not expected_allowed(acls, p, "Alter", "connect-compose"))
+    admin_principal = next(p for p in token_of if expected_allowed(acls, p, "Alter", "connect-compose"))
+    group = "connect-compose"
+    for server in (first, second):
+        status, found = server.request("POST", "/v1/find-coordinator", {"GroupId": group},
+                                       token=token_of[worker_principal])
+        assert (status, found["ErrorCode"]) == (200, 0), found
+        partition, url = found["Partition"], found["Url"]
+        owner = d.owner(partition)
+        assert owner is not None and url == d.servers[owner].url, (found, d.owners())
+    owner_server = d.servers[owner]
+    status, body = owner_server.request("PUT", f"/v1/groups/{group}/connectors",
+                                        {"Connectors": [{"Name": "A", "Tasks": 3}, {"Name": "B", "Tasks": 1}]},
+                                        token=token_of[admin_principal])
+    assert (status, body["ErrorCode"]) == (200, 0), body
+    everything = frozenset(["A", "B", TaskId("A", 0), TaskId("A", 1), TaskId("A", 2), TaskId("B", 0)])
+    ledger = Ledger()
+    workers = [Worker(group, f"worker-{i}", ledger, token=token_of[worker_principal]) for i in range(3)]
+    converge(owner_server, workers, everything, timeout=TIMEOUT_S)
+    assert not ledger.violations and not any(w.unexpected for w in workers)
+    acknowledged = {w.member_id: w.last for w in workers}
+
+    # --- SIGKILL the group's coordinator: the other takes its partitions over
+    survivor = next(s for n, s in d.servers.items() if n != owner)
+    taken = served(owner_server)
+    owner_server.kill()
+    wait_for(lambda: served(survivor) == set(range(d.partitions)), TIMEOUT_S,
+             f"the surviving coordinator to take over partitions {sorted(taken)}")
+    status, found = survivor.request("POST", "/v1/find-coordinator", {"GroupId": group},
+                                     token=token_of[worker_principal])
+    assert (status, found["ErrorCode"], found["Url"]) == (200, 0, survivor.url), found
+    status, body = survivor.request("GET", f"/v1/groups/{group}", token=token_of[worker_principal])
+    assert (status, body["ErrorCode"]) == (200, 0), body
+    loaded = {m["MemberId"]: ("member", m["MemberEpoch"], items(m["Assignment"])) for m in body["Members"]}
+    assert loaded == {m: s for m, s in acknowledged.items() if s != GONE}, (loaded, acknowledged)
+    for w in workers:
+        assert w.heartbeat(survivor) == 0 and w.last == acknowledged[w.member_id], w
+    converge(survivor, workers, everything, timeout=TIMEOUT_S)
+    assert not ledger.violations and not any(w.unexpected for w in workers)
+
+
+def server_name(d: Deployment, server: ServeProcess) -> str:
+    return next(name for name, s in d.servers.items() if s is server)
