@@ -20,6 +20,7 @@ Items as in tests/test_case_studies.py: AC0 = A, AT1 = A-0, AT2 = A-1, BC0 = B, 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -455,7 +456,9 @@ def test_a_worker_leaves_its_work_waits_for_the_delay_then_is_reassigned(kafka_b
         departed = baseline["W2"]
         epoch = (await cluster.describe())["GroupEpoch"]
 
-        left_at = now_ms()
+        # Whole milliseconds, as the coordinator's clock reads them: a departure handled within
+        # this very millisecond is stamped with its start, not a fraction after it.
+        left_at = math.floor(now_ms())
         mark = len(cluster.ledger.events)
         if how == "leave":
             await w2.leave()  # MemberEpoch -1
