@@ -184,3 +184,12 @@ def test_three_nodes_a_killed_node_restarts_on_its_own_storage(kafka_cluster3):
     kafka_cluster3.start_node(2)
     assert brokers(kafka_cluster3.bootstrap_servers) == 3
     assert (kafka_cluster3.node(2).dir / "data" / "meta.properties").read_text() == meta  # not formatted again
+
+
+def test_cluster_ids_never_start_with_a_dash():
+    # StorageTool reads an id starting with '-' as an option; 1 id in 64 would fail to format.
+    from coordinator.devbroker import cluster
+
+    ids = [cluster._random_cluster_id() for _ in range(5_000)]
+    assert not [i for i in ids if i.startswith("-")]
+    assert all(len(i) == 22 for i in ids) and len(set(ids)) == len(ids)

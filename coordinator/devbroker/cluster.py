@@ -214,8 +214,7 @@ def _create(port: int, run_dir: Path, count: int) -> Cluster:
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     controller_ports = _free_ports(count, exclude=set(ports))
-    # A KRaft cluster id is a UUID in URL-safe base64 without padding (what `random-uuid` prints).
-    cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+    cluster_id = _random_cluster_id()
     nodes = tuple(Node(i + 1, ports[i], controller_ports[i], directory / f"node-{i + 1}") for i in range(count))
     cluster = Cluster(port, directory, cluster_id, nodes)
     spec = {"cluster_id": cluster_id, "kafka_version": jars.kafka_version(),
@@ -225,6 +224,16 @@ def _create(port: int, run_dir: Path, count: int) -> Cluster:
         node.properties.write_text(server_properties(cluster, node), encoding="utf-8")
     (directory / "cluster.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     return cluster
+
+
+def _random_cluster_id() -> str:
+    """A KRaft cluster id: a UUID in URL-safe base64 without padding, as `random-uuid` prints. Like
+    Kafka's Uuid.randomUuid, never one starting with '-', which StorageTool would read as an option
+    (1 start in 64 failed with "argument --cluster-id/-t: expected one argument")."""
+    while True:
+        cluster_id = urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def server_properties(cluster: Cluster, node: Node) -> str:
