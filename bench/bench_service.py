@@ -25,7 +25,6 @@ cores here, shared by the server, the load generator and the broker).
 4. Load: records/s that coordinator.log.load_partition replays into a fresh CoordinatorState from a
    partition with a large log (500k+ records, many groups). Median of 3. Goal >= 150,000/s.
    Baseline: decode + replay of the same bytes from memory.
-
 5. The churn of 2. again on a local three-node Apache Kafka (`coordinator dev-broker --nodes 3`,
    replication factor 3, min ISR 2, acks=all), with its own broker-alone baseline
    (`--no-cluster3` skips it).
