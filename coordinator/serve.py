@@ -32,6 +32,9 @@ DEFAULT_LISTEN = "127.0.0.1:8400"
 
 
 def env(name: str, default: Any = None) -> Any:
+    """A flag's default from the environment. Numbers stay strings here: argparse converts a string
+    default with the flag's `type` only when `serve` is the command run and the flag is not given,
+    so a bad value is a usage error of `serve` naming the flag, never of another subcommand."""
     return os.environ.get(name, default)
 
 
@@ -64,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="group ownership: the consumer group (env COORDINATOR_GROUP_ID, default "
                           "worker-coordinator-<topic>)")
     own.add_argument("--ownership-session-timeout-ms", type=int,
-                     default=_env_int("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", 10_000), metavar="MS",
+                     default=env("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "10000"), metavar="MS",
                      help="group ownership: an instance silent this long loses its partitions to the others "
                           "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)")
     own.add_argument("--peer", action="append", default=_env_list("COORDINATOR_PEERS"), metavar="URL",
@@ -92,12 +95,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ("--server-assignment-interval-ms", "server_assignment_interval_ms",
              "a server-side assignor runs at most once per this interval per group")):
         name = "COORDINATOR_" + field.upper()
-        groups.add_argument(flag, type=int, default=_env_int(name, getattr(defaults, field)), metavar="MS",
+        default = getattr(defaults, field)
+        groups.add_argument(flag, type=int, default=env(name, None if default is None else str(default)), metavar="MS",
                             help=f"{help_} (env {name}, default {getattr(defaults, field)})")
     groups.add_argument("--server-assignor", choices=sorted(ASSIGNORS),
                         default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
                         help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)")
-    parser.add_argument("--connect-timeout", type=float, default=float(env("COORDINATOR_CONNECT_TIMEOUT", 120)),
+    parser.add_argument("--connect-timeout", type=float, default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
                         metavar="SECONDS", help="give up when Kafka does not answer within this (env "
                                                 "COORDINATOR_CONNECT_TIMEOUT, default 120)")
     parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),
@@ -107,16 +111,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _env_list(name: str) -> list[str]:
     return [v.strip() for v in env(name, "").split(",") if v.strip()]
-
-
-def _env_int(name: str, default: int | None) -> int | None:
-    value = env(name)
-    if value is None:
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise SystemExit(f"coordinator serve: error: {name}={value!r} is not an integer") from None
 
 
 def parse_partitions(text: str) -> set[int] | None:

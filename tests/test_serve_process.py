@@ -494,3 +494,22 @@ def test_admin_commands_against_a_served_group(kafka_broker, unique_topic, tmp_p
         assert "HTTP 401" in capsys.readouterr().err
     finally:
         server.stop()
+
+
+def test_bad_environment_is_a_usage_error_of_serve_only(tmp_path: Path) -> None:
+    """A bad number in a COORDINATOR_* variable names its flag when `serve` runs, and no other
+    subcommand is touched by it (they used to fail as "coordinator serve: error", or with a traceback)."""
+    import os
+
+    for name, flag in (("COORDINATOR_CONNECT_TIMEOUT", "--connect-timeout"),
+                       ("COORDINATOR_SESSION_TIMEOUT_MS", "--session-timeout-ms"),
+                       ("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "--ownership-session-timeout-ms")):
+        env = {**os.environ, name: "abc"}
+        serve = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--allow-anonymous"],
+                               capture_output=True, text=True, env=env, timeout=60)
+        assert serve.returncode == 2, serve.stderr
+        assert f"argument {flag}: invalid" in serve.stderr and "Traceback" not in serve.stderr
+        other = subprocess.run([sys.executable, "-m", "coordinator", "groups", "list", "--url",
+                                f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True, env=env, timeout=60)
+        assert other.returncode == 1 and "cannot reach the coordinator" in other.stderr, other.stderr
+        assert "serve" not in other.stderr and "Traceback" not in other.stderr
