@@ -16,8 +16,34 @@ def test_parse_properties_reads_java_properties_syntax():
 
 
 def test_parse_properties_names_the_bad_line():
-    with pytest.raises(CliError, match=r"f:2: expected KEY=VALUE, got 'oops'"):
-        parse_properties("a=1\noops\n", "f")
+    with pytest.raises(CliError, match=r"f:2: malformed \\uXXXX escape"):
+        parse_properties("a=1\nb=\\u12g4\n", "f")
+
+
+def test_parse_properties_reads_what_java_reads():
+    # The three cases a line-by-line key=value reading got wrong without an error: an escaped
+    # separator in a secret, continuation lines, and `key value`.
+    text = (
+        "sasl.password=a\\=b\\:c\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        "    username=\"u\" \\\n"
+        "    password=\"p\";\n"
+        "client.id  worker one\n"
+        "  ! an indented comment\n"
+        "key\\ with\\ blanks : v\n"
+        "ssl.endpoint.identification.algorithm=\n"
+        "escapes=\\u00e9\\t\\\\\n"
+        "bare\n"
+    )
+    assert parse_properties(text, "f") == {
+        "sasl.password": "a=b:c",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required username="u" password="p";',
+        "client.id": "worker one",
+        "key with blanks": "v",
+        "ssl.endpoint.identification.algorithm": "",
+        "escapes": "\u00e9\t\\",
+        "bare": "",
+    }
 
 
 def test_command_line_settings_override_the_file(tmp_path):
