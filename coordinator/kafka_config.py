@@ -13,6 +13,8 @@ import argparse
 import os
 from pathlib import Path
 
+import javaproperties
+
 from coordinator.errors import CliError
 
 DEFAULT_TOPIC = "__worker_offsets"
@@ -56,79 +58,13 @@ def key_value(text: str) -> tuple[str, str]:
 
 
 def parse_properties(text: str, source: str) -> dict[str, str]:
-    """Parse a Java properties file as java.util.Properties.load does, so a file written for Kafka's
-    Java clients means the same here: `key=value`, `key: value` or `key value`; `#` and `!` comment
-    lines; a line ending in an odd number of backslashes continues on the next (its leading blanks
-    dropped); escapes `\\t \\n \\r \\f \\uXXXX`, and a backslash before any other character
-    stands for that character (`sasl.password=a\\=b` is `a=b`). A malformed `\\u` escape is an error
-    naming its line."""
-    config: dict[str, str] = {}
-    lines = text.splitlines()
-    number = 0
-    while number < len(lines):
-        first = number + 1
-        line = lines[number].lstrip(" \t\f")
-        number += 1
-        if not line or line[0] in "#!":
-            continue
-        while _continues(line) and number < len(lines):
-            line = line[:-1] + lines[number].lstrip(" \t\f")
-            number += 1
-        if _continues(line):  # a continuation at the end of the file continues into nothing
-            line = line[:-1]
-        key, value = _split_key(line)
-        try:
-            config[_unescape(key)] = _unescape(value)
-        except ValueError as e:
-            raise CliError(f"{source}:{first}: {e}", exit_code=2) from None
-    return config
-
-
-def _continues(line: str) -> bool:
-    return (len(line) - len(line.rstrip("\\"))) % 2 == 1
-
-
-def _split_key(line: str) -> tuple[str, str]:
-    """The raw key, up to the first unescaped '=', ':' or blank, and the raw value after it."""
-    i = 0
-    while i < len(line):
-        c = line[i]
-        if c == "\\":
-            i += 2
-            continue
-        if c in "=: \t\f":
-            break
-        i += 1
-    key, rest = line[:i], line[i:]
-    rest = rest.lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return key, rest
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(raw: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        c = raw[i]
-        if c != "\\" or i + 1 >= len(raw):
-            out.append(c)
-            i += 1
-            continue
-        nxt = raw[i + 1]
-        if nxt == "u":
-            digits = raw[i + 2:i + 6]
-            if len(digits) != 4 or any(d not in "0123456789abcdefABCDEF" for d in digits):
-                raise ValueError(f"malformed \\uXXXX escape: {raw[i:i + 6]!r}")
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
+    """A Java properties file read as java.util.Properties.load reads it (javaproperties), so a file
+    written for Kafka's Java clients means the same here: escaped separators (`a\\=b`), continuation
+    lines, `key value` lines, `\\uXXXX` escapes. A malformed escape is one line naming the file."""
+    try:
+        return dict(javaproperties.loads(text))
+    except javaproperties.InvalidUEscapeError as e:
+        raise CliError(f"{source}: {e}", exit_code=2) from None
 
 
 def client_config(args: argparse.Namespace) -> dict[str, str]:

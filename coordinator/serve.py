@@ -31,11 +31,38 @@ log = logging.getLogger("coordinator.serve")
 DEFAULT_LISTEN = "127.0.0.1:8400"
 
 
+class _FromEnv(str):
+    """A flag's value as an environment variable gave it, so that an error can name the variable."""
+
+    variable: str
+
+
 def env(name: str, default: Any = None) -> Any:
     """A flag's default from the environment. Numbers stay strings here: argparse converts a string
     default with the flag's `type` only when `serve` is the command run and the flag is not given,
-    so a bad value is a usage error of `serve` naming the flag, never of another subcommand."""
-    return os.environ.get(name, default)
+    so a bad value is a usage error of `serve` naming the flag and the variable, never an error of
+    another subcommand."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    text = _FromEnv(value)
+    text.variable = name
+    return text
+
+
+def _number(kind: type) -> Any:
+    """An argparse type for int or float flags that names the variable when the value came from one."""
+
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            got = f"{text.variable}={str(text)!r}" if isinstance(text, _FromEnv) else repr(text)
+            raise argparse.ArgumentTypeError(
+                f"expected {'a whole number' if kind is int else 'a number'}, got {got}") from None
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
 
 
 def env_flag(name: str) -> bool:
@@ -66,7 +93,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     own.add_argument("--group-id", default=env("COORDINATOR_GROUP_ID"), metavar="ID",
                      help="group ownership: the consumer group (env COORDINATOR_GROUP_ID, default "
                           "worker-coordinator-<topic>)")
-    own.add_argument("--ownership-session-timeout-ms", type=int,
+    own.add_argument("--ownership-session-timeout-ms", type=_number(int),
                      default=env("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "10000"), metavar="MS",
                      help="group ownership: an instance silent this long loses its partitions to the others "
                           "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)")
@@ -96,12 +123,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
              "a server-side assignor runs at most once per this interval per group")):
         name = "COORDINATOR_" + field.upper()
         default = getattr(defaults, field)
-        groups.add_argument(flag, type=int, default=env(name, None if default is None else str(default)), metavar="MS",
-                            help=f"{help_} (env {name}, default {getattr(defaults, field)})")
+        groups.add_argument(flag, type=_number(int), default=env(name, None if default is None else str(default)),
+                            metavar="MS", help=f"{help_} (env {name}, default {default})")
     groups.add_argument("--server-assignor", choices=sorted(ASSIGNORS),
                         default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
                         help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)")
-    parser.add_argument("--connect-timeout", type=float, default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
+    parser.add_argument("--connect-timeout", type=_number(float), default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
                         metavar="SECONDS", help="give up when Kafka does not answer within this (env "
                                                 "COORDINATOR_CONNECT_TIMEOUT, default 120)")
     parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),

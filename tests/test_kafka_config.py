@@ -15,8 +15,8 @@ def test_parse_properties_reads_java_properties_syntax():
     assert parse_properties(text, "f") == {"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAIN", "url": "a:b=c"}
 
 
-def test_parse_properties_names_the_bad_line():
-    with pytest.raises(CliError, match=r"f:2: malformed \\uXXXX escape"):
+def test_parse_properties_names_the_file_of_a_bad_escape():
+    with pytest.raises(CliError, match=r"^f: Invalid \\u escape sequence: \\u12g4$"):
         parse_properties("a=1\nb=\\u12g4\n", "f")
 
 

@@ -508,7 +508,8 @@ def test_bad_environment_is_a_usage_error_of_serve_only(tmp_path: Path) -> None:
         serve = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--allow-anonymous"],
                                capture_output=True, text=True, env=env, timeout=60)
         assert serve.returncode == 2, serve.stderr
-        assert f"argument {flag}: invalid" in serve.stderr and "Traceback" not in serve.stderr
+        assert f"argument {flag}: expected a" in serve.stderr and "Traceback" not in serve.stderr
+        assert f"got {name}='abc'" in serve.stderr  # the variable, not only the flag it stands for
         other = subprocess.run([sys.executable, "-m", "coordinator", "groups", "list", "--url",
                                 f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True, env=env, timeout=60)
         assert other.returncode == 1 and "cannot reach the coordinator" in other.stderr, other.stderr
