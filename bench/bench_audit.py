@@ -3,8 +3,7 @@
 Every run makes its own topics (unique names, 16 partitions) on the broker it is given and fills
 them with realistic records (bench_replay.build: histories the state machine itself wrote, many
 groups, each group on the partition Kafka's partitioner gives it), with a plain idempotent
-producer. One
-SparkSession (local mode, every core) serves the whole run; scratch space and the
+producer. One SparkSession (local mode, every core) serves the whole run; scratch space and the
 warehouses live in a temporary directory. Figures are medians over several rounds, each with its
 baseline measured in the same run; nothing is asserted (two cores here, shared by Spark, its
 Python workers, the producer and the broker).

@@ -101,9 +101,9 @@ def load_partition(config: Mapping[str, str], topic: str, partition: int, state:
     must not keep every other group of the partition from being served."""
     started = time.monotonic()
     result = LoadResult(partition)
-    consumer = Consumer({**READ_DEFAULTS, **config, "group.id": f"worker-coordinator-load-{topic}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "allow.auto.create.topics": False,
-                         "enable.partition.eof": False})
+    consumer = Consumer({**READ_DEFAULTS, **config, "group.id": f"worker-coordinator-load-{topic}",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "allow.auto.create.topics": False, "enable.partition.eof": False})
     try:
         tp = TopicPartition(topic, partition)
         try:

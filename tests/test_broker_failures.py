@@ -295,37 +295,33 @@ def scenario(kafka_cluster3, unique_topic, tmp_path):  # noqa: ANN001, ANN201
         s.close()
 
 
+def kill_one_role(scenario: Scenario, role: Callable[[int], int], what: str, taken_over: str) -> None:
+    """kill -9 the broker holding `role` for the scenario's partition, check the coordinator survives
+    while another broker takes the role over, then restart it and check that writes go on."""
+    node = role(scenario.partition)
+    scenario.cluster.kill(node)
+    try:
+        wait_for(lambda: role(scenario.partition) not in (node, -1), RECOVERY_S, taken_over, interval=0.5)
+        scenario.survive(node, what)
+    finally:
+        scenario.cluster.start_node(node, timeout=120)
+    scenario.wait_in_sync()
+    scenario.churn.wait_writes(4, RECOVERY_S, f"after node {node} came back")
+    scenario.finish()
+
+
 def test_partition_leader_killed(scenario: Scenario) -> None:
     # A partition whose leader is not also its transaction coordinator: this is the leader's failure alone.
     scenario.start(lambda p: scenario.leader(p) != scenario.transaction_coordinator(p))
-    leader = scenario.leader(scenario.partition)
-    scenario.cluster.kill(leader)
-    try:
-        wait_for(lambda: scenario.leader(scenario.partition) not in (leader, -1), RECOVERY_S,
-                 "another replica to lead the partition", interval=0.5)
-        scenario.survive(leader, "the partition's leader")
-    finally:
-        scenario.cluster.start_node(leader, timeout=120)
-    scenario.wait_in_sync()
-    scenario.churn.wait_writes(4, RECOVERY_S, f"after node {leader} came back")
-    scenario.finish()
+    kill_one_role(scenario, scenario.leader, "the partition's leader", "another replica to lead the partition")
 
 
 def test_transaction_coordinator_killed(scenario: Scenario) -> None:
     # A partition whose transaction coordinator does not also lead it.
     scenario.start(lambda p: scenario.leader(p) != scenario.transaction_coordinator(p))
     scenario.assert_transaction_state_partition(scenario.partition)
-    node = scenario.transaction_coordinator(scenario.partition)
-    scenario.cluster.kill(node)
-    try:
-        wait_for(lambda: scenario.transaction_coordinator(scenario.partition) not in (node, -1), RECOVERY_S,
-                 "another broker to coordinate the partition's transactions", interval=0.5)
-        scenario.survive(node, "the transaction coordinator")
-    finally:
-        scenario.cluster.start_node(node, timeout=120)
-    scenario.wait_in_sync()
-    scenario.churn.wait_writes(4, RECOVERY_S, f"after node {node} came back")
-    scenario.finish()
+    kill_one_role(scenario, scenario.transaction_coordinator, "the transaction coordinator",
+                  "another broker to coordinate the partition's transactions")
 
 
 def test_rolling_restart_of_every_broker(scenario: Scenario) -> None:

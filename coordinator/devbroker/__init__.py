@@ -20,4 +20,5 @@ from coordinator.devbroker.cluster import (
     stop,
 )
 
-__all__ = ["DEFAULT_PORT", "HOST", "Cluster", "Node", "free_port", "free_port_block", "load", "register", "start", "status", "stop"]
+__all__ = ["DEFAULT_PORT", "HOST", "Cluster", "Node", "free_port", "free_port_block", "load", "register", "start",
+           "status", "stop"]
