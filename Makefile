@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: a local Apache Kafka, the compacted topic, a coordinator, a fleet of workers and a
-# scripted story (coordinator/demo.py). It stops what it started, the broker included unless it
+# scripted story (coordinator/sdk/demo.py). It stops what it started, the broker included unless it
 # was already running before. The first run downloads Kafka's jars from Maven Central.
 run: install
 	@if $(BIN)/coordinator dev-broker status $(BROKER) >/dev/null; then \

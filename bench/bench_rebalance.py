@@ -55,11 +55,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, TaskId  # noqa: E402
 
-from coordinator.client import CoordinatorClient  # noqa: E402
-from coordinator.fleet import Fleet  # noqa: E402
-from coordinator.items import Item, configured_work, items_of  # noqa: E402
-from coordinator.process import ServeProcess  # noqa: E402
-from coordinator.worker import HEARTBEAT, RebalanceListener, RebalanceMetrics, Worker  # noqa: E402
+from coordinator.core.items import Item, configured_work, items_of  # noqa: E402
+from coordinator.sdk.client import CoordinatorClient  # noqa: E402
+from coordinator.sdk.fleet import Fleet  # noqa: E402
+from coordinator.sdk.worker import HEARTBEAT, RebalanceListener, RebalanceMetrics, Worker  # noqa: E402
+from coordinator.tools.process import ServeProcess  # noqa: E402
 
 SIDES = ("client-side", "server-side")
 clock = time.monotonic

@@ -29,14 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# The same group histories and timing as bench_state's replay benchmark (this directory is on sys.path).
+from bench_state import median_seconds, scenario  # noqa: E402
+
 from records import Record, encode  # noqa: E402
 
 from coordinator import cli  # noqa: E402
-from coordinator.log import partition_for  # noqa: E402
+from coordinator.service.log import partition_for  # noqa: E402
 from replay.history import group_key_prefix  # noqa: E402
-
-# The same group histories and timing as bench_state's replay benchmark (this directory is on sys.path).
-from bench_state import median_seconds, scenario  # noqa: E402
 from replay.source import RawRecord, dump_header, read_dump, write_dump  # noqa: E402
 
 PARTITIONS = 16

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import ConnectorTaskCount, Record, decode, encode  # noqa: E402
 
-from coordinator.assignors import ASSIGNORS, AssignmentMember, GroupSpec  # noqa: E402
-from coordinator.driver import Driver, SimWorker, converge  # noqa: E402
-from coordinator.protocol import HeartbeatRequest  # noqa: E402
-from coordinator.state import CoordinatorState  # noqa: E402
+from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupSpec  # noqa: E402
+from coordinator.core.driver import Driver, SimWorker, converge  # noqa: E402
+from coordinator.core.protocol import HeartbeatRequest  # noqa: E402
+from coordinator.core.state import CoordinatorState  # noqa: E402
 
 
 def median_seconds(fn: Callable[[], object], rounds: int) -> float:

@@ -1,6 +1,10 @@
-"""The connect group coordinator: state machine, runtime, Kafka log, HTTP API, worker SDK, CLI.
+"""The connect group coordinator, in layers (each imports only the ones below it):
 
-Later issues fill this package in; the foundation issue adds the command line (`cli`), the Kafka
-client settings shared by every command (`kafka_config`), the topic tooling (`topic`) and the local
-development broker (`devbroker`).
+- `core`: the sans-I/O state machine: protocol, state and replay, handlers, reconciliation,
+  assignors, the in-memory driver;
+- `api`: the HTTP contract: wire types and the OpenAPI document;
+- `tools`: Kafka tooling: client settings, the topic, the local Apache Kafka, serve as a process;
+- `service`: the runtime per partition, the Kafka log, the HTTP server, auth, metrics, ownership;
+- `sdk`: the worker's side: client, worker, fleet, admin commands, the demo;
+- `cli`: the `coordinator` command, which imports a subcommand's module only when it runs.
 """

@@ -2,7 +2,7 @@
 
 The on-call engineer's question is "why did task A-1 move at 03:12, and who had it before?". The
 answer is in the topic: every change the coordinator made is a record there. This package reads
-the records and applies them through `coordinator.state.CoordinatorState.replay`, the coordinator's
+the records and applies them through `coordinator.core.state.CoordinatorState.replay`, the coordinator's
 only interpretation of them, so the state it shows at any offset is the state a coordinator
 loading the topic would have had there.
 

@@ -4,7 +4,7 @@ Every subcommand reads the records from one source, the live topic (`--bootstrap
 `--topic`, `--partition`, Kafka settings as every command takes them) or a dump file (`--file`),
 within an optional window (`--from-offset`, `--to-offset`, `--from-time`, `--to-time`), and replays
 them through `replay.history.History`. A question about one group reads only the group's partition
-of the topic (`coordinator.log.partition_for`) and decodes only its records.
+of the topic (`coordinator.service.log.partition_for`) and decodes only its records.
 
 Output is a table for people, or JSON lines (`--format json`) for scripts; failures are one line on
 stderr and a non-zero exit code. Corrupt records are reported and skipped; `--strict` stops at the
@@ -23,15 +23,16 @@ from typing import Any
 
 import orjson
 
-from coordinator import kafka_config
-from coordinator.admin import table
-from coordinator.errors import CliError
-from coordinator.group_coordinator import GroupCoordinator
-from coordinator.items import Item, items_of
-from coordinator.log import partition_for
-from coordinator.protocol import GroupDescription
-from coordinator.wire import group_description_json
 from records import TaskId
+
+from coordinator.api.wire import group_description_json
+from coordinator.core.group_coordinator import GroupCoordinator
+from coordinator.core.items import Item, items_of
+from coordinator.core.protocol import GroupDescription
+from coordinator.errors import CliError
+from coordinator.sdk.admin import table
+from coordinator.service.log import partition_for
+from coordinator.tools import kafka_config
 from replay import events as ev
 from replay.history import History, Interval, Rebalance, interval_json, rebalance_json
 from replay.invariants import Invariants
@@ -52,7 +53,7 @@ _MOVES_SHOWN = 12
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     replay = subparsers.add_parser(
-        "replay", help="a group's history from the topic or a dump: timeline, state, diff, who-owned, verify",
+        "replay",
         description="Replays the coordinator's records (the live topic or a dump file) through the coordinator's "
                     "own replay and answers questions about what happened.")
     commands = replay.add_subparsers(dest="replay_command", metavar="SUBCOMMAND", required=True)
@@ -85,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("--group", help="only this group (default: every group)")
 
     dump = subparsers.add_parser(
-        "dump", help="copy the topic's records (or another dump) to a file for `coordinator replay --file`",
+        "dump",
         description="Writes partition, offset, timestamp, key and value bytes of every record read, as JSON "
                     "lines or a compact binary form; `coordinator replay --file` reads either.")
     _source_arguments(dump)

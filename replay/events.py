@@ -28,7 +28,7 @@ type, listed in `_DERIVE`, says what a change of that slot means:
     2     classic group             the classic group's generation
 
 Every event carries what it changed in *ownership*: `gained` and `released` are the items a
-member started or stopped holding (owning, or still revoking: `coordinator.state.held_items`).
+member started or stopped holding (owning, or still revoking: `coordinator.core.state.held_items`).
 Ownership intervals, "what moved" in a rebalance and the no-double-ownership check are all built
 from those two sets, so they agree with each other and with the state.
 
@@ -57,9 +57,9 @@ from records import (
     TargetAssignmentMetadataKey,
 )
 
-from coordinator.items import Item, describe, items_of
-from coordinator.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, MemberState
-from coordinator.state import ConnectGroup, CoordinatorState, held_items
+from coordinator.core.items import Item, describe, items_of
+from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, MemberState
+from coordinator.core.state import ConnectGroup, CoordinatorState, held_items
 from replay.positions import Position, format_clock, format_duration
 
 # --- the events ------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ change means. From the events it keeps, per group:
   gone); closed holdings become `Interval`s;
 - **rebalances**: a rebalance opens at a group epoch bump and closes at the first record after
   which the group is converged: every member at the group epoch with nothing to revoke or wait for
-  (`coordinator.group_coordinator`'s STABLE), or no members and no holdings left. Bumps while one
+  (`coordinator.core.group_coordinator`'s STABLE), or no members and no holdings left. Bumps while one
   is open extend it. What moved is the holder of each item at its close against its opening;
 - **corrupt records**: reported with their position and skipped (`strict` stops at the first), as
   a coordinator loading the partition does.
@@ -34,10 +34,10 @@ from typing import Any
 
 from records import RECORD_TYPES, RecordDecodeError, decode
 
+from coordinator.core.group_coordinator import group_state
+from coordinator.core.items import Item
+from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.errors import CliError
-from coordinator.group_coordinator import group_state
-from coordinator.items import Item
-from coordinator.state import ConnectGroup, CoordinatorState
 from replay import events as ev
 from replay.events import Event, GroupTrack
 from replay.positions import Point, Position

@@ -1,6 +1,6 @@
 """What `coordinator replay verify` checks over a whole log, record by record.
 
-The protocol promises three things a log must show (seed 000; `coordinator.reconciliation`):
+The protocol promises three things a log must show (seed 000; `coordinator.core.reconciliation`):
 
 - **no item held twice**: an item is handed to a member only when no other member holds it, owned
   or still revoking. Checked from the events' `gained` sets against the holders `History` keeps.
@@ -29,9 +29,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coordinator.items import Item
-from coordinator.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH
-from coordinator.state import ConnectGroup
+from coordinator.core.items import Item
+from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH
+from coordinator.core.state import ConnectGroup
 from replay import events as ev
 from replay.events import Event, show
 from replay.positions import Position

@@ -5,7 +5,7 @@ exactly as the topic holds them, in offset order within each partition. Nothing 
 deciding what bytes mean is `records.decode`'s job, and `replay.history` decides which records to
 decode at all (a group's question decodes only that group's values).
 
-The topic is read as a coordinator loads a partition (`coordinator.log.load_partition`):
+The topic is read as a coordinator loads a partition (`coordinator.service.log.load_partition`):
 read_committed, partitions assigned (no consumer group membership, nothing committed), from the
 window's start to the end offset captured when the read starts, so a live topic gives a finite,
 consistent read. As in `load_partition`, watermarks are read first, so an empty partition is known
@@ -39,7 +39,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from coordinator.errors import CliError
-from coordinator.log import READ_DEFAULTS, LogError, batches_to_end
+from coordinator.service.log import READ_DEFAULTS, LogError, batches_to_end
 from replay.positions import Window
 
 DUMP_FORMATS = ("binary", "jsonl")

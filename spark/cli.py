@@ -17,14 +17,14 @@ from typing import Any
 
 import orjson
 
-from coordinator import kafka_config
-from coordinator.admin import table
 from coordinator.errors import CliError
+from coordinator.sdk.admin import table
+from coordinator.tools import kafka_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     audit = subparsers.add_parser(
-        "audit", help="stream the topic into Parquet history tables (Spark Structured Streaming)",
+        "audit",
         description="Reads the coordinator's topic with Spark Structured Streaming and appends every record, typed "
                     "tables and the rebalance and ownership history to Parquet tables under the warehouse. "
                     "Checkpointed: stopped or killed, it carries on where it stopped, without duplicates or gaps.")
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.set_defaults(func=_audit)
 
     sql = subparsers.add_parser(
-        "sql", help="query the audit's tables with Spark SQL",
+        "sql",
         description="Registers the warehouse's tables as views (records, group_epochs, target_assignments, "
                     "current_assignments, events, member_events, rebalances, ownership, rebalances_open, "
                     "ownership_open) and runs a query.")

@@ -34,7 +34,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from coordinator.items import Item
+from coordinator.core.items import Item
 from replay import events as ev
 from replay.events import Event
 from replay.history import Interval, Rebalance, interval_json, rebalance_json

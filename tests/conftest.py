@@ -3,7 +3,7 @@
 Where the session's broker comes from, first match wins:
 1. $KAFKA_BOOTSTRAP_SERVERS: a running Apache Kafka cluster;
 2. a Docker daemon: Apache Kafka in KRaft mode through testcontainers;
-3. otherwise a local Apache Kafka from `coordinator.devbroker` (one KRaft node), started for the
+3. otherwise a local Apache Kafka from `coordinator.tools.devbroker` (one KRaft node), started for the
    session and stopped at its end.
 
 The broker-failure tests need a cluster of their own, whose nodes they kill: `kafka_cluster3` is a
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from coordinator import devbroker
+from coordinator.tools import devbroker
 
 # Confluent's image, because testcontainers' KafkaContainer drives its startup scripts; 7.9 is
 # Apache Kafka 3.9 and runs in KRaft mode.

@@ -20,8 +20,8 @@ from typing import Any
 
 import confluent_kafka
 
-from coordinator import log as coordinator_log
 from coordinator.cli import main
+from coordinator.service import log as coordinator_log
 
 GATE = Path(os.environ["GATED_SERVE_GATE"])
 BLOCKED = GATE.with_name(GATE.name + ".blocked")
@@ -31,7 +31,7 @@ _commits_since_gate = 0
 
 
 class GatedProducer:
-    """The transactional producer of `coordinator.log.PartitionWriter`, with the gate in `commit_transaction`."""
+    """The transactional producer of `coordinator.service.log.PartitionWriter`, with the gate in `commit_transaction`."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self._producer = confluent_kafka.Producer(config)

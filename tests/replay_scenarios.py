@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 from records import Record, encode
 
-from coordinator.driver import Driver, SimWorker
-from coordinator.log import partition_for
-from coordinator.state import CoordinatorState
+from coordinator.core.driver import Driver, SimWorker
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import partition_for
 from replay.source import RawRecord
 
 T0 = 1_772_334_000_000  # 2026-03-01 03:00:00 UTC
@@ -40,7 +40,7 @@ class StampedDriver(Driver):
 
 class WritingDriver(StampedDriver):
     """Each handler's records are one transaction on the group's partition, as the runtime writes
-    them (`writers`: partition -> an open `coordinator.log.PartitionWriter`)."""
+    them (`writers`: partition -> an open `coordinator.service.log.PartitionWriter`)."""
 
     def __init__(self, writers: dict, partitions: int) -> None:
         super().__init__()

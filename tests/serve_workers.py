@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from coordinator import wire
-from coordinator.items import connectors_and_tasks, describe, items_of
-from coordinator.log import partition_for
-from coordinator.process import ServeProcess
+from coordinator.api import wire
+from coordinator.core.items import connectors_and_tasks, describe, items_of
+from coordinator.service.log import partition_for
+from coordinator.tools.process import ServeProcess
 
 # Answers that say "not now, ask again (maybe elsewhere)": the request may or may not have taken effect.
 RETRIABLE = {7, 14, 15, 16}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR

@@ -19,18 +19,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator.assignors import (
+from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TaskId
+
+from coordinator.core.assignors import (
+    ASSIGNOR_ERROR,
     ASSIGNORS,
     AssignmentMember,
     GroupAssignment,
     GroupSpec,
     assignor,
 )
-from coordinator.assignors import ASSIGNOR_ERROR
-from coordinator.assignors.eager import EagerAssignor
-from coordinator.assignors.incremental_cooperative import IncrementalCooperativeAssignor
-from coordinator.items import Item, configured_work, connectors_and_tasks, items_of
-from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TaskId
+from coordinator.core.assignors.eager import EagerAssignor
+from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
+from coordinator.core.items import Item, configured_work, connectors_and_tasks, items_of
 
 AC0, AT1, AT2 = "A", TaskId("A", 0), TaskId("A", 1)
 BC0, BT1 = "B", TaskId("B", 0)
@@ -572,8 +573,8 @@ def test_eager_exactly_once_and_balanced(members: int, connectors: int, tasks: i
 
 
 _HASH_SEED_PROGRAM = """
-from coordinator.assignors.incremental_cooperative import IncrementalCooperativeAssignor
-from coordinator.assignors import AssignmentMember, GroupSpec
+from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
+from coordinator.core.assignors import AssignmentMember, GroupSpec
 from records import ConnectorTaskCount, DepartedMember
 
 connectors = tuple(ConnectorTaskCount(f"connector-{i}", 7) for i in range(9))

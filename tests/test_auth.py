@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.auth import ANONYMOUS, AuthError, Authorizer, ConfigError, Operation, parse_acls, parse_tokens
+from coordinator.service.auth import ANONYMOUS, AuthError, Authorizer, ConfigError, Operation, parse_acls, parse_tokens
 
 TOKENS = "# who\nt-alice alice\nt-ops   ops  # operators\n\nt-any  anyone\n"
 ACLS = """

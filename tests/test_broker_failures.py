@@ -35,17 +35,18 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from serve_workers import GONE, Churn, Ledger, Worker, converge, group_on_partition, items, wait_for
+
+from records import ConnectorTaskCount, CurrentMemberAssignmentKey, TaskId, decode
 
 from coordinator.cli import main as coordinator
-from coordinator.devbroker import Cluster
-from coordinator.items import items_of
-from coordinator.log import batches_to_end, load_partition
-from coordinator.process import ServeProcess
-from coordinator.protocol import ErrorCode, SetConnectorsRequest
-from coordinator.runtime import NotServing, PartitionRuntime, Status
-from coordinator.state import CoordinatorState
-from records import ConnectorTaskCount, CurrentMemberAssignmentKey, TaskId, decode
-from serve_workers import GONE, Churn, Ledger, Worker, converge, group_on_partition, items, wait_for
+from coordinator.core.items import items_of
+from coordinator.core.protocol import ErrorCode, SetConnectorsRequest
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import batches_to_end, load_partition
+from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+from coordinator.tools.devbroker import Cluster
+from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from records import ConnectorsAndTasks, TaskId
 
-from coordinator.assignors import ASSIGNORS
-from coordinator.driver import Driver, SimWorker, converge
-from coordinator.items import items_of
-from coordinator.protocol import ErrorCode, MemberState
+from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.driver import Driver, SimWorker, converge
+from coordinator.core.items import items_of
+from coordinator.core.protocol import ErrorCode, MemberState
 
 AC0, AT1, AT2, BC0, BT1 = "A", TaskId("A", 0), TaskId("A", 1), "B", TaskId("B", 0)
 ALL = {AC0, AT1, AT2, BC0, BT1}
@@ -135,7 +135,7 @@ def _seed_state(delay_ms: int) -> tuple[Driver, dict[str, SimWorker]]:
 
 
 def _prepare(w: SimWorker):  # noqa: ANN202
-    from coordinator.protocol import PrepareAssignmentRequest
+    from coordinator.core.protocol import PrepareAssignmentRequest
 
     return PrepareAssignmentRequest(G, w.member_id, w.member_epoch)
 
@@ -143,7 +143,7 @@ def _prepare(w: SimWorker):  # noqa: ANN202
 def _with_members(result, members: dict[str, set]):  # noqa: ANN001, ANN202
     from dataclasses import replace
 
-    from coordinator.items import connectors_and_tasks
+    from coordinator.core.items import connectors_and_tasks
 
     return replace(result, members={m: replace(result.members[m], assignment=connectors_and_tasks(items))
                                     for m, items in members.items()})

@@ -34,11 +34,12 @@ from confluent_kafka import Consumer, TopicPartition
 
 from records import decode
 
-from coordinator import cli, wire
-from coordinator.items import items_of
-from coordinator.log import batches_to_end, partition_for
-from coordinator.process import ServeProcess
-from coordinator.state import CoordinatorState
+from coordinator import cli
+from coordinator.api import wire
+from coordinator.core.items import items_of
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import batches_to_end, partition_for
+from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 

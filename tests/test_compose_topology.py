@@ -30,12 +30,6 @@ from typing import Any
 import orjson
 import pytest
 from confluent_kafka.admin import AdminClient
-
-from coordinator import auth
-from coordinator.cli import main as coordinator
-from coordinator.devbroker import Cluster, free_port
-from coordinator.process import ServeProcess
-from records import TaskId
 from serve_workers import GONE, Ledger, Worker, converge, items, served, wait_for
 from test_docker_files import (
     COMPOSE,
@@ -53,6 +47,13 @@ from test_docker_files import (
     stages,
     topic_init_commands,
 )
+
+from records import TaskId
+
+from coordinator.cli import main as coordinator
+from coordinator.service import auth
+from coordinator.tools.devbroker import Cluster, free_port
+from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 

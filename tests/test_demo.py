@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from coordinator.cli import main as coordinator
-from coordinator.demo import CONNECTORS, Timing, story
 from coordinator.errors import CliError
-from coordinator.fleet import Event, parse_scenario
+from coordinator.sdk.demo import CONNECTORS, Timing, story
+from coordinator.sdk.fleet import Event, parse_scenario
 
 
 @pytest.mark.integration

@@ -14,9 +14,10 @@ import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
-from coordinator import cli, devbroker
-from coordinator.devbroker import jars
+from coordinator import cli
 from coordinator.errors import CliError
+from coordinator.tools import devbroker
+from coordinator.tools.devbroker import jars
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("coordinator")
 VERSION = jars.kafka_version()
@@ -188,7 +189,7 @@ def test_three_nodes_a_killed_node_restarts_on_its_own_storage(kafka_cluster3):
 
 def test_cluster_ids_never_start_with_a_dash():
     # StorageTool reads an id starting with '-' as an option; 1 id in 64 would fail to format.
-    from coordinator.devbroker import cluster
+    from coordinator.tools.devbroker import cluster
 
     ids = [cluster._random_cluster_id() for _ in range(5_000)]
     assert not [i for i in ids if i.startswith("-")]

@@ -16,20 +16,20 @@ from records import (
     TaskId,
 )
 
-from coordinator.assignors import ASSIGNORS, GroupAssignment
-from coordinator.driver import Driver, SimWorker, converge
-from coordinator.group_coordinator import CoordinatorConfig
-from coordinator.items import connectors_and_tasks, items_of
-from coordinator.protocol import (
-    Timer,
+from coordinator.core.assignors import ASSIGNORS, GroupAssignment
+from coordinator.core.driver import Driver, SimWorker, converge
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.items import connectors_and_tasks, items_of
+from coordinator.core.protocol import (
     ErrorCode,
     HeartbeatRequest,
     InstallAssignmentRequest,
     InstallMember,
     MemberState,
     PrepareAssignmentRequest,
+    Timer,
 )
-from coordinator.state import CoordinatorState
+from coordinator.core.state import CoordinatorState
 
 G = "g"
 ICR = "incremental_cooperative"

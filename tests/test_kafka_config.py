@@ -1,4 +1,4 @@
-"""Kafka client settings from the command line and properties files (coordinator.kafka_config)."""
+"""Kafka client settings from the command line and properties files (coordinator.tools.kafka_config)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from coordinator.errors import CliError
-from coordinator.kafka_config import add_arguments, client_config, parse_properties
+from coordinator.tools.kafka_config import add_arguments, client_config, parse_properties
 
 
 def test_parse_properties_reads_java_properties_syntax():

@@ -7,11 +7,12 @@ from __future__ import annotations
 import pytest
 from confluent_kafka import Producer
 
-from coordinator.cli import main as coordinator
-from coordinator.driver import Driver, SimWorker, converge
-from coordinator.log import LogError, PartitionWriter, load_partition, murmur2, partition_for
-from coordinator.state import CoordinatorState
 from records import ConnectGroupMetadataKey, ConnectGroupMetadataValue, Record, encode
+
+from coordinator.cli import main as coordinator
+from coordinator.core.driver import Driver, SimWorker, converge
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import LogError, PartitionWriter, load_partition, murmur2, partition_for
 
 # Kafka's own test vectors for Utils.murmur2 (clients UtilsTest).
 MURMUR2 = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,

@@ -1,8 +1,8 @@
-"""The OpenAPI document (`coordinator/openapi.py`) against the parsers and the live server.
+"""The OpenAPI document (`coordinator/api/openapi.py`) against the parsers and the live server.
 
 - The served `/openapi.json` is a valid OpenAPI 3.1 document that Schemathesis loads, and it names
   exactly the routes the aiohttp app registers.
-- Without a server: every body the document calls valid is taken by the matching `coordinator.wire`
+- Without a server: every body the document calls valid is taken by the matching `coordinator.api.wire`
   parser (the document never promises more than the parser takes); the base64 pattern is the
   parser's rule.
 - Against a live server on the session broker (module-scoped, in a thread with its own event loop):
@@ -48,13 +48,13 @@ from schemathesis.checks import (
 )
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from coordinator import openapi, wire
-from coordinator.assignors import assignor
-from coordinator.auth import Acl, Authorizer, Operation
+from coordinator.api import openapi, wire
 from coordinator.cli import main as coordinator
-from coordinator.group_coordinator import CoordinatorConfig
-from coordinator.protocol import ErrorCode
-from coordinator.server import CoordinatorServer
+from coordinator.core.assignors import assignor
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.protocol import ErrorCode
+from coordinator.service.auth import Acl, Authorizer, Operation
+from coordinator.service.server import CoordinatorServer
 
 pytestmark = pytest.mark.integration
 

@@ -16,11 +16,6 @@ import orjson
 import pytest
 from replay_scenarios import GROUP, T0, StampedDriver, on_call_story, random_story, raw_records, replayed
 
-from coordinator import cli
-from coordinator.driver import SimWorker, converge
-from coordinator.group_coordinator import GroupCoordinator
-from coordinator.items import Item, items_of
-from coordinator.wire import group_description_json
 from records import (
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
@@ -32,6 +27,12 @@ from records import (
     TaskId,
     encode,
 )
+
+from coordinator import cli
+from coordinator.api.wire import group_description_json
+from coordinator.core.driver import SimWorker, converge
+from coordinator.core.group_coordinator import GroupCoordinator
+from coordinator.core.items import Item, items_of
 from replay import events as ev
 from replay.cli import parse_item
 from replay.history import History
@@ -206,7 +207,7 @@ def test_the_events_of_static_membership_takeovers_server_side_assignors_and_ass
     assert any(t.startswith("target 2 installed by the coordinator with eager: S1=[A, A-0]") for t in texts)
 
     # An assignor error keeps every target (DESIGN §5).
-    from coordinator.assignors import GroupAssignment
+    from coordinator.core.assignors import GroupAssignment
 
     e = StampedDriver()
     e.set_connectors("e", {"A": 1})

@@ -12,7 +12,7 @@ from confluent_kafka import Producer
 from replay_scenarios import GROUP, StampedDriver, WritingDriver, on_call_story, random_story
 
 from coordinator import cli
-from coordinator.log import PartitionWriter, partition_for
+from coordinator.service.log import PartitionWriter, partition_for
 from replay.history import History
 from replay.positions import Point
 from replay.source import read_dump, read_topic
@@ -157,11 +157,11 @@ def test_kafka_failures_are_one_line(capsys, kafka_broker) -> None:  # noqa: ANN
 
 def test_the_main_jobs_story_through_the_live_service_replays_to_what_its_workers_ran(
         capsys, kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
-    """Workers over HTTP, a coordinator killed and replaced (coordinator.demo, shortened): the topic
+    """Workers over HTTP, a coordinator killed and replaced (coordinator.sdk.demo, shortened): the topic
     it leaves verifies, and the replayed ownership is what the workers themselves ran."""
     import asyncio
 
-    from coordinator.demo import Timing, story
+    from coordinator.sdk.demo import Timing, story
 
     assert cli.main(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
                      unique_topic, "--partitions", "4", "--replication-factor", "1"]) == 0

@@ -7,13 +7,14 @@ import asyncio
 
 import pytest
 
-from coordinator.cli import main as coordinator
-from coordinator.items import connectors_and_tasks, items_of
-from coordinator.log import load_partition
-from coordinator.protocol import ErrorCode, HeartbeatRequest, SetConnectorsRequest
-from coordinator.runtime import NotServing, PartitionRuntime, Status
-from coordinator.state import CoordinatorState
 from records import ConnectorTaskCount
+
+from coordinator.cli import main as coordinator
+from coordinator.core.items import connectors_and_tasks, items_of
+from coordinator.core.protocol import ErrorCode, HeartbeatRequest, SetConnectorsRequest
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import load_partition
+from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +51,7 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
 
 
 def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(kafka_broker, unique_topic) -> None:  # noqa: ANN001
-    from coordinator.group_coordinator import CoordinatorConfig
+    from coordinator.core.group_coordinator import CoordinatorConfig
 
     _topic(kafka_broker, unique_topic)
     config = CoordinatorConfig(server_assignment_interval_ms=200)

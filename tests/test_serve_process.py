@@ -18,13 +18,14 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from coordinator import wire
-from coordinator.cli import main as coordinator
-from coordinator.devbroker import free_port
-from coordinator.items import connectors_and_tasks, describe, items_of
-from coordinator.log import batches_to_end, partition_for
 from records import TaskId
-from coordinator.process import ServeProcess
+
+from coordinator.api import wire
+from coordinator.cli import main as coordinator
+from coordinator.core.items import connectors_and_tasks, describe, items_of
+from coordinator.service.log import batches_to_end, partition_for
+from coordinator.tools.devbroker import free_port
+from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"

@@ -9,9 +9,9 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from coordinator.cli import main as coordinator
-from coordinator.group_coordinator import CoordinatorConfig
-from coordinator.log import partition_for
-from coordinator.server import MAX_BODY_BYTES, CoordinatorServer
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.service.log import partition_for
+from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"

@@ -2,7 +2,7 @@
 and the durability promise (what was acknowledged is in the topic, and the topic replays to exactly
 the state that was served), against the session broker.
 
-Workers here are small HTTP clients (`HttpWorker`) that behave as `coordinator.driver.SimWorker`
+Workers here are small HTTP clients (`HttpWorker`) that behave as `coordinator.core.driver.SimWorker`
 does: every field while at epoch 0; revoke at once and acknowledge in the next heartbeat (never
 revoked and given in one response); on COMPUTE_ASSIGNMENT (1000) PrepareAssignment -> the assignor,
 run here in the worker -> InstallAssignment; on INVALID_ASSIGNMENT (1001) wait to be asked again; on
@@ -30,14 +30,6 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from coordinator import wire
-from coordinator.assignors import GroupSpec, assignor
-from coordinator.group_coordinator import CoordinatorConfig
-from coordinator.items import Item, connectors_and_tasks, items_of
-from coordinator.log import load_partition, partition_for
-from coordinator.server import CoordinatorServer
-from coordinator.state import CoordinatorState
-from coordinator.topic import topic_configs
 from records import (
     ConnectorsAndTasks,
     ConnectorsTasksMetadataKey,
@@ -49,6 +41,15 @@ from records import (
     TargetAssignmentMetadataKey,
     TaskId,
 )
+
+from coordinator.api import wire
+from coordinator.core.assignors import GroupSpec, assignor
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.items import Item, connectors_and_tasks, items_of
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import load_partition, partition_for
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools.topic import topic_configs
 
 pytestmark = pytest.mark.integration
 

@@ -28,17 +28,18 @@ from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 from replay_scenarios import GROUP, StampedDriver, WritingDriver, on_call_story, random_story
 
-from coordinator import cli
-from coordinator.log import PartitionWriter
-from coordinator.state import held_items
 from records import Record, encode
 from records.model import ConnectGroupMetadataKey, ConnectGroupMetadataValue
+
+from coordinator import cli
+from coordinator.core.state import held_items
+from coordinator.service.log import PartitionWriter
 from replay.history import History, interval_json, rebalance_json
 from replay.source import read_topic
 from spark import tables as t
 from spark.audit import Audit, parse_trigger
 from spark.decode import decode_batch, decode_kafka
-from spark.source import OffsetRange, Options, OptionError, limit_offsets, split_ranges
+from spark.source import OffsetRange, OptionError, Options, limit_offsets, split_ranges
 
 pytestmark = pytest.mark.integration
 

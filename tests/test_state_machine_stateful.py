@@ -1,7 +1,7 @@
 """A stateful property test of the coordinator: many workers, two groups, time, failures.
 
 A Hypothesis `RuleBasedStateMachine` drives one `Driver` (the coordinator on a virtual clock, its
-log and its timers, `coordinator.driver`) with two groups: `g`, where most of the action is, and
+log and its timers, `coordinator.core.driver`) with two groups: `g`, where most of the action is, and
 `h`, which is there to show that nothing done to one group touches the other. Workers are
 `SimWorker`s that follow the protocol, plus the ways real workers misbehave: they forget to
 acknowledge a revocation, go silent, lose a response, leave statically and come back as a new
@@ -21,7 +21,7 @@ After every handler (every `Driver.run`: heartbeats, prepares, installs, timers,
 - epochs: member epoch <= assignment epoch <= group epoch (member epoch -2 for a static member
   that left), group and assignment epochs never go back, a member's epoch never goes back while it
   stays the same member life (a heartbeat with epoch 0 starts a new life);
-- the type 8 states mean what `coordinator.reconciliation` says: STABLE at the target epoch owns
+- the type 8 states mean what `coordinator.core.reconciliation` says: STABLE at the target epoch owns
   exactly its target, UNREVOKED has something pending, targets never overlap or overlap deferred work;
 - after every heartbeat answered NONE/COMPUTE_ASSIGNMENT, the worker's epoch and what it owns are
   the coordinator's (type 8); a worker never revokes and gains in one response (SimWorker);
@@ -69,11 +69,12 @@ from hypothesis.stateful import (
 )
 
 from records import TaskId, decode, encode
-from coordinator.assignors import ASSIGNORS
-from coordinator.driver import Driver, SimWorker, converge
-from coordinator.group_coordinator import CoordinatorConfig
-from coordinator.items import connectors_and_tasks, items_of
-from coordinator.protocol import (
+
+from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.driver import Driver, SimWorker, converge
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.items import connectors_and_tasks, items_of
+from coordinator.core.protocol import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ErrorCode,
     HeartbeatRequest,
@@ -82,8 +83,8 @@ from coordinator.protocol import (
     MemberState,
     PrepareAssignmentRequest,
 )
-from coordinator.selection import SERVER, group_assignor
-from coordinator.state import CoordinatorState
+from coordinator.core.selection import SERVER, group_assignor
+from coordinator.core.state import CoordinatorState
 
 # --- settings -------------------------------------------------------------------------------------
 

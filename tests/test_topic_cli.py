@@ -12,7 +12,8 @@ import orjson
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from coordinator import cli, devbroker
+from coordinator import cli
+from coordinator.tools import devbroker
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("coordinator")
 

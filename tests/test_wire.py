@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import orjson
 
-from coordinator import wire
-from coordinator.assignors import assignor
-from coordinator.driver import Driver, SimWorker, converge
-from coordinator.protocol import PrepareAssignmentRequest
+from coordinator.api import wire
+from coordinator.core.assignors import assignor
+from coordinator.core.driver import Driver, SimWorker, converge
+from coordinator.core.protocol import PrepareAssignmentRequest
 
 
 def _prepared(driver: Driver, worker: SimWorker):  # noqa: ANN202

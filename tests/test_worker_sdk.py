@@ -12,12 +12,12 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from coordinator.cli import main as coordinator
-from coordinator.client import CoordinatorClient
-from coordinator.devbroker import free_port
-from coordinator.group_coordinator import CoordinatorConfig
-from coordinator.items import items_of
-from coordinator.server import CoordinatorServer
-from coordinator.worker import RebalanceListener, Worker
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.items import items_of
+from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.worker import RebalanceListener, Worker
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools.devbroker import free_port
 
 pytestmark = pytest.mark.integration
 G = "sdk-group"

@@ -1,0 +1,165 @@
+"""Connect assignors: pure functions from a group's state to its target assignment.
+
+The same code runs in two places (seed 000 "Assignment Process", DESIGN §5 and §8):
+
+- server-side, inside the coordinator's heartbeat handler, when the group's members name a
+  `ServerAssignor`;
+- client-side, on the worker the coordinator chose: the worker gets COMPUTE_ASSIGNMENT, calls
+  PrepareAssignment (whose answer is a `GroupSpec`), runs `assign` and sends the result back with
+  InstallAssignment.
+
+An assignor is declarative (seed 000): it says what each member should own, not what to move.
+The coordinator validates the result against the `GroupSpec` it was computed from (every
+configured connector and task assigned exactly once to a member of the spec, or deferred with a
+delay) and reconciles the members toward it, revoking before assigning.
+
+No I/O and no clock: the coordinator's time comes in as `GroupSpec.now_ms`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Protocol
+
+from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember
+
+__all__ = [
+    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "ConnectAssignor", "GroupAssignment", "GroupSpec",
+    "MemberAssignment", "UnknownAssignorError", "assignor", "by_member_id", "member_versions",
+]
+
+
+@dataclass(slots=True, frozen=True)
+class AssignmentMember:
+    """A member as the assignor sees it (the seed's `GroupMember`)."""
+
+    member_id: str
+    instance_id: str | None = None
+    member_epoch: int = 0
+    # Its part of the group's current target assignment (empty for a member that just joined).
+    # Sticky assignors keep members on this.
+    target: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    # What it owns right now (its current assignment); differs from `target` while it reconciles.
+    owned: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    # The member's entry for the assignor being run (seed "Assignor": version range, reason,
+    # metadata). A server-side assignor sees the defaults.
+    minimum_version: int = 0
+    maximum_version: int = 0
+    reason: int = 0
+    version: int = 0
+    metadata: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class GroupSpec:
+    """Everything an assignor may use: the group metadata at `group_epoch` and the current target."""
+
+    group_id: str
+    group_epoch: int
+    connectors: tuple[ConnectorTaskCount, ...]
+    members: tuple[AssignmentMember, ...]  # sorted by member id
+    # Work whose owner left and that the current target keeps for its return (seed 002 Design II).
+    departed: tuple[DepartedMember, ...] = ()
+    # Items the current target deferred, and when the coordinator will rebalance for them.
+    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    scheduled_rebalance_at_ms: int | None = None
+    # The group's `scheduled.rebalance.max.delay.ms`: how long departed work may wait.
+    scheduled_rebalance_max_delay_ms: int = 300_000
+    # The coordinator's clock when it prepared this spec (never the worker's: clocks differ).
+    now_ms: int = 0
+
+
+@dataclass(slots=True, frozen=True)
+class MemberAssignment:
+    """One member's target (the seed's `MemberAssignment`)."""
+
+    assignment: ConnectorsAndTasks
+    error: int = 0
+    version: int = 0
+    metadata: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class GroupAssignment:
+    """An assignor's answer (the seed's `Assignment`).
+
+    `members` has an entry for every member of the spec. `deferred` items are assigned to nobody
+    for now; `scheduled_rebalance_delay_ms` (> 0) asks the coordinator for another rebalance after
+    that long, which is how deferred work is resolved without any worker keeping a timer. A delay
+    without deferred items asks for a follow-up rebalance (an assignor that limits its moves per
+    round, seed 002 Design III). `error` != 0 means the assignor could not compute an assignment:
+    the coordinator then keeps every member's current target.
+    """
+
+    members: dict[str, MemberAssignment]
+    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    scheduled_rebalance_delay_ms: int | None = None
+    error: int = 0
+    error_message: str | None = None
+
+
+class ConnectAssignor(Protocol):
+    """The seed's `ConnectAssignor`: a name, the metadata versions it speaks, and `assign`."""
+
+    name: str
+    minimum_version: int
+    maximum_version: int
+
+    def assign(self, group: GroupSpec) -> GroupAssignment: ...
+
+
+# The `GroupAssignment.error` of an assignor that cannot compute an assignment (seed 000: "If the
+# Connect assignor can't compute the assignment, then it would return an error which would result
+# in retaining the current assignments").
+ASSIGNOR_ERROR = 1
+
+by_member_id = attrgetter("member_id")
+
+def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMember]) -> list[int] | GroupAssignment:
+    """Each member's metadata version, or the assignor error if a member shares none with `assignor`.
+
+    A member's version is the highest in both its range and the assignor's (seed 000 "Assignor":
+    Minimum/MaximumVersion). The coordinator only picks a worker whose range covers everyone's
+    (DESIGN §5), so an empty overlap means the spec is inconsistent: report it rather than raise.
+    """
+    versions = []
+    for member in members:
+        lowest = max(assignor.minimum_version, member.minimum_version)
+        highest = min(assignor.maximum_version, member.maximum_version)
+        if lowest > highest:
+            return GroupAssignment(
+                members={},
+                error=ASSIGNOR_ERROR,
+                error_message=(
+                    f"member {member.member_id!r} supports versions [{member.minimum_version}, "
+                    f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
+                    f"[{assignor.minimum_version}, {assignor.maximum_version}]"
+                ),
+            )
+        versions.append(highest)
+    return versions
+
+
+class UnknownAssignorError(LookupError):
+    pass
+
+
+def _registry() -> dict[str, ConnectAssignor]:
+    from coordinator.core.assignors.eager import EagerAssignor
+    from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
+
+    return {a.name: a for a in (EagerAssignor(), IncrementalCooperativeAssignor())}
+
+
+# The assignors this code ships, by name: what a `ServerAssignor` may name, and what a worker runs.
+ASSIGNORS: dict[str, ConnectAssignor] = _registry()
+
+
+def assignor(name: str) -> ConnectAssignor:
+    """The shipped assignor called `name`."""
+    try:
+        return ASSIGNORS[name]
+    except KeyError:
+        raise UnknownAssignorError(f"unknown assignor {name!r}; known: {', '.join(sorted(ASSIGNORS))}") from None

@@ -1,0 +1,213 @@
+"""An in-memory driver for the state machine: no Kafka, no network, a virtual clock.
+
+`Driver` does what the runtime does, minus the I/O: it applies each handler's result through
+`replay`, keeps every record in a log (the topic), keeps the armed timers and fires them as the
+virtual clock passes their deadlines. `SimWorker` is a worker that follows the protocol as seed 000
+describes (revoke, acknowledge, take new work; compute the assignment when asked; rejoin after
+being fenced). Tests, benchmarks and scripted scenarios use them to drive the coordinator exactly
+as the service will, and to produce logs to replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
+
+from coordinator.core.assignors import ASSIGNORS, ConnectAssignor
+from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.items import Item, connectors_and_tasks, items_of
+from coordinator.core.protocol import (
+    JOIN_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_MEMBER_EPOCH,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    DeleteGroupRequest,
+    ErrorCode,
+    ErrorResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    InstallAssignmentRequest,
+    InstallMember,
+    PrepareAssignmentRequest,
+    Result,
+    SetConfigRequest,
+    SetConnectorsRequest,
+    TimerKey,
+)
+
+
+class Driver:
+    """A coordinator, its log and its timers, on a virtual clock (milliseconds)."""
+
+    def __init__(self, config: CoordinatorConfig | None = None, now: int = 0) -> None:
+        self.coordinator = GroupCoordinator(config=config)
+        self.log: list[Record] = []
+        self.timers: dict[TimerKey, int] = {}
+        self.now = now
+
+    @property
+    def state(self):  # noqa: ANN201
+        return self.coordinator.state
+
+    def run(self, result: Result):  # noqa: ANN201
+        """Apply a handler's result as the runtime would, and return its response."""
+        self.coordinator.apply(result)
+        self.log.extend(result.records)
+        for timer in result.timers:
+            if timer.deadline_ms is None:
+                self.timers.pop(timer.key, None)
+            else:
+                self.timers[timer.key] = timer.deadline_ms
+        return result.response
+
+    def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
+        return self.run(self.coordinator.heartbeat(request, self.now))
+
+    def set_connectors(self, group_id: str, connectors: dict[str, int]) -> ErrorResponse:
+        counts = tuple(ConnectorTaskCount(name, tasks) for name, tasks in connectors.items())
+        return self.run(self.coordinator.set_connectors(SetConnectorsRequest(group_id, counts), self.now))
+
+    def set_config(self, group_id: str, **timeouts: int | None) -> ErrorResponse:
+        return self.run(self.coordinator.set_config(SetConfigRequest(group_id, **timeouts), self.now))
+
+    def delete_group(self, group_id: str) -> ErrorResponse:
+        return self.run(self.coordinator.delete_group(DeleteGroupRequest(group_id), self.now))
+
+    def advance(self, ms: int) -> list[TimerKey]:
+        """Move the clock forward, firing every timer that falls due on the way, in order."""
+        target = self.now + ms
+        fired = []
+        while True:
+            due = [(deadline, key) for key, deadline in self.timers.items() if deadline <= target]
+            if not due:
+                break
+            deadline, key = min(due)
+            del self.timers[key]
+            self.now = max(self.now, deadline)
+            self.run(self.coordinator.on_timer(key, self.now))
+            fired.append(key)
+        self.now = target
+        return fired
+
+
+class SimWorker:
+    """A worker following seed 000's "Response Handling", for one group."""
+
+    def __init__(self, driver: Driver, group_id: str, member_id: str, *, instance_id: str | None = None,
+                 assignor: str | None = "incremental_cooperative", server_assignor: str | None = None,
+                 rebalance_timeout_ms: int = 60_000, assignor_impl: ConnectAssignor | None = None,
+                 versions: tuple[int, int] | None = None) -> None:
+        self.driver = driver
+        self.group_id = group_id
+        self.member_id = member_id
+        self.instance_id = instance_id
+        self.server_assignor = server_assignor
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.assignor_impl = assignor_impl or (ASSIGNORS[assignor] if assignor else None)
+        self.client_assignors: tuple[Assignor, ...] = ()
+        if assignor is not None and server_assignor is None:
+            impl = self.assignor_impl
+            low, high = versions or (impl.minimum_version, impl.maximum_version)
+            self.client_assignors = (Assignor(assignor, low, high, 0, high, b""),)
+        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
+        self.owned: frozenset[Item] = frozenset()
+        self.joined = False
+        self.ack_pending = False  # revoked something: the next heartbeat must say what it owns
+        self.last: HeartbeatResponse | None = None
+        self.computations = 0
+
+    def heartbeat(self, *, compute: bool = True) -> HeartbeatResponse:
+        # Every field while at epoch 0: a member still waiting for its first target may have been
+        # removed meanwhile (session timeout), and then this heartbeat is its join (seed 000: all
+        # fields "when it joins for the first time or when an error occurs").
+        joining = not self.joined or self.member_epoch == JOIN_GROUP_MEMBER_EPOCH
+        request = HeartbeatRequest(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
+            instance_id=self.instance_id if joining else None,
+            rebalance_timeout_ms=self.rebalance_timeout_ms if joining else -1,
+            server_assignor=self.server_assignor if joining else None,
+            client_assignors=self.client_assignors if joining and self.client_assignors else None,
+            owned=connectors_and_tasks(self.owned) if joining or self.ack_pending else None)
+        response = self.driver.heartbeat(request)
+        self.last = response
+        self._handle(response, compute)
+        return response
+
+    def _handle(self, response: HeartbeatResponse, compute: bool) -> None:
+        code = response.error_code
+        if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+            self.lose_everything()
+            return
+        if code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
+            return
+        self.joined = True
+        self.member_epoch = response.member_epoch
+        self.ack_pending = False
+        if response.assignment is not None:
+            assigned = items_of(response.assignment.connectors_and_tasks)
+            revoked = self.owned - assigned
+            if revoked and assigned - self.owned:
+                raise AssertionError(f"{self.member_id} was revoked {revoked} and given {assigned - self.owned} "
+                                     "in one response")
+            self.owned = assigned
+            self.ack_pending = bool(revoked)
+        if code == ErrorCode.COMPUTE_ASSIGNMENT and compute:
+            self.compute_assignment()
+
+    def compute_assignment(self) -> ErrorResponse | None:
+        """PrepareAssignment -> assignor -> InstallAssignment."""
+        c = self.driver.coordinator
+        prepared = self.driver.run(c.prepare_assignment(
+            PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch), self.driver.now))
+        if prepared.error_code:
+            return ErrorResponse(prepared.error_code, prepared.error_message)
+        self.computations += 1
+        result = self.assignor_impl.assign(prepared.group)
+        return self.install(prepared.group_epoch, result)
+
+    def install(self, group_epoch: int, result) -> ErrorResponse:  # noqa: ANN001 - a GroupAssignment
+        members = tuple(InstallMember(m, a.assignment, a.error, a.version, a.metadata)
+                        for m, a in result.members.items())
+        return self.driver.run(self.driver.coordinator.install_assignment(InstallAssignmentRequest(
+            self.group_id, self.member_id, self.member_epoch, group_epoch, members, result.error,
+            result.error_message, result.deferred, result.scheduled_rebalance_delay_ms), self.driver.now))
+
+    def leave(self, static: bool = False) -> HeartbeatResponse:
+        epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if static else LEAVE_GROUP_MEMBER_EPOCH
+        response = self.driver.heartbeat(HeartbeatRequest(self.group_id, self.member_id, epoch))
+        self.lose_everything()
+        return response
+
+    def lose_everything(self) -> None:
+        """Fenced, crashed or left: stop all work; the next heartbeat joins with epoch 0."""
+        self.owned = frozenset()
+        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
+        self.joined = False
+        self.ack_pending = False
+
+    @property
+    def assignment(self) -> ConnectorsAndTasks:
+        return connectors_and_tasks(self.owned)
+
+
+def converge(workers: Iterable[SimWorker], rounds: int = 50, advance_ms: int = 0) -> int:
+    """Heartbeat every worker, round after round (the clock moving `advance_ms` before each), until
+    a round changes nothing and every group has its target for its epoch; returns the rounds."""
+    workers = list(workers)
+    if not workers:
+        return 0
+    driver = workers[0].driver
+    groups = {w.group_id for w in workers}
+    for round_ in range(1, rounds + 1):
+        if advance_ms:
+            driver.advance(advance_ms)
+        before = [(w.member_epoch, w.owned) for w in workers]
+        log_size = len(driver.log)
+        for w in workers:
+            w.heartbeat()
+        settled = all(g not in driver.state.groups
+                      or driver.state.groups[g].group_epoch == driver.state.groups[g].assignment_epoch
+                      for g in groups)
+        if settled and before == [(w.member_epoch, w.owned) for w in workers] and len(driver.log) == log_size:
+            return round_
+    raise AssertionError(f"no convergence within {rounds} rounds")

@@ -1,0 +1,243 @@
+"""The connect group protocol's vocabulary: error codes, sentinel epochs, requests and responses.
+
+These are the state machine's inputs and outputs (seed 000 "Public Interfaces"), with the field
+names of the seed in snake_case. The HTTP layer maps its JSON (DESIGN §7) onto them one to one.
+Nullable request fields follow the seed: None means "unchanged since the last heartbeat".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any, Generic, TypeVar
+
+from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
+
+from coordinator.core.assignors import GroupSpec
+
+# Member epochs with a meaning of their own (seed 000 ConnectGroupHeartbeat "MemberEpoch").
+JOIN_GROUP_MEMBER_EPOCH = 0
+LEAVE_GROUP_MEMBER_EPOCH = -1
+LEAVE_GROUP_STATIC_MEMBER_EPOCH = -2  # leaves, but the InstanceId's assignment waits for its return
+
+
+class ErrorCode(IntEnum):
+    """Kafka's numbers where Kafka has the error (DESIGN §5); 1000+ for the connect type's own."""
+
+    NONE = 0
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    GROUP_AUTHORIZATION_FAILED = 30
+    INVALID_REQUEST = 42
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    FENCED_MEMBER_EPOCH = 110
+    UNRELEASED_INSTANCE_ID = 111
+    UNSUPPORTED_ASSIGNOR = 112
+    COMPUTE_ASSIGNMENT = 1000
+    INVALID_ASSIGNMENT = 1001
+
+
+class MemberState:
+    """The `State` of a current member assignment (type 8), as in Kafka's consumer groups."""
+
+    STABLE = "STABLE"  # at its target epoch, owning everything its target gives it
+    UNREVOKED = "UNREVOKED"  # must give up `pending_revocation` before it moves on
+    UNRELEASED = "UNRELEASED"  # at its target epoch, waiting for others to release the rest of its target
+
+
+# --- requests --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class HeartbeatRequest:
+    """ConnectGroupHeartbeat. `owned` is the seed's ConnectorsAndTasks: what the worker owns."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    server_assignor: str | None = None
+    client_assignors: tuple[Assignor, ...] | None = None
+    owned: ConnectorsAndTasks | None = None
+    # Where the worker's REST API listens (the seed's Worker "url"); None = unchanged.
+    url: str | None = None
+    # From the transport, not the body: who sent it.
+    client_id: str = ""
+    client_host: str = ""
+    # Seed 003: a connect member owns connectors and tasks; sending topic partitions is an error.
+    topic_partitions: Any = None
+
+
+@dataclass(slots=True, frozen=True)
+class PrepareAssignmentRequest:
+    group_id: str
+    member_id: str
+    member_epoch: int
+
+
+@dataclass(slots=True, frozen=True)
+class InstallMember:
+    """One member's part of an installed assignment."""
+
+    member_id: str
+    assignment: ConnectorsAndTasks | None
+    error: int = 0
+    version: int = 0
+    metadata: bytes = b""
+    topic_partitions: Any = None  # seed 003: never together with ConnectorsAndTasks
+
+
+@dataclass(slots=True, frozen=True)
+class InstallAssignmentRequest:
+    """ConnectGroupInstallAssignment, with the deferred items and delay of DESIGN §5."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    group_epoch: int
+    members: tuple[InstallMember, ...] = ()
+    error: int = 0
+    error_message: str | None = None
+    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    scheduled_rebalance_delay_ms: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class SetConnectorsRequest:
+    group_id: str
+    connectors: tuple[ConnectorTaskCount, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class SetConfigRequest:
+    """Per-group timeouts; None restores the server's default."""
+
+    group_id: str
+    session_timeout_ms: int | None = None
+    heartbeat_interval_ms: int | None = None
+    rebalance_timeout_ms: int | None = None
+    scheduled_rebalance_max_delay_ms: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class DeleteGroupRequest:
+    group_id: str
+
+
+# --- responses -------------------------------------------------------------------------------
+
+
+@dataclass(slots=True, frozen=True)
+class Assignment:
+    """The heartbeat response's assignment: what the member should own now."""
+
+    connectors_and_tasks: ConnectorsAndTasks
+    error: int = 0
+    version: int = 0
+    metadata: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class HeartbeatResponse:
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: Assignment | None = None  # None unless the member's assignment changes
+
+
+@dataclass(slots=True, frozen=True)
+class PrepareAssignmentResponse:
+    """The group state to feed the assignor: `group` is exactly what `ConnectAssignor.assign` takes."""
+
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+    group_epoch: int = 0
+    assignor_name: str | None = None
+    group: GroupSpec | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ErrorResponse:
+    """The answer of requests that return nothing but an outcome (install, admin writes)."""
+
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class MemberDescription:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    url: str | None
+    member_epoch: int
+    state: str
+    assignment: ConnectorsAndTasks
+    pending_revocation: ConnectorsAndTasks
+    target: ConnectorsAndTasks
+    server_assignor: str | None
+    client_assignors: tuple[Assignor, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class GroupDescription:
+    group_id: str
+    group_epoch: int
+    assignment_epoch: int
+    state: str  # EMPTY, ASSIGNING, RECONCILING or STABLE
+    assignor: str | None
+    assignor_kind: str | None  # "server" or "client"
+    connectors: tuple[ConnectorTaskCount, ...]
+    members: tuple[MemberDescription, ...]
+    deferred: ConnectorsAndTasks
+    scheduled_rebalance_at_ms: int | None
+    assignment_error: int
+    assignment_error_message: str | None
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    rebalance_timeout_ms: int | None
+    scheduled_rebalance_max_delay_ms: int
+
+
+@dataclass(slots=True, frozen=True)
+class GroupListing:
+    group_id: str
+    group_epoch: int
+    state: str
+    members: int
+
+
+# --- handler results -------------------------------------------------------------------------
+
+TimerKey = tuple[str, ...]  # ("session", group, member), ("scheduled-rebalance", group), ...
+
+
+@dataclass(slots=True, frozen=True)
+class Timer:
+    """Arm the timer `key` to fire at `deadline_ms`, replacing any timer of that key; None cancels."""
+
+    key: TimerKey
+    deadline_ms: int | None
+
+
+R = TypeVar("R")
+
+
+@dataclass(slots=True)
+class Result(Generic[R]):
+    """What a handler returns: records to make durable, the response to send once they are, and
+    timers to arm or cancel. `volatile` holds the in-memory-only changes (which member computes
+    the assignment); they go through `replay` like records but are never written."""
+
+    response: R
+    records: list[Record] = field(default_factory=list)
+    timers: list[Timer] = field(default_factory=list)
+    volatile: list[Any] = field(default_factory=list)

@@ -1,0 +1,176 @@
+"""The admin commands: `coordinator groups list|describe`, `connectors set`, `config set`.
+
+They talk to any coordinator instance (`--url`, env COORDINATOR_URL); a group's requests go to
+its coordinator through find-coordinator, and are retried while partitions move or load
+(`coordinator.sdk.client`). Output is a readable table, or JSON with `--format json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import ssl
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import orjson
+
+from coordinator.errors import CliError
+from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
+
+DEFAULT_URL = "http://127.0.0.1:8400"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    groups = subparsers.add_parser("groups")
+    groups_sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = groups_sub.add_parser("list", help="the groups of every partition the instance serves")
+    _common(listing)
+    listing.set_defaults(func=_runner(_list))
+    describe = groups_sub.add_parser("describe", help="a group's members, epochs and assignments")
+    describe.add_argument("group")
+    _common(describe)
+    describe.set_defaults(func=_runner(_describe))
+
+    connectors = subparsers.add_parser("connectors")
+    connectors_sub = connectors.add_subparsers(dest="action", metavar="ACTION", required=True)
+    set_connectors = connectors_sub.add_parser(
+        "set", help="replace the group's connectors (creates the group; bumps its epoch when the set changes)")
+    set_connectors.add_argument("group")
+    set_connectors.add_argument("connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
+                                help="each connector and its task count; none removes them all")
+    _common(set_connectors)
+    set_connectors.set_defaults(func=_runner(_set_connectors))
+
+    config = subparsers.add_parser("config")
+    config_sub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+    set_config = config_sub.add_parser("set", help="replace the group's timeouts; a flag left out means the "
+                                                   "server's default")
+    set_config.add_argument("group")
+    for flag in ("--session-timeout-ms", "--heartbeat-interval-ms", "--rebalance-timeout-ms",
+                 "--scheduled-rebalance-max-delay-ms"):
+        set_config.add_argument(flag, type=int, metavar="MS")
+    _common(set_config)
+    set_config.set_defaults(func=_runner(_set_config))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default=os.environ.get("COORDINATOR_URL", DEFAULT_URL),
+                        help=f"any coordinator instance (env COORDINATOR_URL, default {DEFAULT_URL})")
+    parser.add_argument("--token", default=os.environ.get("COORDINATOR_TOKEN"),
+                        help="bearer token (env COORDINATOR_TOKEN)")
+    parser.add_argument("--ca-file", default=os.environ.get("COORDINATOR_CA_FILE"), metavar="FILE",
+                        help="CA certificates to verify an HTTPS coordinator (env COORDINATOR_CA_FILE)")
+    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="keep retrying an unavailable coordinator this long (default 30)")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+
+
+def connector_count(text: str) -> tuple[str, int]:
+    """`NAME=TASKS`: a connector and its task count, as `connectors set` and the fleet take them."""
+    name, equals, tasks = text.rpartition("=")
+    if not equals or not name or not tasks.isdigit():
+        raise argparse.ArgumentTypeError(f"expected NAME=TASKS, got {text!r}")
+    return name, int(tasks)
+
+
+def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[int]]
+            ) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        context = None
+        if args.ca_file:
+            try:
+                context = ssl.create_default_context(cafile=args.ca_file)
+            except (OSError, ssl.SSLError) as e:
+                raise CliError(f"cannot load --ca-file {args.ca_file}: {e}", exit_code=2) from None
+
+        def retrying(why: str) -> None:
+            print(f"waiting for the coordinator of this group ({why})", file=sys.stderr)
+
+        async def go() -> int:
+            async with CoordinatorClient(args.url, token=args.token, ssl_context=context, retry_for_s=args.timeout,
+                                         on_retry=retrying) as client:
+                return await action(client, args)
+        try:
+            return asyncio.run(go())
+        except ApiError as e:
+            raise CliError(str(e)) from None
+        except Unavailable as e:
+            raise CliError(str(e)) from None
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            raise CliError(f"cannot reach the coordinator at {args.url}: {e}") from None
+    return run
+
+
+def _protocol_error(answer: dict) -> int:
+    if answer.get("ErrorCode"):
+        print(f"error {answer['ErrorCode']}: {answer.get('ErrorMessage')}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_json(value: Any) -> None:
+    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+
+
+def table(rows: list[list[Any]], header: list[str]) -> str:
+    cells = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
+
+
+def _items(cat: dict) -> str:
+    parts = list(cat.get("Connectors", [])) + [f"{t['Connector']}-{t['Task']}" for t in cat.get("Tasks", [])]
+    return ",".join(parts) or "-"
+
+
+async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
+    answer = await client.request("GET", "/v1/groups")
+    if args.format == "json":
+        _print_json(answer["Groups"])
+    else:
+        print(table([[g["GroupId"], g["GroupEpoch"], g["State"], g["Members"]] for g in answer["Groups"]],
+                    ["GROUP", "EPOCH", "STATE", "MEMBERS"]))
+    return 0
+
+
+async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
+    answer = await client.call(args.group, "GET", f"/v1/groups/{args.group}")
+    if answer.get("ErrorCode"):
+        return _protocol_error(answer)
+    if args.format == "json":
+        _print_json(answer)
+        return 0
+    a = answer
+    print(f"group {a['GroupId']}: {a['State']}, group epoch {a['GroupEpoch']}, assignment epoch "
+          f"{a['AssignmentEpoch']}, assignor {a['Assignor']} ({a['AssignorKind']})")
+    print("connectors: " + (", ".join(f"{c['Name']}({c['Tasks']} tasks)" for c in a["Connectors"]) or "none"))
+    if a["Deferred"]["Connectors"] or a["Deferred"]["Tasks"]:
+        print(f"deferred: {_items(a['Deferred'])} until {a['ScheduledRebalanceAtMs']} ms")
+    if a["AssignmentError"]:
+        print(f"assignment error {a['AssignmentError']}: {a['AssignmentErrorMessage']}")
+    print()
+    print(table([[m["MemberId"], m["InstanceId"], m["MemberEpoch"], m["State"], _items(m["Assignment"]),
+                  _items(m["PendingRevocation"]), _items(m["Target"])] for m in a["Members"]],
+                ["MEMBER", "INSTANCE", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+    return 0
+
+
+async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -> int:
+    names = [name for name, _ in args.connectors]
+    if len(set(names)) != len(names):
+        raise CliError("a connector is named twice", exit_code=2)
+    answer = await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
+                               {"Connectors": [{"Name": n, "Tasks": t} for n, t in args.connectors]})
+    return _protocol_error(answer)
+
+
+async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> int:
+    body = {"SessionTimeoutMs": args.session_timeout_ms, "HeartbeatIntervalMs": args.heartbeat_interval_ms,
+            "RebalanceTimeoutMs": args.rebalance_timeout_ms,
+            "ScheduledRebalanceMaxDelayMs": args.scheduled_rebalance_max_delay_ms}
+    answer = await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config", body)
+    return _protocol_error(answer)

@@ -1,0 +1,286 @@
+"""A fleet of simulated workers in one process, driven by a timeline (`coordinator worker`).
+
+Each worker is a real `Worker` of the SDK talking HTTP to the coordinator; the fleet only adds
+names, a timeline of events, and a printout of who runs what as it changes:
+
+    at  action      args
+    0   join        5               # five workers join (worker-1 .. worker-5)
+    4   scale-out   1               # one more
+    8   bounce      worker-2 1.5    # leaves and comes back after 1.5 s (same instance id)
+    12  crash       worker-4        # stops heartbeating, no leave
+    16  connectors  A=3 B=2         # the group's connectors change
+    20  scale-in    1               # the newest worker leaves
+    30  stop                        # everyone leaves; the summary is printed
+
+`#` starts a comment; times are seconds from the start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TextIO
+
+from records import ConnectorsAndTasks
+
+from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.items import Item, describe, items_of
+from coordinator.errors import CliError
+from coordinator.sdk.admin import connector_count
+from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.worker import RebalanceListener, Worker
+
+ACTIONS = ("join", "scale-out", "scale-in", "bounce", "crash", "connectors", "stop")
+
+
+@dataclass(frozen=True)
+class Event:
+    at_s: float
+    action: str
+    args: tuple[str, ...]
+
+
+def parse_scenario(text: str, source: str = "scenario") -> list[Event]:
+    events = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = shlex.split(line)
+        try:
+            at = float(fields[0])
+        except ValueError:
+            raise CliError(f"{source}:{number}: a line starts with the time in seconds", exit_code=2) from None
+        if len(fields) < 2 or fields[1] not in ACTIONS:
+            raise CliError(f"{source}:{number}: expected an action ({', '.join(ACTIONS)})", exit_code=2)
+        events.append(Event(at, fields[1], tuple(fields[2:])))
+    return sorted(events, key=lambda e: e.at_s)
+
+
+class _Printer(RebalanceListener):
+    def __init__(self, fleet: Fleet, name: str) -> None:
+        self.fleet, self.name = fleet, name
+
+    def on_revoked(self, items: ConnectorsAndTasks) -> None:
+        self.fleet.say(f"{self.name:<10} stops  {describe(items_of(items))}")
+
+    def on_assigned(self, items: ConnectorsAndTasks) -> None:
+        self.fleet.say(f"{self.name:<10} starts {describe(items_of(items))}")
+
+    def on_lost(self, items: ConnectorsAndTasks) -> None:
+        self.fleet.say(f"{self.name:<10} LOST   {describe(items_of(items))} (fenced; rejoining)")
+
+
+class Fleet:
+    """Named workers of one group, and the events that happen to them."""
+
+    def __init__(self, client: CoordinatorClient, group_id: str, *, static: bool = True, server_side: bool = False,
+                 assignor_name: str = "incremental_cooperative", out: TextIO | None = None, quiet: bool = False,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.client = client
+        self.group_id = group_id
+        self.static = static
+        self.server_side = server_side
+        self.assignor_name = assignor_name
+        self.out = out
+        self.quiet = quiet
+        self.clock = clock
+        self.started = clock()
+        self.workers: dict[str, Worker] = {}  # the live ones
+        self.crashed: dict[str, Worker] = {}
+        self._serial = 0
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            print(f"{self.clock() - self.started:7.2f}s  {text}", file=self.out or sys.stdout, flush=True)
+
+    def _worker(self, name: str) -> Worker:
+        return Worker(self.client, self.group_id, instance_id=name if self.static else None,
+                      member_id=f"{name}-{os.getpid()}-{self._next()}", assignor_name=self.assignor_name,
+                      server_side=self.server_side, listener=_Printer(self, name))
+
+    def _next(self) -> int:
+        self._serial += 1
+        return self._serial
+
+    async def join(self, count: int) -> list[str]:
+        names = []
+        for _ in range(count):
+            name = f"worker-{len(self.workers) + len(self.crashed) + 1}"
+            while name in self.workers or name in self.crashed:
+                name = f"worker-{self._next()}"
+            self.workers[name] = worker = self._worker(name)
+            await worker.start()
+            names.append(name)
+        self.say(f"joined: {', '.join(names)}")
+        return names
+
+    async def leave(self, name: str) -> None:
+        worker = self.workers.pop(name)
+        await worker.stop(leave=True)
+        self.say(f"{name:<10} left the group")
+
+    async def scale_in(self, count: int) -> None:
+        for name in list(self.workers)[-count:]:
+            await self.leave(name)
+
+    async def bounce(self, name: str, pause_s: float) -> None:
+        """A restart: leave, then a new process (a new member id, the same instance id) joins."""
+        await self.workers[name].stop(leave=True)
+        self.say(f"{name:<10} restarting (back in {pause_s:g} s)")
+        await asyncio.sleep(pause_s)
+        self.workers[name] = worker = self._worker(name)
+        await worker.start()
+        self.say(f"{name:<10} is back")
+
+    async def crash(self, name: str) -> None:
+        worker = self.workers.pop(name)
+        await worker.stop(leave=False)
+        self.crashed[name] = worker
+        self.say(f"{name:<10} CRASHED (no leave; its session will expire)")
+
+    async def set_connectors(self, counts: dict[str, int]) -> None:
+        answer = await self.client.call(self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors",
+                                        {"Connectors": [{"Name": n, "Tasks": t} for n, t in counts.items()]})
+        if answer["ErrorCode"]:
+            raise CliError(f"setting connectors: {answer['ErrorMessage']}")
+        self.say("connectors: " + ", ".join(f"{n} ({t} tasks)" for n, t in counts.items()))
+
+    async def stop(self) -> None:
+        for name in list(self.workers):
+            await self.leave(name)
+
+    def ownership(self) -> dict[str, frozenset[Item]]:
+        return {name: w.owned for name, w in self.workers.items()}
+
+    def stable(self) -> bool:
+        return all(w.stable for w in self.workers.values())
+
+    async def wait_stable(self, expected: frozenset[Item] | None = None, timeout: float = 60.0,
+                          settle_s: float = 0.0) -> None:
+        """Until every live worker is quiet (and, given `expected`, they run exactly it, once each)."""
+        deadline = self.clock() + timeout
+        while True:
+            owned = [i for w in self.workers.values() for i in w.owned]
+            if self.stable() and (expected is None or (len(owned) == len(set(owned)) and set(owned) == expected)):
+                if settle_s <= 0:
+                    return
+                await asyncio.sleep(settle_s)
+                settle_s = 0
+                continue
+            failed = [w for w in self.workers.values() if w.failure is not None]
+            if failed:
+                raise CliError(f"{failed[0].member_id} stopped: {failed[0].failure}")
+            if self.clock() > deadline:
+                raise TimeoutError(f"the fleet did not settle within {timeout:g}s")
+            await asyncio.sleep(0.05)
+
+    def table(self) -> str:
+        rows = []
+        for name, w in sorted(self.workers.items(), key=lambda kv: _natural(kv[0])):
+            rows.append(f"  {name:<10} epoch {w.member_epoch:<4} {describe(w.owned) or '-'}")
+        return "\n".join(rows)
+
+    def summary(self) -> str:
+        lines = ["summary:", self.table()]
+        for name, w in sorted(self.workers.items(), key=lambda kv: _natural(kv[0])):
+            m = w.metrics.snapshot()
+            lines.append(f"  {name:<10} rebalances {m['rebalance-total']}, avg {m['rebalance-latency-avg']:.0f} ms, "
+                         f"max {m['rebalance-latency-max']:.0f} ms, failed {m['failed-rebalance-total']}")
+        return "\n".join(lines)
+
+    async def play(self, events: list[Event]) -> None:
+        for event in events:
+            delay = event.at_s - (self.clock() - self.started)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            await self.apply(event)
+            if event.action == "stop":
+                return
+
+    async def apply(self, event: Event) -> None:
+        a = event.args
+        if event.action in ("join", "scale-out"):
+            await self.join(int(a[0]) if a else 1)
+        elif event.action == "scale-in":
+            await self.scale_in(int(a[0]) if a else 1)
+        elif event.action == "bounce":
+            asyncio.create_task(self.bounce(a[0], float(a[1]) if len(a) > 1 else 1.0))
+        elif event.action == "crash":
+            await self.crash(a[0])
+        elif event.action == "connectors":
+            await self.set_connectors(_connector_counts(a))
+        elif event.action == "stop":
+            self.say("stopping")
+
+
+def _natural(name: str) -> tuple:
+    prefix, _, number = name.rpartition("-")
+    return (prefix, int(number)) if number.isdigit() else (name, 0)
+
+
+def _connector_counts(args: tuple[str, ...]) -> dict[str, int]:
+    try:
+        return dict(connector_count(arg) for arg in args)
+    except argparse.ArgumentTypeError as e:
+        raise CliError(str(e), exit_code=2) from None
+
+
+# --- `coordinator worker` --------------------------------------------------------------------------
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("worker",
+                                   description="Run N workers of a group in one process; a scenario file or "
+                                               "flags drive events on a timeline. " + __doc__.split("\n\n")[1])
+    parser.add_argument("--group", required=True)
+    parser.add_argument("--count", type=int, default=3, help="workers that join at the start (default 3)")
+    parser.add_argument("--url", default=os.environ.get("COORDINATOR_URL", "http://127.0.0.1:8400"),
+                        help="any coordinator instance (env COORDINATOR_URL)")
+    parser.add_argument("--token", default=os.environ.get("COORDINATOR_TOKEN"), help="(env COORDINATOR_TOKEN)")
+    parser.add_argument("--dynamic", action="store_true", help="no static instance ids")
+    parser.add_argument("--server-side", action="store_true", help="the coordinator runs the assignor")
+    parser.add_argument("--assignor", choices=sorted(ASSIGNORS), default="incremental_cooperative")
+    parser.add_argument("--connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
+                        help="set the group's connectors first")
+    parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (see the module's help)")
+    parser.add_argument("--duration", type=float, default=None,
+                        help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    events = [Event(0.0, "join", (str(args.count),))] if args.count else []
+    if args.scenario:
+        try:
+            text = open(args.scenario, encoding="utf-8").read()
+        except OSError as e:
+            raise CliError(f"cannot read {args.scenario}: {e.strerror}", exit_code=2) from None
+        events += parse_scenario(text, args.scenario)
+    if args.duration is not None:
+        events.append(Event(args.duration, "stop", ()))
+    return asyncio.run(_run(args, sorted(events, key=lambda e: e.at_s)))
+
+
+async def _run(args: argparse.Namespace, events: list[Event]) -> int:
+    async with CoordinatorClient(args.url, token=args.token) as client:
+        fleet = Fleet(client, args.group, static=not args.dynamic, server_side=args.server_side,
+                      assignor_name=args.assignor)
+        try:
+            if args.connectors:
+                await fleet.set_connectors(dict(args.connectors))
+            await fleet.play(events)
+            if not any(e.action == "stop" for e in events):
+                await asyncio.Event().wait()  # until Ctrl-C
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            pass
+        finally:
+            print(fleet.summary(), flush=True)
+            await fleet.stop()
+    return 0

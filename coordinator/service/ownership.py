@@ -1,0 +1,167 @@
+"""Which coordinator instance serves which partition (DESIGN §6).
+
+- `static`: the process serves the partitions it is told to (`CoordinatorServer.start`).
+- `group`: instances form a Kafka consumer group over the topic. The group protocol decides who
+  owns what; an assigned partition is taken (fencing its previous owner through
+  `init_transactions`, then loading it), a revoked or lost one stops serving before the callback
+  returns. The consumer never reads records: it pauses every partition it is given, so it costs
+  the brokers nothing but the membership.
+
+Finding the owner of a partition served elsewhere (`Locator`): in group mode, the consumer
+group's description (each instance uses its advertised URL as its `client.id`, and the description
+lists each member's assigned partitions); in static mode there is no group to describe, so the
+owners are the `/health` of the other instances given with `--peer` (`PeerHealth`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+
+import aiohttp
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from coordinator.service.server import CoordinatorServer
+
+log = logging.getLogger(__name__)
+
+_LOCATE_CACHE_S = 1.0
+
+
+class GroupOwnership:
+    """Shares the topic's partitions among instances through a Kafka consumer group."""
+
+    def __init__(self, server: CoordinatorServer, kafka_config: Mapping[str, str], group_id: str, *,
+                 session_timeout_ms: int = 10_000) -> None:
+        self.server = server
+        self.group_id = group_id
+        self.locate = Locator(lambda: asyncio.to_thread(self._described_owners))
+        self._config = {
+            **kafka_config,
+            "group.id": group_id,
+            "client.id": server.advertised_url,
+            # Only what must move moves: a new instance takes its share without stopping the others.
+            "partition.assignment.strategy": "cooperative-sticky",
+            "session.timeout.ms": session_timeout_ms,
+            "heartbeat.interval.ms": max(100, session_timeout_ms // 10),
+            # Also the rebalance timeout (JoinGroup's): how long a rebalance waits for every member to
+            # rejoin before it goes on without the late ones. The poll loop never blocks, so a member
+            # is late only while its revocation callback closes partitions; this bounds how long one
+            # slow instance holds up the partitions of a rebalance (librdkafka's default: 5 minutes).
+            # librdkafka refuses a value below session.timeout.ms.
+            "max.poll.interval.ms": max(session_timeout_ms, 10_000),
+            "enable.auto.commit": False,
+            "auto.offset.reset": "latest",
+            "allow.auto.create.topics": False,
+        }
+        # One client for every find-coordinator lookup, not a new connection per lookup.
+        self._admin = AdminClient(dict(kafka_config))
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.server.locate = self.locate
+        self._thread = threading.Thread(target=self._poll, name="ownership", daemon=True)
+        self._thread.start()
+
+    async def close(self) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+
+    # --- the consumer group (its own thread: librdkafka calls back from poll) -------------------
+
+    def _poll(self) -> None:
+        consumer = Consumer(self._config)
+        consumer.subscribe([self.server.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                           on_lost=self._on_revoke)
+        paused: set[int] = set()
+        try:
+            while not self._stopping.is_set():
+                consumer.poll(0.2)  # there is nothing to read: every partition is paused
+                assignment = consumer.assignment()
+                unpaused = [tp for tp in assignment if tp.partition not in paused]
+                if unpaused:
+                    consumer.pause(unpaused)
+                paused = {tp.partition for tp in assignment}
+        except KafkaException as e:
+            log.error("the ownership consumer failed: %s", e)
+        finally:
+            # Leaving the group revokes our partitions (on_revoke) and hands them over at once.
+            consumer.close()
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        taken = sorted(tp.partition for tp in partitions)
+        if taken:
+            log.info("consumer group %s assigned partitions %s", self.group_id, taken)
+            # Not waited for: loading may take seconds, and the partition answers
+            # COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+            asyncio.run_coroutine_threadsafe(self.server.assign(taken), self._loop)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        lost = sorted(tp.partition for tp in partitions)
+        if lost:
+            log.info("consumer group %s revoked partitions %s", self.group_id, lost)
+            # Waited for: the partitions must stop serving before another instance takes them.
+            asyncio.run_coroutine_threadsafe(self.server.revoke(lost), self._loop).result()
+
+    def _described_owners(self) -> dict[int, str]:
+        try:
+            futures = self._admin.describe_consumer_groups([self.group_id], request_timeout=5)
+            description = futures[self.group_id].result()
+        except KafkaException as e:
+            log.warning("cannot describe consumer group %s: %s", self.group_id, e)
+            return {}
+        owners = {}
+        for member in description.members:
+            for tp in member.assignment.topic_partitions if member.assignment else ():
+                if tp.topic == self.server.topic:
+                    owners[tp.partition] = member.client_id
+        return owners
+
+
+class Locator:
+    """Where a partition not served here is served, from `owners()` (partition -> advertised URL):
+    the consumer group's description in group mode, the peers' `/health` in static mode. Answers
+    are cached for a second, so a burst of find-coordinator calls costs one lookup."""
+
+    def __init__(self, owners: Callable[[], Awaitable[dict[int, str]]]) -> None:
+        self.owners = owners
+        self._owners: dict[int, str] = {}
+        self._owners_at = 0.0
+
+    async def __call__(self, partition: int) -> str | None:
+        if time.monotonic() - self._owners_at > _LOCATE_CACHE_S or partition not in self._owners:
+            self._owners, self._owners_at = await self.owners(), time.monotonic()
+        return self._owners.get(partition)
+
+
+class PeerHealth:
+    """Static ownership: who serves what, from the `/health` of the other instances (`--peer`).
+    Each instance's `/health` lists the partitions it serves and the URL it advertises."""
+
+    def __init__(self, server: CoordinatorServer, peers: Iterable[str]) -> None:
+        own = server.advertised_url.rstrip("/")
+        self.peers = [p.rstrip("/") for p in peers if p.rstrip("/") != own]
+
+    async def __call__(self) -> dict[int, str]:
+        owners: dict[int, str] = {}
+        timeout = aiohttp.ClientTimeout(total=2)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            for peer in self.peers:
+                try:
+                    async with session.get(f"{peer}/health") as response:
+                        body = await response.json()
+                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+                    log.warning("peer %s did not answer: %s", peer, e)
+                    continue
+                for partition, status in (body.get("Partitions") or {}).items():
+                    if status in ("active", "loading"):
+                        owners[int(partition)] = body.get("Url") or peer
+        return owners

@@ -1,0 +1,350 @@
+"""The runtime of one owned partition: the I/O shell around the state machine (DESIGN §6).
+
+Rules it keeps:
+
+- one serial event loop per partition: requests and timer events of its groups run one at a
+  time, so the state machine needs no locks;
+- a handler's records are applied (through `replay`) at once and appended to the open batch; the
+  response waits until that batch is committed in one Kafka transaction. One transaction is in
+  flight at a time; a batch closes after a short linger, on size, or when the commit before it
+  ends, so under load many heartbeats share one commit;
+- a response that writes nothing is sent at once unless earlier writes are still in flight: then
+  it waits for them, because it may describe state they created (nothing unacknowledged is ever
+  shown as done);
+- any write failure drops the partition's memory and loads it again from the topic; meanwhile,
+  and for the requests of the failed batch, the answer is NOT_COORDINATOR: the log is the truth;
+- a load that Kafka cannot serve now (brokers down, too few in-sync replicas, the transaction
+  coordinator moving) is tried again with backoff until it succeeds or the partition is closed,
+  answering COORDINATOR_LOAD_IN_PROGRESS meanwhile: a partition never stops serving for good
+  because Kafka was away for a while;
+- timers are keyed; arming a key replaces its timer; a fired timer is an event in the same loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from enum import Enum
+from typing import Any
+
+from records import Record
+
+from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.protocol import ErrorCode, Result, Timer, TimerKey
+from coordinator.core.state import CoordinatorState
+from coordinator.service.log import LoadResult, LogError, PartitionWriter, load_partition
+from coordinator.service.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+# A partition that cannot be loaded now tries again after this long, doubling up to the maximum.
+LOAD_RETRY_MIN_S = 0.5
+LOAD_RETRY_MAX_S = 10.0
+
+
+class Status(Enum):
+    LOADING = "loading"
+    ACTIVE = "active"
+    FAILED = "failed"
+    CLOSED = "closed"
+
+
+class NotServing(Exception):
+    """The partition cannot serve now: NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class PartitionRuntime:
+    """One partition of the topic, owned by this process."""
+
+    def __init__(self, kafka_config: Mapping[str, str], topic: str, partition: int,
+                 config: CoordinatorConfig | None = None, *, clock: Callable[[], float] = time.time,
+                 linger_ms: float = 2.0, max_batch_records: int = 1_000, transactional_prefix: str = "worker-coordinator",
+                 metrics: Metrics | None = None, kafka_timeout_s: float = 30.0) -> None:
+        self.kafka_config = dict(kafka_config)
+        self.topic = topic
+        self.partition = partition
+        self.config = config or CoordinatorConfig()
+        self.clock = clock
+        self.linger_s = linger_ms / 1000
+        self.max_batch_records = max_batch_records
+        self.transactional_prefix = transactional_prefix
+        self.metrics = metrics
+        self.kafka_timeout_s = kafka_timeout_s  # each fence, commit or abort waits at most this long
+        self.status = Status.LOADING
+        self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
+        self.last_load: LoadResult | None = None
+        self._queue: asyncio.Queue[tuple[Callable[[int], Any], asyncio.Future | None]] = asyncio.Queue()
+        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
+        self._batch: list[Record] = []
+        self._waiting: list[tuple[asyncio.Future, Any]] = []
+        self._commits = 0  # batches handed to the writer and not yet confirmed
+        self._writer: PartitionWriter | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._flush_task: asyncio.Task | None = None
+        self._loading: asyncio.Task | None = None  # loading again after a failed attempt
+        # The partition's blocking Kafka calls (fence, load, commit) run on a thread of its own: the
+        # default executor has min(32, cores + 4) threads, 6 on two cores, so with more partitions
+        # than that, commits that Kafka would take in parallel waited for a free thread.
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"partition-{partition}")
+
+    def now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Fence the previous owner, load the partition, arm its timers, then serve.
+
+        When Kafka cannot do that now (brokers down, too few in-sync replicas, the transaction
+        coordinator moving), the partition goes on trying in the background, with backoff, and
+        answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, until it loads or is closed. It never gives
+        up: its owner holds it, so nobody else would ever serve it."""
+        self.status = Status.LOADING
+        try:
+            await self._load()
+        except LogError as e:
+            if self.status is Status.LOADING:
+                self._loading = asyncio.create_task(self._keep_loading(e), name=f"loading-{self.partition}")
+
+    async def _keep_loading(self, error: LogError) -> None:
+        delay = LOAD_RETRY_MIN_S
+        while self.status is Status.LOADING:
+            log.warning("%s[%d] cannot be loaded now (%s); trying again in %.1f s", self.topic, self.partition,
+                        error, delay)
+            await asyncio.sleep(delay)
+            if self.status is not Status.LOADING:
+                return
+            try:
+                await self._load()
+                return
+            except LogError as e:
+                error = e
+                delay = min(delay * 2, LOAD_RETRY_MAX_S)
+            except Exception:  # not Kafka being unavailable (a configuration the client refuses, a bug)
+                log.exception("%s[%d] cannot be loaded", self.topic, self.partition)
+                self.status = Status.FAILED
+                return
+
+    async def _load(self) -> None:
+        """One attempt at what `start` does; LogError when Kafka cannot do it now."""
+        self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
+        writer = PartitionWriter(self.kafka_config, self.topic, self.partition, self.transactional_prefix,
+                                 timeout_s=self.kafka_timeout_s)
+        try:
+            # init_transactions first: once it returns, the old owner can no longer commit, so what
+            # we load next is everything it will ever have written.
+            await self._blocking(writer.open)
+            if self.status is Status.LOADING:  # else closed meanwhile, and its thread is gone
+                self.last_load = await self._blocking(load_partition, self.kafka_config, self.topic,
+                                                      self.partition, self.coordinator.state)
+        except BaseException:
+            await asyncio.to_thread(writer.close)  # a failed attempt's producer must not linger
+            raise
+        if self.status is not Status.LOADING:  # closed while loading: this writer must not write
+            await asyncio.to_thread(writer.close)
+            return
+        self._writer = writer
+        for corrupt in self.last_load.corrupt:
+            log.error("%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt)
+        log.info("%s[%d] loaded: %d records in %.3f s", self.topic, self.partition, self.last_load.records,
+                 self.last_load.seconds)
+        if self.metrics is not None:
+            self.metrics.observe_load(self.partition, self.last_load.seconds, self.last_load.records)
+        self._arm(self.coordinator.timers(self.now_ms()))
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
+        self.status = Status.ACTIVE
+
+    async def close(self) -> None:
+        self.status = Status.CLOSED
+        if self._loading is not None:
+            self._loading.cancel()
+            self._loading = None
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            self._loop_task = None
+        self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the coordinator is shutting down")
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await self._blocking(writer.close)
+        self._io.shutdown(wait=False)
+
+    def _blocking(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
+        return asyncio.get_running_loop().run_in_executor(self._io, functools.partial(function, *args))
+
+    # --- requests ------------------------------------------------------------------------------
+
+    async def call(self, handler: str, request: Any) -> Any:
+        """Run the handler `handler` (a `GroupCoordinator` method name) on `request` in the
+        partition's loop, and return its response once what it wrote is durable."""
+        self._check_serving()
+        future = asyncio.get_running_loop().create_future()
+        # Looked up when it runs: a reload replaces the coordinator.
+        await self._queue.put((lambda now: getattr(self.coordinator, handler)(request, now), future))
+        return await future
+
+    async def query(self, read: Callable[[GroupCoordinator], Any]) -> Any:
+        """Read the state in the partition's loop, answered once the writes it may show are durable
+        (a describe must never show a change that a failed commit could still take back)."""
+        self._check_serving()
+        future = asyncio.get_running_loop().create_future()
+        await self._queue.put((lambda now: Result(read(self.coordinator)), future))
+        return await future
+
+    def _check_serving(self) -> None:
+        if self.status is Status.LOADING:
+            raise NotServing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"partition {self.partition} is loading")
+        if self.status is not Status.ACTIVE:
+            raise NotServing(ErrorCode.NOT_COORDINATOR, f"partition {self.partition} is not served here")
+
+    async def _run(self) -> None:
+        while True:
+            event, future = await self._queue.get()
+            if self.status is not Status.ACTIVE:
+                if future is not None and not future.done():
+                    future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
+                continue
+            try:
+                result = event(self.now_ms())
+            except Exception as e:  # a bug in a handler must not take the partition down
+                log.exception("handler failed")
+                if future is not None and not future.done():
+                    future.set_exception(e)
+                continue
+            self.coordinator.apply(result)
+            self._arm(result.timers)
+            if result.records:
+                self._batch.extend(result.records)
+                if future is not None:
+                    self._waiting.append((future, result.response))
+                self._schedule_flush()
+            elif future is not None:
+                if self._batch or self._commits:
+                    self._waiting.append((future, result.response))  # it may describe what they wrote
+                    self._schedule_flush()
+                else:
+                    future.set_result(result.response)
+
+    # --- batches -------------------------------------------------------------------------------
+
+    def _schedule_flush(self) -> None:
+        if self._commits:
+            return  # the commit in flight takes everything that gathered meanwhile when it ends
+        if len(self._batch) >= self.max_batch_records:
+            self._start_flush()
+        elif self._flush_task is None:
+            self._flush_task = asyncio.get_running_loop().call_later(self.linger_s, self._start_flush)
+
+    def _start_flush(self) -> None:
+        """Commit what gathered. One transaction at a time per partition: while one commits, the
+        next batch grows, so under load a transaction carries many changes instead of one."""
+        if self._flush_task is not None:
+            self._flush_task.cancel()
+            self._flush_task = None
+        if self._commits or not (self._batch or self._waiting):
+            return
+        batch, self._batch = self._batch, []
+        waiting, self._waiting = self._waiting, []
+        self._commits += 1
+        asyncio.create_task(self._commit(batch, waiting))
+
+    async def _commit(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+        try:
+            await self._write_batch(batch, waiting)
+        finally:
+            self._commits -= 1
+        if self.status is Status.ACTIVE and (self._batch or self._waiting):
+            self._start_flush()  # these waited a whole commit already: no linger
+
+    async def _write_batch(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+        if self.status is not Status.ACTIVE or self._writer is None:
+            for future, _ in waiting:
+                if not future.done():
+                    future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
+            return
+        try:
+            if batch:
+                started = time.perf_counter()
+                await self._blocking(self._writer.write, batch)
+                if self.metrics is not None:
+                    self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
+        except Exception as failure:  # noqa: BLE001 - whatever failed, the batch is not known to be durable
+            e = failure if isinstance(failure, LogError) else LogError(f"writing to {self.topic}[{self.partition}] "
+                                                                       f"failed: {failure!r}")
+            if not isinstance(failure, LogError):
+                log.exception("writing a batch failed")
+            for future, _ in waiting:
+                if not future.done():
+                    future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, str(e)))
+            if self.status is Status.CLOSED:
+                return  # revoked or shutting down while the batch was written: nothing to load again
+            if e.fenced:
+                # Another coordinator owns the partition now: loading it again would fence
+                # that one in turn. Stop serving it.
+                log.error("%s; partition %d was taken over, no longer serving it", e, self.partition)
+                await self.close()
+                return
+            log.error("%s; dropping partition %d and loading it again", e, self.partition)
+            await self._reload()
+            return
+        for future, response in waiting:
+            if not future.done():
+                future.set_result(response)
+
+    async def _reload(self) -> None:
+        """The log is the truth: forget memory, fence, load again."""
+        self.status = Status.LOADING
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the partition is reloading")
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            await self._blocking(writer.close)
+        try:
+            await self.start()
+        except Exception:  # not Kafka being unavailable, which start() keeps retrying
+            log.exception("%s[%d] cannot be loaded again", self.topic, self.partition)
+            self.status = Status.FAILED
+
+    def _fail_waiting(self, code: ErrorCode, message: str) -> None:
+        self._batch = []
+        waiting, self._waiting = self._waiting, []
+        for future, _ in waiting:
+            if not future.done():
+                future.set_exception(NotServing(code, message))
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def _arm(self, timers: list[Timer]) -> None:
+        loop = asyncio.get_running_loop()
+        for timer in timers:
+            old = self._timers.pop(timer.key, None)
+            if old is not None:
+                old.cancel()
+            if timer.deadline_ms is not None:
+                delay = max(0.0, timer.deadline_ms / 1000 - self.clock())
+                self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
+
+    def _fire(self, key: TimerKey) -> None:
+        handle = self._timers.pop(key, None)
+
+        def event(now: int) -> Result:
+            # Armed again while this event waited in the queue (a heartbeat renewed the session):
+            # the newer timer decides, this one is stale.
+            if key in self._timers and self._timers[key] is not handle:
+                return Result(None)
+            return self.coordinator.on_timer(key, now)
+        self._queue.put_nowait((event, None))

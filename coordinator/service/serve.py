@@ -1,0 +1,281 @@
+"""`coordinator serve`: the coordinator service (DESIGN §6, §7).
+
+Every flag can also come from an environment variable (named in its help), so a container is
+configured without a command line. Start-up waits for Kafka with backoff and says what it waits
+for; SIGTERM or SIGINT stops serving, hands the partitions over (group mode) and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import ssl
+import sys
+from typing import Any
+
+from aiohttp import web
+from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.errors import CliError
+from coordinator.service.auth import Authorizer, ConfigError
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools import kafka_config
+
+log = logging.getLogger("coordinator.service.serve")
+
+DEFAULT_LISTEN = "127.0.0.1:8400"
+
+
+class _FromEnv(str):
+    """A flag's value as an environment variable gave it, so that an error can name the variable."""
+
+    variable: str
+
+
+def env(name: str, default: Any = None) -> Any:
+    """A flag's default from the environment. Numbers stay strings here: argparse converts a string
+    default with the flag's `type` only when `serve` is the command run and the flag is not given,
+    so a bad value is a usage error of `serve` naming the flag and the variable, never an error of
+    another subcommand."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    text = _FromEnv(value)
+    text.variable = name
+    return text
+
+
+def _number(kind: type) -> Any:
+    """An argparse type for int or float flags that names the variable when the value came from one."""
+
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            got = f"{text.variable}={str(text)!r}" if isinstance(text, _FromEnv) else repr(text)
+            raise argparse.ArgumentTypeError(
+                f"expected {'a whole number' if kind is int else 'a number'}, got {got}") from None
+
+    parse.__name__ = kind.__name__  # argparse names the type in some messages
+    return parse
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("serve",
+                                   description="Serve the connect group protocol over HTTP for the partitions of "
+                                               "the topic this instance owns.")
+    kafka_config.add_arguments(parser)
+    http = parser.add_argument_group("HTTP")
+    http.add_argument("--listen", default=env("COORDINATOR_LISTEN", DEFAULT_LISTEN), metavar="HOST:PORT",
+                      help=f"address to listen on (env COORDINATOR_LISTEN, default {DEFAULT_LISTEN})")
+    http.add_argument("--advertised-url", default=env("COORDINATOR_ADVERTISED_URL"), metavar="URL",
+                      help="the URL workers reach this instance at (env COORDINATOR_ADVERTISED_URL; default "
+                           "from --listen)")
+    http.add_argument("--tls-cert", default=env("COORDINATOR_TLS_CERT"), metavar="FILE",
+                      help="serve HTTPS with this PEM certificate (chain) (env COORDINATOR_TLS_CERT)")
+    http.add_argument("--tls-key", default=env("COORDINATOR_TLS_KEY"), metavar="FILE",
+                      help="the certificate's private key (env COORDINATOR_TLS_KEY)")
+    own = parser.add_argument_group("ownership")
+    own.add_argument("--ownership", choices=("static", "group"), default=env("COORDINATOR_OWNERSHIP", "static"),
+                     help="static: serve --partitions; group: share the partitions with the other instances "
+                          "through a Kafka consumer group (env COORDINATOR_OWNERSHIP, default static)")
+    own.add_argument("--partitions", default=env("COORDINATOR_PARTITIONS", "all"), metavar="LIST",
+                     help="static ownership: 'all' or a list such as 0-3,7 (env COORDINATOR_PARTITIONS)")
+    own.add_argument("--group-id", default=env("COORDINATOR_GROUP_ID"), metavar="ID",
+                     help="group ownership: the consumer group (env COORDINATOR_GROUP_ID, default "
+                          "worker-coordinator-<topic>)")
+    own.add_argument("--ownership-session-timeout-ms", type=_number(int),
+                     default=env("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "10000"), metavar="MS",
+                     help="group ownership: an instance silent this long loses its partitions to the others "
+                          "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)")
+    own.add_argument("--peer", action="append", default=_env_list("COORDINATOR_PEERS"), metavar="URL",
+                     help="static ownership only: another static instance (serving other --partitions), "
+                          "whose /health find-coordinator asks for the partitions not served here; group "
+                          "ownership finds owners through the consumer group and refuses --peer (repeatable; "
+                          "env COORDINATOR_PEERS, comma-separated)")
+    sec = parser.add_argument_group("security")
+    sec.add_argument("--tokens", default=env("COORDINATOR_TOKENS_FILE"), metavar="FILE",
+                     help="bearer tokens, one 'TOKEN PRINCIPAL' per line (env COORDINATOR_TOKENS_FILE)")
+    sec.add_argument("--acls", default=env("COORDINATOR_ACLS_FILE"), metavar="FILE",
+                     help="ACLs, one 'PRINCIPAL OPERATIONS GROUP-PATTERN' per line (env COORDINATOR_ACLS_FILE); "
+                          "without it every authenticated principal may do everything")
+    sec.add_argument("--allow-anonymous", action="store_true", default=env_flag("COORDINATOR_ALLOW_ANONYMOUS"),
+                     help="requests without a token act as principal ANONYMOUS (env COORDINATOR_ALLOW_ANONYMOUS)")
+    defaults = CoordinatorConfig()
+    groups = parser.add_argument_group("group defaults (a group's own config overrides them)")
+    for flag, field, help_ in (
+            ("--session-timeout-ms", "session_timeout_ms", "a member silent this long is removed"),
+            ("--heartbeat-interval-ms", "heartbeat_interval_ms", "how often members heartbeat"),
+            ("--rebalance-timeout-ms", "rebalance_timeout_ms", "time to revoke or compute (default: each "
+                                                               "member's RebalanceTimeoutMs)"),
+            ("--scheduled-rebalance-max-delay-ms", "scheduled_rebalance_max_delay_ms",
+             "how long a departed worker's work waits for it to return"),
+            ("--server-assignment-interval-ms", "server_assignment_interval_ms",
+             "a server-side assignor runs at most once per this interval per group")):
+        name = "COORDINATOR_" + field.upper()
+        default = getattr(defaults, field)
+        groups.add_argument(flag, type=_number(int), default=env(name, None if default is None else str(default)),
+                            metavar="MS", help=f"{help_} (env {name}, default {default})")
+    groups.add_argument("--server-assignor", choices=sorted(ASSIGNORS),
+                        default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
+                        help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)")
+    parser.add_argument("--connect-timeout", type=_number(float), default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
+                        metavar="SECONDS", help="give up when Kafka does not answer within this (env "
+                                                "COORDINATOR_CONNECT_TIMEOUT, default 120)")
+    parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(env COORDINATOR_LOG_LEVEL)")
+    parser.set_defaults(func=run)
+
+
+def _env_list(name: str) -> list[str]:
+    return [v.strip() for v in env(name, "").split(",") if v.strip()]
+
+
+def parse_partitions(text: str) -> set[int] | None:
+    """`--partitions`: None for all, else the set it lists. Checked before Kafka is asked anything."""
+    if text.strip().lower() == "all":
+        return None
+    chosen: set[int] = set()
+    try:
+        for part in text.split(","):
+            low, dash, high = part.strip().partition("-")
+            chosen.update(range(int(low), int(high) + 1) if dash else [int(low)])
+    except ValueError:
+        raise CliError(f"--partitions {text!r}: expected 'all' or a list such as 0-3,7", exit_code=2) from None
+    return chosen
+
+
+def _owned(chosen: set[int] | None, count: int) -> list[int]:
+    if chosen is None:
+        return list(range(count))
+    outside = sorted(p for p in chosen if not 0 <= p < count)
+    if outside:
+        raise CliError(f"--partitions: the topic has partitions 0-{count - 1}, not {outside}", exit_code=2)
+    return sorted(chosen)
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not 0 < int(port) < 65536:
+        raise CliError(f"--listen {text!r}: expected HOST:PORT", exit_code=2)
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    if args.ownership == "group" and args.peer:
+        raise CliError("--peer (COORDINATOR_PEERS) is for static ownership only: in group ownership "
+                       "find-coordinator asks the consumer group who owns a partition; remove it", exit_code=2)
+    config = kafka_config.client_config(args)
+    # A broker with auto.create.topics.enable (Apache Kafka's default) creates a missing topic that a
+    # client asks metadata about, and librdkafka's producers and admin clients ask for that unless told
+    # not to: the topic must come from `coordinator topic create` (compacted), never from a lookup.
+    config.setdefault("allow.auto.create.topics", "false")
+    host, port = parse_listen(args.listen)
+    chosen = parse_partitions(args.partitions)
+    tls = _tls_context(args)
+    advertised = args.advertised_url or f"{'https' if tls else 'http'}://{_reachable(host)}:{port}"
+    try:
+        authorizer = Authorizer.from_files(args.tokens, args.acls, args.allow_anonymous)
+    except ConfigError as e:
+        raise CliError(str(e), exit_code=2) from None
+    partitions = wait_for_topic(args)
+    owned = _owned(chosen, partitions) if args.ownership == "static" else []
+    group_config = CoordinatorConfig(
+        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
+        rebalance_timeout_ms=args.rebalance_timeout_ms,
+        scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
+        server_assignment_interval_ms=args.server_assignment_interval_ms,
+        default_server_assignor=args.server_assignor)
+    server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer)
+    return asyncio.run(_serve(server, args, config, host, port, tls))
+
+
+def _reachable(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
+    if not args.tls_cert and not args.tls_key:
+        return None
+    if not (args.tls_cert and args.tls_key):
+        raise CliError("TLS needs both --tls-cert and --tls-key", exit_code=2)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+    except (OSError, ssl.SSLError) as e:
+        raise CliError(f"cannot load the TLS certificate or key: {e}", exit_code=2) from None
+    return context
+
+
+def wait_for_topic(args: argparse.Namespace) -> int:
+    """The topic's partition count, once Kafka answers; retried with backoff until --connect-timeout."""
+    from coordinator.tools.topic import Admin  # its AdminClient wrapper turns Kafka errors into one clear line
+
+    args.timeout = max(1.0, min(10.0, args.connect_timeout / 3))
+
+    def waiting(state: RetryCallState) -> None:
+        log.warning("waiting for Kafka at %s to answer (%s); retrying in %.1f s", args.bootstrap_servers,
+                    state.outcome.exception(), state.next_action.sleep if state.next_action else 0)
+
+    try:
+        for attempt in Retrying(retry=retry_if_exception_type(CliError), stop=stop_after_delay(args.connect_timeout),
+                                wait=wait_exponential(multiplier=0.5, max=10), before_sleep=waiting, reraise=True):
+            with attempt:
+                topic = Admin(args).describe(args.topic)
+    except CliError as e:
+        raise CliError(f"gave up after --connect-timeout {args.connect_timeout:g}s: {e}") from None
+    if topic is None:
+        raise CliError(f"topic {args.topic} does not exist at {args.bootstrap_servers}; create it with: "
+                       f"coordinator topic create --topic {args.topic} --partitions N", exit_code=1)
+    if not topic.compacted:
+        log.warning("topic %s is not compacted (cleanup.policy=%s): it will grow without bound",
+                    args.topic, topic.setting("cleanup.policy"))
+    return len(topic.partitions)
+
+
+async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: dict[str, str], host: str, port: int,
+                 tls: ssl.SSLContext | None) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True).start()
+    except OSError as e:
+        await runner.cleanup()
+        raise CliError(f"cannot listen on {args.listen}: {e.strerror}") from None
+    ownership = None
+    if args.ownership == "group":
+        from coordinator.service.ownership import GroupOwnership
+
+        ownership = GroupOwnership(server, config, args.group_id or f"worker-coordinator-{args.topic}",
+                                   session_timeout_ms=args.ownership_session_timeout_ms)
+        await ownership.start()
+    else:
+        if args.peer:
+            from coordinator.service.ownership import Locator, PeerHealth
+
+            server.locate = Locator(PeerHealth(server, args.peer))
+        await server.start()
+    log.info("serving %s on %s (%s ownership%s)", args.topic, server.advertised_url, args.ownership,
+             f", partitions {sorted(server.runtimes)}" if args.ownership == "static" else "")
+    await stop.wait()
+    log.info("stopping")
+    if ownership is not None:
+        await ownership.close()
+    await server.close()
+    await runner.cleanup()
+    return 0

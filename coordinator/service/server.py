@@ -1,0 +1,250 @@
+"""The HTTP API (DESIGN §7) over the partitions this process owns.
+
+Protocol errors are HTTP 200 with `ErrorCode`/`ErrorMessage`; a body that is not JSON or breaks
+the schema is HTTP 400 with INVALID_REQUEST; nothing ever answers 500 with a traceback: an
+unexpected failure is logged and answered COORDINATOR_NOT_AVAILABLE.
+
+Requests to `/v1/` are authenticated (bearer token, or ANONYMOUS when allowed) and authorized per
+group (`coordinator.service.auth`); `/health`, `/metrics` and `/openapi.json` are open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from coordinator.api import openapi, wire
+from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.protocol import ErrorCode
+from coordinator.service import metrics
+from coordinator.service.auth import AuthError, Authorizer, Operation
+from coordinator.service.log import partition_for
+from coordinator.service.metrics import Metrics
+from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+
+log = logging.getLogger(__name__)
+
+PRINCIPAL = web.RequestKey("principal", str)
+ERROR_CODE = web.ResponseKey("error_code", int)
+MAX_BODY_BYTES = 1 << 20  # an InstallAssignment of a large group fits; anything bigger is refused
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    response = web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
+    if body.__class__ is dict:
+        response[ERROR_CODE] = body.get("ErrorCode") or 0  # for the metrics, without parsing it again
+    return response
+
+
+def _error(code: ErrorCode, message: str, status: int = 200) -> web.Response:
+    return _json({"ErrorCode": int(code), "ErrorMessage": message}, status)
+
+
+class CoordinatorServer:
+    """The partitions this process serves, and the routes that reach them.
+
+    Which partitions it serves is decided outside: `start()` takes the `owned` ones (static
+    ownership); a group-mode `Ownership` calls `assign` and `revoke` as the consumer group moves
+    partitions. `locate(partition)` says where a partition not served here is served (group mode:
+    the consumer group's description; static mode: the `--peer` instances); without one,
+    find-coordinator knows only this process.
+    """
+
+    def __init__(self, kafka_config: Mapping[str, str], topic: str, partitions: int, owned: Iterable[int],
+                 advertised_url: str, config: CoordinatorConfig | None = None, *,
+                 authorizer: Authorizer | None = None, transactional_prefix: str = "worker-coordinator",
+                 linger_ms: float = 2.0) -> None:
+        self.kafka_config = dict(kafka_config)
+        self.topic = topic
+        self.partitions = partitions
+        self.advertised_url = advertised_url
+        self.config = config or CoordinatorConfig()
+        self.authorizer = authorizer or Authorizer.open()
+        self.transactional_prefix = transactional_prefix
+        self.linger_ms = linger_ms
+        self.metrics = Metrics()
+        self.runtimes: dict[int, PartitionRuntime] = {}
+        self.metrics.watch(lambda: {p: r for p, r in self.runtimes.items() if r.status is Status.ACTIVE})
+        self.locate: Callable[[int], Awaitable[str | None]] | None = None
+        self._owned = list(owned)
+
+    async def start(self) -> None:
+        await self.assign(self._owned)
+
+    async def close(self) -> None:
+        await self.revoke(list(self.runtimes))
+
+    async def assign(self, partitions: Iterable[int]) -> None:
+        """Serve `partitions` from now on: each fences its previous owner and loads."""
+        new = []
+        for p in partitions:
+            if p not in self.runtimes:
+                self.runtimes[p] = PartitionRuntime(self.kafka_config, self.topic, p, self.config,
+                                                    linger_ms=self.linger_ms, metrics=self.metrics,
+                                                    transactional_prefix=self.transactional_prefix)
+                new.append(self.runtimes[p])
+        results = await asyncio.gather(*(r.start() for r in new), return_exceptions=True)
+        for runtime, result in zip(new, results):
+            if isinstance(result, BaseException):
+                log.error("partition %d could not be taken: %s", runtime.partition, result)
+                runtime.status = Status.FAILED
+
+    async def revoke(self, partitions: Iterable[int]) -> None:
+        """Stop serving `partitions` at once (their new owner fences this process anyway)."""
+        closing = [self.runtimes.pop(p) for p in list(partitions) if p in self.runtimes]
+        await asyncio.gather(*(r.close() for r in closing), return_exceptions=True)
+
+    def runtime_for(self, group_id: str) -> PartitionRuntime:
+        partition = partition_for(group_id, self.partitions)
+        runtime = self.runtimes.get(partition)
+        if runtime is None or runtime.status is Status.CLOSED:
+            raise NotServing(ErrorCode.NOT_COORDINATOR, f"group {group_id} (partition {partition}) is not served here")
+        return runtime
+
+    # --- the app -------------------------------------------------------------------------------
+
+    def app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._middleware])
+        app.add_routes([
+            web.post("/v1/connect-group/heartbeat",
+                     self._protocol("heartbeat", wire.heartbeat_request, wire.heartbeat_response)),
+            web.post("/v1/connect-group/prepare-assignment",
+                     self._protocol("prepare_assignment", wire.prepare_request, wire.prepare_response)),
+            web.post("/v1/connect-group/install-assignment",
+                     self._protocol("install_assignment", wire.install_request, _outcome)),
+            web.post("/v1/find-coordinator", self.find_coordinator),
+            web.get("/v1/groups", self.list_groups),
+            web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
+            web.put("/v1/groups/{group_id:[^/]+}/connectors",
+                    self._admin("set_connectors", Operation.ALTER, wire.set_connectors_request)),
+            web.put("/v1/groups/{group_id:[^/]+}/config",
+                    self._admin("set_config", Operation.ALTER, wire.set_config_request)),
+            web.delete("/v1/groups/{group_id:[^/]+}",
+                       self._admin("delete_group", Operation.DELETE, lambda g, _: wire.delete_request(g))),
+            web.get("/health", self.health),
+            web.get("/metrics", self.metrics_text),
+            web.get("/openapi.json", self.openapi_document),
+        ])
+        return app
+
+    def _authorize(self, request: web.Request, operation: Operation, group_id: str) -> None:
+        self.authorizer.authorize(request[PRINCIPAL], operation, group_id)
+
+    def _protocol(self, handler: str, parse: Callable[..., Any], render: Callable[[Any], dict]
+                  ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def route(request: web.Request) -> web.Response:
+            body = await _body(request)
+            parsed = parse(body) if handler != "heartbeat" else parse(body, request[PRINCIPAL], request.remote or "")
+            self._authorize(request, Operation.READ, parsed.group_id)
+            runtime = self.runtime_for(parsed.group_id)
+            return _json(render(await runtime.call(handler, parsed)))
+        return route
+
+    def _admin(self, handler: str, operation: Operation, parse: Callable[[str, Any], Any]
+               ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def route(request: web.Request) -> web.Response:
+            group_id = request.match_info["group_id"]
+            self._authorize(request, operation, group_id)
+            body = await _body(request) if request.method != "DELETE" else None
+            runtime = self.runtime_for(group_id)
+            return _json(_outcome(await runtime.call(handler, parse(group_id, body))))
+        return route
+
+    async def find_coordinator(self, request: web.Request) -> web.Response:
+        body = await _body(request)
+        group_id = wire.find_coordinator_request(body)
+        self._authorize(request, Operation.DESCRIBE, group_id)
+        partition = partition_for(group_id, self.partitions)
+        runtime = self.runtimes.get(partition)
+        url = self.advertised_url if runtime is not None and runtime.status in (Status.ACTIVE, Status.LOADING) \
+            else await self.locate(partition) if self.locate is not None else None
+        if url is None:
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator known for partition {partition}")
+        return _json({"ErrorCode": 0, "ErrorMessage": None, "Partition": partition, "Url": url})
+
+    async def list_groups(self, request: web.Request) -> web.Response:
+        principal = request[PRINCIPAL]
+        groups = []
+        for runtime in list(self.runtimes.values()):
+            if runtime.status is Status.ACTIVE:
+                try:
+                    listed = await runtime.query(GroupCoordinator.list_groups)
+                except NotServing:
+                    continue  # moved away meanwhile: its new owner lists it
+                groups += [{"GroupId": g.group_id, "GroupEpoch": g.group_epoch, "State": g.state, "Members": g.members}
+                           for g in listed if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
+        return _json({"ErrorCode": 0, "Groups": sorted(groups, key=lambda g: g["GroupId"])})
+
+    async def describe_group(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group_id"]
+        self._authorize(request, Operation.DESCRIBE, group_id)
+        description = await self.runtime_for(group_id).query(lambda c: c.describe_group(group_id))
+        if description is None:
+            return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+        return _json({"ErrorCode": 0, **wire.group_description_json(description)})
+
+    async def health(self, request: web.Request) -> web.Response:
+        """This process's partitions and their status; 503 while any of them cannot serve."""
+        partitions = {str(p): r.status.value for p, r in sorted(self.runtimes.items())}
+        healthy = all(r.status is Status.ACTIVE for r in self.runtimes.values())
+        return _json({"Status": "ok" if healthy else "degraded", "Url": self.advertised_url,
+                      "Partitions": partitions}, 200 if healthy else 503)
+
+    async def metrics_text(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
+
+    async def openapi_document(self, request: web.Request) -> web.Response:
+        return _json(openapi.DOCUMENT)
+
+    @web.middleware
+    async def _middleware(self, request: web.Request,
+                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        """Authentication, metrics, and the rule that no input ever produces a 500."""
+        started = time.perf_counter()
+        response = await self._answer(request, handler)
+        route = request.match_info.route.resource
+        if route is not None and request.path.startswith("/v1/"):
+            self.metrics.observe_request(route.canonical, time.perf_counter() - started,
+                                         response.get(ERROR_CODE, 0))
+        return response
+
+    async def _answer(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        try:
+            if request.path.startswith("/v1/"):
+                request[PRINCIPAL] = self.authorizer.authenticate(request.headers.get("Authorization"))
+            return await handler(request)
+        except AuthError as e:
+            response = _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, str(e), status=e.status)
+            if e.status == 401:
+                response.headers["WWW-Authenticate"] = 'Bearer realm="worker-coordinator"'
+            return response
+        except wire.WireError as e:
+            return _error(ErrorCode.INVALID_REQUEST, str(e), status=400)
+        except NotServing as e:
+            return _error(e.code, str(e))
+        except web.HTTPRequestEntityTooLarge:
+            return _error(ErrorCode.INVALID_REQUEST, f"the body is larger than {MAX_BODY_BYTES} bytes", status=413)
+        except web.HTTPException:
+            raise  # 404, 405: aiohttp's own answers
+        except Exception:  # a bug: logged with its traceback, never shown to the client
+            log.exception("unexpected failure on %s %s", request.method, request.path)
+            return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "internal error; the coordinator logged it")
+
+
+def _outcome(response: Any) -> dict:
+    return {"ErrorCode": int(response.error_code), "ErrorMessage": response.error_message}
+
+
+async def _body(request: web.Request) -> Any:
+    raw = await request.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise wire.WireError(f"the body is not JSON: {e}") from None
