@@ -63,15 +63,11 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
     )
     actions = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = set(COMMANDS) if load is None else set(load) & set(COMMANDS)
-    registered: set[str] = set()
-    for name in COMMANDS:
-        if name in wanted and name not in registered:
-            module = importlib.import_module(COMMANDS[name].module)
-            before = set(actions.choices)
-            module.register(_Subcommands(actions))
-            registered |= set(actions.choices) - before
-        elif name not in registered:
-            actions.add_parser(name, help=COMMANDS[name].help)
+    for module in dict.fromkeys(COMMANDS[name].module for name in COMMANDS if name in wanted):
+        importlib.import_module(module).register(_Subcommands(actions))  # may add several subcommands
+    for name, command in COMMANDS.items():
+        if name not in actions.choices:
+            actions.add_parser(name, help=command.help)
     return parser
 
 

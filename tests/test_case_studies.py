@@ -64,7 +64,7 @@ def test_w1_joins_and_gets_everything() -> None:
     # "the group coordinator transitions it to its target epoch/assignment because it does not have
     # any connectors/tasks to revoke"
     assert response.member_epoch == 2
-    assert items_of(response.assignment.connectors_and_tasks) == ALL
+    assert items_of(response.assignment.assignment) == ALL
     assert current(d, "W1") == (2, ALL)
 
 
@@ -95,7 +95,7 @@ def test_w2_joins_and_never_gets_b_before_w1_revoked_it() -> None:
     # "When W1 heartbeats the next time, it would be asked to revoke them."
     response = w1.heartbeat()
     assert response.member_epoch == 2  # the member keeps its epoch while it revokes
-    assert items_of(response.assignment.connectors_and_tasks) == {AC0, AT1, AT2}  # current ∩ target
+    assert items_of(response.assignment.assignment) == {AC0, AT1, AT2}  # current ∩ target
     assert group(d).current("W1").state == MemberState.UNREVOKED
     assert items_of(group(d).current("W1").pending_revocation) == {BC0, BT1}
 
@@ -109,7 +109,7 @@ def test_w2_joins_and_never_gets_b_before_w1_revoked_it() -> None:
 
     # "When W2 heartbeats, it would get its assignments and be bumped to epoch" 3.
     response = w2.heartbeat()
-    assert items_of(response.assignment.connectors_and_tasks) == {BC0, BT1}
+    assert items_of(response.assignment.assignment) == {BC0, BT1}
     assert current(d, "W2") == (3, {BC0, BT1})
 
 

@@ -16,7 +16,7 @@ from records import (
     TaskId,
 )
 
-from coordinator.core.assignors import ASSIGNORS, GroupAssignment
+from coordinator.core.assignors import ASSIGNORS, GroupAssignment, MemberAssignment
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import connectors_and_tasks, items_of
@@ -241,7 +241,7 @@ def test_lost_response_is_accepted_when_the_member_owns_a_subset_of_its_assignme
     response = d.heartbeat(HeartbeatRequest(G, "W1", before, owned=w1.assignment))
     assert response.error_code == ErrorCode.NONE
     assert response.member_epoch == group_of(d).current("W1").member_epoch > before
-    assert items_of(response.assignment.connectors_and_tasks) == {"A", TaskId("A", 0), TaskId("A", 1), TaskId("A", 2)}
+    assert items_of(response.assignment.assignment) == {"A", TaskId("A", 0), TaskId("A", 1), TaskId("A", 2)}
 
 
 def test_lost_response_retry_claiming_more_than_it_was_given_is_fenced() -> None:
@@ -322,7 +322,7 @@ def test_rejoin_with_epoch_zero_resets_what_the_member_owns() -> None:
     w2.lose_everything()  # the worker process restarted
     response = w2.heartbeat()
     assert response.error_code == ErrorCode.NONE
-    assert set(items_of(response.assignment.connectors_and_tasks)) == owned  # nobody else held them
+    assert set(items_of(response.assignment.assignment)) == owned  # nobody else held them
 
 
 # --- timers -------------------------------------------------------------------------------------------
@@ -417,7 +417,8 @@ def prepare(d: Driver, w: SimWorker, **kw):  # noqa: ANN201
 def install(d: Driver, w: SimWorker, assignment: dict[str, set], *, group_epoch: int | None = None, **kw):  # noqa: ANN201
     fields = {"group_id": G, "member_id": w.member_id, "member_epoch": w.member_epoch,
               "group_epoch": group_of(d).group_epoch if group_epoch is None else group_epoch,
-              "members": tuple(InstallMember(m, connectors_and_tasks(items)) for m, items in assignment.items())} | kw
+              "members": tuple(InstallMember(m, MemberAssignment(connectors_and_tasks(items)))
+                          for m, items in assignment.items())} | kw
     return d.run(d.coordinator.install_assignment(InstallAssignmentRequest(**fields), d.now))
 
 
@@ -449,9 +450,9 @@ def test_prepare_errors_in_the_seed_order() -> None:
 @pytest.mark.parametrize("fields, message", [
     ({"group_id": ""}, "GroupId"), ({"member_id": ""}, "MemberId"), ({"member_epoch": -1}, "MemberEpoch"),
     ({"members": (InstallMember("W1", None),)}, "ConnectorsAndTasks must be set"),
-    ({"members": (InstallMember("W1", ConnectorsAndTasks(), topic_partitions=[("t", 0)]),)}, "Partitions"),
-    ({"members": (InstallMember("W1", ConnectorsAndTasks()), InstallMember("W1", ConnectorsAndTasks()))}, "twice"),
-    ({"members": (InstallMember("", ConnectorsAndTasks()),)}, "MemberId"),
+    ({"members": (InstallMember("W1", MemberAssignment(ConnectorsAndTasks()), topic_partitions=[("t", 0)]),)}, "Partitions"),
+    ({"members": (InstallMember("W1", MemberAssignment(ConnectorsAndTasks())), InstallMember("W1", MemberAssignment(ConnectorsAndTasks())))}, "twice"),
+    ({"members": (InstallMember("", MemberAssignment(ConnectorsAndTasks())),)}, "MemberId"),
     ({"scheduled_rebalance_delay_ms": -5}, "ScheduledRebalanceDelayMs"),
 ])
 def test_install_validation(fields: dict, message: str) -> None:
@@ -717,10 +718,10 @@ def test_lost_response_retry_is_answered_with_what_was_lost_before_anything_else
     d.set_connectors(G, {"A": 1})  # the new target takes away again
     response = d.heartbeat(HeartbeatRequest(G, "W1", before, owned=w1.assignment))
     assert response.member_epoch == lost.member_epoch
-    assert response.assignment.connectors_and_tasks == lost.assignment  # only adds to what W1 owns
-    assert items_of(w1.assignment) <= items_of(response.assignment.connectors_and_tasks)
+    assert response.assignment.assignment == lost.assignment  # only adds to what W1 owns
+    assert items_of(w1.assignment) <= items_of(response.assignment.assignment)
     # Its next heartbeat (now at the right epoch, owning what it was told) starts the revocation.
-    told = response.assignment.connectors_and_tasks
+    told = response.assignment.assignment
     response = d.heartbeat(HeartbeatRequest(G, "W1", lost.member_epoch, owned=told))
-    assert items_of(response.assignment.connectors_and_tasks) == {"A", TaskId("A", 0)}
+    assert items_of(response.assignment.assignment) == {"A", TaskId("A", 0)}
     assert group_of(d).current("W1").state == MemberState.UNREVOKED

@@ -138,3 +138,15 @@ def test_a_subcommand_imports_only_its_own_layers() -> None:
     assert "coordinator.tools.topic" in loaded
     assert not {m for m in loaded if m.split(".")[0] in ("replay", "spark", "aiohttp")
                 or m.startswith(("coordinator.core", "coordinator.sdk", "coordinator.service"))}
+
+
+@pytest.mark.parametrize("command", sorted(__import__("coordinator.cli").cli.COMMANDS))
+def test_every_subcommand_builds_its_parser_alone(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Loading one subcommand (`dump`, whose module also registers `replay`) leaves none missing
+    or registered twice."""
+    from coordinator import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.build_parser([command]).parse_args([command, "--help"])
+    assert exit_.value.code == 0
+    assert f"coordinator {command}" in capsys.readouterr().out

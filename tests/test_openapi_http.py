@@ -189,7 +189,7 @@ def test_documented_schemas_are_valid_json_schema() -> None:
 
 
 PARSERS = {
-    "heartbeat": lambda body: wire.heartbeat_request(body, "client", "host"),
+    "heartbeat": lambda body: wire.heartbeat_request(body),
     "prepareAssignment": wire.prepare_request,
     "installAssignment": wire.install_request,
     "findCoordinator": wire.find_coordinator_request,

@@ -33,7 +33,7 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
         r = await runtime.call("heartbeat", HeartbeatRequest(G, m, 0, rebalance_timeout_ms=5_000,
                                                              server_assignor="incremental_cooperative"))
         assert r.error_code == ErrorCode.NONE, r
-        told[m] = (r.member_epoch, items_of(r.assignment.connectors_and_tasks))
+        told[m] = (r.member_epoch, items_of(r.assignment.assignment))
     for _ in range(20):
         changed = False
         await asyncio.sleep(0.3)  # past the server-side assignment interval below
@@ -41,7 +41,7 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
             epoch, owned = told[m]
             r = await runtime.call("heartbeat", HeartbeatRequest(G, m, epoch, owned=connectors_and_tasks(owned)))
             assert r.error_code == ErrorCode.NONE, r
-            new = (r.member_epoch, items_of(r.assignment.connectors_and_tasks) if r.assignment else owned)
+            new = (r.member_epoch, items_of(r.assignment.assignment) if r.assignment else owned)
             changed |= new != told[m]
             told[m] = new
         group = runtime.coordinator.state.groups[G]

@@ -70,7 +70,7 @@ from hypothesis.stateful import (
 
 from records import TaskId, decode, encode
 
-from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.assignors import ASSIGNORS, MemberAssignment
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import connectors_and_tasks, items_of
@@ -764,7 +764,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             raise AssertionError(breakage)
         request = InstallAssignmentRequest(
             w.group_id, w.member_id, w.member_epoch, prepared.group_epoch,
-            tuple(InstallMember(m, connectors_and_tasks(items)) for m, items in sorted(members.items())),
+            tuple(InstallMember(m, MemberAssignment(connectors_and_tasks(items))) for m, items in sorted(members.items())),
             deferred=connectors_and_tasks(deferred), scheduled_rebalance_delay_ms=delay)
         slots, timers = self.state.slots(), dict(self.driver.timers)
         computation = self.group(w.group_id).computation

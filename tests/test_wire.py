@@ -34,4 +34,4 @@ def test_a_prepare_answer_and_an_install_survive_the_wire() -> None:
     assert request.group_epoch == spec.group_epoch and request.deferred == result.deferred
     assert request.scheduled_rebalance_delay_ms == result.scheduled_rebalance_delay_ms
     assert {m.member_id: m.assignment for m in request.members} == \
-        {m: a.assignment for m, a in result.members.items()}
+        result.members

@@ -14,7 +14,7 @@ from typing import Any
 
 from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TaskId
 
-from coordinator.core.assignors import AssignmentMember, GroupAssignment, GroupSpec
+from coordinator.core.assignors import AssignmentMember, GroupAssignment, GroupSpec, MemberAssignment
 from coordinator.core.protocol import (
     DeleteGroupRequest,
     GroupDescription,
@@ -104,7 +104,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def heartbeat_request(body: Any, client_id: str = "", client_host: str = "") -> HeartbeatRequest:
+def heartbeat_request(body: Any) -> HeartbeatRequest:
     body = _object(body, "the body")
     assignors = _get(body, "ClientAssignors", "list", nullable=True)
     client_assignors = None
@@ -129,7 +129,6 @@ def heartbeat_request(body: Any, client_id: str = "", client_host: str = "") -> 
         client_assignors=client_assignors,
         owned=None if owned is None else connectors_and_tasks(owned),
         url=_get(body, "Url", "str", nullable=True),
-        client_id=client_id, client_host=client_host,
         topic_partitions=body.get("TopicPartitions"))
 
 
@@ -137,7 +136,7 @@ def heartbeat_response(r: HeartbeatResponse) -> dict:
     assignment = None
     if r.assignment is not None:
         assignment = {"Error": r.assignment.error,
-                      "ConnectorsAndTasks": connectors_and_tasks_json(r.assignment.connectors_and_tasks),
+                      "ConnectorsAndTasks": connectors_and_tasks_json(r.assignment.assignment),
                       "Version": r.assignment.version, "Metadata": _b64(r.assignment.metadata)}
     return {"ErrorCode": int(r.error_code), "ErrorMessage": r.error_message, "MemberEpoch": r.member_epoch,
             "HeartbeatIntervalMs": r.heartbeat_interval_ms, "Assignment": assignment}
@@ -188,12 +187,14 @@ def install_request(body: Any) -> InstallAssignmentRequest:
     for m in _get(body, "Members", "list", default=[]) or []:
         m = _object(m, "Members[]")
         cat = _get(m, "ConnectorsAndTasks", "object", nullable=True)
+        member_id = _get(m, "MemberId", "str", required=True)
+        error = _get(m, "Error", "int", default=0, bounds=INT8)
+        version = _get(m, "Version", "int", default=0, bounds=INT16)
+        metadata = _get(m, "Metadata", "bytes", default=b"") or b""
         members.append(InstallMember(
-            member_id=_get(m, "MemberId", "str", required=True),
-            assignment=None if cat is None else connectors_and_tasks(cat, "Members[].ConnectorsAndTasks"),
-            error=_get(m, "Error", "int", default=0, bounds=INT8),
-            version=_get(m, "Version", "int", default=0, bounds=INT16),
-            metadata=_get(m, "Metadata", "bytes", default=b"") or b"",
+            member_id=member_id,
+            assignment=None if cat is None else MemberAssignment(
+                connectors_and_tasks(cat, "Members[].ConnectorsAndTasks"), error, version, metadata),
             topic_partitions=m.get("Partitions")))
     deferred = _get(body, "Deferred", "object", nullable=True)
     return InstallAssignmentRequest(

@@ -144,7 +144,7 @@ class SimWorker:
         self.member_epoch = response.member_epoch
         self.ack_pending = False
         if response.assignment is not None:
-            assigned = items_of(response.assignment.connectors_and_tasks)
+            assigned = items_of(response.assignment.assignment)
             revoked = self.owned - assigned
             if revoked and assigned - self.owned:
                 raise AssertionError(f"{self.member_id} was revoked {revoked} and given {assigned - self.owned} "
@@ -166,8 +166,7 @@ class SimWorker:
         return self.install(prepared.group_epoch, result)
 
     def install(self, group_epoch: int, result) -> ErrorResponse:  # noqa: ANN001 - a GroupAssignment
-        members = tuple(InstallMember(m, a.assignment, a.error, a.version, a.metadata)
-                        for m, a in result.members.items())
+        members = tuple(InstallMember(m, a) for m, a in result.members.items())
         return self.driver.run(self.driver.coordinator.install_assignment(InstallAssignmentRequest(
             self.group_id, self.member_id, self.member_epoch, group_epoch, members, result.error,
             result.error_message, result.deferred, result.scheduled_rebalance_delay_ms), self.driver.now))

@@ -60,7 +60,6 @@ from coordinator.core.items import EMPTY, Item, configured_work, connectors_and_
 from coordinator.core.protocol import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    Assignment,
     DeleteGroupRequest,
     ErrorCode,
     ErrorResponse,
@@ -70,9 +69,11 @@ from coordinator.core.protocol import (
     HeartbeatResponse,
     InstallAssignmentRequest,
     MemberDescription,
+    NO_CONTEXT,
     MemberState,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
+    RequestContext,
     Result,
     SetConfigRequest,
     SetConnectorsRequest,
@@ -351,7 +352,7 @@ def _install_problem(r: InstallAssignmentRequest) -> str | None:
         seen.add(m.member_id)
         if m.topic_partitions is not None or m.assignment is None:
             return f"member {m.member_id}: ConnectorsAndTasks must be set, and Partitions must not be"
-        problem = _items_problem(m.assignment, f"member {m.member_id}")
+        problem = _items_problem(m.assignment.assignment, f"member {m.member_id}")
         if problem:
             return problem
     if r.scheduled_rebalance_delay_ms is not None and r.scheduled_rebalance_delay_ms < 0:
@@ -406,7 +407,8 @@ class GroupCoordinator:
 
     # --- ConnectGroupHeartbeat -------------------------------------------------------------------
 
-    def heartbeat(self, request: HeartbeatRequest, now: int) -> Result[HeartbeatResponse]:
+    def heartbeat(self, request: HeartbeatRequest, now: int, context: RequestContext = NO_CONTEXT
+                  ) -> Result[HeartbeatResponse]:
         problem = _heartbeat_problem(request)
         if problem is not None:
             return _heartbeat_error(ErrorCode.INVALID_REQUEST, problem)
@@ -429,7 +431,7 @@ class GroupCoordinator:
         # The steady heartbeat: nothing changed, nothing to reconcile. No records, no work.
         if (member is not None and epoch == current.member_epoch and epoch != JOIN_GROUP_MEMBER_EPOCH
                 and current.state == MemberState.STABLE and epoch == group.assignment_epoch
-                and group.group_epoch == epoch and _unchanged(member, request)
+                and group.group_epoch == epoch and _unchanged(member, request, context)
                 and (request.owned is None or request.owned == current.assignment)):
             return Result(HeartbeatResponse(ErrorCode.NONE, None, epoch, self.heartbeat_interval_ms(group)),
                           timers=[Timer(_timer(SESSION, group_id, member_id), now + self.session_timeout_ms(group))])
@@ -471,7 +473,7 @@ class GroupCoordinator:
                         f"member {member_id} sent epoch {epoch} but is at epoch {current.member_epoch}; it has "
                         "been removed from the group and must rejoin with epoch 0"))
 
-        updated = _updated_metadata(member, request, txn.group_epoch)
+        updated = _updated_metadata(member, request, context, txn.group_epoch)
         assignors_changed = member is None or _assignors(member) != _assignors(updated)
         if assignors_changed:
             problem = self._assignor_problem(group, member_id, updated, exclude=takeover)
@@ -522,8 +524,8 @@ class GroupCoordinator:
                            or (reported is not None and reported != items_of(updated_current.assignment)))
         assignment = None
         if send_assignment:
-            assignment = Assignment(updated_current.assignment, updated_current.error, updated_current.version,
-                                    updated_current.metadata)
+            assignment = MemberAssignment(updated_current.assignment, updated_current.error, updated_current.version,
+                                          updated_current.metadata)
         error_code, message = ErrorCode.NONE, None
         computation = txn.current_computation()
         if (computation is not None and computation.member_id == member_id
@@ -685,8 +687,7 @@ class GroupCoordinator:
             return
         for member_id in txn.all_members():
             given = assignment.members.get(member_id)
-            value = (TargetAssignmentMemberValue(given.assignment, given.error, given.version, given.metadata)
-                     if given is not None else TargetAssignmentMemberValue(EMPTY))
+            value = given if given is not None else MemberAssignment(EMPTY)
             if txn.target(member_id) != value:
                 txn.set_target(member_id, value)
         deferred = items_of(assignment.deferred)
@@ -773,8 +774,7 @@ class GroupCoordinator:
                                         f"group epoch {epoch} is not the group's epoch ({group.group_epoch}) and no "
                                         "PrepareAssignment answered for it: prepare again"))
         assignment = GroupAssignment(
-            members={m.member_id: MemberAssignment(m.assignment, m.error, m.version, m.metadata)
-                     for m in request.members},
+            members={m.member_id: m.assignment for m in request.members},
             deferred=request.deferred, scheduled_rebalance_delay_ms=request.scheduled_rebalance_delay_ms,
             error=request.error, error_message=request.error_message)
         if not assignment.error:
@@ -1005,7 +1005,7 @@ def _assignors(member: MemberMetadataValue) -> tuple:
     return member.server_assignor, member.client_assignors
 
 
-def _unchanged(member: MemberMetadataValue, r: HeartbeatRequest) -> bool:
+def _unchanged(member: MemberMetadataValue, r: HeartbeatRequest, context: RequestContext) -> bool:
     """Whether a heartbeat's optional fields leave the member's metadata as it is."""
     return ((r.instance_id is None or r.instance_id == member.instance_id)
             and (r.rack_id is None or r.rack_id == member.rack_id)
@@ -1013,18 +1013,20 @@ def _unchanged(member: MemberMetadataValue, r: HeartbeatRequest) -> bool:
             and (r.server_assignor is None or r.server_assignor == member.server_assignor)
             and (r.client_assignors is None or r.client_assignors == member.client_assignors)
             and (r.url is None or r.url == member.url)
-            and (not r.client_id or r.client_id == member.client_id)
-            and (not r.client_host or r.client_host == member.client_host))
+            and (not context.principal or context.principal == member.client_id)
+            and (not context.client_host or context.client_host == member.client_host))
 
 
-def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, group_epoch: int) -> MemberMetadataValue:
+def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, context: RequestContext,
+                      group_epoch: int) -> MemberMetadataValue:
     """The member's metadata after this heartbeat: null request fields keep what we had."""
     if member is None:
         return MemberMetadataValue(
-            group_epoch=group_epoch, instance_id=r.instance_id, client_id=r.client_id, client_host=r.client_host,
+            group_epoch=group_epoch, instance_id=r.instance_id, client_id=context.principal,
+            client_host=context.client_host,
             url=r.url, rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor,
             client_assignors=r.client_assignors or (), rack_id=r.rack_id)
-    if _unchanged(member, r):
+    if _unchanged(member, r, context):
         return member
     server, client = member.server_assignor, member.client_assignors
     if r.server_assignor is not None:  # a member names one kind of assignor at a time
@@ -1034,7 +1036,7 @@ def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, g
     return MemberMetadataValue(
         group_epoch=member.group_epoch,
         instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
-        client_id=r.client_id or member.client_id, client_host=r.client_host or member.client_host,
+        client_id=context.principal or member.client_id, client_host=context.client_host or member.client_host,
         url=r.url if r.url is not None else member.url,
         rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
         server_assignor=server, client_assignors=client,

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar
 
 from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
 
-from coordinator.core.assignors import GroupSpec
+from coordinator.core.assignors import GroupSpec, MemberAssignment
 
 # Member epochs with a meaning of their own (seed 000 ConnectGroupHeartbeat "MemberEpoch").
 JOIN_GROUP_MEMBER_EPOCH = 0
@@ -53,6 +53,18 @@ class MemberState:
 
 
 @dataclass(slots=True, frozen=True)
+class RequestContext:
+    """Who sent a request, from the transport rather than the body (Kafka's `RequestContext`):
+    the authenticated principal (recorded as the member's ClientId) and the remote address."""
+
+    principal: str = ""
+    client_host: str = ""
+
+
+NO_CONTEXT = RequestContext()
+
+
+@dataclass(slots=True, frozen=True)
 class HeartbeatRequest:
     """ConnectGroupHeartbeat. `owned` is the seed's ConnectorsAndTasks: what the worker owns."""
 
@@ -67,9 +79,6 @@ class HeartbeatRequest:
     owned: ConnectorsAndTasks | None = None
     # Where the worker's REST API listens (the seed's Worker "url"); None = unchanged.
     url: str | None = None
-    # From the transport, not the body: who sent it.
-    client_id: str = ""
-    client_host: str = ""
     # Seed 003: a connect member owns connectors and tasks; sending topic partitions is an error.
     topic_partitions: Any = None
 
@@ -86,10 +95,7 @@ class InstallMember:
     """One member's part of an installed assignment."""
 
     member_id: str
-    assignment: ConnectorsAndTasks | None
-    error: int = 0
-    version: int = 0
-    metadata: bytes = b""
+    assignment: MemberAssignment | None  # None: the body had no ConnectorsAndTasks
     topic_partitions: Any = None  # seed 003: never together with ConnectorsAndTasks
 
 
@@ -134,22 +140,12 @@ class DeleteGroupRequest:
 
 
 @dataclass(slots=True, frozen=True)
-class Assignment:
-    """The heartbeat response's assignment: what the member should own now."""
-
-    connectors_and_tasks: ConnectorsAndTasks
-    error: int = 0
-    version: int = 0
-    metadata: bytes = b""
-
-
-@dataclass(slots=True, frozen=True)
 class HeartbeatResponse:
     error_code: int = ErrorCode.NONE
     error_message: str | None = None
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
-    assignment: Assignment | None = None  # None unless the member's assignment changes
+    assignment: MemberAssignment | None = None  # what the member should own now; None unless it changes
 
 
 @dataclass(slots=True, frozen=True)

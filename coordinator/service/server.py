@@ -21,7 +21,7 @@ from aiohttp import web
 
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import ErrorCode
+from coordinator.core.protocol import ErrorCode, RequestContext
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.log import partition_for
@@ -140,10 +140,11 @@ class CoordinatorServer:
                   ) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def route(request: web.Request) -> web.Response:
             body = await _body(request)
-            parsed = parse(body) if handler != "heartbeat" else parse(body, request[PRINCIPAL], request.remote or "")
+            parsed = parse(body)
             self._authorize(request, Operation.READ, parsed.group_id)
             runtime = self.runtime_for(parsed.group_id)
-            return _json(render(await runtime.call(handler, parsed)))
+            context = RequestContext(request[PRINCIPAL], request.remote or "")
+            return _json(render(await runtime.call(handler, parsed, context)))
         return route
 
     def _admin(self, handler: str, operation: Operation, parse: Callable[[str, Any], Any]

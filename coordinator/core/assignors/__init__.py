@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Protocol
 
-from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember
+from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TargetAssignmentMemberValue
 
 __all__ = [
     "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "ConnectAssignor", "GroupAssignment", "GroupSpec",
@@ -71,14 +71,10 @@ class GroupSpec:
     now_ms: int = 0
 
 
-@dataclass(slots=True, frozen=True)
-class MemberAssignment:
-    """One member's target (the seed's `MemberAssignment`)."""
-
-    assignment: ConnectorsAndTasks
-    error: int = 0
-    version: int = 0
-    metadata: bytes = b""
+# One member's assignment (the seed's `MemberAssignment`: connectors and tasks, error, version,
+# metadata) is one type everywhere: what an assignor answers, what InstallAssignment carries, what
+# the target assignment record (type 7) stores and what a heartbeat response gives the member.
+MemberAssignment = TargetAssignmentMemberValue
 
 
 @dataclass(slots=True, frozen=True)
