@@ -288,7 +288,6 @@ def _png(picture: Layout, path: str) -> None:
 
         matplotlib.use("Agg")  # no display: files only
         import matplotlib.pyplot as plt
-        from matplotlib.patches import Patch, Rectangle
     except ImportError:
         raise CliError("a .png plot needs matplotlib (pip install matplotlib); an .html plot needs nothing") from None
 
@@ -311,7 +310,18 @@ def _png(picture: Layout, path: str) -> None:
     ax = fig.add_axes((left_in / _WIDTH_IN, footer_in / fig_h, plot_w_in / _WIDTH_IN, plot_in / fig_h))
     ax.set_xlim(0, x_max)
     ax.set_ylim(height + 0.05, -0.05)
+    _png_bands(ax, picture, levels, px_per_s)
+    _png_bars(ax, picture, tops, px_per_s)
+    _png_axes(ax, picture, tops)
+    fig.text(0.01, 1 - 0.3 / fig_h, picture.title, fontsize=11, fontweight="bold", va="center")
+    _png_legend(fig, picture, lines, left_in, footer_in, fig_h)
+    fig.savefig(path)
+    plt.close(fig)
 
+
+def _png_bands(ax, picture: Layout, levels: list[int], px_per_s: float) -> None:  # noqa: ANN001 - matplotlib Axes
+    """The rebalances: a shaded band from epoch bump to convergence, labelled with the epoch."""
+    t0 = picture.t0
     for band, level in zip(picture.bands, levels):
         x0, x1 = (band.start_ms - t0) / 1000, (band.end_ms - t0) / 1000
         ax.axvspan(x0, max(x1, x0 + 2 / px_per_s), color="#d9d9d9" if band.converged else "#f4c7c3",
@@ -321,6 +331,12 @@ def _png(picture: Layout, path: str) -> None:
                     fontsize=8, ha="center", va="bottom", color="#222222", annotation_clip=False,
                     arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.5} if level else None)
 
+
+def _png_bars(ax, picture: Layout, tops: dict[str, float], px_per_s: float) -> None:  # noqa: ANN001 - Axes
+    """Who held what when: a bar per holding, lanes apart, and the time a static member was away."""
+    from matplotlib.patches import Rectangle  # loaded by _png already
+
+    t0 = picture.t0
     for name, rows in picture.lanes[1:]:
         ax.axhline(tops[name] - LANE_GAP / 2, color="#bbbbbb", lw=0.6, zorder=1)
     places = _label_places(picture, px_per_s / 1000, 5.6)
@@ -350,6 +366,9 @@ def _png(picture: Layout, path: str) -> None:
                                1.5 / px_per_s), rows * ROW, facecolor="white", alpha=0.55, edgecolor="#555555",
                                hatch="..", lw=0.6, zorder=4))
 
+
+def _png_axes(ax, picture: Layout, tops: dict[str, float]) -> None:  # noqa: ANN001 - matplotlib Axes
+    t0, t1 = picture.t0, picture.t1
     ax.set_yticks([tops[name] + rows * ROW / 2 for name, rows in picture.lanes])
     ax.set_yticklabels([picture.lane_label(name) for name, _ in picture.lanes], fontsize=9, fontweight="bold")
     ax.tick_params(axis="y", length=0)
@@ -362,7 +381,11 @@ def _png(picture: Layout, path: str) -> None:
     ax.grid(axis="x", color="#eeeeee", lw=0.6, zorder=0)
     ax.set_axisbelow(True)
 
-    fig.text(0.01, 1 - 0.3 / fig_h, picture.title, fontsize=11, fontweight="bold", va="center")
+
+def _png_legend(fig, picture: Layout, lines: list[str], left_in: float, footer_in: float,  # noqa: ANN001 - Figure
+                fig_h: float) -> None:
+    from matplotlib.patches import Patch  # loaded by _png already
+
     handles = [Patch(color=c, label=name) for name, c in picture.colours.items()]
     handles += [Patch(facecolor="#d9d9d9", label="rebalance: epoch bump to convergence"),
                 Patch(facecolor="#e4e4e4", edgecolor=UNOWNED_COLOUR, hatch="/////", label="unowned"),
@@ -375,8 +398,6 @@ def _png(picture: Layout, path: str) -> None:
         fig.text(left_in / _WIDTH_IN, (footer_in - 0.95) / fig_h,
                  "rebalances: epoch reached, start, duration, why\n" + "\n".join(lines),
                  fontsize=7.5, family="monospace", va="top", ha="left", color="#222222")
-    fig.savefig(path)
-    plt.close(fig)
 
 
 def _light(colour: str) -> bool:
@@ -387,27 +408,40 @@ def _light(colour: str) -> bool:
 # --- HTML / SVG --------------------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _SvgFrame:
+    """Where things go in the SVG: margins, lane tops, and time to x."""
+
+    picture: Layout
+    left: float
+    right: float
+    width: int
+    row_px: int
+    tops: dict[str, float]
+    plot_h: float
+    top_margin: float
+    scale: float  # px per ms
+
+    def x(self, ms: int) -> float:
+        return self.left + (ms - self.picture.t0) * self.scale
+
+
+def _esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
 def _svg(picture: Layout) -> str:
     widest = max((len(name) for name, _ in picture.lanes), default=8)
     left, right = max(120, int(7.5 * widest) + 20), 20  # 11 px bold is about 7.5 px a character
     width = 1400
-    row_px = 18
-    tops = _lane_tops(picture)
-    plot_h = _height(picture) * row_px
     t0, t1 = picture.t0, picture.t1
     scale = (width - left - right) / ((t1 - t0) * 1.01)  # room for the bars that reach the end of the read
     levels = _label_levels([(b.start_ms - t0) * scale for b in picture.bands], 34)
-    top_margin = 50 + 15 * (max(levels, default=0) + 1)
+    row_px = 18
+    frame = _SvgFrame(picture, left, right, width, row_px, _lane_tops(picture), _height(picture) * row_px,
+                      50 + 15 * (max(levels, default=0) + 1), scale)
     lines = _rebalance_lines(picture)
-    bottom = 70 + (24 + 14 * len(lines) if lines else 0)
-    height = int(top_margin + plot_h + bottom)
-
-    def x(ms: int) -> float:
-        return left + (ms - t0) * scale
-
-    def esc(text: str) -> str:
-        return html.escape(text, quote=True)
-
+    height = int(frame.top_margin + frame.plot_h + 70 + (24 + 14 * len(lines) if lines else 0))
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
            f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
            '<defs><pattern id="unowned" width="6" height="6" patternUnits="userSpaceOnUse" '
@@ -415,72 +449,104 @@ def _svg(picture: Layout) -> str:
            f'<line x1="0" y1="0" x2="0" y2="6" stroke="{UNOWNED_COLOUR}" stroke-width="3"/></pattern>'
            '<pattern id="away" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" '
            'fill="white" fill-opacity="0.55"/><circle cx="2.5" cy="2.5" r="0.8" fill="#555"/></pattern></defs>',
-           f'<text x="{left}" y="22" font-size="15" font-weight="bold">{esc(picture.title)}</text>']
-    for tick in _ticks(t0, t1):
-        out.append(f'<line x1="{x(tick):.1f}" y1="{top_margin}" x2="{x(tick):.1f}" y2="{top_margin + plot_h}" '
-                   f'stroke="#eeeeee"/><text x="{x(tick):.1f}" y="{top_margin + plot_h + 16}" text-anchor="middle" '
-                   f'fill="#444">{format_clock(tick)}</text>')
-    out.append(f'<text x="{(left + width - right) / 2}" y="{top_margin + plot_h + 34}" text-anchor="middle" '
+           f'<text x="{left}" y="22" font-size="15" font-weight="bold">{_esc(picture.title)}</text>']
+    out += _svg_time_axis(frame)
+    out += _svg_bands(frame, levels)
+    out += _svg_lanes(frame)
+    out += _svg_bars(frame)
+    out += _svg_legend(frame, lines)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _svg_time_axis(f: _SvgFrame) -> list[str]:
+    bottom = f.top_margin + f.plot_h
+    out = [f'<line x1="{f.x(tick):.1f}" y1="{f.top_margin}" x2="{f.x(tick):.1f}" y2="{bottom}" '
+           f'stroke="#eeeeee"/><text x="{f.x(tick):.1f}" y="{bottom + 16}" text-anchor="middle" '
+           f'fill="#444">{format_clock(tick)}</text>' for tick in _ticks(f.picture.t0, f.picture.t1)]
+    out.append(f'<text x="{(f.left + f.width - f.right) / 2}" y="{bottom + 34}" text-anchor="middle" '
                'fill="#444">time (UTC)</text>')
-    for band, level in zip(picture.bands, levels):
-        x0, x1 = x(band.start_ms), max(x(band.end_ms), x(band.start_ms) + 2)
+    return out
+
+
+def _svg_bands(f: _SvgFrame, levels: list[int]) -> list[str]:
+    """The rebalances: a shaded band from epoch bump to convergence, labelled with the epoch."""
+    out = []
+    for band, level in zip(f.picture.bands, levels):
+        x0, x1 = f.x(band.start_ms), max(f.x(band.end_ms), f.x(band.start_ms) + 2)
         fill = "#d9d9d9" if band.converged else "#f4c7c3"
-        label_y = top_margin - 6 - 15 * level
-        out.append(f'<g><title>{esc(band.tooltip)}</title><rect x="{x0:.1f}" y="{top_margin}" width="{x1 - x0:.1f}" '
-                   f'height="{plot_h}" fill="{fill}" opacity="0.5"/><line x1="{x0:.1f}" y1="{label_y + 3}" '
-                   f'x2="{x0:.1f}" y2="{top_margin + plot_h}" stroke="#555" stroke-dasharray="4 3"/>'
-                   f'<text x="{x0:.1f}" y="{label_y}" text-anchor="middle" font-size="10" fill="#222">'
-                   f'e{band.epoch}</text></g>')
-    for n, (name, rows) in enumerate(picture.lanes):
-        y0 = top_margin + tops[name] * row_px
+        label_y = f.top_margin - 6 - 15 * level
+        out.append(f'<g><title>{_esc(band.tooltip)}</title><rect x="{x0:.1f}" y="{f.top_margin}" '
+                   f'width="{x1 - x0:.1f}" height="{f.plot_h}" fill="{fill}" opacity="0.5"/><line x1="{x0:.1f}" '
+                   f'y1="{label_y + 3}" x2="{x0:.1f}" y2="{f.top_margin + f.plot_h}" stroke="#555" '
+                   f'stroke-dasharray="4 3"/><text x="{x0:.1f}" y="{label_y}" text-anchor="middle" font-size="10" '
+                   f'fill="#222">e{band.epoch}</text></g>')
+    return out
+
+
+def _svg_lanes(f: _SvgFrame) -> list[str]:
+    out = []
+    for n, (name, rows) in enumerate(f.picture.lanes):
+        y0 = f.top_margin + f.tops[name] * f.row_px
         if n:
-            out.append(f'<line x1="10" y1="{y0 - LANE_GAP * row_px / 2:.1f}" x2="{width - right}" '
-                       f'y2="{y0 - LANE_GAP * row_px / 2:.1f}" stroke="#bbb"/>')
-        label_y = y0 + rows * row_px / 2 + 4
-        out.append(f'<text x="{left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">{esc(name)}</text>')
-        if name in picture.instances:
-            out.append(f'<text x="{left - 8}" y="{label_y + 13:.1f}" text-anchor="end" fill="#555" font-size="10">'
-                       f'instance {esc(picture.instances[name])}</text>')
-    for bar, place in zip(picture.bars, _label_places(picture, scale, 6.0)):
+            out.append(f'<line x1="10" y1="{y0 - LANE_GAP * f.row_px / 2:.1f}" x2="{f.width - f.right}" '
+                       f'y2="{y0 - LANE_GAP * f.row_px / 2:.1f}" stroke="#bbb"/>')
+        label_y = y0 + rows * f.row_px / 2 + 4
+        out.append(f'<text x="{f.left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">'
+                   f'{_esc(name)}</text>')
+        if name in f.picture.instances:
+            out.append(f'<text x="{f.left - 8}" y="{label_y + 13:.1f}" text-anchor="end" fill="#555" '
+                       f'font-size="10">instance {_esc(f.picture.instances[name])}</text>')
+    return out
+
+
+def _svg_bars(f: _SvgFrame) -> list[str]:
+    """Who held what when: a bar per holding, and the time a static member was away."""
+    picture, row_px, out = f.picture, f.row_px, []
+    for bar, place in zip(picture.bars, _label_places(picture, f.scale, 6.0)):
         colour = UNOWNED_COLOUR if bar.lane == UNOWNED else picture.colours[bar.connector]
         if bar.is_connector and bar.lane != UNOWNED:
             colour = _shade(colour, 0.65)
         fill = "url(#unowned)" if bar.lane == UNOWNED else colour
-        y = top_margin + (tops[bar.lane] + bar.row * ROW) * row_px
-        x0 = x(bar.start_ms)
-        w = max(x(bar.end_ms) - x0, 1.5)
-        label = bar.label + (" ▸" if bar.still_held else "")
+        y = f.top_margin + (f.tops[bar.lane] + bar.row * ROW) * row_px
+        x0 = f.x(bar.start_ms)
+        w = max(f.x(bar.end_ms) - x0, 1.5)
+        label = _esc(bar.label + (" ▸" if bar.still_held else ""))
         text = ""
         if place == "in":
             ink = "black" if bar.lane == UNOWNED or _light(colour) else "white"
-            text = f'<text x="{x0 + 4:.1f}" y="{y + row_px * 0.62:.1f}" fill="{ink}" font-size="10">{esc(label)}</text>'
+            text = f'<text x="{x0 + 4:.1f}" y="{y + row_px * 0.62:.1f}" fill="{ink}" font-size="10">{label}</text>'
         elif place == "out":
-            text = f'<text x="{x0 + w + 3:.1f}" y="{y + row_px * 0.62:.1f}" fill="#333" font-size="10">{esc(label)}</text>'
-        out.append(f'<g><title>{esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
+            text = f'<text x="{x0 + w + 3:.1f}" y="{y + row_px * 0.62:.1f}" fill="#333" font-size="10">{label}</text>'
+        out.append(f'<g><title>{_esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
                    f'height="{row_px - 3}" rx="2" fill="{fill}" stroke="white" stroke-width="0.5"/>{text}</g>')
     for a in picture.away:
         rows = dict(picture.lanes)[a.lane]
-        x0 = x(a.start_ms)
-        out.append(f'<g><title>{esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the coordinator '
-                   f'kept its assignment until {format_time(a.end_ms)}</title><rect x="{x0:.1f}" '
-                   f'y="{top_margin + tops[a.lane] * row_px:.1f}" width="{max(x(a.end_ms) - x0, 1.5):.1f}" '
+        x0 = f.x(a.start_ms)
+        out.append(f'<g><title>{_esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the '
+                   f'coordinator kept its assignment until {format_time(a.end_ms)}</title><rect x="{x0:.1f}" '
+                   f'y="{f.top_margin + f.tops[a.lane] * row_px:.1f}" width="{max(f.x(a.end_ms) - x0, 1.5):.1f}" '
                    f'height="{rows * row_px}" fill="url(#away)" stroke="#555" stroke-width="0.6"/></g>')
-    legend_y = top_margin + plot_h + 54
-    lx = left
-    for name, colour in [*picture.colours.items(), ("rebalance: epoch bump to convergence", "#d9d9d9"),
+    return out
+
+
+def _svg_legend(f: _SvgFrame, lines: list[str]) -> list[str]:
+    legend_y = f.top_margin + f.plot_h + 54
+    lx = f.left
+    out = []
+    for name, colour in [*f.picture.colours.items(), ("rebalance: epoch bump to convergence", "#d9d9d9"),
                          ("unowned", "url(#unowned)"),
-                         *([("kept for a static member away", "url(#away)")] if picture.away else [])]:
+                         *([("kept for a static member away", "url(#away)")] if f.picture.away else [])]:
         out.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{colour}"/>'
-                   f'<text x="{lx + 16}" y="{legend_y}">{esc(name)}</text>')
+                   f'<text x="{lx + 16}" y="{legend_y}">{_esc(name)}</text>')
         lx += 28 + 6.5 * len(name)
     out.append(f'<text x="{lx}" y="{legend_y}">▸ still held at the end; darker: the connector itself</text>')
     if lines:
-        out.append(f'<text x="{left}" y="{legend_y + 28}" font-family="monospace" font-size="11" fill="#222">')
+        out.append(f'<text x="{f.left}" y="{legend_y + 28}" font-family="monospace" font-size="11" fill="#222">')
         for n, line in enumerate(["rebalances: epoch reached, start, duration, why", *lines]):
-            out.append(f'<tspan x="{left}" dy="{0 if n == 0 else 14}" xml:space="preserve">{esc(line)}</tspan>')
+            out.append(f'<tspan x="{f.left}" dy="{0 if n == 0 else 14}" xml:space="preserve">{_esc(line)}</tspan>')
         out.append("</text>")
-    out.append("</svg>")
-    return "\n".join(out)
+    return out
 
 
 def _html(picture: Layout) -> str:
