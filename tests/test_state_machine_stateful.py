@@ -198,7 +198,7 @@ class Worker(SimWorker):
             assert self.owned == items_of(current.assignment), (
                 f"{self.member_id} owns {sorted(map(str, self.owned))} after {request} -> {response}, "
                 f"the coordinator says {current}")
-            assert response.heartbeat_interval_ms == self.driver.coordinator.heartbeat_interval_ms(group)
+            assert response.heartbeat_interval_ms == self.driver.coordinator.settings(group).heartbeat_interval_ms
             if request.member_epoch == 0:
                 self.zombie = False  # a join starts a new life: the coordinator forgot the old one
             if ack_pending and not send_owned and response.assignment is None:
@@ -850,8 +850,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         limits = []
         coordinator = self.driver.coordinator
         for group in self.state.groups.values():
-            limits.append(coordinator.session_timeout_ms(group))
-            limits.extend(coordinator.rebalance_timeout_ms(group, m) for m in group.members.values())
+            settings = coordinator.settings(group)
+            limits.append(settings.session_timeout_ms)
+            limits.extend(settings.member_rebalance_timeout_ms(m) for m in group.members.values())
         return max(1, min(limits, default=1000) * 3 // 4)
 
     def converge(self, revive: bool) -> None:

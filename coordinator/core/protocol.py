@@ -49,6 +49,19 @@ class MemberState:
     UNRELEASED = "UNRELEASED"  # at its target epoch, waiting for others to release the rest of its target
 
 
+class ProtocolError(Exception):
+    """A request the protocol refuses, with the error code to answer (seed 000's error table).
+
+    Raised wherever a handler finds it, before it has changed anything; `GroupCoordinator` turns
+    it into the handler's response in one place. A refusal that writes records (fencing a member,
+    an invalid assignment that resets the computation) is a `Result` like any other answer."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 # --- requests --------------------------------------------------------------------------------
 
 
@@ -214,6 +227,18 @@ class GroupListing:
 # --- handler results -------------------------------------------------------------------------
 
 TimerKey = tuple[str, ...]  # ("session", group, member), ("scheduled-rebalance", group), ...
+
+# The kinds of timer (a key's first element). The runtime owns the clocks and treats keys as opaque.
+SESSION = "session"  # a member's session: no heartbeat for session.timeout.ms
+REBALANCE = "rebalance"  # a member's deadline to revoke what it must give up
+ASSIGNMENT = "assignment"  # the chosen member's deadline to install (client-side)
+SERVER_ASSIGNMENT = "server-assignment"  # the end of a server-side assignor's interval
+SCHEDULED_REBALANCE = "scheduled-rebalance"  # deferred work is given out (DESIGN §5)
+ASSIGNMENT_RETRY = "assignment-retry"  # after an assignor error, ask again
+
+
+def timer_key(kind: str, group_id: str, member_id: str | None = None) -> TimerKey:
+    return (kind, group_id) if member_id is None else (kind, group_id, member_id)
 
 
 @dataclass(slots=True, frozen=True)

@@ -26,7 +26,7 @@ from typing import Protocol
 from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TargetAssignmentMemberValue
 
 __all__ = [
-    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "ConnectAssignor", "GroupAssignment", "GroupSpec",
+    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "AssignorError", "ConnectAssignor", "GroupAssignment", "GroupSpec",
     "MemberAssignment", "UnknownAssignorError", "assignor", "by_member_id", "member_versions",
 ]
 
@@ -95,6 +95,11 @@ class GroupAssignment:
     error: int = 0
     error_message: str | None = None
 
+    @classmethod
+    def failed(cls, message: str) -> GroupAssignment:
+        """The answer of an assignor that could not compute an assignment."""
+        return cls(members={}, error=ASSIGNOR_ERROR, error_message=message)
+
 
 class ConnectAssignor(Protocol):
     """The seed's `ConnectAssignor`: a name, the metadata versions it speaks, and `assign`."""
@@ -113,27 +118,27 @@ ASSIGNOR_ERROR = 1
 
 by_member_id = attrgetter("member_id")
 
-def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMember]) -> list[int] | GroupAssignment:
-    """Each member's metadata version, or the assignor error if a member shares none with `assignor`.
+class AssignorError(Exception):
+    """An assignor cannot compute an assignment for this spec; `assign` answers it as
+    `GroupAssignment.failed` (seed 000: the coordinator then keeps the current assignments)."""
 
-    A member's version is the highest in both its range and the assignor's (seed 000 "Assignor":
-    Minimum/MaximumVersion). The coordinator only picks a worker whose range covers everyone's
-    (DESIGN §5), so an empty overlap means the spec is inconsistent: report it rather than raise.
+
+def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMember]) -> list[int]:
+    """Each member's metadata version: the highest in both its range and the assignor's (seed 000
+    "Assignor": Minimum/MaximumVersion).
+
+    The coordinator only picks a worker whose range covers everyone's (DESIGN §5), so an empty
+    overlap means the spec is inconsistent: AssignorError, which the assignor reports as its answer.
     """
     versions = []
     for member in members:
         lowest = max(assignor.minimum_version, member.minimum_version)
         highest = min(assignor.maximum_version, member.maximum_version)
         if lowest > highest:
-            return GroupAssignment(
-                members={},
-                error=ASSIGNOR_ERROR,
-                error_message=(
-                    f"member {member.member_id!r} supports versions [{member.minimum_version}, "
-                    f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
-                    f"[{assignor.minimum_version}, {assignor.maximum_version}]"
-                ),
-            )
+            raise AssignorError(
+                f"member {member.member_id!r} supports versions [{member.minimum_version}, "
+                f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
+                f"[{assignor.minimum_version}, {assignor.maximum_version}]")
         versions.append(highest)
     return versions
 

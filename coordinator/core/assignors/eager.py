@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 from records import ConnectorsAndTasks
 
-from coordinator.core.assignors import GroupAssignment, GroupSpec, MemberAssignment, by_member_id, member_versions
+from coordinator.core.assignors import (
+    AssignorError,
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+    by_member_id,
+    member_versions,
+)
 from coordinator.core.items import configured_work
 
 __all__ = ["EagerAssignor"]
@@ -35,9 +42,10 @@ class EagerAssignor:
 
     def assign(self, group: GroupSpec) -> GroupAssignment:
         members = sorted(group.members, key=by_member_id)
-        versions = member_versions(self, members)
-        if isinstance(versions, GroupAssignment):
-            return versions
+        try:
+            versions = member_versions(self, members)
+        except AssignorError as e:
+            return GroupAssignment.failed(str(e))
         work = configured_work(group.connectors)
         connectors, tasks = work.connectors, work.tasks
         count = len(members)

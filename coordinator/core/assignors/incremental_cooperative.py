@@ -71,6 +71,7 @@ from records import ConnectorsAndTasks
 
 from coordinator.core.assignors import (
     AssignmentMember,
+    AssignorError,
     GroupAssignment,
     GroupSpec,
     MemberAssignment,
@@ -111,9 +112,10 @@ class IncrementalCooperativeAssignor:
 
     def assign(self, group: GroupSpec) -> GroupAssignment:
         members = sorted(group.members, key=by_member_id)
-        versions = member_versions(self, members)
-        if isinstance(versions, GroupAssignment):
-            return versions
+        try:
+            versions = member_versions(self, members)
+        except AssignorError as e:
+            return GroupAssignment.failed(str(e))
         work = configured_work(group.connectors)
         round_ = _Round(group, members, self.max_moves)
         member_connectors, deferred_connectors = round_.place(_CONNECTORS, work.connectors, work.connector_set)

@@ -1,0 +1,57 @@
+"""The coordinator's settings, and one group's settings as its configuration record makes them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from records import GroupConfigurationValue, MemberMetadataValue
+
+
+@dataclass(slots=True, frozen=True)
+class CoordinatorConfig:
+    """Server defaults; a group's type 9 record overrides each (DESIGN §5: Kafka Connect's defaults)."""
+
+    session_timeout_ms: int = 10_000
+    heartbeat_interval_ms: int = 3_000
+    # None: each member's own RebalanceTimeoutMs from its heartbeat (the seed's rule).
+    rebalance_timeout_ms: int | None = None
+    scheduled_rebalance_max_delay_ms: int = 300_000
+    default_server_assignor: str = "incremental_cooperative"
+    # After an assignor error the group keeps its assignment; ask again this much later.
+    assignor_error_backoff_ms: int = 5_000
+    # A server-side assignor runs at most once per this interval per group: the changes of a
+    # burst (a rolling restart, a join storm) are assigned together. 0 computes on every change.
+    server_assignment_interval_ms: int = 1_000
+    # The smallest timeout a group may configure: small enough for tests and demos.
+    min_timeout_ms: int = 100
+
+    def for_group(self, configured: GroupConfigurationValue | None) -> GroupSettings:
+        """The settings of a group whose type 9 record is `configured` (None: it has none)."""
+        if configured is None:
+            return GroupSettings(self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms,
+                                 self.scheduled_rebalance_max_delay_ms)
+        return GroupSettings(
+            _either(configured.session_timeout_ms, self.session_timeout_ms),
+            _either(configured.heartbeat_interval_ms, self.heartbeat_interval_ms),
+            _either(configured.rebalance_timeout_ms, self.rebalance_timeout_ms),
+            _either(configured.scheduled_rebalance_max_delay_ms, self.scheduled_rebalance_max_delay_ms))
+
+
+@dataclass(slots=True, frozen=True)
+class GroupSettings:
+    """One group's timeouts: what its configuration record sets, else the server's default."""
+
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    rebalance_timeout_ms: int | None  # None: each member's own
+    scheduled_rebalance_max_delay_ms: int
+
+    def member_rebalance_timeout_ms(self, member: MemberMetadataValue) -> int:
+        """How long a member may take to revoke, or to compute an assignment: the group's setting
+        when an operator set one, else what the member asked for in its heartbeat (seed 000)."""
+        configured = self.rebalance_timeout_ms
+        return member.rebalance_timeout_ms if configured is None else configured
+
+
+def _either(configured: int | None, default: int | None) -> int | None:
+    return default if configured is None else configured
