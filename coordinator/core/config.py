@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from records import GroupConfigurationValue, MemberMetadataValue
+
+
+_CACHED_GROUPS = 10_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -24,12 +27,31 @@ class CoordinatorConfig:
     server_assignment_interval_ms: int = 1_000
     # The smallest timeout a group may configure: small enough for tests and demos.
     min_timeout_ms: int = 100
+    # The settings of a group without a configuration record, and of those with one by the
+    # record's identity (a replay replaces it): built once, read on every heartbeat.
+    defaults: GroupSettings = field(init=False, repr=False, compare=False)
+    _configured: dict[int, tuple[GroupConfigurationValue, GroupSettings]] = field(
+        init=False, repr=False, compare=False, default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "defaults", GroupSettings(
+            self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms,
+            self.scheduled_rebalance_max_delay_ms))
 
     def for_group(self, configured: GroupConfigurationValue | None) -> GroupSettings:
         """The settings of a group whose type 9 record is `configured` (None: it has none)."""
         if configured is None:
-            return GroupSettings(self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms,
-                                 self.scheduled_rebalance_max_delay_ms)
+            return self.defaults
+        cached = self._configured.get(id(configured))
+        if cached is not None and cached[0] is configured:
+            return cached[1]
+        if len(self._configured) >= _CACHED_GROUPS:
+            self._configured.clear()
+        settings = self._settings(configured)
+        self._configured[id(configured)] = (configured, settings)
+        return settings
+
+    def _settings(self, configured: GroupConfigurationValue) -> GroupSettings:
         return GroupSettings(
             _either(configured.session_timeout_ms, self.session_timeout_ms),
             _either(configured.heartbeat_interval_ms, self.heartbeat_interval_ms),
