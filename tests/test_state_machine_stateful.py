@@ -163,33 +163,22 @@ class Worker(SimWorker):
     def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
         super().__init__(*args, **kwargs)
         self.zombie = False  # removed by the coordinator while it believed it was a member
-        self.resend_owned = False  # lost a response: the next heartbeat says what it owns
         self.compute_pending = False  # told COMPUTE_ASSIGNMENT and did not compute yet
         self.prepared = None  # a PrepareAssignmentResponse kept for a later (maybe stale) install
-        self.send_assignors = False  # its assignor entry changed: the next heartbeat sends it
 
     def heartbeat(self, *, compute: bool = True, ack: bool = True, lose_response: bool = False):  # noqa: ANN201
-        # Every field while at epoch 0, as SimWorker does: a member still waiting for its first
-        # target may have been removed meanwhile, and then this heartbeat is its join.
-        joining = not self.joined or self.member_epoch == 0
-        send_owned = joining or self.resend_owned or (self.ack_pending and ack)
-        request = HeartbeatRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-            instance_id=self.instance_id if joining else None,
-            rebalance_timeout_ms=self.rebalance_timeout_ms if joining else -1,
-            server_assignor=self.server_assignor if joining else None,
-            client_assignors=(self.client_assignors or None) if joining or self.send_assignors else None,
-            owned=connectors_and_tasks(self.owned) if send_owned else None)
+        member, now = self.member, self.driver.now
+        full = member.full_request
+        request = member.heartbeat(now)
+        if not ack and not full:
+            request = replace(request, owned=None)  # forgets to say what it owns (to acknowledge)
         response = self.driver.heartbeat(request)
         assert response.error_code in HEARTBEAT_ANSWERS, (request, response)
         if lose_response:
-            self.resend_owned = True
+            self.carry_out(member.failed(now, "the response was lost"))
             return response
-        self.resend_owned = False
-        ack_pending = self.ack_pending
-        self._handle(response, compute=False)
+        self.carry_out(member.received(response, now, request), compute=False)
         if response.error_code in OK:
-            self.send_assignors = False
             # The answer is the coordinator's view of this member, and the worker now shares it.
             group = self.driver.state.groups[self.group_id]
             current = group.current(self.member_id)
@@ -201,8 +190,6 @@ class Worker(SimWorker):
             assert response.heartbeat_interval_ms == self.driver.coordinator.settings(group).heartbeat_interval_ms
             if request.member_epoch == 0:
                 self.zombie = False  # a join starts a new life: the coordinator forgot the old one
-            if ack_pending and not send_owned and response.assignment is None:
-                self.ack_pending = True  # still has to acknowledge
             self.compute_pending = response.error_code == ErrorCode.COMPUTE_ASSIGNMENT
             if self.compute_pending and compute:
                 self.compute_assignment()
@@ -211,7 +198,6 @@ class Worker(SimWorker):
     def lose_everything(self) -> None:
         super().lose_everything()
         self.zombie = False
-        self.resend_owned = False
         self.compute_pending = False
         self.prepared = None
 
@@ -646,8 +632,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         w = proc.worker
         if proc.status != "active" or not w.joined or not w.client_assignors:
             return
-        w.client_assignors = tuple(replace(a, reason=a.reason + 1) for a in w.client_assignors)
-        w.send_assignors = True
+        w.member.set_assignors(None, tuple(replace(a, reason=a.reason + 1) for a in w.client_assignors))
         epoch = self.group(proc.group).group_epoch
         response = w.heartbeat()
         if response.error_code in OK:

@@ -2,9 +2,9 @@
 
 `Driver` does what the runtime does, minus the I/O: it applies each handler's result through
 `replay`, keeps every record in a log (the topic), keeps the armed timers and fires them as the
-virtual clock passes their deadlines. `SimWorker` is a worker that follows the protocol as seed 000
-describes (revoke, acknowledge, take new work; compute the assignment when asked; rejoin after
-being fenced). Tests, benchmarks and scripted scenarios use them to drive the coordinator exactly
+virtual clock passes their deadlines. `SimWorker` is a worker whose protocol is `Member`'s, the one
+every worker of the project drives (revoke, acknowledge, take new work; compute the assignment
+when asked; rejoin after being fenced). Tests, benchmarks and scripted scenarios use them to drive the coordinator exactly
 as the service will, and to produce logs to replay.
 """
 
@@ -16,13 +16,12 @@ from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
 
 from coordinator.core.assignors import ASSIGNORS, ConnectAssignor
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.items import Item, connectors_and_tasks, items_of
+from coordinator.core.items import connectors_and_tasks
+from coordinator.core.member import Action, Assign, ComputeAssignment, Member, Revoke
 from coordinator.core.protocol import (
-    JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     DeleteGroupRequest,
-    ErrorCode,
     ErrorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -91,68 +90,51 @@ class Driver:
 
 
 class SimWorker:
-    """A worker following seed 000's "Response Handling", for one group."""
+    """A worker on the in-memory driver: a `Member` (the protocol's worker side) whose requests go
+    straight to the coordinator, and which carries out its actions at once."""
 
     def __init__(self, driver: Driver, group_id: str, member_id: str, *, instance_id: str | None = None,
                  assignor: str | None = "incremental_cooperative", server_assignor: str | None = None,
                  rebalance_timeout_ms: int = 60_000, assignor_impl: ConnectAssignor | None = None,
-                 versions: tuple[int, int] | None = None) -> None:
+                 versions: tuple[int, int] | None = None, session_timeout_ms: int | None = None) -> None:
         self.driver = driver
-        self.group_id = group_id
-        self.member_id = member_id
-        self.instance_id = instance_id
-        self.server_assignor = server_assignor
-        self.rebalance_timeout_ms = rebalance_timeout_ms
         self.assignor_impl = assignor_impl or (ASSIGNORS[assignor] if assignor else None)
-        self.client_assignors: tuple[Assignor, ...] = ()
+        client_assignors: tuple[Assignor, ...] = ()
         if assignor is not None and server_assignor is None:
             impl = self.assignor_impl
             low, high = versions or (impl.minimum_version, impl.maximum_version)
-            self.client_assignors = (Assignor(assignor, low, high, 0, high, b""),)
-        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
-        self.owned: frozenset[Item] = frozenset()
-        self.joined = False
-        self.ack_pending = False  # revoked something: the next heartbeat must say what it owns
+            client_assignors = (Assignor(assignor, low, high, 0, high, b""),)
+        self.member = Member(group_id, member_id, instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                             server_assignor=server_assignor, client_assignors=client_assignors,
+                             session_timeout_ms=session_timeout_ms or driver.coordinator.config.session_timeout_ms)
         self.last: HeartbeatResponse | None = None
         self.computations = 0
 
+    # The member's view, read through.
+    group_id = property(lambda self: self.member.group_id)
+    member_id = property(lambda self: self.member.member_id)
+    instance_id = property(lambda self: self.member.instance_id)
+    member_epoch = property(lambda self: self.member.member_epoch)
+    owned = property(lambda self: self.member.owned)
+    joined = property(lambda self: self.member.joined)
+    client_assignors = property(lambda self: self.member.client_assignors)
+    server_assignor = property(lambda self: self.member.server_assignor)
+
     def heartbeat(self, *, compute: bool = True) -> HeartbeatResponse:
-        # Every field while at epoch 0: a member still waiting for its first target may have been
-        # removed meanwhile (session timeout), and then this heartbeat is its join (seed 000: all
-        # fields "when it joins for the first time or when an error occurs").
-        joining = not self.joined or self.member_epoch == JOIN_GROUP_MEMBER_EPOCH
-        request = HeartbeatRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-            instance_id=self.instance_id if joining else None,
-            rebalance_timeout_ms=self.rebalance_timeout_ms if joining else -1,
-            server_assignor=self.server_assignor if joining else None,
-            client_assignors=self.client_assignors if joining and self.client_assignors else None,
-            owned=connectors_and_tasks(self.owned) if joining or self.ack_pending else None)
+        request = self.member.heartbeat(self.driver.now)
         response = self.driver.heartbeat(request)
         self.last = response
-        self._handle(response, compute)
+        self.carry_out(self.member.received(response, self.driver.now), compute)
         return response
 
-    def _handle(self, response: HeartbeatResponse, compute: bool) -> None:
-        code = response.error_code
-        if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
-            self.lose_everything()
-            return
-        if code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
-            return
-        self.joined = True
-        self.member_epoch = response.member_epoch
-        self.ack_pending = False
-        if response.assignment is not None:
-            assigned = items_of(response.assignment.assignment)
-            revoked = self.owned - assigned
-            if revoked and assigned - self.owned:
-                raise AssertionError(f"{self.member_id} was revoked {revoked} and given {assigned - self.owned} "
-                                     "in one response")
-            self.owned = assigned
-            self.ack_pending = bool(revoked)
-        if code == ErrorCode.COMPUTE_ASSIGNMENT and compute:
-            self.compute_assignment()
+    def carry_out(self, actions: list[Action], compute: bool = True) -> None:
+        """Revocations, assignments and losses are instant here; COMPUTE_ASSIGNMENT runs at once
+        unless `compute` is False; a refusal is kept in `member.given_up` for the caller to read."""
+        if any(isinstance(a, Revoke) for a in actions) and any(isinstance(a, Assign) for a in actions):
+            raise AssertionError(f"{self.member_id} was revoked and given work in one response: {actions}")
+        for action in actions:
+            if isinstance(action, ComputeAssignment) and compute:
+                self.compute_assignment()
 
     def compute_assignment(self) -> ErrorResponse | None:
         """PrepareAssignment -> assignor -> InstallAssignment."""
@@ -172,17 +154,14 @@ class SimWorker:
             result.error_message, result.deferred, result.scheduled_rebalance_delay_ms), self.driver.now))
 
     def leave(self, static: bool = False) -> HeartbeatResponse:
+        """Leave: revoke everything, then the leave heartbeat (-2 when `static`, else -1)."""
         epoch = LEAVE_GROUP_STATIC_MEMBER_EPOCH if static else LEAVE_GROUP_MEMBER_EPOCH
-        response = self.driver.heartbeat(HeartbeatRequest(self.group_id, self.member_id, epoch))
-        self.lose_everything()
-        return response
+        self.member.leave()
+        return self.driver.heartbeat(HeartbeatRequest(self.group_id, self.member_id, epoch))
 
     def lose_everything(self) -> None:
-        """Fenced, crashed or left: stop all work; the next heartbeat joins with epoch 0."""
-        self.owned = frozenset()
-        self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
-        self.joined = False
-        self.ack_pending = False
+        """Crashed (the process restarted): everything stops; the next heartbeat joins with epoch 0."""
+        self.member.lose("the worker restarted")
 
     @property
     def assignment(self) -> ConnectorsAndTasks:
