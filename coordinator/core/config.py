@@ -6,7 +6,6 @@ from dataclasses import dataclass, field
 
 from records import GroupConfigurationValue, MemberMetadataValue
 
-
 _CACHED_GROUPS = 10_000
 
 

@@ -4,8 +4,8 @@
 `replay`, keeps every record in a log (the topic), keeps the armed timers and fires them as the
 virtual clock passes their deadlines. `SimWorker` is a worker whose protocol is `Member`'s, the one
 every worker of the project drives (revoke, acknowledge, take new work; compute the assignment
-when asked; rejoin after being fenced). Tests, benchmarks and scripted scenarios use them to drive the coordinator exactly
-as the service will, and to produce logs to replay.
+when asked; rejoin after being fenced). Tests, benchmarks and scripted scenarios use them to drive
+the coordinator exactly as the service will, and to produce logs to replay.
 """
 
 from __future__ import annotations
