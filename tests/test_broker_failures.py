@@ -79,10 +79,19 @@ def transaction_state_partition(transactional_id: str, partitions: int) -> int:
 
 
 def partitions_of(admin: AdminClient, topic: str) -> dict:
-    found = admin.list_topics(topic, timeout=10).topics[topic]
-    if found.error is not None:
-        raise KafkaException(found.error)
-    return found.partitions
+    """The topic's partitions from the cluster's metadata. While a broker is being killed, the
+    one the client asks may not answer: metadata timeouts are retried (until RECOVERY_S)."""
+    deadline = time.monotonic() + RECOVERY_S
+    while True:
+        try:
+            found = admin.list_topics(topic, timeout=10).topics[topic]
+            if found.error is not None:
+                raise KafkaException(found.error)
+            return found.partitions
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
 
 
 def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
