@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire clean
 
 install: $(STAMP)
 
@@ -57,10 +57,14 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down $(BROKER)
 
-bench: bench-records bench-state bench-rebalance bench-replay bench-service bench-audit
+bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-audit
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
+
+# Parsing and validating a heartbeat request: the declared wire types against the hand parser they replaced.
+bench-wire: install
+	$(BIN)/python bench/bench_wire.py
 
 bench-state: install
 	$(BIN)/python bench/bench_state.py

@@ -171,12 +171,12 @@ class CountingClient(CoordinatorClient):
         self.heartbeats: list[float] = []
         self.other_calls: list[tuple[float, str]] = []
 
-    async def call(self, group_id: str, method: str, path: str, body: Any = None) -> dict:
+    async def call(self, group_id: str, method: str, path: str, answer: type, body: Any = None) -> Any:
         if path == HEARTBEAT:
             self.heartbeats.append(clock())
         else:
             self.other_calls.append((clock(), path))
-        return await super().call(group_id, method, path, body)
+        return await super().call(group_id, method, path, answer, body)
 
     def heartbeats_between(self, a: float, b: float) -> int:
         return sum(1 for t in self.heartbeats if a <= t <= b)

@@ -21,11 +21,12 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 
 from records import TaskId
 
-from coordinator.api.wire import group_description_json
+from coordinator.api import wire
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import GroupDescription
@@ -34,7 +35,7 @@ from coordinator.sdk.admin import table
 from coordinator.service.log import partition_for
 from coordinator.tools import kafka_config
 from replay import events as ev
-from replay.history import History, Interval, Rebalance, interval_json, rebalance_json
+from replay.history import History, Rebalance, interval_json, rebalance_json
 from replay.invariants import Invariants
 from replay.positions import Point, Position, Window, format_duration, format_time, parse_point, parse_time
 from replay.progress import Progress
@@ -315,7 +316,7 @@ def _state(args: argparse.Namespace) -> int:
         raise CliError(f"group {args.group} does not exist {point} ({_read_summary(history, read)})")
     if args.format == "json":
         _print_json({"type": "state", "group": args.group, "offset": history.last.offset,
-                     "timestamp_ms": history.last.timestamp_ms, "description": group_description_json(description)})
+                     "timestamp_ms": history.last.timestamp_ms, "description": msgspec.to_builtins(wire.GroupDescription.of(description))})
         return 0
     print(f"group {args.group} {point}: after the record at {_where(history.last)}")
     _print_description(description, history)

@@ -22,6 +22,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+import msgspec
+
 from coordinator.api import wire
 from coordinator.core.items import connectors_and_tasks, describe, items_of
 from coordinator.service.log import partition_for
@@ -33,11 +35,13 @@ GONE = ("gone",)  # an acknowledged state: not a member of the group
 
 
 def items(cat: dict | None) -> frozenset:
-    return frozenset() if not cat else items_of(wire.connectors_and_tasks(cat))
+    """The items of a ConnectorsAndTasks body (a dict, as these raw HTTP workers keep it)."""
+    return frozenset() if not cat else items_of(msgspec.convert(cat, wire.ConnectorsAndTasks).protocol())
 
 
 def cat(owned: Iterable) -> dict:
-    return wire.connectors_and_tasks_json(connectors_and_tasks(owned))
+    """The ConnectorsAndTasks body of `owned`, as a dict."""
+    return msgspec.to_builtins(wire.ConnectorsAndTasks.of(connectors_and_tasks(owned)))
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> None:

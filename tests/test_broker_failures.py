@@ -63,6 +63,11 @@ SERVE_FLAGS = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session
 RECOVERY_S = 150
 
 
+def set_connectors(request: SetConnectorsRequest) -> Callable:
+    """The set-connectors handler on `request`, as `PartitionRuntime.call` takes it."""
+    return lambda coordinator, now: coordinator.set_connectors(request, now)
+
+
 def java_string_hash(text: str) -> int:
     """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
     data = text.encode("utf-16-be")
@@ -370,17 +375,17 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
                                    kafka_timeout_s=5)
         await runtime.start()
         try:
-            assert (await runtime.call("set_connectors", connectors("before"))).error_code == ErrorCode.NONE
+            assert (await runtime.call(set_connectors(connectors("before")))).error_code == ErrorCode.NONE
             for node in down:
                 await asyncio.to_thread(cluster.kill, node)
             try:
                 with pytest.raises(NotServing) as refused:
-                    await runtime.call("set_connectors", connectors("during"))
+                    await runtime.call(set_connectors(connectors("during")))
                 assert refused.value.code == ErrorCode.NOT_COORDINATOR  # not acknowledged; maybe written
                 await _until(lambda: "cannot be loaded now" in caplog.text, RECOVERY_S, "a failed load attempt")
                 assert runtime.status is Status.LOADING
                 with pytest.raises(NotServing) as refused:
-                    await runtime.call("set_connectors", connectors("during"))
+                    await runtime.call(set_connectors(connectors("during")))
                 assert refused.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             finally:
                 # Together: each start waits until the cluster lists every node.
@@ -388,7 +393,7 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
             await _until(lambda: runtime.status is Status.ACTIVE, RECOVERY_S, "the partition to serve again")
             described = await runtime.query(lambda c: c.describe_group(group))
             assert [c.name for c in described.connectors] in (["before"], ["during"]), described.connectors
-            assert (await runtime.call("set_connectors", connectors("after"))).error_code == ErrorCode.NONE
+            assert (await runtime.call(set_connectors(connectors("after")))).error_code == ErrorCode.NONE
         finally:
             await runtime.close()
         state = CoordinatorState()

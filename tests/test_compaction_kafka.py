@@ -31,12 +31,11 @@ from collections.abc import Callable
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
+from serve_workers import items
 
 from records import decode
 
 from coordinator import cli
-from coordinator.api import wire
-from coordinator.core.items import items_of
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess
@@ -73,7 +72,7 @@ class Member:
         self.owned: dict = {"Connectors": [], "Tasks": []}  # exactly as the coordinator last gave it
 
     def items(self) -> frozenset:
-        return items_of(wire.connectors_and_tasks(self.owned))
+        return items(self.owned)
 
     def heartbeat(self, server: ServeProcess) -> dict:
         body = {"GroupId": self.group, "MemberId": self.member_id, "MemberEpoch": self.epoch,
@@ -107,7 +106,7 @@ def _describe(server: ServeProcess, group: str) -> dict:
 
 
 def _cat_items(cat: dict) -> frozenset:
-    return items_of(wire.connectors_and_tasks(cat))
+    return items(cat)
 
 
 def _converged(server: ServeProcess, group: str, members: list[Member], deferred: bool | None = False) -> bool:

@@ -1,4 +1,4 @@
-"""The OpenAPI document (`coordinator/api/openapi.py`) against the parsers and the live server.
+"""The OpenAPI document (generated from `coordinator/api/wire.py`) against the decoder and the live server.
 
 - The served `/openapi.json` is a valid OpenAPI 3.1 document that Schemathesis loads, and it names
   exactly the routes the aiohttp app registers.
@@ -15,6 +15,7 @@
 
 Deterministic: Hypothesis is derandomized and keeps no example database. The fuzzing found two
 mismatches, now regression tests: whole floats (2.0) for integers, and a token that is not UTF-8.
+The base64 pattern is checked exhaustively against the decoder in `tests/test_wire.py`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsonschema_rs
+import msgspec
 import orjson
 import pytest
 import requests
@@ -189,12 +191,12 @@ def test_documented_schemas_are_valid_json_schema() -> None:
 
 
 PARSERS = {
-    "heartbeat": lambda body: wire.heartbeat_request(body),
-    "prepareAssignment": wire.prepare_request,
-    "installAssignment": wire.install_request,
-    "findCoordinator": wire.find_coordinator_request,
-    "setConnectors": lambda body: wire.set_connectors_request("g", body),
-    "setConfig": lambda body: wire.set_config_request("g", body),
+    "heartbeat": lambda body: wire.decode(orjson.dumps(body), wire.HeartbeatRequest).protocol(),
+    "prepareAssignment": lambda body: wire.decode(orjson.dumps(body), wire.PrepareAssignmentRequest).protocol(),
+    "installAssignment": lambda body: wire.decode(orjson.dumps(body), wire.InstallAssignmentRequest).protocol(),
+    "findCoordinator": lambda body: wire.decode(orjson.dumps(body), wire.FindCoordinatorRequest),
+    "setConnectors": lambda body: wire.decode(orjson.dumps(body), wire.SetConnectorsRequest).protocol("g"),
+    "setConfig": lambda body: wire.decode(orjson.dumps(body), wire.SetConfigRequest).protocol("g"),
 }
 
 
@@ -222,22 +224,28 @@ def test_parser_takes_every_body_the_document_calls_valid(operation) -> None:  #
 
 
 def test_whole_float_integers_are_accepted() -> None:
-    wire.prepare_request(orjson.loads(b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0}'))
+    """What the fuzzing once found: JSON Schema's integer takes 2.0, so the decoder does too."""
+    request = PARSERS["prepareAssignment"](orjson.loads(b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0}'))
+    assert request.member_epoch == 2
 
 
-@pytest.mark.parametrize("text", ["", "AA==", "AAA=", "AAAA", "AAAA=", "AAAA==", "+/+/"])
+def _base64_body(text: str) -> dict:
+    return {"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [
+        {"Name": "a", "MinimumVersion": 0, "MaximumVersion": 0, "Metadata": text}]}
+
+
+@pytest.mark.parametrize("text", ["", "AA==", "AAA=", "AAAA", "+/+/"])
 def test_base64_pattern_admits_what_the_parser_admits(text: str) -> None:
-    assert re.fullmatch(openapi.BASE64_PATTERN.strip("^$"), text)
-    wire.heartbeat_request({"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [
-        {"Name": "a", "MinimumVersion": 0, "MaximumVersion": 0, "Metadata": text}]})
+    assert re.fullmatch(wire.BASE64_PATTERN, text)
+    PARSERS["heartbeat"](_base64_body(text))
 
 
-@pytest.mark.parametrize("text", ["A", "AA", "AA=", "AAA", "=", "A===", "AA=A", "AAAA\n", "AA-_", "AA ="])
+@pytest.mark.parametrize("text", ["A", "AA", "AA=", "AAA", "=", "A===", "AA=A", "AAAA=", "AAAA==", "AAAA\n", "AA-_",
+                                  "AA ="])
 def test_base64_pattern_refuses_what_the_parser_refuses(text: str) -> None:
-    assert not re.fullmatch(openapi.BASE64_PATTERN.strip("^$"), text)
+    assert not re.fullmatch(wire.BASE64_PATTERN, text)
     with pytest.raises(wire.WireError):
-        wire.heartbeat_request({"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [
-            {"Name": "a", "MinimumVersion": 0, "MaximumVersion": 0, "Metadata": text}]})
+        PARSERS["heartbeat"](_base64_body(text))
 
 
 # --- the live server against its document --------------------------------------------------------
@@ -335,8 +343,8 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
     """The answers random data rarely reaches, each checked against the document: COMPUTE_ASSIGNMENT,
     a full PrepareAssignment (members, departed work), installs with deferred work, assignments in
     heartbeats, and a described group with members, deferred items and a scheduled rebalance. The
-    worker's side is the shipped incremental_cooperative assignor through `wire.group_spec` and
-    `wire.install_body`, as the SDK runs it."""
+    worker's side is the shipped incremental_cooperative assignor through the wire types'
+    `group_spec` and `InstallAssignmentRequest.of`, as the SDK runs it."""
     group = "openapi-client-side"
     hb, prepare, install = ("/v1/connect-group/heartbeat", "/v1/connect-group/prepare-assignment",
                             "/v1/connect-group/install-assignment")
@@ -358,8 +366,10 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
             assert spec["ErrorCode"] == 0, spec
             seen.update({"departed"} if spec["DepartedMembers"] else set())
             # The worker's side as the SDK does it: the shipped assignor on the answer, its result installed.
-            result = assignor(spec["AssignorName"]).assign(wire.group_spec(spec))
-            body = wire.install_body(group, member, answer["MemberEpoch"], spec["GroupEpoch"], result)
+            group_spec = msgspec.convert(spec, wire.PrepareAssignmentResponse).group_spec()
+            result = assignor(spec["AssignorName"]).assign(group_spec)
+            body = msgspec.to_builtins(wire.InstallAssignmentRequest.of(group, member, answer["MemberEpoch"],
+                                                                        spec["GroupEpoch"], result))
             outcome = _call(live, "POST", install, body)
             assert outcome["ErrorCode"] == 0, outcome
         else:

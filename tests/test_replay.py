@@ -29,7 +29,7 @@ from records import (
 )
 
 from coordinator import cli
-from coordinator.api.wire import group_description_json
+from coordinator.api import wire
 from coordinator.core.driver import SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
@@ -245,8 +245,8 @@ def test_state_command(capsys, story, dumps) -> None:  # noqa: ANN001
     assert code == 0
     (answer,) = json_lines(out)
     expected = GroupCoordinator(replayed(story.log[:offset + 1])).describe_group(GROUP)
-    assert answer["offset"] == offset and answer["description"] == orjson.loads(orjson.dumps(
-        group_description_json(expected), default=str))
+    assert answer["offset"] == offset and answer["description"] == orjson.loads(
+        wire.encode(wire.GroupDescription.of(expected)))
 
     iso = format_time(story.times["w2_removed"]).replace(" ", "T") + "Z"
     code, out, _ = run(capsys, "replay", "state", "--group", GROUP, "--file", str(dumps["jsonl"]), "--at", iso)

@@ -4,6 +4,7 @@ what was acknowledged is in the topic, a new owner fences the old one, which sto
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 import pytest
 
@@ -21,6 +22,16 @@ pytestmark = pytest.mark.integration
 G = "connect-cluster"
 
 
+def heartbeat(request: HeartbeatRequest) -> Callable:
+    """The heartbeat handler on `request`, as `PartitionRuntime.call` takes it."""
+    return lambda coordinator, now: coordinator.heartbeat(request, now)
+
+
+def set_connectors(request: SetConnectorsRequest) -> Callable:
+    """The set-connectors handler on `request`, as `PartitionRuntime.call` takes it."""
+    return lambda coordinator, now: coordinator.set_connectors(request, now)
+
+
 def _topic(broker, topic: str) -> None:  # noqa: ANN001
     assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
                         "--partitions", "1", "--replication-factor", "1"]) == 0
@@ -30,8 +41,8 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
     """Server-side assignor members join and heartbeat until nothing changes; what each was told."""
     told: dict[str, tuple[int, frozenset]] = {}
     for m in members:
-        r = await runtime.call("heartbeat", HeartbeatRequest(G, m, 0, rebalance_timeout_ms=5_000,
-                                                             server_assignor="incremental_cooperative"))
+        r = await runtime.call(heartbeat(HeartbeatRequest(G, m, 0, rebalance_timeout_ms=5_000,
+                                                             server_assignor="incremental_cooperative")))
         assert r.error_code == ErrorCode.NONE, r
         told[m] = (r.member_epoch, items_of(r.assignment.assignment))
     for _ in range(20):
@@ -39,7 +50,7 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
         await asyncio.sleep(0.3)  # past the server-side assignment interval below
         for m in members:
             epoch, owned = told[m]
-            r = await runtime.call("heartbeat", HeartbeatRequest(G, m, epoch, owned=connectors_and_tasks(owned)))
+            r = await runtime.call(heartbeat(HeartbeatRequest(G, m, epoch, owned=connectors_and_tasks(owned))))
             assert r.error_code == ErrorCode.NONE, r
             new = (r.member_epoch, items_of(r.assignment.assignment) if r.assignment else owned)
             changed |= new != told[m]
@@ -60,8 +71,8 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
         first = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0, config)
         await first.start()
         assert first.status is Status.ACTIVE
-        response = await first.call("set_connectors", SetConnectorsRequest(
-            G, (ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2))))
+        response = await first.call(set_connectors(SetConnectorsRequest(
+            G, (ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2)))))
         assert response.error_code == ErrorCode.NONE
         told = await _join_and_settle(first, ["W1", "W2", "W3"])
         owned = [items for _, items in told.values()]
@@ -77,16 +88,16 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
         await second.start()
         assert second.coordinator.state.slots() == first.coordinator.state.slots()
         epoch = told["W1"][0]
-        r = await second.call("heartbeat", HeartbeatRequest(G, "W1", epoch))
+        r = await second.call(heartbeat(HeartbeatRequest(G, "W1", epoch)))
         assert r.error_code == ErrorCode.NONE and r.member_epoch == epoch
 
         # The old owner is fenced: its next write fails, it answers NOT_COORDINATOR and stops serving.
         with pytest.raises(NotServing) as refused:
-            await first.call("heartbeat", HeartbeatRequest(G, "W4", 0, rebalance_timeout_ms=5_000))
+            await first.call(heartbeat(HeartbeatRequest(G, "W4", 0, rebalance_timeout_ms=5_000)))
         assert refused.value.code == ErrorCode.NOT_COORDINATOR
         assert first.status is Status.CLOSED
         with pytest.raises(NotServing):
-            await first.call("heartbeat", HeartbeatRequest(G, "W1", epoch))
+            await first.call(heartbeat(HeartbeatRequest(G, "W1", epoch)))
         # Nothing the fenced owner tried to write is visible.
         assert "W4" not in second.coordinator.state.groups[G].members
         await second.close()
@@ -100,8 +111,8 @@ def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_brok
     async def scenario() -> None:
         runtime = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0)
         await runtime.start()
-        r = await runtime.call("heartbeat", HeartbeatRequest(G, "W1", 0, rebalance_timeout_ms=5_000,
-                                                             server_assignor="incremental_cooperative"))
+        r = await runtime.call(heartbeat(HeartbeatRequest(G, "W1", 0, rebalance_timeout_ms=5_000,
+                                                             server_assignor="incremental_cooperative")))
         end = runtime.last_load.end_offset
         writes = []
         original = runtime._writer.write
@@ -112,7 +123,7 @@ def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_brok
 
         runtime._writer.write = counting
         for _ in range(20):
-            steady = await runtime.call("heartbeat", HeartbeatRequest(G, "W1", r.member_epoch))
+            steady = await runtime.call(heartbeat(HeartbeatRequest(G, "W1", r.member_epoch)))
             assert steady.error_code == ErrorCode.NONE
         assert writes == [] and end == 0
         await runtime.close()

@@ -17,12 +17,12 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from serve_workers import cat, items
 
 from records import TaskId
 
-from coordinator.api import wire
 from coordinator.cli import main as coordinator
-from coordinator.core.items import connectors_and_tasks, describe, items_of
+from coordinator.core.items import describe
 from coordinator.service.log import batches_to_end, partition_for
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
@@ -116,12 +116,6 @@ def test_tokens_and_acls(kafka_broker, unique_topic, tmp_path: Path) -> None:  #
 # --- a minimal protocol-following worker (server-side assignor) ------------------------------------
 
 
-def _items(cat: dict | None) -> frozenset:
-    return frozenset() if not cat else items_of(wire.connectors_and_tasks(cat))
-
-
-def _cat(items: frozenset) -> dict:
-    return wire.connectors_and_tasks_json(connectors_and_tasks(items))
 
 
 class Worker:
@@ -137,7 +131,7 @@ class Worker:
 
     def heartbeat(self, server: ServeProcess) -> int | None:
         body = {"GroupId": G, "MemberId": self.member_id, "MemberEpoch": self.epoch,
-                "ConnectorsAndTasks": _cat(self.owned)}
+                "ConnectorsAndTasks": cat(self.owned)}
         if self.epoch == 0:
             body.update(RebalanceTimeoutMs=30_000, ServerAssignor="incremental_cooperative")
         self.in_flight = True
@@ -156,7 +150,7 @@ class Worker:
         elif r["ErrorCode"] == 0:
             self.epoch = r["MemberEpoch"]
             if r["Assignment"] is not None:
-                self.owned = _items(r["Assignment"]["ConnectorsAndTasks"])
+                self.owned = items(r["Assignment"]["ConnectorsAndTasks"])
             self.acknowledged = (self.epoch, self.owned)
         if r["ErrorCode"]:
             self.errors.append(r["ErrorCode"])
@@ -306,7 +300,7 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
         second.start()
         status, described = second.request("GET", f"/v1/groups/{G}")
         assert status == 200 and described["ErrorCode"] == 0, described
-        loaded = {m["MemberId"]: (m["MemberEpoch"], _items(m["Assignment"])) for m in described["Members"]}
+        loaded = {m["MemberId"]: (m["MemberEpoch"], items(m["Assignment"])) for m in described["Members"]}
         # Exactly what was acknowledged, for every member: nothing acknowledged is missing, nothing
         # of the held batch (nor anything answered to nobody) is there. A worker never answered
         # OK (the fourth, if its join was held) is no member.

@@ -26,12 +26,13 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from confluent_kafka.admin import AdminClient, NewTopic
+from serve_workers import cat, items
 
 from records import (
-    ConnectorsAndTasks,
     ConnectorsTasksMetadataKey,
     ConnectorTaskCount,
     CurrentMemberAssignmentKey,
@@ -45,7 +46,8 @@ from records import (
 from coordinator.api import wire
 from coordinator.core.assignors import GroupSpec, assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.core.items import Item, connectors_and_tasks, items_of
+from coordinator.core.items import Item, items_of
+from coordinator.core.protocol import PrepareAssignmentResponse
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import load_partition, partition_for
 from coordinator.service.server import CoordinatorServer
@@ -79,12 +81,8 @@ def now_ms() -> float:
 # --- wire <-> items, and the PrepareAssignment response as the assignor's GroupSpec -----------------
 
 
-def items(body: dict | None) -> frozenset[Item]:
-    return frozenset() if body is None else items_of(wire.connectors_and_tasks(body))
-
-
 def cat_json(owned: Iterable[Item]) -> dict:
-    return wire.connectors_and_tasks_json(connectors_and_tasks(owned))
+    return cat(owned)
 
 
 # --- who holds what: "revoke before assign", watched from outside ----------------------------------
@@ -227,11 +225,14 @@ class HttpWorker:
                                               "MemberEpoch": self.member_epoch})
         if prepared["ErrorCode"] != NONE:
             return prepared  # FENCED: retried at the next heartbeat response; anything else: abandoned
-        spec = wire.group_spec(prepared)
-        rendered = {k: v for k, v in prepared.items() if k not in ("ErrorCode", "ErrorMessage", "AssignorName")}
-        assert wire.group_spec_json(spec) == rendered, "the GroupSpec conversion lost something"
+        answer = msgspec.convert(prepared, wire.PrepareAssignmentResponse)
+        spec = answer.group_spec()
+        assert msgspec.to_builtins(wire.PrepareAssignmentResponse.of(PrepareAssignmentResponse(
+            prepared["ErrorCode"], prepared["ErrorMessage"], spec.group_epoch, prepared["AssignorName"], spec))) == \
+            prepared, "the GroupSpec conversion lost something"
         result = assignor(prepared["AssignorName"]).assign(spec)
-        request = wire.install_body(self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result)
+        request = msgspec.to_builtins(wire.InstallAssignmentRequest.of(
+            self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result))
         installed = await self._post(INSTALL, request)
         # INVALID_ASSIGNMENT (1001): wait for the next COMPUTE_ASSIGNMENT.
         self.installs.append((spec, request, installed))

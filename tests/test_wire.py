@@ -1,13 +1,19 @@
-"""The worker's side of the JSON mapping is the exact inverse of the server's (no broker)."""
+"""The HTTP API's bodies (`coordinator.api.wire`): both sides read what the other writes, and a body
+that does not fit is one WireError naming the field (no broker)."""
 
 from __future__ import annotations
 
-import orjson
+import itertools
+import re
+
+import pytest
+
+from records import Assignor, ConnectorsAndTasks, TaskId
 
 from coordinator.api import wire
 from coordinator.core.assignors import assignor
 from coordinator.core.driver import Driver, SimWorker, converge
-from coordinator.core.protocol import PrepareAssignmentRequest
+from coordinator.core.protocol import HeartbeatRequest, PrepareAssignmentRequest
 
 
 def _prepared(driver: Driver, worker: SimWorker):  # noqa: ANN202
@@ -25,13 +31,71 @@ def test_a_prepare_answer_and_an_install_survive_the_wire() -> None:
     workers[0].heartbeat(compute=False)
     prepared = _prepared(driver, workers[0])
     assert prepared.group.departed, "the scenario should leave departed work"
-    body = orjson.loads(orjson.dumps(wire.prepare_response(prepared)))
-    spec = wire.group_spec(body)
+    raw = wire.encode(wire.PrepareAssignmentResponse.of(prepared))
+    spec = wire.decode(raw, wire.PrepareAssignmentResponse).group_spec()
     assert spec == prepared.group
     result = assignor(prepared.assignor_name).assign(spec)
-    request = wire.install_request(orjson.loads(orjson.dumps(
-        wire.install_body("g", "w0", workers[0].member_epoch, spec.group_epoch, result))))
+    raw = wire.encode(wire.InstallAssignmentRequest.of("g", "w0", workers[0].member_epoch, spec.group_epoch, result))
+    request = wire.decode(raw, wire.InstallAssignmentRequest).protocol()
     assert request.group_epoch == spec.group_epoch and request.deferred == result.deferred
     assert request.scheduled_rebalance_delay_ms == result.scheduled_rebalance_delay_ms
-    assert {m.member_id: m.assignment for m in request.members} == \
-        result.members
+    assert {m.member_id: m.assignment for m in request.members} == result.members
+
+
+def test_a_heartbeat_survives_the_wire_both_ways() -> None:
+    full = HeartbeatRequest("g", "m", 0, instance_id="i", rack_id="r", rebalance_timeout_ms=5_000,
+                            client_assignors=(Assignor("incremental_cooperative", 0, 1, 2, 1, b"\x01\x02"),),
+                            owned=ConnectorsAndTasks(("A",), (TaskId("A", 0),)), url="http://w:8083")
+    partial = HeartbeatRequest("g", "m", 7)
+    for request in (full, partial):
+        assert wire.decode(wire.encode(wire.HeartbeatRequest.of(request)), wire.HeartbeatRequest).protocol() == request
+    assert wire.encode(wire.HeartbeatRequest.of(partial)) == b'{"GroupId":"g","MemberId":"m","MemberEpoch":7}', \
+        "a steady heartbeat sends only what changed"
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    (b'{"MemberId": "m", "MemberEpoch": 0}', "GroupId"),
+    (b'{"GroupId": 1, "MemberId": "m", "MemberEpoch": 0}', "$.GroupId"),
+    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2147483648}', "$.MemberEpoch"),
+    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 1.5}', "$.MemberEpoch"),
+    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "RebalanceTimeoutMs": null}', "$.RebalanceTimeoutMs"),
+    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ConnectorsAndTasks": {"Tasks": [{"Task": 0}]}}',
+     "Connector"),
+    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, '
+     b'"MaximumVersion": 0, "Reason": 128}]}', "$.ClientAssignors[0].Reason"),
+    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, '
+     b'"MaximumVersion": 0, "Metadata": "YQ"}]}', "$.ClientAssignors[0].Metadata"),
+    (b'[1, 2]', "object"),
+    (b'{"GroupId": ', "not JSON"),
+])
+def test_a_body_that_does_not_fit_is_one_error_naming_the_field(body: bytes, field: str) -> None:
+    with pytest.raises(wire.WireError) as refused:
+        wire.decode(body, wire.HeartbeatRequest)
+    assert field in str(refused.value)
+
+
+def test_whole_numbers_are_integers_as_json_schema_reads_them() -> None:
+    r = wire.decode(b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0, "ConnectorsAndTasks": {"Tasks": '
+                    b'[{"Connector": "A", "Task": 3.0}]}}', wire.HeartbeatRequest).protocol()
+    assert r.member_epoch == 2 and r.owned.tasks == (TaskId("A", 3),)
+    assert type(r.member_epoch) is int
+
+
+def test_unknown_properties_are_ignored() -> None:
+    r = wire.decode(b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "Extra": [1]}', wire.HeartbeatRequest)
+    assert r.protocol() == HeartbeatRequest("g", "m", 0)
+
+
+def test_the_documented_base64_pattern_is_exactly_what_the_decoder_takes() -> None:
+    """Every string of up to 6 characters over a small alphabet with the edge cases (`=`, `-`, space)."""
+    pattern = re.compile(wire.BASE64_PATTERN)
+    for n in range(7):
+        for chars in itertools.product("A+=- ", repeat=n):
+            text = "".join(chars)
+            body = b'{"Name": "a", "MinimumVersion": 0, "MaximumVersion": 0, "Metadata": "%s"}' % text.encode()
+            try:
+                wire.decode(body, wire.ClientAssignor)
+                taken = True
+            except wire.WireError:
+                taken = False
+            assert taken == bool(pattern.fullmatch(text)), repr(text)

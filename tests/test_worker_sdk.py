@@ -12,6 +12,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from coordinator.cli import main as coordinator
+from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
 from coordinator.sdk.client import CoordinatorClient
@@ -69,9 +70,9 @@ def _run(broker, topic: str, scenario: Callable[[CoordinatorClient, CoordinatorS
 
 
 async def _connectors(client: CoordinatorClient, **tasks: int) -> None:
-    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors",
-                               {"Connectors": [{"Name": n, "Tasks": t} for n, t in tasks.items()]})
-    assert answer["ErrorCode"] == 0
+    body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])
+    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)
+    assert answer.error_code == 0
 
 
 async def _until(condition: Callable[[], bool], timeout: float = 15.0) -> None:

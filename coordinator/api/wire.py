@@ -1,285 +1,614 @@
-"""JSON wire shapes of the HTTP API (DESIGN §7) <-> the protocol's requests and responses.
+"""The HTTP API's bodies (DESIGN §7), declared once as typed structs.
 
-Field names are the seed's (`GroupId`, `MemberEpoch`, ...); `bytes` travel as base64; the seed's
-nested `[]ConnectorsAndTasks` is one object `{"Connectors": [...], "Tasks": [{"Connector", "Task"}]}`.
-Anything that does not fit raises `WireError`, which the server answers with HTTP 400 and
-INVALID_REQUEST naming the field: never a 500.
+Each request and response body is a `msgspec.Struct` whose fields are the seed's names (`GroupId`,
+`MemberEpoch`, ...; `rename="pascal"` turns `group_id` into `GroupId`). The same declarations:
+
+- decode and validate a request in one pass (`decode`): a body that does not fit raises `WireError`
+  naming the field (`... - at $.ClientAssignors[0].Name`), which the server answers with HTTP 400
+  and INVALID_REQUEST; never a 500;
+- encode responses (`encode`), and the worker SDK's requests, so both sides share one shape;
+- generate the OpenAPI document (`coordinator.api.openapi`), which therefore says exactly what is
+  accepted.
+
+Each struct converts to and from the protocol's own types in one place: `protocol()` for what the
+state machine takes or gave, `of(...)` for the other way. `bytes` travel as base64 (RFC 4648,
+standard alphabet, padded). Integers are JSON integers within their format's range; as JSON Schema
+reads them, a number with a zero fraction is that integer (2.0 is 2), any other fraction is refused.
+Unknown properties are ignored. Rules the state machine checks beyond the type (epochs >= -2,
+non-empty ids, version ranges) answer HTTP 200 with an ErrorCode, as the seed's error table says.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-from typing import Any
+from typing import Annotated, Any, Literal, TypeVar
 
-from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TaskId
+import msgspec
+from msgspec import Meta, Struct
 
-from coordinator.core.assignors import AssignmentMember, GroupAssignment, GroupSpec, MemberAssignment
-from coordinator.core.protocol import (
-    DeleteGroupRequest,
-    GroupDescription,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    InstallAssignmentRequest,
-    InstallMember,
-    PrepareAssignmentRequest,
-    PrepareAssignmentResponse,
-    SetConfigRequest,
-    SetConnectorsRequest,
-)
+import records
 
-INT32 = (-(2**31), 2**31 - 1)
-INT16 = (-(2**15), 2**15 - 1)
-INT8 = (-(2**7), 2**7 - 1)
-_MISSING = object()
+from coordinator.core import assignors, protocol
+from coordinator.core.protocol import ErrorCode
+
+T = TypeVar("T")
+_new_tuple = tuple.__new__
+_TASK_ID = records.TaskId
+
+# Exactly the strings msgspec's base64 decoder takes: standard alphabet, padded to a multiple of four.
+BASE64_PATTERN = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$"
+
+Int8 = Annotated[int, Meta(ge=-(2**7), le=2**7 - 1, extra_json_schema={"format": "int8"})]
+Int16 = Annotated[int, Meta(ge=-(2**15), le=2**15 - 1, extra_json_schema={"format": "int16"})]
+Int32 = Annotated[int, Meta(ge=-(2**31), le=2**31 - 1, extra_json_schema={"format": "int32"})]
+Int64 = Annotated[int, Meta(ge=-(2**63), le=2**63 - 1, extra_json_schema={"format": "int64"})]
+Base64 = Annotated[bytes, Meta(extra_json_schema={"contentEncoding": "base64", "pattern": BASE64_PATTERN})]
+
+
+def doc(text: str) -> Meta:
+    return Meta(description=text)
+
+
+_MEMBER_EPOCH = ("The current member epoch; 0 to join the group; -1 to leave the group; -2 to leave as a static "
+                 "member whose assignment waits for its InstanceId to return. Below -2 is INVALID_REQUEST (HTTP "
+                 "200).")
+_TIMEOUT = ("Milliseconds; null restores the server's default. Values below the server's minimum are "
+            "INVALID_REQUEST (HTTP 200).")
+_UNCHANGED = "null if not provided or if it didn't change since the last heartbeat; "
 
 
 class WireError(ValueError):
-    """A body that is not what the API accepts."""
+    """A body that is not what the API accepts; the message names the field."""
 
 
-def _get(body: dict, name: str, kind: str, *, required: bool = False, nullable: bool = False,
-         default: Any = None, bounds: tuple[int, int] = INT32) -> Any:
-    value = body.get(name, _MISSING)
-    if value is _MISSING:
-        if required:
-            raise WireError(f"{name} is required")
-        return default
-    if value is None:
-        if nullable or not required and default is None:
-            return None
-        raise WireError(f"{name} must not be null")
-    if kind == "int":
-        if value.__class__ is not int:
-            # JSON has one number type: 2.0 is the integer 2 to JSON Schema (and to our document).
-            if value.__class__ is not float or not value.is_integer():
-                raise WireError(f"{name} must be an integer")
-            value = int(value)
-        if not bounds[0] <= value <= bounds[1]:
-            raise WireError(f"{name} must be within [{bounds[0]}, {bounds[1]}]")
-    elif kind == "str":
-        if value.__class__ is not str:
-            raise WireError(f"{name} must be a string")
-    elif kind == "bytes":
-        if value.__class__ is not str:
-            raise WireError(f"{name} must be a base64 string")
+class Body(Struct, rename="pascal", kw_only=True, gc=False):
+    """Every body: the seed's field names. No body refers back to itself, so the garbage collector
+    need not track them (msgspec's `gc=False`: a third off decoding)."""
+
+
+# --- shared shapes ------------------------------------------------------------------------------------
+
+
+class TaskId(Body):
+    """A connector task, numbered from 0 as in Kafka Connect."""
+
+    connector: Annotated[str, doc("The connector's name.")]
+    task: Annotated[Int32, doc("The task number; below 0 is INVALID_REQUEST (HTTP 200).")]
+
+
+class ConnectorsAndTasks(Body):
+    """A set of connectors and tasks: what a worker owns, an assignment, a pending revocation, deferred
+    work. Names must be non-empty and items listed once, else INVALID_REQUEST (HTTP 200)."""
+
+    connectors: Annotated[list[str], doc("The connectors; absent is empty, null is refused.")] = []
+    tasks: Annotated[list[TaskId], doc("The tasks; absent is empty, null is refused.")] = []
+
+    @classmethod
+    def of(cls, value: records.ConnectorsAndTasks) -> ConnectorsAndTasks:
+        return cls(connectors=list(value.connectors), tasks=[TaskId(connector=c, task=t) for c, t in value.tasks])
+
+    def protocol(self) -> records.ConnectorsAndTasks:
+        # TaskId is a NamedTuple: built as the tuple it is, without its Python-level __new__ (the
+        # conversion is most of the cost of reading a heartbeat that lists what a worker owns).
+        return records.ConnectorsAndTasks(tuple(self.connectors),
+                                          tuple([_new_tuple(_TASK_ID, (t.connector, t.task)) for t in self.tasks]))
+
+
+class ConnectorTaskCount(Body):
+    """A connector the group must run, and how many tasks it has."""
+
+    name: Annotated[str, doc("The connector's name (non-empty, listed once; else INVALID_REQUEST at HTTP 200).")]
+    tasks: Annotated[Int32, doc("How many tasks it has, within [0, 100000] (else INVALID_REQUEST at HTTP 200).")]
+
+    @classmethod
+    def of(cls, value: records.ConnectorTaskCount) -> ConnectorTaskCount:
+        return cls(name=value.name, tasks=value.tasks)
+
+    def protocol(self) -> records.ConnectorTaskCount:
+        return records.ConnectorTaskCount(self.name, self.tasks)
+
+
+class ErrorResponse(Body):
+    """An outcome and nothing else: the whole answer of install-assignment and the admin writes, and of
+    any operation whose partition cannot serve (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS) or whose
+    coordinator failed unexpectedly (COORDINATOR_NOT_AVAILABLE)."""
+
+    error_code: Annotated[int, doc("The top-level error code, or 0 if there was no error.")]
+    error_message: Annotated[str | None, doc("The top-level error message, or null if there was no error.")]
+
+    @classmethod
+    def of(cls, value: protocol.ErrorResponse) -> ErrorResponse:
+        return cls(error_code=int(value.error_code), error_message=value.error_message)
+
+
+# --- ConnectGroupHeartbeat ----------------------------------------------------------------------------
+
+
+class ClientAssignor(Body):
+    """A client-side assignor the worker supports."""
+
+    name: Annotated[str, doc("The name of the assignor.")]
+    minimum_version: Annotated[Int16, doc("The minimum supported version for the metadata (>= -1, else "
+                                          "INVALID_REQUEST at HTTP 200).")]
+    maximum_version: Annotated[Int16, doc("The maximum supported version for the metadata (>= 0 and >= "
+                                          "MinimumVersion, else INVALID_REQUEST at HTTP 200).")]
+    reason: Annotated[Int8, doc("The reason of the metadata update; absent is 0.")] = 0
+    version: Annotated[Int16, doc("The version of the metadata, within [MinimumVersion, MaximumVersion]; "
+                                  "absent is 0.")] = 0
+    metadata: Annotated[Base64, doc("The metadata; absent is empty.")] = b""
+
+    @classmethod
+    def of(cls, a: records.Assignor) -> ClientAssignor:
+        return cls(name=a.name, minimum_version=a.minimum_version, maximum_version=a.maximum_version, reason=a.reason,
+                   version=a.version, metadata=a.metadata)
+
+    def protocol(self) -> records.Assignor:
+        return records.Assignor(self.name, self.minimum_version, self.maximum_version, self.reason, self.version,
+                                self.metadata)
+
+
+class HeartbeatRequest(Body, omit_defaults=True):
+    """ConnectGroupHeartbeat. The member must set all the fields when it joins for the first time or when
+    an error occurs; otherwise it only fills in the fields which have changed since the last heartbeat
+    (null or absent = unchanged)."""
+
+    group_id: Annotated[str, doc("The group identifier (non-empty, else INVALID_REQUEST at HTTP 200).")]
+    member_id: Annotated[str, doc("The member id, chosen by the worker and kept for its whole lifetime.")]
+    member_epoch: Annotated[Int32, doc(_MEMBER_EPOCH)]
+    instance_id: Annotated[str | None, doc(_UNCHANGED + "the instance id (static membership) otherwise.")] = None
+    rack_id: Annotated[str | None, doc(_UNCHANGED + "the rack of the worker otherwise.")] = None
+    rebalance_timeout_ms: Annotated[Int32, doc(
+        "-1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator "
+        "will wait on the member to revoke its connectors/tasks otherwise (> 0; it must be set when joining). "
+        "Absent is -1; null is refused.")] = -1
+    server_assignor: Annotated[str | None, doc(
+        _UNCHANGED + "the server side assignor to use otherwise (eager or incremental_cooperative). Never "
+        "together with ClientAssignors.")] = None
+    client_assignors: Annotated[list[ClientAssignor] | None, doc(
+        _UNCHANGED + "the list of client-side assignors otherwise.")] = None
+    connectors_and_tasks: Annotated[ConnectorsAndTasks | None, doc(
+        "null if it didn't change since the last heartbeat; the connectors/tasks owned by the worker.")] = None
+    url: Annotated[str | None, doc(_UNCHANGED + "where the worker's REST API listens otherwise.")] = None
+    topic_partitions: Annotated[Any, doc(
+        "Seed 003: a member of another group type owns topic partitions. A connect member must leave it absent "
+        "or null: any other value is INVALID_REQUEST (HTTP 200).")] = None
+
+    @classmethod
+    def of(cls, r: protocol.HeartbeatRequest) -> HeartbeatRequest:
+        return cls(group_id=r.group_id, member_id=r.member_id, member_epoch=r.member_epoch,
+                   instance_id=r.instance_id, rack_id=r.rack_id, rebalance_timeout_ms=r.rebalance_timeout_ms,
+                   server_assignor=r.server_assignor,
+                   client_assignors=None if r.client_assignors is None else [
+                       ClientAssignor.of(a) for a in r.client_assignors],
+                   connectors_and_tasks=None if r.owned is None else ConnectorsAndTasks.of(r.owned), url=r.url)
+
+    def protocol(self) -> protocol.HeartbeatRequest:
+        assignors_ = self.client_assignors
+        owned = self.connectors_and_tasks
+        return protocol.HeartbeatRequest(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
+            instance_id=self.instance_id, rack_id=self.rack_id, rebalance_timeout_ms=self.rebalance_timeout_ms,
+            server_assignor=self.server_assignor,
+            client_assignors=None if assignors_ is None else tuple(a.protocol() for a in assignors_),
+            owned=None if owned is None else owned.protocol(), url=self.url, topic_partitions=self.topic_partitions)
+
+
+class Assignment(Body):
+    """The assignment: what the member should own now."""
+
+    error: Annotated[Int8, doc("The assigned error (the assignor's, 0 for none).")]
+    connectors_and_tasks: Annotated[ConnectorsAndTasks, doc("The assigned connectors/tasks to the member.")]
+    version: Annotated[Int16, doc("The version of the metadata.")]
+    metadata: Annotated[Base64, doc("The assigned metadata.")]
+
+    @classmethod
+    def of(cls, a: assignors.MemberAssignment) -> Assignment:
+        return cls(error=a.error, connectors_and_tasks=ConnectorsAndTasks.of(a.assignment), version=a.version,
+                   metadata=a.metadata)
+
+    def protocol(self) -> assignors.MemberAssignment:
+        return assignors.MemberAssignment(self.connectors_and_tasks.protocol(), self.error, self.version,
+                                          self.metadata)
+
+
+class HeartbeatResponse(Body):
+    """ConnectGroupHeartbeat response."""
+
+    error_code: Annotated[int, doc("The top-level error code, or 0 if there was no error.")]
+    error_message: Annotated[str | None, doc("The top-level error message, or null if there was no error.")]
+    member_epoch: Annotated[Int32, doc("The member epoch.")]
+    heartbeat_interval_ms: Annotated[Int32, doc("The heartbeat interval in milliseconds.")]
+    assignment: Annotated[Assignment | None, doc("null unless the member's assignment changes; the assignment "
+                                                 "otherwise.")]
+
+    @classmethod
+    def of(cls, r: protocol.HeartbeatResponse) -> HeartbeatResponse:
+        return cls(error_code=int(r.error_code), error_message=r.error_message, member_epoch=r.member_epoch,
+                   heartbeat_interval_ms=r.heartbeat_interval_ms,
+                   assignment=None if r.assignment is None else Assignment.of(r.assignment))
+
+    def protocol(self) -> protocol.HeartbeatResponse:
+        return protocol.HeartbeatResponse(self.error_code, self.error_message, self.member_epoch,
+                                          self.heartbeat_interval_ms,
+                                          None if self.assignment is None else self.assignment.protocol())
+
+
+# --- ConnectGroupPrepareAssignment --------------------------------------------------------------------
+
+
+class PrepareAssignmentRequest(Body):
+    """ConnectGroupPrepareAssignment: the chosen member asks for the group state to feed its client-side
+    assignor."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    member_id: Annotated[str, doc("The member id.")]
+    member_epoch: Annotated[Int32, doc("The member epoch (>= 0, else INVALID_REQUEST at HTTP 200).")]
+
+    def protocol(self) -> protocol.PrepareAssignmentRequest:
+        return protocol.PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch)
+
+
+class AssignorEntry(Body):
+    """The member's entry for the selected assignor (all 0 and empty for a server-side assignor)."""
+
+    minimum_version: Annotated[Int16, doc("The minimum supported version for the metadata.")]
+    maximum_version: Annotated[Int16, doc("The maximum supported version for the metadata.")]
+    version: Annotated[Int16, doc("The version of the metadata.")]
+    reason: Annotated[Int8, doc("The reason of the metadata update.")]
+    metadata: Annotated[Base64, doc("The assignor metadata.")]
+
+
+class GroupMember(Body):
+    """A member of the group at GroupEpoch, as the assignor sees it."""
+
+    member_id: Annotated[str, doc("The member ID.")]
+    member_epoch: Annotated[Int32, doc("The member epoch.")]
+    instance_id: Annotated[str | None, doc("The member instance ID.")]
+    assignor: AssignorEntry
+    connectors_and_tasks: Annotated[ConnectorsAndTasks, doc("What the member owns now.")]
+    target_connectors_and_tasks: Annotated[ConnectorsAndTasks, doc("Its part of the current target assignment.")]
+
+    @classmethod
+    def of(cls, m: assignors.AssignmentMember) -> GroupMember:
+        return cls(member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
+                   assignor=AssignorEntry(minimum_version=m.minimum_version, maximum_version=m.maximum_version,
+                                          version=m.version, reason=m.reason, metadata=m.metadata),
+                   connectors_and_tasks=ConnectorsAndTasks.of(m.owned),
+                   target_connectors_and_tasks=ConnectorsAndTasks.of(m.target))
+
+    def protocol(self) -> assignors.AssignmentMember:
+        a = self.assignor
+        return assignors.AssignmentMember(
+            self.member_id, self.instance_id, self.member_epoch, target=self.target_connectors_and_tasks.protocol(),
+            owned=self.connectors_and_tasks.protocol(), minimum_version=a.minimum_version,
+            maximum_version=a.maximum_version, reason=a.reason, version=a.version, metadata=a.metadata)
+
+
+class DepartedMember(Body):
+    """A member that left while its target held work."""
+
+    member_id: Annotated[str, doc("The member ID.")]
+    instance_id: Annotated[str | None, doc("The member instance ID.")]
+    connectors_and_tasks: Annotated[ConnectorsAndTasks, doc("The work it held, kept for its return.")]
+    departed_at_ms: Annotated[Int64, doc("When it left (coordinator clock, ms since the epoch).")]
+
+    @classmethod
+    def of(cls, d: records.DepartedMember) -> DepartedMember:
+        return cls(member_id=d.member_id, instance_id=d.instance_id,
+                   connectors_and_tasks=ConnectorsAndTasks.of(d.assignment), departed_at_ms=d.departed_at_ms)
+
+    def protocol(self) -> records.DepartedMember:
+        return records.DepartedMember(self.member_id, self.instance_id, self.connectors_and_tasks.protocol(),
+                                      self.departed_at_ms)
+
+
+class PrepareAssignmentResponse(Body, omit_defaults=True):
+    """ConnectGroupPrepareAssignment response: on success, the group state an assignor takes (the seed's
+    fields, the configured connectors and the current target assignment); on an error, only ErrorCode,
+    ErrorMessage, GroupEpoch (0) and AssignorName (null)."""
+
+    error_code: Annotated[int, doc("The top-level error code, or 0 if there was no error.")]
+    error_message: Annotated[str | None, doc("The top-level error message, or null if there was no error.")]
+    group_epoch: Annotated[Int32, doc("The group epoch the assignment is computed for.")]
+    assignor_name: Annotated[str | None, doc("The selected assignor.")]
+    group_id: Annotated[str | None, doc("The group identifier.")] = None
+    connectors: Annotated[list[ConnectorTaskCount] | None, doc(
+        "The connectors the group runs, and their task counts.")] = None
+    members: Annotated[list[GroupMember] | None, doc("The members, by member id.")] = None
+    departed_members: Annotated[list[DepartedMember] | None, doc(
+        "Members whose work waits for their return until ScheduledRebalanceMaxDelayMs has passed.")] = None
+    deferred: Annotated[ConnectorsAndTasks | None, doc("Items the current target deferred.")] = None
+    scheduled_rebalance_at_ms: Annotated[Int64 | None, doc(
+        "When the coordinator rebalances for the deferred items (ms since the epoch), or null.")] = None
+    scheduled_rebalance_max_delay_ms: Annotated[Int32 | None, doc(
+        "How long departed work may wait (the group's scheduled.rebalance.max.delay.ms).")] = None
+    now_ms: Annotated[Int64 | None, doc("The coordinator's clock when it prepared this (ms since the epoch).")] = None
+
+    @classmethod
+    def of(cls, r: protocol.PrepareAssignmentResponse) -> PrepareAssignmentResponse:
+        head = {"error_code": int(r.error_code), "error_message": r.error_message, "group_epoch": r.group_epoch,
+                "assignor_name": r.assignor_name}
+        spec = r.group
+        if spec is None:
+            return cls(**head)
+        return cls(**head, group_id=spec.group_id, connectors=[ConnectorTaskCount.of(c) for c in spec.connectors],
+                   members=[GroupMember.of(m) for m in spec.members],
+                   departed_members=[DepartedMember.of(d) for d in spec.departed],
+                   deferred=ConnectorsAndTasks.of(spec.deferred),
+                   scheduled_rebalance_at_ms=spec.scheduled_rebalance_at_ms,
+                   scheduled_rebalance_max_delay_ms=spec.scheduled_rebalance_max_delay_ms, now_ms=spec.now_ms)
+
+    def group_spec(self) -> assignors.GroupSpec:
+        """The `GroupSpec` this answer describes: what the worker's assignor takes."""
+        if self.group_id is None:
+            raise WireError(f"PrepareAssignment answered no group: {self.error_message}")
+        return assignors.GroupSpec(
+            group_id=self.group_id, group_epoch=self.group_epoch,
+            connectors=tuple(c.protocol() for c in self.connectors or ()),
+            members=tuple(m.protocol() for m in self.members or ()),
+            departed=tuple(d.protocol() for d in self.departed_members or ()),
+            deferred=self.deferred.protocol() if self.deferred is not None else records.ConnectorsAndTasks(),
+            scheduled_rebalance_at_ms=self.scheduled_rebalance_at_ms,
+            scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms or 0, now_ms=self.now_ms or 0)
+
+
+# --- ConnectGroupInstallAssignment --------------------------------------------------------------------
+
+
+class InstallMember(Body, omit_defaults=True):
+    """One member's part of the installed assignment."""
+
+    member_id: Annotated[str, doc("The member ID.")]
+    connectors_and_tasks: Annotated[ConnectorsAndTasks | None, doc(
+        "The assigned connectors/tasks to the member. Must be set: absent or null is INVALID_REQUEST (HTTP "
+        "200).")] = None
+    error: Annotated[Int8, doc("The assigned error; absent is 0.")] = 0
+    version: Annotated[Int16, doc("The metadata version; absent is 0.")] = 0
+    metadata: Annotated[Base64, doc("The metadata bytes; absent is empty.")] = b""
+    partitions: Annotated[Any, doc(
+        "Seed 003: never together with ConnectorsAndTasks. Must be absent or null for a connect group: any other "
+        "value is INVALID_REQUEST (HTTP 200).")] = None
+
+    def protocol(self) -> protocol.InstallMember:
+        cat = self.connectors_and_tasks
+        return protocol.InstallMember(
+            self.member_id,
+            None if cat is None else assignors.MemberAssignment(cat.protocol(), self.error, self.version,
+                                                                self.metadata),
+            topic_partitions=self.partitions)
+
+
+class InstallAssignmentRequest(Body, omit_defaults=True):
+    """ConnectGroupInstallAssignment: the chosen member installs the result of its client-side assignor
+    for the group epoch it was computed at."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    member_id: Annotated[str, doc("The member id.")]
+    member_epoch: Annotated[Int32, doc("The member epoch (>= 0, else INVALID_REQUEST at HTTP 200).")]
+    group_epoch: Annotated[Int32, doc("The group epoch the assignment was computed at (PrepareAssignment's).")]
+    members: Annotated[list[InstallMember], doc("The members; absent is empty, null is refused.")] = []
+    error: Annotated[Int8, doc("The assignment error; or zero if the assignment is successful. Non-zero keeps "
+                               "every member's current assignment. Absent is 0.")] = 0
+    error_message: Annotated[str | None, doc("Why the assignor failed, or null.")] = None
+    deferred: Annotated[ConnectorsAndTasks | None, doc(
+        "Items deliberately left unassigned until the scheduled rebalance; null is none.")] = None
+    scheduled_rebalance_delay_ms: Annotated[Int32 | None, doc(
+        "With Deferred: how long until the coordinator rebalances for them (>= 0, else INVALID_REQUEST at HTTP "
+        "200); null is none.")] = None
+
+    @classmethod
+    def of(cls, group_id: str, member_id: str, member_epoch: int, group_epoch: int,
+           result: assignors.GroupAssignment) -> InstallAssignmentRequest:
+        """The install of an assignor's `result`, computed for `group_epoch`."""
+        return cls(group_id=group_id, member_id=member_id, member_epoch=member_epoch, group_epoch=group_epoch,
+                   error=result.error, error_message=result.error_message,
+                   members=[InstallMember(member_id=m, connectors_and_tasks=ConnectorsAndTasks.of(a.assignment),
+                                          error=a.error, version=a.version, metadata=a.metadata)
+                            for m, a in sorted(result.members.items())],
+                   deferred=ConnectorsAndTasks.of(result.deferred),
+                   scheduled_rebalance_delay_ms=result.scheduled_rebalance_delay_ms)
+
+    def protocol(self) -> protocol.InstallAssignmentRequest:
+        return protocol.InstallAssignmentRequest(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
+            group_epoch=self.group_epoch, members=tuple(m.protocol() for m in self.members), error=self.error,
+            error_message=self.error_message,
+            deferred=records.ConnectorsAndTasks() if self.deferred is None else self.deferred.protocol(),
+            scheduled_rebalance_delay_ms=self.scheduled_rebalance_delay_ms)
+
+
+# --- FindCoordinator and the admin API -----------------------------------------------------------------
+
+
+class FindCoordinatorRequest(Body):
+    """Which coordinator serves a group."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+
+
+class FindCoordinatorResponse(Body):
+    """The coordinator of the group's partition."""
+
+    error_code: Annotated[Literal[0], doc("0: no error.")]
+    error_message: Annotated[None, doc("null: no error.")]
+    partition: Annotated[Int32, doc("The partition of the topic the group lives in (murmur2(GroupId) % "
+                                    "partitions).")]
+    url: Annotated[str, doc("The base URL of the coordinator serving that partition.")]
+
+
+GroupState = Annotated[Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE"], doc(
+    "EMPTY: no members; ASSIGNING: the group epoch is ahead of the assignment epoch; RECONCILING: a member is "
+    "not at its target yet; STABLE: every member owns its target at the assignment epoch.")]
+
+
+class GroupListing(Body):
+    """A group."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    group_epoch: Annotated[Int32, doc("The group epoch.")]
+    state: GroupState
+    members: Annotated[Int32, doc("How many members it has.")]
+
+    @classmethod
+    def of(cls, g: protocol.GroupListing) -> GroupListing:
+        return cls(group_id=g.group_id, group_epoch=g.group_epoch, state=g.state, members=g.members)
+
+
+class ListGroupsResponse(Body):
+    """The groups of the partitions this process serves that the caller may Describe."""
+
+    error_code: Annotated[Literal[0], doc("0: no error.")]
+    groups: Annotated[list[GroupListing], doc("By group id.")]
+
+
+class MemberDescription(Body):
+    """A member of the group."""
+
+    member_id: Annotated[str, doc("The member ID.")]
+    instance_id: Annotated[str | None, doc("The member instance ID, or null.")]
+    client_id: Annotated[str, doc("Who sent its heartbeats (the authenticated principal).")]
+    client_host: Annotated[str, doc("The address its heartbeats came from.")]
+    url: Annotated[str | None, doc("Where the worker's REST API listens, or null.")]
+    member_epoch: Annotated[Int32, doc("The member epoch.")]
+    state: Annotated[Literal["STABLE", "UNREVOKED", "UNRELEASED"], doc(
+        "STABLE: owns its whole target; UNREVOKED: must give up PendingRevocation first; UNRELEASED: waits for "
+        "others to release the rest of its target.")]
+    assignment: Annotated[ConnectorsAndTasks, doc("What it owns now (its current assignment).")]
+    pending_revocation: Annotated[ConnectorsAndTasks, doc("What it must revoke before it moves on.")]
+    target: Annotated[ConnectorsAndTasks, doc("Its part of the target assignment.")]
+
+
+class GroupDescription(Body):
+    """A group: epochs, assignor, connectors, members and timeouts."""
+
+    error_code: Annotated[Literal[0], doc("0: no error.")]
+    group_id: Annotated[str, doc("The group identifier.")]
+    group_epoch: Annotated[Int32, doc("The group epoch.")]
+    assignment_epoch: Annotated[Int32, doc("The epoch of the current target assignment.")]
+    state: GroupState
+    assignor: Annotated[str | None, doc("The assignor the group uses, or null when its members share no "
+                                        "client-side assignor.")]
+    assignor_kind: Annotated[Literal["server", "client"] | None, doc("Where the assignor runs, or null.")]
+    connectors: Annotated[list[ConnectorTaskCount], doc("The connectors the group runs, and their task counts.")]
+    members: Annotated[list[MemberDescription], doc("By member id.")]
+    deferred: Annotated[ConnectorsAndTasks, doc("Items the current target deferred.")]
+    scheduled_rebalance_at_ms: Annotated[Int64 | None, doc(
+        "When the coordinator rebalances for the deferred items (ms since the epoch), or null.")]
+    assignment_error: Annotated[Int8, doc("The error of the last installed assignment (the assignor's), 0 for "
+                                          "none.")]
+    assignment_error_message: Annotated[str | None, doc("Its message, or null.")]
+    session_timeout_ms: Annotated[Int32, doc("The group's session timeout.")]
+    heartbeat_interval_ms: Annotated[Int32, doc("The group's heartbeat interval.")]
+    rebalance_timeout_ms: Annotated[Int32 | None, doc("The group's rebalance timeout, or null: each member's own "
+                                                      "RebalanceTimeoutMs.")]
+    scheduled_rebalance_max_delay_ms: Annotated[Int32, doc("How long departed work waits for its owner.")]
+
+    @classmethod
+    def of(cls, d: protocol.GroupDescription) -> GroupDescription:
+        items = ConnectorsAndTasks.of
+        return cls(
+            error_code=0, group_id=d.group_id, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
+            state=d.state, assignor=d.assignor, assignor_kind=d.assignor_kind,
+            connectors=[ConnectorTaskCount.of(c) for c in d.connectors],
+            members=[MemberDescription(
+                member_id=m.member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
+                url=m.url, member_epoch=m.member_epoch, state=m.state, assignment=items(m.assignment),
+                pending_revocation=items(m.pending_revocation), target=items(m.target)) for m in d.members],
+            deferred=items(d.deferred), scheduled_rebalance_at_ms=d.scheduled_rebalance_at_ms,
+            assignment_error=d.assignment_error, assignment_error_message=d.assignment_error_message,
+            session_timeout_ms=d.session_timeout_ms, heartbeat_interval_ms=d.heartbeat_interval_ms,
+            rebalance_timeout_ms=d.rebalance_timeout_ms,
+            scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms)
+
+
+class SetConnectorsRequest(Body):
+    """The connectors the group runs. Creates the group if needed; bumps the group epoch when the set
+    changes."""
+
+    connectors: Annotated[list[ConnectorTaskCount], doc("Every connector, with its task count.")]
+
+    def protocol(self, group_id: str) -> protocol.SetConnectorsRequest:
+        return protocol.SetConnectorsRequest(group_id, tuple(c.protocol() for c in self.connectors))
+
+
+class SetConfigRequest(Body, omit_defaults=True):
+    """The group's timeouts; absent or null restores the server's default. HeartbeatIntervalMs must stay
+    below SessionTimeoutMs (else INVALID_REQUEST at HTTP 200). Creates the group if needed."""
+
+    session_timeout_ms: Annotated[Int32 | None, doc(f"The session timeout. {_TIMEOUT}")] = None
+    heartbeat_interval_ms: Annotated[Int32 | None, doc(f"The heartbeat interval. {_TIMEOUT}")] = None
+    rebalance_timeout_ms: Annotated[Int32 | None, doc(
+        f"The rebalance timeout for every member (null: each member's own). {_TIMEOUT}")] = None
+    scheduled_rebalance_max_delay_ms: Annotated[Int32 | None, doc(
+        "How long departed work waits for its owner (>= 0, else INVALID_REQUEST at HTTP 200); null restores the "
+        "server's default.")] = None
+
+    def protocol(self, group_id: str) -> protocol.SetConfigRequest:
+        return protocol.SetConfigRequest(group_id, self.session_timeout_ms, self.heartbeat_interval_ms,
+                                         self.rebalance_timeout_ms, self.scheduled_rebalance_max_delay_ms)
+
+
+class Health(Body):
+    """This process's partitions and their status."""
+
+    status: Annotated[Literal["ok", "degraded"], doc("ok when every partition is active, degraded otherwise.")]
+    url: Annotated[str, doc("This coordinator's advertised URL.")]
+    partitions: Annotated[dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")],
+                               Literal["loading", "active", "failed", "closed"]],
+                          doc("Partition number -> status.")]
+
+
+class InvalidRequest(Body):
+    """The body is not JSON, breaks the schema, or is too large."""
+
+    error_code: Annotated[Literal[42], doc("INVALID_REQUEST")]
+    error_message: Annotated[str, doc("What is wrong, naming the field.")]
+
+
+class AuthorizationFailed(Body):
+    """GROUP_AUTHORIZATION_FAILED."""
+
+    error_code: Annotated[Literal[30], doc("GROUP_AUTHORIZATION_FAILED")]
+    error_message: Annotated[str, doc("Why the request was refused.")]
+
+
+assert int(ErrorCode.INVALID_REQUEST) == 42 and int(ErrorCode.GROUP_AUTHORIZATION_FAILED) == 30
+
+
+# --- decoding and encoding -------------------------------------------------------------------------------
+
+_decoders: dict[type, msgspec.json.Decoder] = {}
+_encoder = msgspec.json.Encoder()
+
+
+def decode(raw: bytes, body: type[T]) -> T:
+    """`raw` as a `body`, validated; WireError naming the field when it does not fit."""
+    decoder = _decoders.get(body)
+    if decoder is None:
+        decoder = _decoders[body] = msgspec.json.Decoder(body)
+    try:
+        return decoder.decode(raw)
+    except msgspec.ValidationError as e:
+        if "got `float`" not in str(e):
+            raise WireError(str(e)) from None
+        # JSON has one number type: 2.0 is the integer 2 to JSON Schema, and so to us. The rare body
+        # that spells an integer so is read again with whole numbers as integers.
         try:
-            return base64.b64decode(value, validate=True)
-        except (binascii.Error, ValueError):
-            raise WireError(f"{name} is not valid base64") from None
-    elif kind == "list":
-        if value.__class__ is not list:
-            raise WireError(f"{name} must be an array")
-    elif kind == "object":
-        if value.__class__ is not dict:
-            raise WireError(f"{name} must be an object")
+            return decoder.decode(_encoder.encode(_whole_numbers(msgspec.json.decode(raw))))
+        except msgspec.ValidationError as again:
+            raise WireError(str(again)) from None
+    except msgspec.DecodeError as e:
+        raise WireError(f"the body is not JSON: {e}") from None
+
+
+def _whole_numbers(value: Any) -> Any:
+    if value.__class__ is float:
+        return int(value) if value.is_integer() else value
+    if value.__class__ is list:
+        return [_whole_numbers(v) for v in value]
+    if value.__class__ is dict:
+        return {k: _whole_numbers(v) for k, v in value.items()}
     return value
 
 
-def _object(value: Any, what: str) -> dict:
-    if value.__class__ is not dict:
-        raise WireError(f"{what} must be an object")
-    return value
-
-
-def connectors_and_tasks(value: Any, what: str = "ConnectorsAndTasks") -> ConnectorsAndTasks:
-    body = _object(value, what)
-    connectors = _get(body, "Connectors", "list", default=[]) or []
-    tasks = _get(body, "Tasks", "list", default=[]) or []
-    for c in connectors:
-        if c.__class__ is not str:
-            raise WireError(f"{what}.Connectors must hold strings")
-    out = []
-    for t in tasks:
-        t = _object(t, f"{what}.Tasks[]")
-        out.append(TaskId(_get(t, "Connector", "str", required=True), _get(t, "Task", "int", required=True)))
-    return ConnectorsAndTasks(tuple(connectors), tuple(out))
-
-
-def connectors_and_tasks_json(value: ConnectorsAndTasks) -> dict:
-    return {"Connectors": list(value.connectors), "Tasks": [{"Connector": c, "Task": t} for c, t in value.tasks]}
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def heartbeat_request(body: Any) -> HeartbeatRequest:
-    body = _object(body, "the body")
-    assignors = _get(body, "ClientAssignors", "list", nullable=True)
-    client_assignors = None
-    if assignors is not None:
-        client_assignors = tuple(
-            Assignor(_get(a, "Name", "str", required=True),
-                     _get(a, "MinimumVersion", "int", required=True, bounds=INT16),
-                     _get(a, "MaximumVersion", "int", required=True, bounds=INT16),
-                     _get(a, "Reason", "int", default=0, bounds=INT8),
-                     _get(a, "Version", "int", default=0, bounds=INT16),
-                     _get(a, "Metadata", "bytes", default=b"") or b"")
-            for a in (_object(a, "ClientAssignors[]") for a in assignors))
-    owned = _get(body, "ConnectorsAndTasks", "object", nullable=True)
-    return HeartbeatRequest(
-        group_id=_get(body, "GroupId", "str", required=True),
-        member_id=_get(body, "MemberId", "str", required=True),
-        member_epoch=_get(body, "MemberEpoch", "int", required=True),
-        instance_id=_get(body, "InstanceId", "str", nullable=True),
-        rack_id=_get(body, "RackId", "str", nullable=True),
-        rebalance_timeout_ms=_get(body, "RebalanceTimeoutMs", "int", default=-1),
-        server_assignor=_get(body, "ServerAssignor", "str", nullable=True),
-        client_assignors=client_assignors,
-        owned=None if owned is None else connectors_and_tasks(owned),
-        url=_get(body, "Url", "str", nullable=True),
-        topic_partitions=body.get("TopicPartitions"))
-
-
-def heartbeat_response(r: HeartbeatResponse) -> dict:
-    assignment = None
-    if r.assignment is not None:
-        assignment = {"Error": r.assignment.error,
-                      "ConnectorsAndTasks": connectors_and_tasks_json(r.assignment.assignment),
-                      "Version": r.assignment.version, "Metadata": _b64(r.assignment.metadata)}
-    return {"ErrorCode": int(r.error_code), "ErrorMessage": r.error_message, "MemberEpoch": r.member_epoch,
-            "HeartbeatIntervalMs": r.heartbeat_interval_ms, "Assignment": assignment}
-
-
-def find_coordinator_request(body: Any) -> str:
-    """The group a FindCoordinator request asks about."""
-    return _get(_object(body, "the body"), "GroupId", "str", required=True)
-
-
-def prepare_request(body: Any) -> PrepareAssignmentRequest:
-    body = _object(body, "the body")
-    return PrepareAssignmentRequest(_get(body, "GroupId", "str", required=True),
-                                    _get(body, "MemberId", "str", required=True),
-                                    _get(body, "MemberEpoch", "int", required=True))
-
-
-def group_spec_json(spec: GroupSpec) -> dict:
-    return {
-        "GroupId": spec.group_id, "GroupEpoch": spec.group_epoch,
-        "Connectors": [{"Name": c.name, "Tasks": c.tasks} for c in spec.connectors],
-        "Members": [{"MemberId": m.member_id, "MemberEpoch": m.member_epoch, "InstanceId": m.instance_id,
-                     "Assignor": {"MinimumVersion": m.minimum_version, "MaximumVersion": m.maximum_version,
-                                  "Version": m.version, "Reason": m.reason, "Metadata": _b64(m.metadata)},
-                     "ConnectorsAndTasks": connectors_and_tasks_json(m.owned),
-                     "TargetConnectorsAndTasks": connectors_and_tasks_json(m.target)} for m in spec.members],
-        "DepartedMembers": [{"MemberId": d.member_id, "InstanceId": d.instance_id,
-                             "ConnectorsAndTasks": connectors_and_tasks_json(d.assignment),
-                             "DepartedAtMs": d.departed_at_ms} for d in spec.departed],
-        "Deferred": connectors_and_tasks_json(spec.deferred),
-        "ScheduledRebalanceAtMs": spec.scheduled_rebalance_at_ms,
-        "ScheduledRebalanceMaxDelayMs": spec.scheduled_rebalance_max_delay_ms,
-        "NowMs": spec.now_ms,
-    }
-
-
-def prepare_response(r: PrepareAssignmentResponse) -> dict:
-    out = {"ErrorCode": int(r.error_code), "ErrorMessage": r.error_message, "GroupEpoch": r.group_epoch,
-           "AssignorName": r.assignor_name}
-    if r.group is not None:
-        out.update(group_spec_json(r.group))
-    return out
-
-
-def install_request(body: Any) -> InstallAssignmentRequest:
-    body = _object(body, "the body")
-    members = []
-    for m in _get(body, "Members", "list", default=[]) or []:
-        m = _object(m, "Members[]")
-        cat = _get(m, "ConnectorsAndTasks", "object", nullable=True)
-        member_id = _get(m, "MemberId", "str", required=True)
-        error = _get(m, "Error", "int", default=0, bounds=INT8)
-        version = _get(m, "Version", "int", default=0, bounds=INT16)
-        metadata = _get(m, "Metadata", "bytes", default=b"") or b""
-        members.append(InstallMember(
-            member_id=member_id,
-            assignment=None if cat is None else MemberAssignment(
-                connectors_and_tasks(cat, "Members[].ConnectorsAndTasks"), error, version, metadata),
-            topic_partitions=m.get("Partitions")))
-    deferred = _get(body, "Deferred", "object", nullable=True)
-    return InstallAssignmentRequest(
-        group_id=_get(body, "GroupId", "str", required=True), member_id=_get(body, "MemberId", "str", required=True),
-        member_epoch=_get(body, "MemberEpoch", "int", required=True),
-        group_epoch=_get(body, "GroupEpoch", "int", required=True), members=tuple(members),
-        error=_get(body, "Error", "int", default=0, bounds=INT8),
-        error_message=_get(body, "ErrorMessage", "str", nullable=True),
-        deferred=ConnectorsAndTasks() if deferred is None else connectors_and_tasks(deferred, "Deferred"),
-        scheduled_rebalance_delay_ms=_get(body, "ScheduledRebalanceDelayMs", "int", nullable=True))
-
-
-# --- the worker's side: a PrepareAssignment answer in, an InstallAssignment body out -----------
-
-
-def group_spec(body: dict) -> GroupSpec:
-    """The `GroupSpec` a PrepareAssignment response describes (the inverse of `group_spec_json`)."""
-    members = []
-    for m in body.get("Members") or ():
-        a = m.get("Assignor") or {}
-        members.append(AssignmentMember(
-            m["MemberId"], m.get("InstanceId"), m.get("MemberEpoch", 0),
-            target=connectors_and_tasks(m.get("TargetConnectorsAndTasks") or {}),
-            owned=connectors_and_tasks(m.get("ConnectorsAndTasks") or {}),
-            minimum_version=a.get("MinimumVersion", 0), maximum_version=a.get("MaximumVersion", 0),
-            reason=a.get("Reason", 0), version=a.get("Version", 0),
-            metadata=base64.b64decode(a.get("Metadata") or "")))
-    departed = tuple(DepartedMember(d["MemberId"], d.get("InstanceId"), connectors_and_tasks(d["ConnectorsAndTasks"]),
-                                    d["DepartedAtMs"]) for d in body.get("DepartedMembers") or ())
-    return GroupSpec(
-        group_id=body["GroupId"], group_epoch=body["GroupEpoch"],
-        connectors=tuple(ConnectorTaskCount(c["Name"], c["Tasks"]) for c in body.get("Connectors") or ()),
-        members=tuple(members), departed=departed, deferred=connectors_and_tasks(body.get("Deferred") or {}),
-        scheduled_rebalance_at_ms=body.get("ScheduledRebalanceAtMs"),
-        scheduled_rebalance_max_delay_ms=body.get("ScheduledRebalanceMaxDelayMs", 300_000),
-        now_ms=body.get("NowMs", 0))
-
-
-def install_body(group_id: str, member_id: str, member_epoch: int, group_epoch: int,
-                 result: GroupAssignment) -> dict:
-    """The InstallAssignment request for an assignor's `result` (what `install_request` parses)."""
-    return {
-        "GroupId": group_id, "MemberId": member_id, "MemberEpoch": member_epoch, "GroupEpoch": group_epoch,
-        "Error": result.error, "ErrorMessage": result.error_message,
-        "Members": [{"MemberId": member_id_, "ConnectorsAndTasks": connectors_and_tasks_json(a.assignment),
-                     "Error": a.error, "Version": a.version, "Metadata": _b64(a.metadata)}
-                    for member_id_, a in sorted(result.members.items())],
-        "Deferred": connectors_and_tasks_json(result.deferred),
-        "ScheduledRebalanceDelayMs": result.scheduled_rebalance_delay_ms,
-    }
-
-
-def set_connectors_request(group_id: str, body: Any) -> SetConnectorsRequest:
-    body = _object(body, "the body")
-    connectors = []
-    for c in _get(body, "Connectors", "list", required=True):
-        c = _object(c, "Connectors[]")
-        connectors.append(ConnectorTaskCount(_get(c, "Name", "str", required=True),
-                                             _get(c, "Tasks", "int", required=True)))
-    return SetConnectorsRequest(group_id, tuple(connectors))
-
-
-def set_config_request(group_id: str, body: Any) -> SetConfigRequest:
-    body = _object(body, "the body")
-    return SetConfigRequest(group_id, *(_get(body, name, "int", nullable=True) for name in (
-        "SessionTimeoutMs", "HeartbeatIntervalMs", "RebalanceTimeoutMs", "ScheduledRebalanceMaxDelayMs")))
-
-
-def delete_request(group_id: str) -> DeleteGroupRequest:
-    return DeleteGroupRequest(group_id)
-
-
-def group_description_json(d: GroupDescription) -> dict:
-    return {
-        "GroupId": d.group_id, "GroupEpoch": d.group_epoch, "AssignmentEpoch": d.assignment_epoch, "State": d.state,
-        "Assignor": d.assignor, "AssignorKind": d.assignor_kind,
-        "Connectors": [{"Name": c.name, "Tasks": c.tasks} for c in d.connectors],
-        "Members": [{"MemberId": m.member_id, "InstanceId": m.instance_id, "ClientId": m.client_id,
-                     "ClientHost": m.client_host, "Url": m.url, "MemberEpoch": m.member_epoch, "State": m.state,
-                     "Assignment": connectors_and_tasks_json(m.assignment),
-                     "PendingRevocation": connectors_and_tasks_json(m.pending_revocation),
-                     "Target": connectors_and_tasks_json(m.target)} for m in d.members],
-        "Deferred": connectors_and_tasks_json(d.deferred), "ScheduledRebalanceAtMs": d.scheduled_rebalance_at_ms,
-        "AssignmentError": d.assignment_error, "AssignmentErrorMessage": d.assignment_error_message,
-        "SessionTimeoutMs": d.session_timeout_ms, "HeartbeatIntervalMs": d.heartbeat_interval_ms,
-        "RebalanceTimeoutMs": d.rebalance_timeout_ms,
-        "ScheduledRebalanceMaxDelayMs": d.scheduled_rebalance_max_delay_ms,
-    }
+def encode(body: Body) -> bytes:
+    return _encoder.encode(body)

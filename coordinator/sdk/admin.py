@@ -16,8 +16,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import msgspec
 import orjson
 
+from coordinator.api import wire
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 
@@ -105,15 +107,15 @@ def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[
     return run
 
 
-def _protocol_error(answer: dict) -> int:
-    if answer.get("ErrorCode"):
-        print(f"error {answer['ErrorCode']}: {answer.get('ErrorMessage')}", file=sys.stderr)
+def _protocol_error(answer: wire.ErrorResponse) -> int:
+    if answer.error_code:
+        print(f"error {answer.error_code}: {answer.error_message}", file=sys.stderr)
         return 1
     return 0
 
 
 def _print_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.write(orjson.dumps(msgspec.to_builtins(value), option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:
@@ -122,39 +124,39 @@ def table(rows: list[list[Any]], header: list[str]) -> str:
     return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
 
 
-def _items(cat: dict) -> str:
-    parts = list(cat.get("Connectors", [])) + [f"{t['Connector']}-{t['Task']}" for t in cat.get("Tasks", [])]
-    return ",".join(parts) or "-"
+def _items(cat: wire.ConnectorsAndTasks) -> str:
+    return ",".join([*cat.connectors, *(f"{t.connector}-{t.task}" for t in cat.tasks)]) or "-"
 
 
 async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    answer = await client.request("GET", "/v1/groups")
+    answer = await client.request("GET", "/v1/groups", wire.ListGroupsResponse)
+    if isinstance(answer, wire.ErrorResponse):
+        return _protocol_error(answer)
     if args.format == "json":
-        _print_json(answer["Groups"])
+        _print_json(answer.groups)
     else:
-        print(table([[g["GroupId"], g["GroupEpoch"], g["State"], g["Members"]] for g in answer["Groups"]],
+        print(table([[g.group_id, g.group_epoch, g.state, g.members] for g in answer.groups],
                     ["GROUP", "EPOCH", "STATE", "MEMBERS"]))
     return 0
 
 
 async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    answer = await client.call(args.group, "GET", f"/v1/groups/{args.group}")
-    if answer.get("ErrorCode"):
-        return _protocol_error(answer)
+    a = await client.call(args.group, "GET", f"/v1/groups/{args.group}", wire.GroupDescription)
+    if isinstance(a, wire.ErrorResponse):
+        return _protocol_error(a)
     if args.format == "json":
-        _print_json(answer)
+        _print_json(a)
         return 0
-    a = answer
-    print(f"group {a['GroupId']}: {a['State']}, group epoch {a['GroupEpoch']}, assignment epoch "
-          f"{a['AssignmentEpoch']}, assignor {a['Assignor']} ({a['AssignorKind']})")
-    print("connectors: " + (", ".join(f"{c['Name']}({c['Tasks']} tasks)" for c in a["Connectors"]) or "none"))
-    if a["Deferred"]["Connectors"] or a["Deferred"]["Tasks"]:
-        print(f"deferred: {_items(a['Deferred'])} until {a['ScheduledRebalanceAtMs']} ms")
-    if a["AssignmentError"]:
-        print(f"assignment error {a['AssignmentError']}: {a['AssignmentErrorMessage']}")
+    print(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch {a.assignment_epoch}, "
+          f"assignor {a.assignor} ({a.assignor_kind})")
+    print("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
+    if a.deferred.connectors or a.deferred.tasks:
+        print(f"deferred: {_items(a.deferred)} until {a.scheduled_rebalance_at_ms} ms")
+    if a.assignment_error:
+        print(f"assignment error {a.assignment_error}: {a.assignment_error_message}")
     print()
-    print(table([[m["MemberId"], m["InstanceId"], m["MemberEpoch"], m["State"], _items(m["Assignment"]),
-                  _items(m["PendingRevocation"]), _items(m["Target"])] for m in a["Members"]],
+    print(table([[m.member_id, m.instance_id, m.member_epoch, m.state, _items(m.assignment),
+                  _items(m.pending_revocation), _items(m.target)] for m in a.members],
                 ["MEMBER", "INSTANCE", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
     return 0
 
@@ -163,14 +165,15 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
     names = [name for name, _ in args.connectors]
     if len(set(names)) != len(names):
         raise CliError("a connector is named twice", exit_code=2)
-    answer = await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
-                               {"Connectors": [{"Name": n, "Tasks": t} for n, t in args.connectors]})
-    return _protocol_error(answer)
+    body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in args.connectors])
+    return _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
+                                             wire.ErrorResponse, body))
 
 
 async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    body = {"SessionTimeoutMs": args.session_timeout_ms, "HeartbeatIntervalMs": args.heartbeat_interval_ms,
-            "RebalanceTimeoutMs": args.rebalance_timeout_ms,
-            "ScheduledRebalanceMaxDelayMs": args.scheduled_rebalance_max_delay_ms}
-    answer = await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config", body)
-    return _protocol_error(answer)
+    body = wire.SetConfigRequest(session_timeout_ms=args.session_timeout_ms,
+                                 heartbeat_interval_ms=args.heartbeat_interval_ms,
+                                 rebalance_timeout_ms=args.rebalance_timeout_ms,
+                                 scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms)
+    return _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config",
+                                             wire.ErrorResponse, body))

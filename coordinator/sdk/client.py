@@ -12,26 +12,35 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 import aiohttp
-import orjson
+import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
+from coordinator.api import wire
 from coordinator.core.protocol import ErrorCode
+
+T = TypeVar("T")
 
 RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
                        ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
 
 class ApiError(Exception):
-    """An answer that is not a protocol response: 400, 401, 403, 413, a non-JSON body."""
+    """An answer that is not a protocol response: 400, 401, 403, 413, a body that is not the API's."""
 
-    def __init__(self, status: int, body: Any) -> None:
-        message = body.get("ErrorMessage") if isinstance(body, dict) else str(body)[:200]
+    def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message}")
         self.status = status
-        self.body = body
+        self.message = message
+
+
+class _Outcome(wire.Body):
+    """Any answer's ErrorCode and ErrorMessage, read before the whole answer."""
+
+    error_code: int = 0
+    error_message: str | None = None
 
 
 class Unavailable(Exception):
@@ -70,33 +79,42 @@ class CoordinatorClient:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self.timeout, json_serialize=lambda o: orjson.dumps(o).decode())
+            self._session = aiohttp.ClientSession(timeout=self.timeout)
         return self._session
 
-    async def request(self, method: str, path: str, body: Any = None, url: str | None = None) -> dict:
-        """One HTTP exchange, no retry. Protocol errors come back in the body; the rest raise."""
-        data = None if body is None else orjson.dumps(body)
+    async def request(self, method: str, path: str, answer: type[T], body: wire.Body | None = None,
+                      url: str | None = None) -> T | wire.ErrorResponse:
+        """One HTTP exchange, no retry: the `answer`, or the protocol error (ErrorResponse) when an
+        error left out the answer's fields. Anything that is not the API's answer raises ApiError."""
+        data = None if body is None else wire.encode(body)
         async with self._http().request(method, (url or self.bootstrap_url) + path, data=data, headers=self.headers,
                                         ssl=self.ssl_context) as response:
             raw = await response.read()
         try:
-            parsed = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            raise ApiError(response.status, raw.decode(errors="replace")) from None
+            outcome = msgspec.json.decode(raw, type=_Outcome)
+        except msgspec.MsgspecError:
+            raise ApiError(response.status, raw.decode(errors="replace")[:200]) from None
         if response.status != 200:
-            raise ApiError(response.status, parsed)
-        return parsed
+            raise ApiError(response.status, outcome.error_message or "")
+        try:
+            return msgspec.json.decode(raw, type=answer)
+        except msgspec.ValidationError as e:
+            if outcome.error_code:
+                return wire.ErrorResponse(error_code=outcome.error_code, error_message=outcome.error_message)
+            raise ApiError(response.status, f"not a {answer.__name__}: {e}") from None
 
     async def coordinator_of(self, group_id: str) -> str:
         url = self._coordinators.get(group_id)
         if url is None:
-            found = await self.request("POST", "/v1/find-coordinator", {"GroupId": group_id})
-            if found["ErrorCode"] != 0:
-                raise _Retry(f"find-coordinator: {found.get('ErrorMessage')}")
-            url = self._coordinators[group_id] = found["Url"].rstrip("/")
+            found = await self.request("POST", "/v1/find-coordinator", wire.FindCoordinatorResponse,
+                                       wire.FindCoordinatorRequest(group_id=group_id))
+            if isinstance(found, wire.ErrorResponse):
+                raise _Retry(f"find-coordinator: {found.error_message}")
+            url = self._coordinators[group_id] = found.url.rstrip("/")
         return url
 
-    async def call(self, group_id: str, method: str, path: str, body: Any = None) -> dict:
+    async def call(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None = None
+                   ) -> T | wire.ErrorResponse:
         """A request about `group_id`, sent to its coordinator; NOT_COORDINATOR, loading and
         connection failures are retried (rediscovering the coordinator) for `retry_for_s`."""
         try:
@@ -105,23 +123,24 @@ class CoordinatorClient:
                                                wait=wait_random_exponential(multiplier=0.05, max=2),
                                                before_sleep=self._before_sleep, reraise=True):
                 with attempt:
-                    return await self._once(group_id, method, path, body)
+                    return await self._once(group_id, method, path, answer, body)
         except _Retry as e:
             raise Unavailable(f"no coordinator for group {group_id} answered within {self.retry_for_s:g}s: {e}") from None
         raise AssertionError("unreachable")
 
-    async def _once(self, group_id: str, method: str, path: str, body: Any) -> dict:
+    async def _once(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None
+                    ) -> T | wire.ErrorResponse:
         try:
             url = await self.coordinator_of(group_id)
-            answer = await self.request(method, path, body, url)
+            got = await self.request(method, path, answer, body, url)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             self._coordinators.pop(group_id, None)
             raise _Retry(f"{type(e).__name__}: {e}") from None
-        code = answer.get("ErrorCode", 0)
+        code = getattr(got, "error_code", 0)
         if code in RETRIABLE:
             self._coordinators.pop(group_id, None)
-            raise _Retry(f"{ErrorCode(code).name}: {answer.get('ErrorMessage')}")
-        return answer
+            raise _Retry(f"{ErrorCode(code).name}: {got.error_message}")
+        return got
 
     def _before_sleep(self, state: RetryCallState) -> None:
         if self.on_retry is not None and state.outcome is not None:

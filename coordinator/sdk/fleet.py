@@ -29,6 +29,7 @@ from typing import TextIO
 
 from records import ConnectorsAndTasks
 
+from coordinator.api import wire
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.items import Item, describe, items_of
 from coordinator.errors import CliError
@@ -146,10 +147,11 @@ class Fleet:
         self.say(f"{name:<10} CRASHED (no leave; its session will expire)")
 
     async def set_connectors(self, counts: dict[str, int]) -> None:
+        body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()])
         answer = await self.client.call(self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors",
-                                        {"Connectors": [{"Name": n, "Tasks": t} for n, t in counts.items()]})
-        if answer["ErrorCode"]:
-            raise CliError(f"setting connectors: {answer['ErrorMessage']}")
+                                        wire.ErrorResponse, body)
+        if answer.error_code:
+            raise CliError(f"setting connectors: {answer.error_message}")
         self.say("connectors: " + ", ".join(f"{n} ({t} tasks)" for n, t in counts.items()))
 
     async def stop(self) -> None:

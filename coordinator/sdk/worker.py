@@ -33,7 +33,6 @@ import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from records import ConnectorsAndTasks
 
@@ -194,7 +193,7 @@ class Worker:
         if leave and self.member_epoch > 0:
             epoch = -2 if self.instance_id else -1
             try:
-                await self.client.call(self.group_id, "POST", HEARTBEAT, self._body(epoch))
+                await self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, self._body(epoch))
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
             await self._notify("revoked", self.owned)
@@ -224,22 +223,21 @@ class Worker:
                 except asyncio.TimeoutError:
                     pass
 
-    def _body(self, epoch: int) -> dict[str, Any]:
-        body: dict[str, Any] = {"GroupId": self.group_id, "MemberId": self.member_id, "MemberEpoch": epoch,
-                                "InstanceId": self.instance_id}
+    def _body(self, epoch: int) -> wire.HeartbeatRequest:
+        body = wire.HeartbeatRequest(group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
+                                     instance_id=self.instance_id)
         if epoch == 0:
             # A joining member sends everything (seed 000: nulls mean "unchanged", and there is
             # nothing yet to be unchanged from).
-            body.update(RackId=self.rack_id, RebalanceTimeoutMs=self.rebalance_timeout_ms, Url=self.url)
+            body.rack_id, body.rebalance_timeout_ms, body.url = self.rack_id, self.rebalance_timeout_ms, self.url
             if self.server_side:
-                body["ServerAssignor"] = self.assignor.name
+                body.server_assignor = self.assignor.name
             else:
-                body["ClientAssignors"] = [{"Name": self.assignor.name,
-                                            "MinimumVersion": self.assignor.minimum_version,
-                                            "MaximumVersion": self.assignor.maximum_version,
-                                            "Reason": 0, "Version": self.assignor.maximum_version, "Metadata": ""}]
+                body.client_assignors = [wire.ClientAssignor(
+                    name=self.assignor.name, minimum_version=self.assignor.minimum_version,
+                    maximum_version=self.assignor.maximum_version, version=self.assignor.maximum_version)]
         if epoch == 0 or self._reported != self.owned:
-            body["ConnectorsAndTasks"] = wire.connectors_and_tasks_json(connectors_and_tasks(self.owned))
+            body.connectors_and_tasks = wire.ConnectorsAndTasks.of(connectors_and_tasks(self.owned))
         return body
 
     async def heartbeat(self) -> bool:
@@ -247,12 +245,12 @@ class Worker:
         body = self._body(self.member_epoch)
         sent = self.owned
         try:
-            r = await self.client.call(self.group_id, "POST", HEARTBEAT, body)
+            r = await self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, body)
         except ApiError as e:
             raise WorkerError(str(e)) from None
-        code = r["ErrorCode"]
+        code = r.error_code
         if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
-            log.warning("%s: %s; losing %s and joining again", self.member_id, r["ErrorMessage"], describe(self.owned))
+            log.warning("%s: %s; losing %s and joining again", self.member_id, r.error_message, describe(self.owned))
             self.metrics.failed()
             lost, self.owned, self.member_epoch, self._reported = self.owned, frozenset(), 0, None
             await self._notify("lost", lost)
@@ -262,15 +260,15 @@ class Worker:
             # ends: ask again soon (not after a whole interval), its work is waiting for us.
             await asyncio.sleep(min(_UNRELEASED_RETRY_S, self.heartbeat_interval_s))
             return True
-        if code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
-            raise WorkerError(f"heartbeat refused: {ErrorCode(code).name}: {r['ErrorMessage']}")
+        if code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT) or isinstance(r, wire.ErrorResponse):
+            raise WorkerError(f"heartbeat refused: {ErrorCode(code).name}: {r.error_message}")
         self._reported = sent
-        self.heartbeat_interval_s = max(0.01, r["HeartbeatIntervalMs"] / 1000)
-        changed = r["MemberEpoch"] != self.member_epoch
-        self.member_epoch = r["MemberEpoch"]
+        self.heartbeat_interval_s = max(0.01, r.heartbeat_interval_ms / 1000)
+        changed = r.member_epoch != self.member_epoch
+        self.member_epoch = r.member_epoch
         revoked: frozenset[Item] = frozenset()
-        if r["Assignment"] is not None:
-            given = frozenset(items_of(wire.connectors_and_tasks(r["Assignment"]["ConnectorsAndTasks"])))
+        if r.assignment is not None:
+            given = frozenset(items_of(r.assignment.connectors_and_tasks.protocol()))
             revoked, added = self.owned - given, given - self.owned
             changed = changed or bool(revoked or added)
             if revoked:
@@ -290,21 +288,23 @@ class Worker:
 
     async def compute_assignment(self) -> None:
         """COMPUTE_ASSIGNMENT: this worker was chosen to run the group's assignor."""
-        prepared = await self.client.call(self.group_id, "POST", "/v1/connect-group/prepare-assignment",
-                                          {"GroupId": self.group_id, "MemberId": self.member_id,
-                                           "MemberEpoch": self.member_epoch})
-        if prepared["ErrorCode"] != 0:
-            log.info("%s: prepare-assignment: %s", self.member_id, prepared["ErrorMessage"])
+        prepared = await self.client.call(
+            self.group_id, "POST", "/v1/connect-group/prepare-assignment", wire.PrepareAssignmentResponse,
+            wire.PrepareAssignmentRequest(group_id=self.group_id, member_id=self.member_id,
+                                          member_epoch=self.member_epoch))
+        if prepared.error_code != 0:
+            log.info("%s: prepare-assignment: %s", self.member_id, prepared.error_message)
             return
-        spec = wire.group_spec(prepared)
-        chosen = assignor(prepared["AssignorName"]) if prepared.get("AssignorName") in ASSIGNORS else self.assignor
+        spec = prepared.group_spec()
+        chosen = assignor(prepared.assignor_name) if prepared.assignor_name in ASSIGNORS else self.assignor
         result = chosen.assign(spec)
-        answer = await self.client.call(self.group_id, "POST", "/v1/connect-group/install-assignment",
-                                        wire.install_body(self.group_id, self.member_id, self.member_epoch,
-                                                          spec.group_epoch, result))
-        if answer["ErrorCode"] != 0:
+        answer = await self.client.call(
+            self.group_id, "POST", "/v1/connect-group/install-assignment", wire.ErrorResponse,
+            wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch,
+                                             result))
+        if answer.error_code != 0:
             # INVALID_ASSIGNMENT or a stale epoch: the coordinator asks again when it needs to.
-            log.info("%s: install-assignment: %s", self.member_id, answer["ErrorMessage"])
+            log.info("%s: install-assignment: %s", self.member_id, answer.error_message)
             self.metrics.failed()
 
     async def _notify(self, kind: str, items: frozenset[Item] | ConnectorsAndTasks) -> None:

@@ -34,7 +34,7 @@ from typing import Any
 from records import Record
 
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import NO_CONTEXT, ErrorCode, RequestContext, Result, Timer, TimerKey
+from coordinator.core.protocol import ErrorCode, Result, Timer, TimerKey
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import LoadResult, LogError, PartitionWriter, load_partition
 from coordinator.service.metrics import Metrics
@@ -186,14 +186,13 @@ class PartitionRuntime:
 
     # --- requests ------------------------------------------------------------------------------
 
-    async def call(self, handler: str, request: Any, context: RequestContext = NO_CONTEXT) -> Any:
-        """Run the handler `handler` (a `GroupCoordinator` method name) on `request` in the
-        partition's loop, and return its response once what it wrote is durable."""
+    async def call(self, operation: Callable[[GroupCoordinator, int], Result]) -> Any:
+        """Run `operation` (a handler of the coordinator, with `now`) in the partition's loop, and
+        return its response once what it wrote is durable."""
         self._check_serving()
         future = asyncio.get_running_loop().create_future()
-        # Looked up when it runs: a reload replaces the coordinator.
-        await self._queue.put((lambda now: getattr(self.coordinator, handler)(request, now, *(
-            (context,) if handler == "heartbeat" else ())), future))
+        # The coordinator is passed when it runs: a reload replaces it.
+        await self._queue.put((lambda now: operation(self.coordinator, now), future))
         return await future
 
     async def query(self, read: Callable[[GroupCoordinator], Any]) -> Any:

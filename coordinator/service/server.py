@@ -14,14 +14,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any
+from typing import TypeVar
 
 import orjson
 from aiohttp import web
 
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import ErrorCode, RequestContext
+from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, RequestContext
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.log import partition_for
@@ -32,18 +32,21 @@ log = logging.getLogger(__name__)
 
 PRINCIPAL = web.RequestKey("principal", str)
 ERROR_CODE = web.ResponseKey("error_code", int)
-MAX_BODY_BYTES = 1 << 20  # an InstallAssignment of a large group fits; anything bigger is refused
+# An InstallAssignment of a large group fits; anything bigger is refused (413), the body unread.
+MAX_BODY_BYTES = 1 << 20
+# Served as bytes: the document is the same for every request.
+_DOCUMENT = orjson.dumps(openapi.DOCUMENT)
+T = TypeVar("T")
 
 
-def _json(body: Any, status: int = 200) -> web.Response:
-    response = web.Response(body=orjson.dumps(body), status=status, content_type="application/json")
-    if body.__class__ is dict:
-        response[ERROR_CODE] = body.get("ErrorCode") or 0  # for the metrics, without parsing it again
+def _answer(body: wire.Body, status: int = 200) -> web.Response:
+    response = web.Response(body=wire.encode(body), status=status, content_type="application/json")
+    response[ERROR_CODE] = getattr(body, "error_code", 0)  # for the metrics, without parsing it again
     return response
 
 
 def _error(code: ErrorCode, message: str, status: int = 200) -> web.Response:
-    return _json({"ErrorCode": int(code), "ErrorMessage": message}, status)
+    return _answer(wire.ErrorResponse(error_code=int(code), error_message=message), status)
 
 
 class CoordinatorServer:
@@ -59,7 +62,7 @@ class CoordinatorServer:
     def __init__(self, kafka_config: Mapping[str, str], topic: str, partitions: int, owned: Iterable[int],
                  advertised_url: str, config: CoordinatorConfig | None = None, *,
                  authorizer: Authorizer | None = None, transactional_prefix: str = "worker-coordinator",
-                 linger_ms: float = 2.0) -> None:
+                 linger_ms: float = 2.0, max_body_bytes: int = MAX_BODY_BYTES) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
         self.partitions = partitions
@@ -68,6 +71,7 @@ class CoordinatorServer:
         self.authorizer = authorizer or Authorizer.open()
         self.transactional_prefix = transactional_prefix
         self.linger_ms = linger_ms
+        self.max_body_bytes = max_body_bytes
         self.metrics = Metrics()
         self.runtimes: dict[int, PartitionRuntime] = {}
         self.metrics.watch(lambda: {p: r for p, r in self.runtimes.items() if r.status is Status.ACTIVE})
@@ -110,23 +114,17 @@ class CoordinatorServer:
     # --- the app -------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._middleware])
+        app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self._middleware])
         app.add_routes([
-            web.post("/v1/connect-group/heartbeat",
-                     self._protocol("heartbeat", wire.heartbeat_request, wire.heartbeat_response)),
-            web.post("/v1/connect-group/prepare-assignment",
-                     self._protocol("prepare_assignment", wire.prepare_request, wire.prepare_response)),
-            web.post("/v1/connect-group/install-assignment",
-                     self._protocol("install_assignment", wire.install_request, _outcome)),
+            web.post("/v1/connect-group/heartbeat", self.heartbeat),
+            web.post("/v1/connect-group/prepare-assignment", self.prepare_assignment),
+            web.post("/v1/connect-group/install-assignment", self.install_assignment),
             web.post("/v1/find-coordinator", self.find_coordinator),
             web.get("/v1/groups", self.list_groups),
             web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
-            web.put("/v1/groups/{group_id:[^/]+}/connectors",
-                    self._admin("set_connectors", Operation.ALTER, wire.set_connectors_request)),
-            web.put("/v1/groups/{group_id:[^/]+}/config",
-                    self._admin("set_config", Operation.ALTER, wire.set_config_request)),
-            web.delete("/v1/groups/{group_id:[^/]+}",
-                       self._admin("delete_group", Operation.DELETE, lambda g, _: wire.delete_request(g))),
+            web.put("/v1/groups/{group_id:[^/]+}/connectors", self.set_connectors),
+            web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
+            web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
             web.get("/health", self.health),
             web.get("/metrics", self.metrics_text),
             web.get("/openapi.json", self.openapi_document),
@@ -136,30 +134,55 @@ class CoordinatorServer:
     def _authorize(self, request: web.Request, operation: Operation, group_id: str) -> None:
         self.authorizer.authorize(request[PRINCIPAL], operation, group_id)
 
-    def _protocol(self, handler: str, parse: Callable[..., Any], render: Callable[[Any], dict]
-                  ) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def route(request: web.Request) -> web.Response:
-            body = await _body(request)
-            parsed = parse(body)
-            self._authorize(request, Operation.READ, parsed.group_id)
-            runtime = self.runtime_for(parsed.group_id)
-            context = RequestContext(request[PRINCIPAL], request.remote or "")
-            return _json(render(await runtime.call(handler, parsed, context)))
-        return route
+    # --- the protocol (seed 000): a body in, the handler run in the group's partition ------------
 
-    def _admin(self, handler: str, operation: Operation, parse: Callable[[str, Any], Any]
-               ) -> Callable[[web.Request], Awaitable[web.Response]]:
-        async def route(request: web.Request) -> web.Response:
-            group_id = request.match_info["group_id"]
-            self._authorize(request, operation, group_id)
-            body = await _body(request) if request.method != "DELETE" else None
-            runtime = self.runtime_for(group_id)
-            return _json(_outcome(await runtime.call(handler, parse(group_id, body))))
-        return route
+    async def heartbeat(self, request: web.Request) -> web.Response:
+        heartbeat = (await _decode(request, wire.HeartbeatRequest)).protocol()
+        self._authorize(request, Operation.READ, heartbeat.group_id)
+        context = RequestContext(request[PRINCIPAL], request.remote or "")
+        answer = await self.runtime_for(heartbeat.group_id).call(
+            lambda coordinator, now: coordinator.heartbeat(heartbeat, now, context))
+        return _answer(wire.HeartbeatResponse.of(answer))
+
+    async def prepare_assignment(self, request: web.Request) -> web.Response:
+        prepare = (await _decode(request, wire.PrepareAssignmentRequest)).protocol()
+        self._authorize(request, Operation.READ, prepare.group_id)
+        answer = await self.runtime_for(prepare.group_id).call(
+            lambda coordinator, now: coordinator.prepare_assignment(prepare, now))
+        return _answer(wire.PrepareAssignmentResponse.of(answer))
+
+    async def install_assignment(self, request: web.Request) -> web.Response:
+        install = (await _decode(request, wire.InstallAssignmentRequest)).protocol()
+        self._authorize(request, Operation.READ, install.group_id)
+        answer = await self.runtime_for(install.group_id).call(
+            lambda coordinator, now: coordinator.install_assignment(install, now))
+        return _answer(wire.ErrorResponse.of(answer))
+
+    # --- admin -------------------------------------------------------------------------------------
+
+    async def set_connectors(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group_id"]
+        self._authorize(request, Operation.ALTER, group_id)
+        change = (await _decode(request, wire.SetConnectorsRequest)).protocol(group_id)
+        answer = await self.runtime_for(group_id).call(lambda coordinator, now: coordinator.set_connectors(change, now))
+        return _answer(wire.ErrorResponse.of(answer))
+
+    async def set_config(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group_id"]
+        self._authorize(request, Operation.ALTER, group_id)
+        change = (await _decode(request, wire.SetConfigRequest)).protocol(group_id)
+        answer = await self.runtime_for(group_id).call(lambda coordinator, now: coordinator.set_config(change, now))
+        return _answer(wire.ErrorResponse.of(answer))
+
+    async def delete_group(self, request: web.Request) -> web.Response:
+        group_id = request.match_info["group_id"]
+        self._authorize(request, Operation.DELETE, group_id)
+        delete = DeleteGroupRequest(group_id)
+        answer = await self.runtime_for(group_id).call(lambda coordinator, now: coordinator.delete_group(delete, now))
+        return _answer(wire.ErrorResponse.of(answer))
 
     async def find_coordinator(self, request: web.Request) -> web.Response:
-        body = await _body(request)
-        group_id = wire.find_coordinator_request(body)
+        group_id = (await _decode(request, wire.FindCoordinatorRequest)).group_id
         self._authorize(request, Operation.DESCRIBE, group_id)
         partition = partition_for(group_id, self.partitions)
         runtime = self.runtimes.get(partition)
@@ -167,7 +190,7 @@ class CoordinatorServer:
             else await self.locate(partition) if self.locate is not None else None
         if url is None:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator known for partition {partition}")
-        return _json({"ErrorCode": 0, "ErrorMessage": None, "Partition": partition, "Url": url})
+        return _answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=partition, url=url))
 
     async def list_groups(self, request: web.Request) -> web.Response:
         principal = request[PRINCIPAL]
@@ -178,9 +201,9 @@ class CoordinatorServer:
                     listed = await runtime.query(GroupCoordinator.list_groups)
                 except NotServing:
                     continue  # moved away meanwhile: its new owner lists it
-                groups += [{"GroupId": g.group_id, "GroupEpoch": g.group_epoch, "State": g.state, "Members": g.members}
-                           for g in listed if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
-        return _json({"ErrorCode": 0, "Groups": sorted(groups, key=lambda g: g["GroupId"])})
+                groups += [wire.GroupListing.of(g) for g in listed
+                           if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
+        return _answer(wire.ListGroupsResponse(error_code=0, groups=sorted(groups, key=lambda g: g.group_id)))
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = request.match_info["group_id"]
@@ -188,20 +211,20 @@ class CoordinatorServer:
         description = await self.runtime_for(group_id).query(lambda c: c.describe_group(group_id))
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-        return _json({"ErrorCode": 0, **wire.group_description_json(description)})
+        return _answer(wire.GroupDescription.of(description))
 
     async def health(self, request: web.Request) -> web.Response:
         """This process's partitions and their status; 503 while any of them cannot serve."""
         partitions = {str(p): r.status.value for p, r in sorted(self.runtimes.items())}
         healthy = all(r.status is Status.ACTIVE for r in self.runtimes.values())
-        return _json({"Status": "ok" if healthy else "degraded", "Url": self.advertised_url,
-                      "Partitions": partitions}, 200 if healthy else 503)
+        return _answer(wire.Health(status="ok" if healthy else "degraded", url=self.advertised_url,
+                                   partitions=partitions), 200 if healthy else 503)
 
     async def metrics_text(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
 
     async def openapi_document(self, request: web.Request) -> web.Response:
-        return _json(openapi.DOCUMENT)
+        return web.Response(body=_DOCUMENT, content_type="application/json")
 
     @web.middleware
     async def _middleware(self, request: web.Request,
@@ -231,7 +254,8 @@ class CoordinatorServer:
         except NotServing as e:
             return _error(e.code, str(e))
         except web.HTTPRequestEntityTooLarge:
-            return _error(ErrorCode.INVALID_REQUEST, f"the body is larger than {MAX_BODY_BYTES} bytes", status=413)
+            return _error(ErrorCode.INVALID_REQUEST, f"the body is larger than {self.max_body_bytes} bytes",
+                          status=413)
         except web.HTTPException:
             raise  # 404, 405: aiohttp's own answers
         except Exception:  # a bug: logged with its traceback, never shown to the client
@@ -239,13 +263,5 @@ class CoordinatorServer:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "internal error; the coordinator logged it")
 
 
-def _outcome(response: Any) -> dict:
-    return {"ErrorCode": int(response.error_code), "ErrorMessage": response.error_message}
-
-
-async def _body(request: web.Request) -> Any:
-    raw = await request.read()
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise wire.WireError(f"the body is not JSON: {e}") from None
+async def _decode(request: web.Request, body: type[T]) -> T:
+    return wire.decode(await request.read(), body)
