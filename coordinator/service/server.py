@@ -21,7 +21,7 @@ from aiohttp import web
 
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, RequestContext
+from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, ErrorResponse, RequestContext, Result
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.log import partition_for
@@ -154,32 +154,35 @@ class CoordinatorServer:
     async def install_assignment(self, request: web.Request) -> web.Response:
         install = (await _decode(request, wire.InstallAssignmentRequest)).protocol()
         self._authorize(request, Operation.READ, install.group_id)
-        answer = await self.runtime_for(install.group_id).call(
-            lambda coordinator, now: coordinator.install_assignment(install, now))
-        return _answer(wire.ErrorResponse.of(answer))
+        return await self._outcome(install.group_id,
+                                   lambda coordinator, now: coordinator.install_assignment(install, now))
 
     # --- admin -------------------------------------------------------------------------------------
 
     async def set_connectors(self, request: web.Request) -> web.Response:
-        group_id = request.match_info["group_id"]
-        self._authorize(request, Operation.ALTER, group_id)
+        group_id = self._group_id(request, Operation.ALTER)
         change = (await _decode(request, wire.SetConnectorsRequest)).protocol(group_id)
-        answer = await self.runtime_for(group_id).call(lambda coordinator, now: coordinator.set_connectors(change, now))
-        return _answer(wire.ErrorResponse.of(answer))
+        return await self._outcome(group_id, lambda coordinator, now: coordinator.set_connectors(change, now))
 
     async def set_config(self, request: web.Request) -> web.Response:
-        group_id = request.match_info["group_id"]
-        self._authorize(request, Operation.ALTER, group_id)
+        group_id = self._group_id(request, Operation.ALTER)
         change = (await _decode(request, wire.SetConfigRequest)).protocol(group_id)
-        answer = await self.runtime_for(group_id).call(lambda coordinator, now: coordinator.set_config(change, now))
-        return _answer(wire.ErrorResponse.of(answer))
+        return await self._outcome(group_id, lambda coordinator, now: coordinator.set_config(change, now))
 
     async def delete_group(self, request: web.Request) -> web.Response:
+        delete = DeleteGroupRequest(self._group_id(request, Operation.DELETE))
+        return await self._outcome(delete.group_id, lambda coordinator, now: coordinator.delete_group(delete, now))
+
+    def _group_id(self, request: web.Request, operation: Operation) -> str:
+        """The group the route names, once the principal may do `operation` on it."""
         group_id = request.match_info["group_id"]
-        self._authorize(request, Operation.DELETE, group_id)
-        delete = DeleteGroupRequest(group_id)
-        answer = await self.runtime_for(group_id).call(lambda coordinator, now: coordinator.delete_group(delete, now))
-        return _answer(wire.ErrorResponse.of(answer))
+        self._authorize(request, operation, group_id)
+        return group_id
+
+    async def _outcome(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result[ErrorResponse]]
+                       ) -> web.Response:
+        """Run a handler whose whole answer is an outcome (ErrorCode, ErrorMessage)."""
+        return _answer(wire.ErrorResponse.of(await self.runtime_for(group_id).call(operation)))
 
     async def find_coordinator(self, request: web.Request) -> web.Response:
         group_id = (await _decode(request, wire.FindCoordinatorRequest)).group_id
@@ -206,8 +209,7 @@ class CoordinatorServer:
         return _answer(wire.ListGroupsResponse(error_code=0, groups=sorted(groups, key=lambda g: g.group_id)))
 
     async def describe_group(self, request: web.Request) -> web.Response:
-        group_id = request.match_info["group_id"]
-        self._authorize(request, Operation.DESCRIBE, group_id)
+        group_id = self._group_id(request, Operation.DESCRIBE)
         description = await self.runtime_for(group_id).query(lambda c: c.describe_group(group_id))
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
