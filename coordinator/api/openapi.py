@@ -124,10 +124,10 @@ OPERATIONS: tuple[Operation, ...] = (
 
 # Answers every operation may give besides its own, by HTTP status.
 _REFUSALS = {
-    "400": ("InvalidRequest", "INVALID_REQUEST: the body is not JSON or breaks the schema (the message names the "
-                              "field)."),
-    "401": ("AuthorizationFailed", "GROUP_AUTHORIZATION_FAILED: no credential (and anonymous access is off) or an "
-                                   "unknown one."),
+    "400": ("InvalidRequest", ("INVALID_REQUEST: the body is not JSON or breaks the schema (the message names "
+                               "the field).")),
+    "401": ("AuthorizationFailed", ("GROUP_AUTHORIZATION_FAILED: no credential (and anonymous access is off) or "
+                                    "an unknown one.")),
     "403": ("AuthorizationFailed", "GROUP_AUTHORIZATION_FAILED: the principal may not do this on the group (ACLs)."),
     "413": ("InvalidRequest", "INVALID_REQUEST: the body is larger than the server's limit."),
 }
@@ -211,9 +211,10 @@ def _document() -> dict:
                            "INVALID_REQUEST (42); a body over the server's limit is HTTP 413; a missing or unknown "
                            "credential is HTTP 401, a principal the ACLs do not allow on the group HTTP 403, both "
                            "with GROUP_AUTHORIZATION_FAILED (30). Unknown request properties are ignored. Integers "
-                           "are JSON integers within the range of their format (int8, int16, int32, int64); as in "
-                           "JSON Schema, a number with a zero fraction is that integer (2.0 is 2), any other "
-                           "fraction is refused; `bytes` are base64 strings (standard alphabet, padded).",
+                           "are JSON integers, written without a fraction or an exponent, within the range of "
+                           "their format (int8, int16, int32, int64): 2.0 and 2e0 are refused with HTTP 400 "
+                           "although JSON Schema's `integer` admits them; `bytes` are base64 strings (standard "
+                           "alphabet, padded).",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
         "servers": [{"url": "http://127.0.0.1:8400", "description": "`coordinator serve`'s default --listen"}],
