@@ -1,6 +1,9 @@
 """The worker SDK against a running coordinator and the session broker: revoke-then-assign order,
 callbacks once per change, immediate acknowledgement of revocations, on_lost and rejoin after
-fencing, a static member's bounce, listener exceptions, and rebalance metrics."""
+fencing, a static member's bounce, listener exceptions, and rebalance metrics; and the promises of
+its member state machine (issue 15): revoke before leaving, on_lost defaulting to on_revoked, a
+full heartbeat after a lost answer, a visible stop on refusal, self-fencing when cut off, an
+assignor priority list rolled through the group, and the move limit from the SDK."""
 
 from __future__ import annotations
 
@@ -11,11 +14,11 @@ from collections.abc import Awaitable, Callable
 import pytest
 from aiohttp.test_utils import TestServer
 
-from coordinator.cli import main as coordinator
 from coordinator.api import wire
+from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
-from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.client import CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
@@ -218,5 +221,224 @@ def test_a_listener_exception_does_not_corrupt_the_view(kafka_broker, unique_top
         described = server.runtimes[0].coordinator.describe_group(G)
         assert items_of(described.members[0].assignment) == worker.owned
         await worker.stop()
+
+    _run(kafka_broker, unique_topic, scenario)
+
+
+# --- the worker's promises (issue 15): each fails on the SDK before its member state machine -------
+
+
+class OnlyRevokedAndAssigned(RebalanceListener):
+    """A listener that implements only revoked and assigned, as many do."""
+
+    def __init__(self, events: list, name: str = "w0") -> None:
+        self.events, self.name = events, name
+
+    def on_revoked(self, items) -> None:  # noqa: ANN001
+        self.events.append((next(_sequence), self.name, "revoked", frozenset(items_of(items))))
+
+    def on_assigned(self, items) -> None:  # noqa: ANN001
+        self.events.append((next(_sequence), self.name, "assigned", frozenset(items_of(items))))
+
+
+def test_stop_revokes_before_the_group_hears_it_left(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Revoke before leave: while on_revoked runs, the coordinator still counts the worker as the
+    owner, so nobody else can have been given its work yet (with eager, or a delay of 0, the next
+    owner would start at once)."""
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=3)
+        seen: list[bool] = []
+
+        class Check(RebalanceListener):
+            def on_revoked(self, items) -> None:  # noqa: ANN001
+                seen.append("w0" in server.runtimes[0].coordinator.state.groups[G].members)
+
+        leaving = Worker(client, G, member_id="w0", assignors=["eager"], listener=Check())
+        staying = Worker(client, G, member_id="w1", assignors=["eager"])
+        for w in (leaving, staying):
+            await w.start()
+        await _until(lambda: _covered([leaving, staying], _everything(A=3)))
+        await leaving.stop()
+        assert seen == [True], "on_revoked ran after the leave heartbeat"
+        await _until(lambda: _covered([staying], _everything(A=3)))
+        await staying.stop()
+
+    _run(kafka_broker, unique_topic, scenario, scheduled_rebalance_max_delay_ms=0)
+
+
+def test_on_lost_defaults_to_on_revoked(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=2)
+        events: list = []
+        worker = Worker(client, G, member_id="w0", listener=OnlyRevokedAndAssigned(events))
+        await worker.start()
+        await _until(lambda: len(worker.owned) == 3)
+        held = worker.owned
+        await worker.stop(leave=False)  # a long pause: the coordinator fences it
+        await _until(lambda: not server.runtimes[0].coordinator.state.groups[G].members, timeout=10)
+        await worker.start()
+        await _until(lambda: any(e[2] == "revoked" for e in events))
+        await _until(lambda: len(worker.owned) == 3 and worker.stable)
+        assert [(e[2], e[3]) for e in sorted(events)] == [("assigned", held), ("revoked", held), ("assigned", held)]
+        await worker.stop()
+
+    _run(kafka_broker, unique_topic, scenario, session_timeout_ms=400, heartbeat_interval_ms=100)
+
+
+class FlakyClient(CoordinatorClient):
+    """A client whose network loses the answer of a heartbeat that moved the member's epoch
+    (the coordinator did it; the worker never hears), or that goes dark (`cut`)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003
+        super().__init__(*args, **kwargs)
+        self.lose_epoch_change = False
+        self.lost = 0
+        self.cut = False
+
+    async def call(self, group_id: str, method: str, path: str, answer: type, body=None):  # noqa: ANN001, ANN201
+        if self.cut:  # a blackhole: no answer, no error, until the request times out as the cut ends
+            while self.cut:
+                await asyncio.sleep(0.05)
+            raise Unavailable("timed out")
+        got = await super().call(group_id, method, path, answer, body)
+        if (self.lose_epoch_change and path == "/v1/connect-group/heartbeat" and body.member_epoch > 0
+                and getattr(got, "member_epoch", body.member_epoch) != body.member_epoch):
+            self.lose_epoch_change = False
+            self.lost += 1
+            raise Unavailable("the answer was lost")
+        return got
+
+
+def test_a_lost_answer_is_followed_by_a_full_heartbeat_and_rescued(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Seed 000: after an error every field goes, with what the member owns, and the coordinator
+    takes the old epoch as the lost-response case: no fencing, nothing lost."""
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=4)
+        events: list = []
+        flaky = FlakyClient(client.bootstrap_url, retry_for_s=10)
+        try:
+            first = Worker(flaky, G, member_id="w0", listener=Recorder("w0", events))
+            await first.start()
+            await _until(lambda: len(first.owned) == 5 and first.stable)
+            flaky.lose_epoch_change = True
+            second = Worker(client, G, member_id="w1", listener=Recorder("w1", events))
+            await second.start()
+            await _until(lambda: flaky.lost == 1 and _covered([first, second], _everything(A=4)))
+            assert not [e for e in events if e[2] == "lost"], "the worker was fenced instead of rescued"
+            assert first.metrics.failed_rebalance_total == 0
+            _check_history(events)
+            for w in (first, second):
+                await w.stop()
+        finally:
+            await flaky.close()
+
+    _run(kafka_broker, unique_topic, scenario)
+
+
+def test_an_error_no_retry_can_fix_stops_the_work_visibly(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Refused for good mid-life (here the ACLs change: 403): on_lost for everything, then the
+    worker stops with the reason in `failure`. Never a dead loop with its tasks still running."""
+    from coordinator.service.auth import Acl, Authorizer, Operation
+
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=2)
+        events: list = []
+        worker = Worker(client, G, member_id="w0", listener=Recorder("w0", events))
+        await worker.start()
+        await _until(lambda: len(worker.owned) == 3 and worker.stable)
+        held = worker.owned
+        server.authorizer = Authorizer({}, [Acl("*", frozenset({Operation.DESCRIBE}), "*")], allow_anonymous=True)
+        await _until(lambda: worker.failure is not None)
+        assert "403" in str(worker.failure) and not worker.owned
+        assert (events[-1][2], events[-1][3]) == ("lost", held)
+        await worker.stop()
+
+    _run(kafka_broker, unique_topic, scenario)
+
+
+def test_a_worker_cut_off_stops_its_work_before_another_is_given_it(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """KAFKA-9184's zombie: cut off from the coordinator, the worker stops its work once a session
+    timeout has passed without an answer; the coordinator, whose timer started later, gives the
+    work away only after that. No item ever runs on two workers; the worker rejoins when it can."""
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=4)
+        events: list = []
+        flaky = FlakyClient(client.bootstrap_url, retry_for_s=10)
+        try:
+            cut = Worker(flaky, G, member_id="w0", listener=Recorder("w0", events), session_timeout_ms=1_000)
+            other = Worker(client, G, member_id="w1", listener=Recorder("w1", events), session_timeout_ms=1_000)
+            for w in (cut, other):
+                await w.start()
+            await _until(lambda: _covered([cut, other], _everything(A=4)))
+            held = cut.owned
+            flaky.cut = True
+            await _until(lambda: _covered([other], _everything(A=4)), timeout=20)
+            lost = [e for e in events if e[1] == "w0" and e[2] == "lost"]
+            assert lost and lost[0][3] == held
+            _check_history(events)  # w1 was assigned each item only after w0 had lost it
+            flaky.cut = False
+            await _until(lambda: _covered([cut, other], _everything(A=4)) and cut.owned, timeout=20)
+            _check_history(events)
+            for w in (cut, other):
+                await w.stop()
+        finally:
+            await flaky.close()
+
+    _run(kafka_broker, unique_topic, scenario, session_timeout_ms=1_000, heartbeat_interval_ms=100,
+         scheduled_rebalance_max_delay_ms=0)
+
+
+def test_a_rolling_switch_from_eager_to_incremental_cooperative(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Assignors as a priority list (seed 000, seed 004's upgrade path): workers are restarted one at
+    a time offering [incremental_cooperative, eager]; the group keeps eager, the one everyone offers,
+    until the last has restarted, then runs incremental_cooperative. No item on two workers."""
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=4, B=2)
+        events: list = []
+
+        def worker(i: int, assignors: list[str]) -> Worker:
+            return Worker(client, G, member_id=f"w{i}-{'-'.join(assignors)}", instance_id=f"host-{i}",
+                          assignors=assignors, listener=Recorder(f"w{i}", events))
+
+        workers = [worker(i, ["eager"]) for i in range(3)]
+        for w in workers:
+            await w.start()
+        await _until(lambda: _covered(workers, _everything(A=4, B=2)))
+        used = []
+        for i in range(3):
+            await workers[i].stop()
+            workers[i] = worker(i, ["incremental_cooperative", "eager"])
+            await workers[i].start()
+            await _until(lambda: _covered(workers, _everything(A=4, B=2)), timeout=20)
+            used.append(server.runtimes[0].coordinator.describe_group(G).assignor)
+        assert used == ["eager", "eager", "incremental_cooperative"]
+        _check_history(events)
+        for w in workers:
+            await w.stop()
+
+    _run(kafka_broker, unique_topic, scenario, session_timeout_ms=5_000, scheduled_rebalance_max_delay_ms=0)
+
+
+def test_the_move_limit_is_reachable_from_the_sdk(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Seed 002's Design III: an assignor object in the priority list, here with at most two moves
+    per rebalance; the newcomer's share is taken from the first worker two items at a time."""
+    from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
+
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=8)
+        events: list = []
+        # Follow-up rounds slower than heartbeats (100 ms): the worker sees every round's target.
+        limited = [IncrementalCooperativeAssignor(max_moves=2, follow_up_delay_ms=500)]
+        first = Worker(client, G, member_id="w0", assignors=limited, listener=Recorder("w0", events))
+        await first.start()
+        await _until(lambda: len(first.owned) == 9 and first.stable)
+        second = Worker(client, G, member_id="w1", assignors=limited, listener=Recorder("w1", events))
+        await second.start()
+        await _until(lambda: len(second.owned) >= 4 and _covered([first, second], _everything(A=8)), timeout=20)
+        taken = [e[3] for e in events if e[1] == "w0" and e[2] == "revoked"]
+        assert len(taken) >= 2 and all(len(t) <= 2 for t in taken), taken
+        _check_history(events)
+        for w in (first, second):
+            await w.stop()
 
     _run(kafka_broker, unique_topic, scenario)

@@ -139,6 +139,12 @@ class Member:
         """Whether the next heartbeat carries every field (a join, or the first after an error)."""
         return self._full or self.member_epoch == JOIN_GROUP_MEMBER_EPOCH
 
+    def fence_deadline(self) -> int | None:
+        """When this member stops its work if no heartbeat is answered before (None: it has none)."""
+        if not self.in_group or self._last_ok_sent_ms is None:
+            return None
+        return self._last_ok_sent_ms + self.session_timeout_ms
+
     def heartbeat_due(self) -> int:
         """When the next heartbeat should go (now or earlier: at once)."""
         return self._due_ms
@@ -242,8 +248,8 @@ class Member:
         """Time passed. A member in the group whose last answered heartbeat was sent a session
         timeout ago stops its work now: the coordinator's session timer, started when that request
         arrived, has not fired yet, so nobody else has been given the work."""
-        if (self.in_group and self._last_ok_sent_ms is not None
-                and now - self._last_ok_sent_ms >= self.session_timeout_ms):
+        deadline = self.fence_deadline()
+        if deadline is not None and now >= deadline:
             return self._lose(f"no heartbeat answered for {now - self._last_ok_sent_ms} ms (session timeout "
                               f"{self.session_timeout_ms} ms): {reason}")
         return []

@@ -103,7 +103,7 @@ class Fleet:
 
     def _worker(self, name: str) -> Worker:
         return Worker(self.client, self.group_id, instance_id=name if self.static else None,
-                      member_id=f"{name}-{os.getpid()}-{self._next()}", assignor_name=self.assignor_name,
+                      member_id=f"{name}-{os.getpid()}-{self._next()}", assignors=(self.assignor_name,),
                       server_side=self.server_side, listener=_Printer(self, name))
 
     def _next(self) -> int:

@@ -1,26 +1,30 @@
-"""The worker SDK: a member of a connect group, over the HTTP API (DESIGN §8, seed 000, seed 001).
+"""The worker SDK: a member of a connect group, over the HTTP API (DESIGN §8, seeds 000 and 001).
 
-A `Worker` joins its group, heartbeats at the interval the coordinator gives, and reconciles what
-it runs with what the coordinator says, in the protocol's order:
+The protocol is `coordinator.core.member.Member`'s, the one state machine every worker of the
+project drives; this module is its asyncio shell. It sends the heartbeat the member asks for when
+the member asks, hands it back the answer or the failure, and carries out the actions it returns,
+in their order, through the `RebalanceListener`:
 
-- items taken away: `on_revoked`, then an acknowledging heartbeat at once (the coordinator gives
-  them to others only after that acknowledgement);
-- items given: `on_assigned`. A response never does both (revoke before assign); if one ever
-  did, revocation would still run first;
-- FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID: `on_lost` for everything, then rejoin at epoch 0 with
-  the same member id;
-- COMPUTE_ASSIGNMENT: PrepareAssignment, the configured assignor, InstallAssignment;
-- NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, connection errors: backoff and rediscovery, in
-  `coordinator.sdk.client`;
-- `stop()` leaves the group (epoch -1, or -2 for a static member, whose work then waits for it).
+- `Revoke`: `on_revoked`; the acknowledging heartbeat goes as soon as the callback returned (the
+  coordinator gives the items to others only after that acknowledgement);
+- `Assign`: `on_assigned`;
+- `Lose` (fenced, unknown, or cut off from the coordinator for a session timeout): `on_lost`, which
+  defaults to `on_revoked` (seed 001); the member then rejoins with epoch 0;
+- `ComputeAssignment`: PrepareAssignment, the assignor, InstallAssignment;
+- `GiveUp` (a refusal no retry can change, or a bug in this process): everything was lost first;
+  `failure` says why and the worker stops. Never a silent stop with work still running.
 
-Listener semantics are seed 001's: a callback is a notification. An exception in one is logged
-and counted, the other callbacks still run, and the member's view changes as the coordinator said:
-the coordinator's view is the truth, and a worker that refused a change would diverge from it.
+`stop()` revokes everything (the callbacks return) before it sends the leave heartbeat (epoch -1,
+or -2 for a static member, whose work then waits for it), so no item ever runs on two workers.
+
+Listener semantics are seed 001's: a callback is a notification, and the member's view changes as
+the coordinator said. When one raises, the others of the same step still run, and then the first
+error is surfaced: `heartbeat()` raises `ListenerError`, the background loop logs it and keeps it in
+`listener_errors`.
 
 Rebalance metrics are seed 001's (`RebalanceMetrics`): a rebalance, for a member, starts with the
-first response that changes its epoch or assignment and ends at the first response after that
-which changes nothing (the member has reached what the coordinator wants, as far as it can see).
+first answer that changes its epoch or assignment and ends at the first answer after that which
+changes nothing (the member has reached what the coordinator wants, as far as it can see).
 """
 
 from __future__ import annotations
@@ -31,22 +35,25 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
-from records import ConnectorsAndTasks
+from records import Assignor, ConnectorsAndTasks
 
 from coordinator.api import wire
-from coordinator.core.assignors import ASSIGNORS, assignor
-from coordinator.core.items import EMPTY, Item, connectors_and_tasks, describe, items_of
-from coordinator.core.protocol import ErrorCode
+from coordinator.core.assignors import ConnectAssignor, assignor
+from coordinator.core.items import connectors_and_tasks, describe, items_of
+from coordinator.core.member import Action, Assign, ComputeAssignment, GiveUp, Lose, Member, Revoke
+from coordinator.core.protocol import ErrorCode, HeartbeatResponse
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT = "/v1/connect-group/heartbeat"
+PREPARE = "/v1/connect-group/prepare-assignment"
+INSTALL = "/v1/connect-group/install-assignment"
 _HOUR_S = 3600.0
-_UNRELEASED_RETRY_S = 0.2
+_KEPT_ERRORS = 100
 
 
 class RebalanceListener:
@@ -59,11 +66,32 @@ class RebalanceListener:
         """Start these."""
 
     def on_lost(self, items: ConnectorsAndTasks) -> Awaitable[None] | None:
-        """These may already run elsewhere (this worker was fenced or forgotten): stop at once."""
+        """These may already run elsewhere (this worker was fenced, forgotten or cut off): stop them
+        at once. By default the same as `on_revoked` (seed 001: a listener that only knows revoked
+        and assigned still stops lost work)."""
+        return self.on_revoked(items)
 
 
 class WorkerError(Exception):
     """The coordinator refused this worker for good (bad request, not authorized, no common assignor)."""
+
+
+class ListenerError(Exception):
+    """A listener callback raised; the other callbacks of the same step ran first (seed 001)."""
+
+
+@dataclass
+class _Latency:
+    """A callback's latency without keeping every sample: count, sum and max."""
+
+    count: int = 0
+    total_ms: float = 0.0
+    max_ms: float = 0.0
+
+    def add(self, ms: float) -> None:
+        self.count += 1
+        self.total_ms += ms
+        self.max_ms = max(self.max_ms, ms)
 
 
 @dataclass
@@ -75,8 +103,8 @@ class RebalanceMetrics:
     rebalance_latency_total: float = 0.0
     rebalance_latency_max: float = 0.0
     failed_rebalance_total: int = 0
-    callback_latency: dict[str, list[float]] = field(default_factory=lambda: {"revoked": [], "assigned": [],
-                                                                              "lost": []})
+    callback_latency: dict[str, _Latency] = field(default_factory=lambda: {k: _Latency() for k in
+                                                                          ("revoked", "assigned", "lost")})
     _started: float | None = None
     _completed: deque = field(default_factory=deque)
     _failed: deque = field(default_factory=deque)
@@ -108,7 +136,7 @@ class RebalanceMetrics:
         self._started = None
 
     def callback(self, kind: str, seconds: float) -> None:
-        self.callback_latency[kind].append(seconds * 1000)
+        self.callback_latency[kind].add(seconds * 1000)
 
     def _per_hour(self, events: deque) -> int:
         horizon = self.clock() - _HOUR_S
@@ -127,41 +155,56 @@ class RebalanceMetrics:
             "failed-rebalance-rate-per-hour": self._per_hour(self._failed),
             "last-rebalance-seconds-ago": None if self._last is None else self.clock() - self._last,
         }
-        for kind, values in self.callback_latency.items():
-            out[f"connectors-{kind}-latency-avg"] = sum(values) / len(values) if values else 0.0
-            out[f"connectors-{kind}-latency-max"] = max(values, default=0.0)
+        for kind, latency in self.callback_latency.items():
+            out[f"connectors-{kind}-latency-avg"] = latency.total_ms / latency.count if latency.count else 0.0
+            out[f"connectors-{kind}-latency-max"] = latency.max_ms
         return out
 
 
+def _assignor(value: str | ConnectAssignor) -> ConnectAssignor:
+    return assignor(value) if isinstance(value, str) else value
+
+
 class Worker:
-    """One member of a connect group. `await start()`, later `await stop()`."""
+    """One member of a connect group. `await start()`, later `await stop()`.
+
+    `assignors` is a priority list (names of shipped assignors, or assignor objects such as
+    `IncrementalCooperativeAssignor(max_moves=10)`): the group uses the first one every member
+    offers, which is how an assignor change rolls through a cluster (seed 000, seed 004). With
+    `server_side`, the first is named as the coordinator's assignor instead. `session_timeout_ms`
+    is the group's: cut off from the coordinator for that long, the worker stops its work.
+    """
 
     def __init__(self, client: CoordinatorClient, group_id: str, *, member_id: str | None = None,
-                 instance_id: str | None = None, rack_id: str | None = None, assignor_name: str = "incremental_cooperative",
-                 server_side: bool = False, listener: RebalanceListener | None = None,
-                 rebalance_timeout_ms: int = 60_000, url: str | None = None) -> None:
-        if assignor_name not in ASSIGNORS:
-            raise ValueError(f"unknown assignor {assignor_name!r} (one of {', '.join(sorted(ASSIGNORS))})")
+                 instance_id: str | None = None, rack_id: str | None = None,
+                 assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",), server_side: bool = False,
+                 listener: RebalanceListener | None = None, rebalance_timeout_ms: int = 60_000,
+                 session_timeout_ms: int = 10_000, url: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if not assignors:
+            raise ValueError("a worker needs at least one assignor")
+        self.assignors = [_assignor(a) for a in assignors]
+        offered = () if server_side else tuple(
+            Assignor(a.name, a.minimum_version, a.maximum_version, 0, a.maximum_version) for a in self.assignors)
+        self.member = Member(group_id, member_id or uuid.uuid4().hex, instance_id=instance_id, rack_id=rack_id,
+                             rebalance_timeout_ms=rebalance_timeout_ms, url=url,
+                             server_assignor=self.assignors[0].name if server_side else None,
+                             client_assignors=offered, session_timeout_ms=session_timeout_ms)
         self.client = client
-        self.group_id = group_id
-        self.member_id = member_id or uuid.uuid4().hex
-        self.instance_id = instance_id
-        self.rack_id = rack_id
-        self.assignor = assignor(assignor_name)
-        self.server_side = server_side
         self.listener = listener or RebalanceListener()
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.url = url
-        self.member_epoch = 0
-        self.owned: frozenset[Item] = frozenset()
-        self.heartbeat_interval_s = 1.0
         self.metrics = RebalanceMetrics()
-        self.listener_errors: list[BaseException] = []
+        self.listener_errors: deque[BaseException] = deque(maxlen=_KEPT_ERRORS)
         self.failure: BaseException | None = None  # why the worker stopped on its own
-        self._reported: frozenset[Item] | None = None  # what the coordinator last heard we own
+        self._clock = clock
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
         self._stopping = False
+
+    group_id = property(lambda self: self.member.group_id)
+    member_id = property(lambda self: self.member.member_id)
+    instance_id = property(lambda self: self.member.instance_id)
+    member_epoch = property(lambda self: self.member.member_epoch)
+    owned = property(lambda self: self.member.owned)
 
     @property
     def assignment(self) -> ConnectorsAndTasks:
@@ -170,7 +213,10 @@ class Worker:
     @property
     def stable(self) -> bool:
         """In the group, and the last heartbeat changed nothing."""
-        return self.member_epoch > 0 and not self.metrics.rebalancing
+        return self.member.in_group and not self.metrics.rebalancing
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
 
     # --- life cycle ----------------------------------------------------------------------------
 
@@ -179,8 +225,8 @@ class Worker:
         self._task = asyncio.create_task(self._run(), name=f"worker-{self.member_id}")
 
     async def stop(self, leave: bool = True) -> None:
-        """Stop heartbeating; with `leave`, leave the group first (a static member's work waits
-        for it: epoch -2; a dynamic member's is reassigned: epoch -1). Without, it is a crash."""
+        """Stop heartbeating; with `leave`, revoke everything (the callbacks return) and then leave
+        the group. Without, it is a crash: nothing is revoked and the session will expire."""
         self._stopping = True
         self._wake.set()
         if self._task is not None:
@@ -190,136 +236,144 @@ class Worker:
             except (asyncio.CancelledError, Exception):
                 pass
             self._task = None
-        if leave and self.member_epoch > 0:
-            epoch = -2 if self.instance_id else -1
+        if not leave:
+            return
+        actions, request = self.member.leave()
+        try:
+            await self._carry_out(actions)
+        except ListenerError:
+            pass  # logged; the work is stopped as far as this worker can tell, and it leaves anyway
+        if request is not None:
             try:
-                await self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, self._body(epoch))
+                await self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse,
+                                       wire.HeartbeatRequest.of(request))
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
-            await self._notify("revoked", self.owned)
-            self.owned, self.member_epoch, self._reported = frozenset(), 0, None
 
     # --- the heartbeat loop --------------------------------------------------------------------
 
     async def _run(self) -> None:
         while not self._stopping:
             try:
-                again_now = await self.heartbeat()
-            except WorkerError as e:
-                log.error("%s: %s; the worker stops", self.member_id, e)
+                await self._carry_out(self.member.poll(self._now()))
+                if self.member.given_up is not None:
+                    return
+                delay_s = (self.member.heartbeat_due() - self._now()) / 1000
+                if delay_s > 0:
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), delay_s)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue  # the time may have come to stop the work first (poll)
+                await self.heartbeat()
+            except ListenerError as e:
+                log.warning("%s: %s", self.member_id, e)
+            except Exception as e:  # a bug here: stop the work visibly rather than run on unsupervised
+                log.exception("%s: the heartbeat loop failed; the worker stops its work and gives up", self.member_id)
                 self.failure = e
+                await self._carry_out(self.member.refused(f"the worker failed: {e!r}"))
                 return
-            except Unavailable as e:
-                log.warning("%s: %s; trying again", self.member_id, e)
-                again_now = False
-            except Exception as e:  # a bug or a closed client: stop visibly rather than spin
-                log.exception("%s: the heartbeat loop failed", self.member_id)
-                self.failure = e
-                return
-            if not again_now:
-                self._wake.clear()
-                try:
-                    await asyncio.wait_for(self._wake.wait(), self.heartbeat_interval_s)
-                except asyncio.TimeoutError:
-                    pass
 
-    def _body(self, epoch: int) -> wire.HeartbeatRequest:
-        body = wire.HeartbeatRequest(group_id=self.group_id, member_id=self.member_id, member_epoch=epoch,
-                                     instance_id=self.instance_id)
-        if epoch == 0:
-            # A joining member sends everything (seed 000: nulls mean "unchanged", and there is
-            # nothing yet to be unchanged from).
-            body.rack_id, body.rebalance_timeout_ms, body.url = self.rack_id, self.rebalance_timeout_ms, self.url
-            if self.server_side:
-                body.server_assignor = self.assignor.name
-            else:
-                body.client_assignors = [wire.ClientAssignor(
-                    name=self.assignor.name, minimum_version=self.assignor.minimum_version,
-                    maximum_version=self.assignor.maximum_version, version=self.assignor.maximum_version)]
-        if epoch == 0 or self._reported != self.owned:
-            body.connectors_and_tasks = wire.ConnectorsAndTasks.of(connectors_and_tasks(self.owned))
-        return body
-
-    async def heartbeat(self) -> bool:
-        """One heartbeat and what follows from its answer. True when the next one is due at once."""
-        body = self._body(self.member_epoch)
-        sent = self.owned
+    async def heartbeat(self) -> None:
+        """One heartbeat and what follows from its answer (ListenerError if a callback raised)."""
+        request = self.member.heartbeat(self._now())
+        epoch, owned = self.member.member_epoch, self.member.owned
         try:
-            r = await self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, body)
-        except ApiError as e:
-            raise WorkerError(str(e)) from None
-        code = r.error_code
-        if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
-            log.warning("%s: %s; losing %s and joining again", self.member_id, r.error_message, describe(self.owned))
+            answer = await asyncio.wait_for(
+                self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse,
+                                 wire.HeartbeatRequest.of(request)),
+                self._answer_within_s())
+        except (Unavailable, asyncio.TimeoutError) as e:
+            log.warning("%s: no answer to a heartbeat: %s", self.member_id, e or "timed out")
+            actions = self.member.failed(self._now(), str(e) or "timed out")
+        except ApiError as e:  # 400, 401, 403, 413: this body will never be taken
+            actions = self.member.refused(str(e))
+        else:
+            response = answer.protocol() if isinstance(answer, wire.HeartbeatResponse) else HeartbeatResponse(
+                answer.error_code, answer.error_message)
+            actions = self.member.received(response, self._now())
+            if response.error_code in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
+                if epoch != self.member.member_epoch or owned != self.member.owned:
+                    self.metrics.changed()
+                elif response.error_code == ErrorCode.NONE:
+                    self.metrics.quiet()
+        await self._carry_out(actions)
+
+    def _answer_within_s(self) -> float | None:
+        """How long a heartbeat may wait for its answer: until the member must stop its work."""
+        deadline = self.member.fence_deadline()
+        return None if deadline is None else max(0.05, (deadline - self._now()) / 1000)
+
+    async def _carry_out(self, actions: list[Action]) -> None:
+        """The actions in order; a listener's error does not stop the others, and the first is
+        raised at the end (seed 001)."""
+        first: BaseException | None = None
+        for action in actions:
+            try:
+                await self._act(action)
+            except ListenerError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    async def _act(self, action: Action) -> None:
+        if isinstance(action, Revoke):
+            await self._notify("revoked", action.items)
+        elif isinstance(action, Assign):
+            await self._notify("assigned", action.items)
+        elif isinstance(action, Lose):
+            log.warning("%s: losing %s: %s", self.member_id, describe(items_of(action.items)), action.reason)
             self.metrics.failed()
-            lost, self.owned, self.member_epoch, self._reported = self.owned, frozenset(), 0, None
-            await self._notify("lost", lost)
-            return True
-        if code == ErrorCode.UNRELEASED_INSTANCE_ID:
-            # The previous instance of this static member is still in the group until its session
-            # ends: ask again soon (not after a whole interval), its work is waiting for us.
-            await asyncio.sleep(min(_UNRELEASED_RETRY_S, self.heartbeat_interval_s))
-            return True
-        if code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT) or isinstance(r, wire.ErrorResponse):
-            raise WorkerError(f"heartbeat refused: {ErrorCode(code).name}: {r.error_message}")
-        self._reported = sent
-        self.heartbeat_interval_s = max(0.01, r.heartbeat_interval_ms / 1000)
-        changed = r.member_epoch != self.member_epoch
-        self.member_epoch = r.member_epoch
-        revoked: frozenset[Item] = frozenset()
-        if r.assignment is not None:
-            given = frozenset(items_of(r.assignment.connectors_and_tasks.protocol()))
-            revoked, added = self.owned - given, given - self.owned
-            changed = changed or bool(revoked or added)
-            if revoked:
-                self.owned = self.owned - revoked
-                await self._notify("revoked", revoked)
-            if added:
-                self.owned = self.owned | added
-                await self._notify("assigned", added)
-        if changed:
-            self.metrics.changed()
-        elif code == ErrorCode.NONE:
-            self.metrics.quiet()
-        if code == ErrorCode.COMPUTE_ASSIGNMENT:
+            await self._notify("lost", action.items)
+        elif isinstance(action, ComputeAssignment):
             await self.compute_assignment()
-        # A revocation is acknowledged at once: the items' next owner waits for it.
-        return bool(revoked) or self.owned != self._reported
+        elif isinstance(action, GiveUp):
+            log.error("%s: %s; the worker stops", self.member_id, action.reason)
+            self.failure = self.failure or WorkerError(action.reason)
 
     async def compute_assignment(self) -> None:
         """COMPUTE_ASSIGNMENT: this worker was chosen to run the group's assignor."""
-        prepared = await self.client.call(
-            self.group_id, "POST", "/v1/connect-group/prepare-assignment", wire.PrepareAssignmentResponse,
-            wire.PrepareAssignmentRequest(group_id=self.group_id, member_id=self.member_id,
-                                          member_epoch=self.member_epoch))
-        if prepared.error_code != 0:
-            log.info("%s: prepare-assignment: %s", self.member_id, prepared.error_message)
+        try:
+            prepared = await self.client.call(
+                self.group_id, "POST", PREPARE, wire.PrepareAssignmentResponse,
+                wire.PrepareAssignmentRequest(group_id=self.group_id, member_id=self.member_id,
+                                              member_epoch=self.member_epoch))
+            if prepared.error_code != 0:
+                log.info("%s: prepare-assignment: %s", self.member_id, prepared.error_message)
+                return
+            spec = prepared.group_spec()
+            chosen = next((a for a in self.assignors if a.name == prepared.assignor_name), None) or \
+                assignor(prepared.assignor_name)
+            result = chosen.assign(spec)
+            answer = await self.client.call(
+                self.group_id, "POST", INSTALL, wire.ErrorResponse,
+                wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch,
+                                                 result))
+        except (Unavailable, ApiError, LookupError) as e:
+            # The coordinator gives the job to another member after the deadline; this one goes on.
+            log.warning("%s: computing the assignment failed: %s", self.member_id, e)
+            self.metrics.failed()
             return
-        spec = prepared.group_spec()
-        chosen = assignor(prepared.assignor_name) if prepared.assignor_name in ASSIGNORS else self.assignor
-        result = chosen.assign(spec)
-        answer = await self.client.call(
-            self.group_id, "POST", "/v1/connect-group/install-assignment", wire.ErrorResponse,
-            wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch,
-                                             result))
         if answer.error_code != 0:
             # INVALID_ASSIGNMENT or a stale epoch: the coordinator asks again when it needs to.
             log.info("%s: install-assignment: %s", self.member_id, answer.error_message)
             self.metrics.failed()
 
-    async def _notify(self, kind: str, items: frozenset[Item] | ConnectorsAndTasks) -> None:
-        if not items:
-            return
-        cat = items if isinstance(items, ConnectorsAndTasks) else connectors_and_tasks(items)
-        if cat == EMPTY:
+    async def _notify(self, kind: str, items: ConnectorsAndTasks) -> None:
+        if not (items.connectors or items.tasks):
             return
         started = time.perf_counter()
         try:
-            result = getattr(self.listener, f"on_{kind}")(cat)
+            result = getattr(self.listener, f"on_{kind}")(items)
             if inspect.isawaitable(result):
                 await result
         except Exception as e:  # a notification: the view changes anyway (seed 001)
-            log.exception("%s: on_%s(%s) failed", self.member_id, kind, describe(items_of(cat)))
+            log.exception("%s: on_%s(%s) failed", self.member_id, kind, describe(items_of(items)))
             self.listener_errors.append(e)
+            raise ListenerError(f"on_{kind} failed: {e!r}") from e
         finally:
             self.metrics.callback(kind, time.perf_counter() - started)
+
+
+__all__ = ["ListenerError", "RebalanceListener", "RebalanceMetrics", "Worker", "WorkerError"]
