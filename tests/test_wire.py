@@ -12,9 +12,10 @@ import pytest
 from records import Assignor, ConnectorsAndTasks, TaskId
 
 from coordinator.api import wire
+from coordinator.core import protocol
 from coordinator.core.assignors import assignor
 from coordinator.core.driver import Driver, SimWorker, converge
-from coordinator.core.protocol import HeartbeatRequest, PrepareAssignmentRequest
+from coordinator.core.protocol import ErrorCode, HeartbeatRequest, PrepareAssignmentRequest
 
 
 def _prepared(driver: Driver, worker: SimWorker):  # noqa: ANN202
@@ -41,6 +42,26 @@ def test_a_prepare_answer_and_an_install_survive_the_wire() -> None:
     assert request.group_epoch == spec.group_epoch and request.deferred == result.deferred
     assert request.scheduled_rebalance_delay_ms == result.scheduled_rebalance_delay_ms
     assert {m.member_id: m.assignment for m in request.members} == result.members
+
+
+def test_a_prepare_answer_is_the_whole_group_or_the_error_alone() -> None:
+    """As the seed's table has it: every field on success (ScheduledRebalanceAtMs null, not absent);
+    on an error ErrorCode, ErrorMessage, GroupEpoch 0 and AssignorName null, which the worker's
+    client reads as no group."""
+    fenced = protocol.PrepareAssignmentResponse(ErrorCode.FENCED_MEMBER_EPOCH, "stale epoch")
+    raw = wire.encode(wire.PrepareAssignmentResponse.of(fenced))
+    assert msgspec.json.decode(raw) == {"ErrorCode": int(ErrorCode.FENCED_MEMBER_EPOCH), "ErrorMessage": "stale epoch",
+                                        "GroupEpoch": 0, "AssignorName": None}
+    with pytest.raises(wire.WireError):
+        wire.decode(raw, wire.PrepareAssignmentResponse)
+    driver = Driver()
+    driver.set_connectors("g", {"A": 1})
+    worker = SimWorker(driver, "g", "w0")
+    converge([worker])
+    driver.set_connectors("g", {"A": 2})
+    worker.heartbeat(compute=False)  # chosen to compute the new target
+    answer = msgspec.json.decode(wire.encode(wire.PrepareAssignmentResponse.of(_prepared(driver, worker))))
+    assert answer["ScheduledRebalanceAtMs"] is None and answer["ErrorCode"] == 0 and answer["ErrorMessage"] is None
 
 
 def test_a_heartbeat_survives_the_wire_both_ways() -> None:

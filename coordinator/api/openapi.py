@@ -76,7 +76,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "The member chosen by COMPUTE_ASSIGNMENT gets the group state to feed its client-side assignor. Required "
         "ACL: Read. " + _SERVING + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID (absent or not "
         "chosen), FENCED_MEMBER_EPOCH.",
-        (wire.PrepareAssignmentResponse, wire.ErrorResponse), wire.PrepareAssignmentRequest,
+        (wire.PrepareAssignmentResponse, wire.PrepareAssignmentError, wire.ErrorResponse),
+        wire.PrepareAssignmentRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1}),
     Operation(
         "post", "/v1/connect-group/install-assignment", "installAssignment", "ConnectGroupInstallAssignment",
@@ -179,7 +180,7 @@ def _document() -> dict:
     for schema in components.values():  # docstrings, as one line each
         if "description" in schema:
             schema["description"] = " ".join(schema["description"].split())
-    for name in ("ErrorResponse", "HeartbeatResponse", "PrepareAssignmentResponse"):
+    for name in ("ErrorResponse", "HeartbeatResponse", "PrepareAssignmentError"):
         components[name]["properties"]["ErrorCode"] = _ref("ErrorCode")
     components["ErrorCode"] = {
         "type": "integer", "format": "int16", "enum": [int(c) for c in ErrorCode],

@@ -301,36 +301,35 @@ class DepartedMember(Body):
                                       self.departed_at_ms)
 
 
-class PrepareAssignmentResponse(Body, omit_defaults=True):
-    """ConnectGroupPrepareAssignment response: on success, the group state an assignor takes (the seed's
-    fields, the configured connectors and the current target assignment); on an error, only ErrorCode,
-    ErrorMessage, GroupEpoch (0) and AssignorName (null)."""
+class PrepareAssignmentResponse(Body):
+    """ConnectGroupPrepareAssignment response with no error: the group state an assignor takes (the
+    seed's fields, the configured connectors and the current target assignment)."""
 
-    error_code: Annotated[int, doc("The top-level error code, or 0 if there was no error.")]
-    error_message: Annotated[str | None, doc("The top-level error message, or null if there was no error.")]
+    error_code: Annotated[Literal[0], doc("0: no error.")]
+    error_message: Annotated[None, doc("null: no error.")]
+    group_id: Annotated[str, doc("The group identifier.")]
     group_epoch: Annotated[Int32, doc("The group epoch the assignment is computed for.")]
-    assignor_name: Annotated[str | None, doc("The selected assignor.")]
-    group_id: Annotated[str | None, doc("The group identifier.")] = None
-    connectors: Annotated[list[ConnectorTaskCount] | None, doc(
-        "The connectors the group runs, and their task counts.")] = None
-    members: Annotated[list[GroupMember] | None, doc("The members, by member id.")] = None
-    departed_members: Annotated[list[DepartedMember] | None, doc(
-        "Members whose work waits for their return until ScheduledRebalanceMaxDelayMs has passed.")] = None
-    deferred: Annotated[ConnectorsAndTasks | None, doc("Items the current target deferred.")] = None
+    assignor_name: Annotated[str, doc("The selected assignor.")]
+    connectors: Annotated[list[ConnectorTaskCount], doc("The connectors the group runs, and their task counts.")]
+    members: Annotated[list[GroupMember], doc("The members, by member id.")]
+    departed_members: Annotated[list[DepartedMember], doc(
+        "Members whose work waits for their return until ScheduledRebalanceMaxDelayMs has passed.")]
+    deferred: Annotated[ConnectorsAndTasks, doc("Items the current target deferred.")]
     scheduled_rebalance_at_ms: Annotated[Int64 | None, doc(
-        "When the coordinator rebalances for the deferred items (ms since the epoch), or null.")] = None
-    scheduled_rebalance_max_delay_ms: Annotated[Int32 | None, doc(
-        "How long departed work may wait (the group's scheduled.rebalance.max.delay.ms).")] = None
-    now_ms: Annotated[Int64 | None, doc("The coordinator's clock when it prepared this (ms since the epoch).")] = None
+        "When the coordinator rebalances for the deferred items (ms since the epoch), or null.")]
+    scheduled_rebalance_max_delay_ms: Annotated[Int32, doc(
+        "How long departed work may wait (the group's scheduled.rebalance.max.delay.ms).")]
+    now_ms: Annotated[Int64, doc("The coordinator's clock when it prepared this (ms since the epoch).")]
 
     @classmethod
-    def of(cls, r: protocol.PrepareAssignmentResponse) -> PrepareAssignmentResponse:
-        head = {"error_code": int(r.error_code), "error_message": r.error_message, "group_epoch": r.group_epoch,
-                "assignor_name": r.assignor_name}
+    def of(cls, r: protocol.PrepareAssignmentResponse) -> PrepareAssignmentResponse | PrepareAssignmentError:
+        """The answer to send: this, or the error when the coordinator prepared no group."""
         spec = r.group
         if spec is None:
-            return cls(**head)
-        return cls(**head, group_id=spec.group_id, connectors=[ConnectorTaskCount.of(c) for c in spec.connectors],
+            return PrepareAssignmentError(error_code=int(r.error_code), error_message=r.error_message,
+                                          group_epoch=r.group_epoch, assignor_name=None)
+        return cls(error_code=0, error_message=None, group_id=spec.group_id, group_epoch=r.group_epoch,
+                   assignor_name=r.assignor_name, connectors=[ConnectorTaskCount.of(c) for c in spec.connectors],
                    members=[GroupMember.of(m) for m in spec.members],
                    departed_members=[DepartedMember.of(d) for d in spec.departed],
                    deferred=ConnectorsAndTasks.of(spec.deferred),
@@ -339,16 +338,22 @@ class PrepareAssignmentResponse(Body, omit_defaults=True):
 
     def group_spec(self) -> assignors.GroupSpec:
         """The `GroupSpec` this answer describes: what the worker's assignor takes."""
-        if self.group_id is None:
-            raise WireError(f"PrepareAssignment answered no group: {self.error_message}")
         return assignors.GroupSpec(
             group_id=self.group_id, group_epoch=self.group_epoch,
-            connectors=tuple(c.protocol() for c in self.connectors or ()),
-            members=tuple(m.protocol() for m in self.members or ()),
-            departed=tuple(d.protocol() for d in self.departed_members or ()),
-            deferred=self.deferred.protocol() if self.deferred is not None else records.ConnectorsAndTasks(),
+            connectors=tuple([c.protocol() for c in self.connectors]),
+            members=tuple([m.protocol() for m in self.members]),
+            departed=tuple([d.protocol() for d in self.departed_members]), deferred=self.deferred.protocol(),
             scheduled_rebalance_at_ms=self.scheduled_rebalance_at_ms,
-            scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms or 0, now_ms=self.now_ms or 0)
+            scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms, now_ms=self.now_ms)
+
+
+class PrepareAssignmentError(Body):
+    """ConnectGroupPrepareAssignment response with an error."""
+
+    error_code: Annotated[int, doc("The top-level error code.")]
+    error_message: Annotated[str | None, doc("The top-level error message.")]
+    group_epoch: Annotated[Int32, doc("0.")]
+    assignor_name: Annotated[None, doc("null.")]
 
 
 # --- ConnectGroupInstallAssignment --------------------------------------------------------------------
