@@ -204,6 +204,20 @@ def test_documented_schemas_are_valid_json_schema() -> None:
     _resolve(DOCUMENT["paths"])
 
 
+def test_answers_are_closed_and_requests_open() -> None:
+    """As the hand-written document had it: an answer lists every property the server sends, always,
+    and no other; a request may carry unknown properties (ignored)."""
+    schemas = DOCUMENT["components"]["schemas"]
+    for name in ("HeartbeatResponse", "Assignment", "PrepareAssignmentResponse", "GroupMember", "GroupDescription",
+                 "MemberDescription", "ErrorResponse", "Health"):
+        assert schemas[name]["additionalProperties"] is False, name
+        assert set(schemas[name]["required"]) == set(schemas[name]["properties"]), name
+    for name in ("HeartbeatRequest", "ClientAssignor", "ConnectorsAndTasks", "TaskId", "InstallAssignmentRequest"):
+        assert "additionalProperties" not in schemas[name], name
+    # A shape both use is complete in an answer: Connectors and Tasks are always there.
+    assert schemas["Assignment"]["properties"]["ConnectorsAndTasks"]["required"] == ["Connectors", "Tasks"]
+
+
 # --- the document never promises more than the parsers take (no server) ------------------------------
 
 

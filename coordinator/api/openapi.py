@@ -2,7 +2,9 @@
 
 Generated: the schemas come from the body declarations in `coordinator.api.wire` (msgspec writes
 them), so the document says exactly what the decoder takes and the server sends; this module adds
-only the operations, each a row of `OPERATIONS`. `tests/test_openapi_http.py` holds both to it.
+the operations, each a row of `OPERATIONS`, and closes the answers (every declared property is sent,
+and no other; requests stay open, unknown properties being ignored). `tests/test_openapi_http.py`
+holds the decoder and the server to it.
 """
 
 from __future__ import annotations
@@ -172,6 +174,55 @@ def _open(operation_id: str, summary: str, description: str, responses: Schema) 
             "security": [], "responses": responses}
 
 
+def _refs(schema: Any) -> set[str]:
+    """The component names `schema` refers to, directly."""
+    if isinstance(schema, dict):
+        found = {schema["$ref"].rsplit("/", 1)[1]} if "$ref" in schema else set()
+        return found.union(*(_refs(v) for k, v in schema.items() if k != "$ref"))
+    if isinstance(schema, list):
+        return set().union(*(_refs(v) for v in schema))
+    return set()
+
+
+def _reach(components: Schema, names: set[str]) -> set[str]:
+    seen: set[str] = set()
+    while names - seen:
+        name = (names - seen).pop()
+        seen.add(name)
+        names = names | _refs(components[name])
+    return seen
+
+
+def _complete(schema: Any, shared: Schema) -> Any:
+    """`schema` with each reference to a `shared` shape made complete, as answers send it: the request's
+    optional properties are all present, and nothing else is."""
+    if isinstance(schema, list):
+        return [_complete(v, shared) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _complete(v, shared) for k, v in schema.items()}
+    name = schema.get("$ref", "").rsplit("/", 1)[-1]
+    if name in shared:
+        out.update(allOf=[{"$ref": out.pop("$ref")}], required=list(shared[name]["properties"]),
+                   unevaluatedProperties=False)
+    return out
+
+
+def _close_answers(components: Schema, requests: set[str], answers: set[str]) -> None:
+    """Answers are closed: the server sends every property it declares and nothing else. Requests stay
+    open (unknown properties are ignored); a shape both use (ConnectorsAndTasks, ...) is complete
+    where an answer refers to it."""
+    taken = _reach(components, requests)
+    shared = {name: components[name] for name in taken}
+    for name in _reach(components, answers) - taken:
+        schema = components[name]
+        if "properties" not in schema:
+            continue  # ErrorCode
+        assert set(schema.get("required", ())) == set(schema.get("properties", {})), f"{name}: all sent, always"
+        schema["additionalProperties"] = False
+        schema["properties"] = _complete(schema["properties"], shared)
+
+
 def _document() -> dict:
     types = {t for op in OPERATIONS for t in (*op.answers, op.request) if t is not None}
     types |= {wire.Health, wire.InvalidRequest, wire.AuthorizationFailed}
@@ -188,6 +239,8 @@ def _document() -> dict:
                        "error; 1000 and up are the connect group type's own.\n\n"
                        + "\n".join(f"- {int(c)} {c.name}: {about}" for c, about in ERRORS.items()),
         "x-enum-varnames": [c.name for c in ErrorCode]}
+    requests = {op.request.__name__ for op in OPERATIONS if op.request is not None}
+    _close_answers(components, requests, {t.__name__ for t in types} - requests)
     paths: Schema = {}
     for op in OPERATIONS:
         paths.setdefault(op.path, {})[op.method] = _operation(op)
