@@ -26,6 +26,8 @@ import msgspec
 
 from coordinator.api import wire
 from coordinator.core.items import connectors_and_tasks, describe, items_of
+from coordinator.core.member import Member
+from coordinator.core.protocol import HeartbeatRequest, HeartbeatResponse
 from coordinator.service.log import partition_for
 from coordinator.tools.process import ServeProcess
 
@@ -82,16 +84,18 @@ class Ledger:
 
 
 class Worker:
+    """A worker of the tests that drive a `coordinator serve` over plain HTTP, from threads: the
+    project's member state machine (`Member`) with a blocking transport, and a record of every
+    state the coordinator acknowledged (`acked`), for the tests that compare it with the topic."""
+
     def __init__(self, group_id: str, member_id: str, ledger: Ledger, *, timeout: float = 90.0,
-                 token: str | None = None, rebalance_timeout_ms: int = 30_000) -> None:
-        self.group_id = group_id
-        self.member_id = member_id
+                 token: str | None = None, rebalance_timeout_ms: int = 30_000,
+                 session_timeout_ms: int = 60_000) -> None:
+        self.member = Member(group_id, member_id, rebalance_timeout_ms=rebalance_timeout_ms,
+                             server_assignor="incremental_cooperative", session_timeout_ms=session_timeout_ms)
         self.ledger = ledger
         self.timeout = timeout
         self.token = token
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.epoch = 0
-        self.owned: frozenset = frozenset()
         self.acked: list[tuple] = []  # ("member", epoch, owned) or GONE, as answered, in order
         self.uncertain = False  # a request after acked[-1] was not answered definitively
         self.unanswered = 0  # transport errors (the request may or may not have been handled)
@@ -100,14 +104,20 @@ class Worker:
         self.slowest = 0.0  # the longest a request took to be answered, in seconds (for the reports)
         ledger.workers.append(self)
 
+    group_id = property(lambda self: self.member.group_id)
+    member_id = property(lambda self: self.member.member_id)
+    epoch = property(lambda self: self.member.member_epoch)
+    owned = property(lambda self: self.member.owned)
+
     @property
     def last(self) -> tuple | None:
         return self.acked[-1] if self.acked else None
 
-    def _post(self, server: ServeProcess, body: dict) -> dict | None:
+    def _post(self, server: ServeProcess, request: HeartbeatRequest) -> dict | None:
         started = time.monotonic()
         try:
-            status, answer = server.request("POST", "/v1/connect-group/heartbeat", body, token=self.token,
+            status, answer = server.request("POST", "/v1/connect-group/heartbeat",
+                                            msgspec.to_builtins(wire.HeartbeatRequest.of(request)), token=self.token,
                                             timeout=self.timeout)
         except (OSError, http.client.HTTPException, ValueError):
             self.unanswered += 1  # never acknowledged: it may or may not have happened
@@ -128,22 +138,18 @@ class Worker:
 
     def heartbeat(self, server: ServeProcess) -> int | None:
         """One heartbeat (a join at epoch 0); the error code answered, None when there was no answer."""
-        body = {"GroupId": self.group_id, "MemberId": self.member_id, "MemberEpoch": self.epoch,
-                "ConnectorsAndTasks": cat(self.owned)}
-        if self.epoch == 0:
-            body.update(RebalanceTimeoutMs=self.rebalance_timeout_ms, ServerAssignor="incremental_cooperative")
-        answer = self._post(server, body)
-        if answer is None:
-            return None
-        code = answer["ErrorCode"]
+        answer = self._post(server, self.member.heartbeat(_now_ms()))
         with self.ledger.lock:
-            if code == 0:
-                self.epoch = answer["MemberEpoch"]
-                if answer["Assignment"] is not None:
-                    self.owned = items(answer["Assignment"]["ConnectorsAndTasks"])
+            if answer is None:
+                self.member.failed(_now_ms(), "no answer")  # may stop the work after a session timeout
+                self.ledger.check()
+                return None
+            code = answer["ErrorCode"]
+            if code in (0, 1000):  # NONE, COMPUTE_ASSIGNMENT (never, server-side)
+                self.member.received(msgspec.convert(answer, wire.HeartbeatResponse).protocol(), _now_ms())
                 self._ack(("member", self.epoch, self.owned))
             elif code in (25, 110):  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: it is out of the group
-                self.epoch, self.owned = 0, frozenset()
+                self.member.received(HeartbeatResponse(code, answer.get("ErrorMessage")), _now_ms())
                 self._ack(GONE)
             else:
                 self.unexpected.append(f"heartbeat answered {code}: {answer.get('ErrorMessage')}")
@@ -154,9 +160,11 @@ class Worker:
         """Stop everything, then leave (epoch -1). Whatever the answer, the worker is out: a later
         join (epoch 0) resets the member if the leave never took effect."""
         with self.ledger.lock:
-            self.owned = frozenset()
-            epoch, self.epoch = self.epoch, 0
-        answer = self._post(server, {"GroupId": self.group_id, "MemberId": self.member_id, "MemberEpoch": -1})
+            epoch = self.epoch
+            _, request = self.member.leave()
+        if request is None:
+            return None
+        answer = self._post(server, request)
         if answer is None:
             return None
         with self.ledger.lock:
@@ -174,6 +182,10 @@ class Worker:
 
     def __repr__(self) -> str:
         return f"{self.member_id}@{self.epoch}[{describe(self.owned)}]"
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def converged(workers: Iterable[Worker], everything: frozenset) -> bool:

@@ -29,6 +29,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
+import msgspec
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from serve_workers import items
@@ -36,6 +37,8 @@ from serve_workers import items
 from records import decode
 
 from coordinator import cli
+from coordinator.api import wire
+from coordinator.core.member import Member
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess
@@ -63,35 +66,33 @@ TICKERS = tuple(next(f"ticker-{p}-{i}" for i in range(1000) if partition_for(f"t
 # --- a worker that follows the protocol over HTTP, one request at a time -----------------------------
 
 
-class Member:
+class Worker:
+    """The project's member state machine over http.client; every answer must be OK here."""
+
     def __init__(self, group: str, member_id: str, instance_id: str | None = None) -> None:
-        self.group = group
-        self.member_id = member_id
-        self.instance_id = instance_id
-        self.epoch = 0
-        self.owned: dict = {"Connectors": [], "Tasks": []}  # exactly as the coordinator last gave it
+        self.member = Member(group, member_id, instance_id=instance_id, rebalance_timeout_ms=30_000,
+                             server_assignor="incremental_cooperative", session_timeout_ms=10 ** 9)
+
+    group = property(lambda self: self.member.group_id)
+    member_id = property(lambda self: self.member.member_id)
+    epoch = property(lambda self: self.member.member_epoch)
 
     def items(self) -> frozenset:
-        return items(self.owned)
+        return self.member.owned
 
     def heartbeat(self, server: ServeProcess) -> dict:
-        body = {"GroupId": self.group, "MemberId": self.member_id, "MemberEpoch": self.epoch,
-                "ConnectorsAndTasks": self.owned}
-        if self.epoch == 0:
-            body.update(RebalanceTimeoutMs=30_000, ServerAssignor="incremental_cooperative",
-                        InstanceId=self.instance_id)
+        body = msgspec.to_builtins(wire.HeartbeatRequest.of(self.member.heartbeat(0)))
         status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=30)
         assert status == 200 and r["ErrorCode"] == 0, (self.member_id, r)
-        self.epoch = r["MemberEpoch"]
-        if r["Assignment"] is not None:
-            self.owned = r["Assignment"]["ConnectorsAndTasks"]
+        self.member.received(msgspec.convert(r, wire.HeartbeatResponse).protocol(), 0)
         return r
 
     def leave(self, server: ServeProcess, static: bool = False) -> None:
+        _, request = self.member.leave()
         epoch = -2 if static else -1
-        status, r = server.request("POST", "/v1/connect-group/heartbeat",
-                                   {"GroupId": self.group, "MemberId": self.member_id, "MemberEpoch": epoch},
-                                   timeout=30)
+        assert request is not None and request.member_epoch == epoch, (self.member_id, request)
+        status, r = server.request("POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(
+            wire.HeartbeatRequest.of(request)), timeout=30)
         assert status == 200 and (r["ErrorCode"], r["MemberEpoch"]) == (0, epoch), (self.member_id, r)
 
 
@@ -263,11 +264,11 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
             {"SessionTimeoutMs": 3_000, "HeartbeatIntervalMs": 200, "ScheduledRebalanceMaxDelayMs": 1_000})
         _ok(old, "PUT", f"/v1/groups/{EXPIRY}/connectors", {"Connectors": [{"Name": "X", "Tasks": 5}]})
         _ok(old, "PUT", f"/v1/groups/{GONE}/connectors", {"Connectors": [{"Name": "Z", "Tasks": 2}]})
-        w1, w2, w3, w4 = (Member(MAIN, f"w{i}") for i in range(1, 5))
-        s1 = Member(MAIN, "s1", instance_id="host-s1")
-        e1, e2, e3 = (Member(EXPIRY, f"e{i}") for i in range(1, 4))
-        es = Member(EXPIRY, "es", instance_id="host-es")
-        g1, g2 = Member(GONE, "g1"), Member(GONE, "g2")
+        w1, w2, w3, w4 = (Worker(MAIN, f"w{i}") for i in range(1, 5))
+        s1 = Worker(MAIN, "s1", instance_id="host-s1")
+        e1, e2, e3 = (Worker(EXPIRY, f"e{i}") for i in range(1, 4))
+        es = Worker(EXPIRY, "es", instance_id="host-es")
+        g1, g2 = Worker(GONE, "g1"), Worker(GONE, "g2")
         for m in (w1, w2, w3):
             story.join(m)
             story.converge(MAIN)
@@ -292,12 +293,12 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
         assert after["ScheduledRebalanceAtMs"] is None and after["GroupEpoch"] == epoch + 2
 
         # --- a static member leaves (-2) and its instance comes back as a new member id ------------
+        held = s1.items()
         s1.leave(old, static=True)
         story.drop(s1)
-        held = s1.items()
         described = {m["MemberId"]: m for m in _describe(old, MAIN)["Members"]}
         assert described["s1"]["MemberEpoch"] == -2 and _cat_items(described["s1"]["Assignment"]) == held
-        s1b = Member(MAIN, "s1b", instance_id="host-s1")
+        s1b = Worker(MAIN, "s1b", instance_id="host-s1")
         story.join(s1b)
         story.converge(MAIN)
         assert s1b.items() == held  # took its instance's work over
@@ -331,6 +332,7 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
 
         # --- at the end a member leaves with a deadline far ahead: the failover must keep it --------
         _ok(old, "PUT", f"/v1/groups/{MAIN}/config", {"ScheduledRebalanceMaxDelayMs": 600_000})
+        w3_held = w3.items()  # a leaving worker stops its work; the coordinator keeps it for w3
         w3.leave(old)
         story.drop(w3)
         pending = story.converge(MAIN, deferred=True)
@@ -374,7 +376,7 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
         assert set(served["groups"]) == {MAIN, EXPIRY, *TICKERS}
         assert {m["MemberId"] for m in served["groups"][MAIN]["Members"]} == {"w1", "w2", "s1b"}
         assert {m["MemberId"] for m in served["groups"][EXPIRY]["Members"]} == {"e1", "e2"}
-        assert _cat_items(served["groups"][MAIN]["Deferred"]) == w3.items()  # w3's work waits for w3
+        assert _cat_items(served["groups"][MAIN]["Deferred"]) == w3_held  # w3's work waits for w3
         assert old.stop() == 0
         new.start()
         new.wait_healthy(60, partitions=PARTITIONS)

@@ -13,16 +13,20 @@ import threading
 import time
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from serve_workers import cat, items
+from serve_workers import items
 
 from records import TaskId
 
+from coordinator.api import wire
 from coordinator.cli import main as coordinator
 from coordinator.core.items import describe
+from coordinator.core.member import Member
+from coordinator.core.protocol import HeartbeatResponse
 from coordinator.service.log import batches_to_end, partition_for
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
@@ -113,48 +117,50 @@ def test_tokens_and_acls(kafka_broker, unique_topic, tmp_path: Path) -> None:  #
         assert server.stop() == 0
 
 
-# --- a minimal protocol-following worker (server-side assignor) ------------------------------------
-
-
+# --- a minimal worker (server-side assignor): the project's member state machine over http.client ----
 
 
 class Worker:
     def __init__(self, member_id: str, timeout: float = 5) -> None:
-        self.member_id = member_id
+        self.member = Member(G, member_id, rebalance_timeout_ms=30_000, server_assignor="incremental_cooperative",
+                             session_timeout_ms=60_000)
         self.timeout = timeout
-        self.epoch = 0
-        self.owned: frozenset = frozenset()
         self.acknowledged: tuple[int, frozenset] | None = None  # the last (epoch, assignment) answered OK
         self.in_flight = False  # a heartbeat is sent and not answered
         self.unanswered = 0  # heartbeats the coordinator took and never answered (it went away)
         self.errors: list[int] = []  # the error codes answered
 
+    member_id = property(lambda self: self.member.member_id)
+    epoch = property(lambda self: self.member.member_epoch)
+    owned = property(lambda self: self.member.owned)
+
     def heartbeat(self, server: ServeProcess) -> int | None:
-        body = {"GroupId": G, "MemberId": self.member_id, "MemberEpoch": self.epoch,
-                "ConnectorsAndTasks": cat(self.owned)}
-        if self.epoch == 0:
-            body.update(RebalanceTimeoutMs=30_000, ServerAssignor="incremental_cooperative")
+        body = msgspec.to_builtins(wire.HeartbeatRequest.of(self.member.heartbeat(_now_ms())))
         self.in_flight = True
         try:
             status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=self.timeout)
         except ConnectionRefusedError:
+            self.member.failed(_now_ms(), "connection refused")
             return None  # the coordinator is away: try again later
         except (OSError, http.client.HTTPException):
             self.unanswered += 1  # it went away mid-request: never acknowledged
+            self.member.failed(_now_ms(), "no answer")
             return None
         finally:
             self.in_flight = False
         assert status == 200, r
-        if r["ErrorCode"] in (25, 110):  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: lose all, rejoin
-            self.epoch, self.owned = 0, frozenset()
-        elif r["ErrorCode"] == 0:
-            self.epoch = r["MemberEpoch"]
-            if r["Assignment"] is not None:
-                self.owned = items(r["Assignment"]["ConnectorsAndTasks"])
+        code = r["ErrorCode"]
+        if code == 0:
+            self.member.received(msgspec.convert(r, wire.HeartbeatResponse).protocol(), _now_ms())
             self.acknowledged = (self.epoch, self.owned)
-        if r["ErrorCode"]:
-            self.errors.append(r["ErrorCode"])
-        return r["ErrorCode"]
+        else:
+            self.member.received(HeartbeatResponse(code, r.get("ErrorMessage")), _now_ms())
+            self.errors.append(code)
+        return code
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
 
 
 def _no_double_ownership(workers: list[Worker]) -> None:
