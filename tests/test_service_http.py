@@ -30,9 +30,10 @@ import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from confluent_kafka.admin import AdminClient, NewTopic
-from serve_workers import cat, items
+from serve_workers import items
 
 from records import (
+    Assignor,
     ConnectorsTasksMetadataKey,
     ConnectorTaskCount,
     CurrentMemberAssignmentKey,
@@ -47,7 +48,8 @@ from coordinator.api import wire
 from coordinator.core.assignors import GroupSpec, assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import Item, items_of
-from coordinator.core.protocol import PrepareAssignmentResponse
+from coordinator.core.member import Assign, ComputeAssignment, Lose, Member, Revoke
+from coordinator.core.protocol import HeartbeatResponse, PrepareAssignmentResponse
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import load_partition, partition_for
 from coordinator.service.server import CoordinatorServer
@@ -76,13 +78,6 @@ FAST = CoordinatorConfig(session_timeout_ms=3_000, heartbeat_interval_ms=100, sc
 
 def now_ms() -> float:
     return time.time() * 1000  # the runtime's clock is time.time() too (same process)
-
-
-# --- wire <-> items, and the PrepareAssignment response as the assignor's GroupSpec -----------------
-
-
-def cat_json(owned: Iterable[Item]) -> dict:
-    return cat(owned)
 
 
 # --- who holds what: "revoke before assign", watched from outside ----------------------------------
@@ -152,28 +147,37 @@ class Exchange:
 
 
 class HttpWorker:
+    """The project's member state machine (`Member`) over the aiohttp test client, with every
+    exchange kept for the durability checks and the ledger told what it runs."""
+
     def __init__(self, client: TestClient, ledger: Ledger, group_id: str, member_id: str, *,
                  instance_id: str | None = None, rebalance_timeout_ms: int = 5_000,
                  assignor_name: str = "incremental_cooperative") -> None:
         self.client = client
         self.ledger = ledger
-        self.group_id = group_id
-        self.member_id = member_id
+        impl = assignor(assignor_name)
         self.instance_id = instance_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
-        impl = assignor(assignor_name)
         # No ServerAssignor: the client-side flow. Version: the highest this worker speaks.
-        self.client_assignors = [{"Name": impl.name, "MinimumVersion": impl.minimum_version,
-                                  "MaximumVersion": impl.maximum_version, "Reason": 0,
-                                  "Version": impl.maximum_version, "Metadata": ""}]
-        self.member_epoch = 0
-        self.owned: frozenset[Item] = frozenset()
-        self.joined = False
-        self.ack_pending = False
+        self.client_assignors = (Assignor(impl.name, impl.minimum_version, impl.maximum_version, 0,
+                                          impl.maximum_version),)
+        self.member = self._member(member_id)
         self.exchanges: list[Exchange] = []
         self.installs: list[tuple[GroupSpec, dict, dict]] = []  # (spec, install request, response)
         self.history: list[frozenset] = [frozenset()]  # every distinct owned set, in order
         ledger.workers.append(self)
+
+    def _member(self, member_id: str) -> Member:
+        return Member(self.ledger.group_id, member_id, instance_id=self.instance_id,
+                      rebalance_timeout_ms=self.rebalance_timeout_ms, client_assignors=self.client_assignors,
+                      session_timeout_ms=10 ** 9)
+
+    group_id = property(lambda self: self.member.group_id)
+    member_id = property(lambda self: self.member.member_id)
+    member_epoch = property(lambda self: self.member.member_epoch)
+    owned = property(lambda self: self.member.owned)
+    joined = property(lambda self: self.member.joined)
+    ack_pending = property(lambda self: self.member.acknowledgement_due)
 
     async def _post(self, path: str, body: dict) -> dict:
         response = await self.client.post(path, json=body)
@@ -183,40 +187,28 @@ class HttpWorker:
         return answer
 
     async def heartbeat(self, *, compute: bool = True) -> dict:
-        # Every field while at epoch 0 (a waiting member may have been removed meanwhile; then
-        # this heartbeat is its join); afterwards only what changed.
-        joining = not self.joined or self.member_epoch == 0
-        body: dict[str, Any] = {"GroupId": self.group_id, "MemberId": self.member_id, "MemberEpoch": self.member_epoch}
-        if joining:
-            body.update(InstanceId=self.instance_id, RebalanceTimeoutMs=self.rebalance_timeout_ms,
-                        ServerAssignor=None, ClientAssignors=self.client_assignors)
-        if joining or self.ack_pending:
-            body["ConnectorsAndTasks"] = cat_json(self.owned)
-            self.ledger.release(self.member_id, self.owned)  # the acknowledgement is sent
-        response = await self._post(HB, body)
+        request = self.member.heartbeat(int(now_ms()))
+        if request.owned is not None:
+            self.ledger.release(self.member_id, items_of(request.owned))  # the acknowledgement is sent
+        response = await self._post(HB, msgspec.to_builtins(wire.HeartbeatRequest.of(request)))
         await self._handle(response, compute)
         return response
 
     async def _handle(self, response: dict, compute: bool) -> None:
         code = response["ErrorCode"]
-        if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
-            self.lose_everything()
+        answer = msgspec.convert(response, wire.HeartbeatResponse).protocol() if code in ACCEPTED else \
+            HeartbeatResponse(code, response["ErrorMessage"])
+        before = self.owned
+        actions = self.member.received(answer, int(now_ms()))
+        if any(isinstance(a, Lose) for a in actions) or not self.member.joined:
+            self._released()
             return
-        if code not in ACCEPTED:
-            return
-        self.joined = True
-        self.member_epoch = response["MemberEpoch"]
-        self.ack_pending = False
-        if response["Assignment"] is not None:
-            assigned = items(response["Assignment"]["ConnectorsAndTasks"])
-            revoked, new = self.owned - assigned, assigned - self.owned
-            assert not (revoked and new), f"{self.member_id} was revoked {revoked} and given {new} in one response"
-            self.owned = assigned  # revoked work is stopped at once (WorkerRebalanceListener#onRevoked)
-            self.ledger.give(self.member_id, new)
-            self.ack_pending = bool(revoked)  # seed 000: acknowledge in the next heartbeat
-            if self.history[-1] != assigned:
-                self.history.append(assigned)
-        if code == COMPUTE_ASSIGNMENT and compute:
+        kinds = {type(a) for a in actions}
+        assert not (Revoke in kinds and Assign in kinds), f"{self.member_id} was revoked and given in one response"
+        self.ledger.give(self.member_id, self.owned - before)  # revoked work is stopped at once (onRevoked)
+        if self.history[-1] != self.owned:
+            self.history.append(self.owned)
+        if ComputeAssignment in kinds and compute:
             await self.compute_assignment()
 
     async def compute_assignment(self) -> dict:
@@ -239,27 +231,29 @@ class HttpWorker:
         return installed
 
     async def leave(self, *, static: bool = False) -> dict:
-        self.ledger.release(self.member_id)  # a leaving worker stops its work first
+        _, request = self.member.leave()  # a leaving worker stops its work first
+        self._released()
         epoch = -2 if static else -1
-        response = await self._post(HB, {"GroupId": self.group_id, "MemberId": self.member_id, "MemberEpoch": epoch})
+        assert request is not None and request.member_epoch == epoch, (self.member_id, request)
+        response = await self._post(HB, msgspec.to_builtins(wire.HeartbeatRequest.of(request)))
         assert response["ErrorCode"] == NONE and response["MemberEpoch"] == epoch, response
-        self.lose_everything()
         return response
 
     def crash(self) -> None:
         """The process dies (or hangs) and stops its work; it remembers its last epoch, so a
-        restarted process may heartbeat with it (seed 000 "Worker Bounces")."""
-        self.ledger.release(self.member_id)
-        self.owned = frozenset()
-        self.joined = False  # its next heartbeat carries every field, with the stale epoch
-        self.ack_pending = False
+        restarted process may heartbeat with it (seed 000 "Worker Bounces"): a new member state
+        machine at that epoch, whose first heartbeat carries every field."""
+        epoch = self.member_epoch
+        self.member = self._member(self.member_id)
+        self.member.member_epoch = epoch
+        self._released()
 
     def lose_everything(self) -> None:
+        self.member.lose("lost everything")
+        self._released()
+
+    def _released(self) -> None:
         self.ledger.release(self.member_id)
-        self.owned = frozenset()
-        self.member_epoch = 0
-        self.joined = False
-        self.ack_pending = False
         if self.history[-1]:
             self.history.append(frozenset())
 
@@ -277,19 +271,21 @@ class Cluster:
     def worker(self, member_id: str, **kwargs: Any) -> HttpWorker:
         return HttpWorker(self.client, self.ledger, self.group_id, member_id, **kwargs)
 
-    async def put(self, what: str, body: dict) -> dict:
-        response = await self.client.put(f"/v1/groups/{self.group_id}/{what}", json=body)
+    async def put(self, what: str, body: wire.Body) -> dict:
+        request = msgspec.to_builtins(body)
+        response = await self.client.put(f"/v1/groups/{self.group_id}/{what}", json=request)
         assert response.status == 200, await response.text()
         answer = await response.json()
         assert answer["ErrorCode"] == NONE, answer
-        self.admin.append(Exchange(f"PUT {what}", body, answer))
+        self.admin.append(Exchange(f"PUT {what}", request, answer))
         return answer
 
     async def set_connectors(self, counts: dict[str, int]) -> dict:
-        return await self.put("connectors", {"Connectors": [{"Name": n, "Tasks": t} for n, t in counts.items()]})
+        return await self.put("connectors", wire.SetConnectorsRequest(
+            connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()]))
 
     async def set_config(self, **timeouts: int | None) -> dict:
-        return await self.put("config", timeouts)
+        return await self.put("config", wire.SetConfigRequest(**timeouts))
 
     async def delete(self) -> dict:
         response = await self.client.delete(f"/v1/groups/{self.group_id}")
@@ -366,8 +362,8 @@ async def _seed_group(client: TestClient, *, session_timeout_ms: int = 3_000, de
                       instance_ids: bool = False) -> tuple[Cluster, dict[str, HttpWorker]]:
     """Three workers sharing A(2 tasks) and B(1 task), converged (seed 000 "Worker Leaving the Group")."""
     cluster = Cluster(client, G)
-    await cluster.set_config(SessionTimeoutMs=session_timeout_ms, HeartbeatIntervalMs=100, RebalanceTimeoutMs=None,
-                             ScheduledRebalanceMaxDelayMs=delay_ms)
+    await cluster.set_config(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=100,
+                             rebalance_timeout_ms=None, scheduled_rebalance_max_delay_ms=delay_ms)
     await cluster.set_connectors(SEED_CONNECTORS)
     workers = {m: cluster.worker(m, instance_id=f"{m}-instance" if instance_ids else None) for m in ("W1", "W2", "W3")}
     for w in workers.values():
@@ -385,7 +381,7 @@ def test_a_worker_joins_and_never_gets_work_before_its_owner_acknowledged_revoki
                                                                                       ) -> None:  # noqa: ANN001
     async def scenario(client: TestClient, server: CoordinatorServer) -> None:
         cluster = Cluster(client, G)
-        await cluster.set_config(SessionTimeoutMs=3_000, HeartbeatIntervalMs=100)
+        await cluster.set_config(session_timeout_ms=3_000, heartbeat_interval_ms=100)
         await cluster.set_connectors(SEED_CONNECTORS)
         assert (await cluster.describe())["GroupEpoch"] == 1  # setting the connectors is a change
 
@@ -597,8 +593,8 @@ async def _durability_run(client: TestClient, server: CoordinatorServer) -> dict
     doomed = Cluster(client, "durable-2")
 
     async def one_group(cluster: Cluster) -> list[HttpWorker]:
-        await cluster.set_config(SessionTimeoutMs=30_000, HeartbeatIntervalMs=100, RebalanceTimeoutMs=5_000,
-                                 ScheduledRebalanceMaxDelayMs=300)
+        await cluster.set_config(session_timeout_ms=30_000, heartbeat_interval_ms=100, rebalance_timeout_ms=5_000,
+                                 scheduled_rebalance_max_delay_ms=300)
         await cluster.set_connectors({"A": 3, "B": 2})
         w = {m: cluster.worker(m, instance_id="i4" if m == "W4" else None) for m in ("W1", "W2", "W3", "W4")}
         live = list(w.values())
@@ -622,8 +618,8 @@ async def _durability_run(client: TestClient, server: CoordinatorServer) -> dict
         await cluster.converge(live, concurrent=True)
         live.append(w["W2"])  # W2 comes back under its old member id
         await cluster.converge(live, concurrent=True)
-        await cluster.set_config(SessionTimeoutMs=30_000, HeartbeatIntervalMs=200, RebalanceTimeoutMs=5_000,
-                                 ScheduledRebalanceMaxDelayMs=400)
+        await cluster.set_config(session_timeout_ms=30_000, heartbeat_interval_ms=200, rebalance_timeout_ms=5_000,
+                                 scheduled_rebalance_max_delay_ms=400)
         await cluster.converge(live, concurrent=True)
         return live
 
