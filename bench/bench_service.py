@@ -62,9 +62,13 @@ from bench_state import median_seconds  # noqa: E402  (this directory is on sys.
 
 from records import Record, decode, encode  # noqa: E402
 
+from coordinator.api import wire  # noqa: E402
+from coordinator.core.items import connectors_and_tasks  # noqa: E402
+from coordinator.core.member import Member  # noqa: E402
+from coordinator.core.protocol import HeartbeatRequest, HeartbeatResponse  # noqa: E402
+
 HEARTBEAT = "/v1/connect-group/heartbeat"
 SESSION_MS = 3_600_000  # nobody is fenced during the run
-JOIN_EXTRA = {"RebalanceTimeoutMs": 60_000, "ServerAssignor": "incremental_cooperative"}
 
 
 @dataclass
@@ -324,27 +328,21 @@ def run_loadgen(url: str, sequences: list[list[bytes]], sizes: Sizes) -> dict:
 # --- 1. steady heartbeats ------------------------------------------------------------------------------
 
 
-class Member:
-    __slots__ = ("group_id", "member_id", "epoch", "owned")
+def member(group_id: str, member_id: str) -> Member:
+    """A worker's side of the protocol: the project's member state machine, server-side assignor."""
+    return Member(group_id, member_id, rebalance_timeout_ms=60_000, server_assignor="incremental_cooperative",
+                  session_timeout_ms=10 ** 9)
 
-    def __init__(self, group_id: str, member_id: str) -> None:
-        self.group_id = group_id
-        self.member_id = member_id
-        self.epoch = 0
-        self.owned: dict = {"Connectors": [], "Tasks": []}
 
-    def body(self) -> dict:
-        body = {"GroupId": self.group_id, "MemberId": self.member_id, "MemberEpoch": self.epoch,
-                "ConnectorsAndTasks": self.owned}
-        if self.epoch == 0:
-            body.update(JOIN_EXTRA)
-        return body
+def heartbeat_body(request: HeartbeatRequest) -> bytes:
+    return wire.encode(wire.HeartbeatRequest.of(request))
 
 
 async def drive_to_stable(port: int, members: list[Member], groups: list[str], timeout: float) -> tuple[int, float]:
-    """Heartbeat every member, round after round, following the protocol (take the Assignment of
-    each response, report what it owns, rejoin when fenced) until every group is STABLE with all its
-    members at the group's epoch and a round changed nothing. Returns (rounds, seconds)."""
+    """Heartbeat every member, round after round, as the member state machine says (take the
+    Assignment of each response, report what it owns, rejoin when fenced) until every group is
+    STABLE with all its members at the group's epoch and a round changed nothing. Returns (rounds,
+    seconds)."""
     import aiohttp
 
     url = f"http://127.0.0.1:{port}{HEARTBEAT}"
@@ -353,19 +351,16 @@ async def drive_to_stable(port: int, members: list[Member], groups: list[str], t
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=64)) as session:
 
         async def heartbeat(m: Member) -> bool:
-            async with limit, session.post(url, data=orjson.dumps(m.body()),
-                                           headers={"Content-Type": "application/json"}) as response:
-                r = orjson.loads(await response.read())
-            if r["ErrorCode"] in (25, 110):  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: rejoin
-                m.epoch, m.owned = 0, {"Connectors": [], "Tasks": []}
-                return True
-            if r["ErrorCode"] != 0:
-                raise RuntimeError(f"heartbeat of {m.member_id}: {r}")
-            changed = r["MemberEpoch"] != m.epoch or r["Assignment"] is not None
-            m.epoch = r["MemberEpoch"]
-            if r["Assignment"] is not None:
-                m.owned = r["Assignment"]["ConnectorsAndTasks"]
-            return changed
+            body = heartbeat_body(m.heartbeat(0))
+            async with limit, session.post(url, data=body, headers={"Content-Type": "application/json"}) as response:
+                raw = await response.read()
+            code = orjson.loads(raw)["ErrorCode"]
+            if code not in (0, 25, 110):  # NONE; UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: the member rejoins
+                raise RuntimeError(f"heartbeat of {m.member_id}: {raw!r}")
+            before = (m.member_epoch, m.owned)
+            answer = wire.decode(raw, wire.HeartbeatResponse).protocol() if code == 0 else HeartbeatResponse(code)
+            m.received(answer, 0)
+            return code != 0 or (m.member_epoch, m.owned) != before
 
         rounds = 0
         while True:
@@ -373,7 +368,7 @@ async def drive_to_stable(port: int, members: list[Member], groups: list[str], t
             changed = any(await asyncio.gather(*(heartbeat(m) for m in members)))
             async with session.get(f"http://127.0.0.1:{port}/v1/groups") as response:
                 listing = {g["GroupId"]: g for g in orjson.loads(await response.read())["Groups"]}
-            epochs_ok = all(m.epoch == listing[m.group_id]["GroupEpoch"] for m in members)
+            epochs_ok = all(m.member_epoch == listing[m.group_id]["GroupEpoch"] for m in members)
             if not changed and epochs_ok and all(listing[g]["State"] == "STABLE" for g in groups):
                 return rounds, time.monotonic() - started
             if time.monotonic() - started > timeout:
@@ -393,14 +388,15 @@ def bench_steady(server: Serve, sizes: Sizes) -> None:
     groups = [f"steady-{g:03d}" for g in range(sizes.steady_groups)]
     for g in groups:
         put_connectors(server.port, g, {f"conn-{c}": sizes.steady_tasks for c in range(sizes.steady_connectors)})
-    members = [Member(g, f"worker-{m:02d}.{g}") for m in range(sizes.steady_members) for g in groups]
+    members = [member(g, f"worker-{m:02d}.{g}") for m in range(sizes.steady_members) for g in groups]
     rounds, seconds = asyncio.run(drive_to_stable(server.port, members, groups, timeout=240))
-    owned = sum(len(m.owned["Connectors"]) + len(m.owned["Tasks"]) for m in members)
+    owned = sum(len(m.owned) for m in members)
     print(f"  {len(members):,} members in {len(groups)} groups stable after {rounds} rounds ({seconds:.1f} s); "
           f"{owned:,} connectors and tasks owned, each once")
 
-    bodies = [[orjson.dumps({"GroupId": m.group_id, "MemberId": m.member_id, "MemberEpoch": m.epoch,
-                             "ConnectorsAndTasks": m.owned})] for m in members]
+    # A steady heartbeat as a worker sends it after an error (every field but the join's): with what it owns.
+    bodies = [[heartbeat_body(HeartbeatRequest(m.group_id, m.member_id, m.member_epoch,
+                                               owned=connectors_and_tasks(m.owned)))] for m in members]
     status, sample = http_request(server.port, "POST", HEARTBEAT, orjson.loads(bodies[0][0]))
     response_body = orjson.dumps(sample)
     if status != 200 or sample["ErrorCode"] != 0 or sample["Assignment"] is not None:
@@ -507,11 +503,10 @@ def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, fl
     sequences = []
     for m in range(sizes.churn_members):
         for g in groups:  # consecutive requests go to different groups, hence partitions
-            member = f"churner-{m:02d}.{g}"
-            join = {"GroupId": g, "MemberId": member, "MemberEpoch": 0, **JOIN_EXTRA,
-                    "ConnectorsAndTasks": {"Connectors": [], "Tasks": []}}
-            leave = {"GroupId": g, "MemberId": member, "MemberEpoch": -1}
-            sequences.append([orjson.dumps(join), orjson.dumps(leave)])
+            churner = member(g, f"churner-{m:02d}.{g}")
+            join = churner.heartbeat(0)  # a join: every field
+            leave = HeartbeatRequest(g, churner.member_id, -1)
+            sequences.append([heartbeat_body(join), heartbeat_body(leave)])
     spread = Counter(partition_for(g, partitions) for g in groups)
     before = server.metrics()
     cpu_before, busy_before, wall_before = cpu_seconds(server.process.pid), machine_busy_seconds(), time.perf_counter()

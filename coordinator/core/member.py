@@ -135,6 +135,11 @@ class Member:
         return self.member_epoch > 0
 
     @property
+    def acknowledgement_due(self) -> bool:
+        """Whether the coordinator has yet to hear what this member owns (after a revocation)."""
+        return self.joined and self._reported != self.owned
+
+    @property
     def full_request(self) -> bool:
         """Whether the next heartbeat carries every field (a join, or the first after an error)."""
         return self._full or self.member_epoch == JOIN_GROUP_MEMBER_EPOCH
