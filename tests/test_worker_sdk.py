@@ -442,3 +442,34 @@ def test_the_move_limit_is_reachable_from_the_sdk(kafka_broker, unique_topic) ->
             await w.stop()
 
     _run(kafka_broker, unique_topic, scenario)
+
+
+def test_rebalance_metrics_are_exported_to_prometheus_under_both_names(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Seed 001's rebalance metrics, and Kafka Connect's connect-worker-rebalance-metrics names, per
+    member, from a registry a Prometheus scrape reads."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from coordinator.sdk.metrics import WorkerMetrics
+
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=2)
+        workers = [Worker(client, G, member_id=f"w{i}") for i in range(2)]
+        registry = CollectorRegistry()
+        registry.register(WorkerMetrics(lambda: workers))
+        for w in workers:
+            await w.start()
+        await _until(lambda: _covered(workers, _everything(A=2)))
+        samples = {(s.name, s.labels["member"]): s.value
+                   for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
+        for w in workers:
+            snapshot = w.metrics.snapshot()
+            assert samples[("worker_coordinator_member_rebalance_total", w.member_id)] == snapshot["rebalance-total"] >= 1
+            assert samples[("kafka_connect_worker_rebalance_completed_rebalances_total", w.member_id)] >= 1
+            assert samples[("kafka_connect_worker_rebalance_epoch", w.member_id)] == w.member_epoch > 0
+            assert samples[("kafka_connect_worker_rebalance_rebalancing", w.member_id)] == 0
+            assert ("worker_coordinator_member_connectors_assigned_latency_max_ms", w.member_id) in samples
+        for w in workers:
+            await w.stop()
+
+    _run(kafka_broker, unique_topic, scenario)

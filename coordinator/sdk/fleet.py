@@ -254,7 +254,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (see the module's help)")
     parser.add_argument("--duration", type=float, default=None,
                         help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve the workers' rebalance metrics (seed 001, and Kafka Connect's names) for "
+                             "Prometheus on http://0.0.0.0:PORT/metrics")
     parser.set_defaults(func=run)
+
+
+def serve_metrics(fleet: Fleet, port: int) -> None:
+    """The live workers' rebalance metrics at http://0.0.0.0:`port`/metrics (a thread of prometheus-client)."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    from coordinator.sdk.metrics import WorkerMetrics
+
+    registry = CollectorRegistry()
+    registry.register(WorkerMetrics(lambda: list(fleet.workers.values())))
+    try:
+        start_http_server(port, registry=registry)
+    except OSError as e:
+        raise CliError(f"--metrics-port {port}: {e.strerror}", exit_code=2) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -274,6 +291,8 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
     async with CoordinatorClient(args.url, token=args.token) as client:
         fleet = Fleet(client, args.group, static=not args.dynamic, server_side=args.server_side,
                       assignor_name=args.assignor)
+        if args.metrics_port is not None:
+            serve_metrics(fleet, args.metrics_port)
         try:
             if args.connectors:
                 await fleet.set_connectors(dict(args.connectors))
