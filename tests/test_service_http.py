@@ -33,6 +33,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from serve_workers import items
 
 from records import (
+    Assignor,
     ConnectorsTasksMetadataKey,
     ConnectorTaskCount,
     CurrentMemberAssignmentKey,
@@ -46,8 +47,9 @@ from records import (
 from coordinator.api import wire
 from coordinator.core.assignors import GroupSpec, assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.core.items import Item, connectors_and_tasks, items_of
-from coordinator.core.protocol import PrepareAssignmentResponse
+from coordinator.core.items import Item, items_of
+from coordinator.core.member import Assign, ComputeAssignment, Lose, Member, Revoke
+from coordinator.core.protocol import HeartbeatResponse, PrepareAssignmentResponse
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import load_partition, partition_for
 from coordinator.service.server import CoordinatorServer
@@ -145,79 +147,74 @@ class Exchange:
 
 
 class HttpWorker:
+    """The project's member state machine (`Member`) over the aiohttp test client, with every
+    exchange kept for the durability checks and the ledger told what it runs."""
+
     def __init__(self, client: TestClient, ledger: Ledger, group_id: str, member_id: str, *,
                  instance_id: str | None = None, rebalance_timeout_ms: int = 5_000,
                  assignor_name: str = "incremental_cooperative") -> None:
         self.client = client
         self.ledger = ledger
-        self.group_id = group_id
-        self.member_id = member_id
+        impl = assignor(assignor_name)
         self.instance_id = instance_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
-        impl = assignor(assignor_name)
         # No ServerAssignor: the client-side flow. Version: the highest this worker speaks.
-        self.client_assignors = [wire.ClientAssignor(name=impl.name, minimum_version=impl.minimum_version,
-                                                     maximum_version=impl.maximum_version,
-                                                     version=impl.maximum_version)]
-        self.member_epoch = 0
-        self.owned: frozenset[Item] = frozenset()
-        self.joined = False
-        self.ack_pending = False
+        self.client_assignors = (Assignor(impl.name, impl.minimum_version, impl.maximum_version, 0,
+                                          impl.maximum_version),)
+        self.member = self._member(member_id)
         self.exchanges: list[Exchange] = []
         self.installs: list[tuple[GroupSpec, dict, dict]] = []  # (spec, install request, response)
         self.history: list[frozenset] = [frozenset()]  # every distinct owned set, in order
         ledger.workers.append(self)
 
-    async def _post(self, path: str, body: wire.Body) -> dict:
-        """`body` sent; the answer as JSON read it, kept with the request (as JSON) for the checks."""
-        request = msgspec.to_builtins(body)
-        response = await self.client.post(path, json=request)
-        assert response.status == 200, (path, request, response.status, await response.text())
+    def _member(self, member_id: str) -> Member:
+        return Member(self.ledger.group_id, member_id, instance_id=self.instance_id,
+                      rebalance_timeout_ms=self.rebalance_timeout_ms, client_assignors=self.client_assignors,
+                      session_timeout_ms=10 ** 9)
+
+    group_id = property(lambda self: self.member.group_id)
+    member_id = property(lambda self: self.member.member_id)
+    member_epoch = property(lambda self: self.member.member_epoch)
+    owned = property(lambda self: self.member.owned)
+    joined = property(lambda self: self.member.joined)
+    ack_pending = property(lambda self: self.member.acknowledgement_due)
+
+    async def _post(self, path: str, body: dict) -> dict:
+        response = await self.client.post(path, json=body)
+        assert response.status == 200, (path, body, response.status, await response.text())
         answer = await response.json()
-        self.exchanges.append(Exchange(path, request, answer))
+        self.exchanges.append(Exchange(path, body, answer))
         return answer
 
     async def heartbeat(self, *, compute: bool = True) -> dict:
-        # Every field while at epoch 0 (a waiting member may have been removed meanwhile; then
-        # this heartbeat is its join); afterwards only what changed.
-        joining = not self.joined or self.member_epoch == 0
-        body = wire.HeartbeatRequest(group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch)
-        if joining:
-            body.instance_id, body.rebalance_timeout_ms = self.instance_id, self.rebalance_timeout_ms
-            body.client_assignors = self.client_assignors
-        if joining or self.ack_pending:
-            body.connectors_and_tasks = wire.ConnectorsAndTasks.of(connectors_and_tasks(self.owned))
-            self.ledger.release(self.member_id, self.owned)  # the acknowledgement is sent
-        response = await self._post(HB, body)
+        request = self.member.heartbeat(int(now_ms()))
+        if request.owned is not None:
+            self.ledger.release(self.member_id, items_of(request.owned))  # the acknowledgement is sent
+        response = await self._post(HB, msgspec.to_builtins(wire.HeartbeatRequest.of(request)))
         await self._handle(response, compute)
         return response
 
     async def _handle(self, response: dict, compute: bool) -> None:
         code = response["ErrorCode"]
-        if code in (FENCED_MEMBER_EPOCH, UNKNOWN_MEMBER_ID):
-            self.lose_everything()
+        answer = msgspec.convert(response, wire.HeartbeatResponse).protocol() if code in ACCEPTED else \
+            HeartbeatResponse(code, response["ErrorMessage"])
+        before = self.owned
+        actions = self.member.received(answer, int(now_ms()))
+        if any(isinstance(a, Lose) for a in actions) or not self.member.joined:
+            self._released()
             return
-        if code not in ACCEPTED:
-            return
-        self.joined = True
-        self.member_epoch = response["MemberEpoch"]
-        self.ack_pending = False
-        if response["Assignment"] is not None:
-            assigned = items(response["Assignment"]["ConnectorsAndTasks"])
-            revoked, new = self.owned - assigned, assigned - self.owned
-            assert not (revoked and new), f"{self.member_id} was revoked {revoked} and given {new} in one response"
-            self.owned = assigned  # revoked work is stopped at once (WorkerRebalanceListener#onRevoked)
-            self.ledger.give(self.member_id, new)
-            self.ack_pending = bool(revoked)  # seed 000: acknowledge in the next heartbeat
-            if self.history[-1] != assigned:
-                self.history.append(assigned)
-        if code == COMPUTE_ASSIGNMENT and compute:
+        kinds = {type(a) for a in actions}
+        assert not (Revoke in kinds and Assign in kinds), f"{self.member_id} was revoked and given in one response"
+        self.ledger.give(self.member_id, self.owned - before)  # revoked work is stopped at once (onRevoked)
+        if self.history[-1] != self.owned:
+            self.history.append(self.owned)
+        if ComputeAssignment in kinds and compute:
             await self.compute_assignment()
 
     async def compute_assignment(self) -> dict:
         """PrepareAssignment -> the assignor, here -> InstallAssignment (seed 000 "Assignment Process")."""
-        prepared = await self._post(PREPARE, wire.PrepareAssignmentRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch))
+        prepared = await self._post(PREPARE, {"GroupId": self.group_id, "MemberId": self.member_id,
+                                              "MemberEpoch": self.member_epoch})
         if prepared["ErrorCode"] != NONE:
             return prepared  # FENCED: retried at the next heartbeat response; anything else: abandoned
         answer = msgspec.convert(prepared, wire.PrepareAssignmentResponse)
@@ -226,36 +223,37 @@ class HttpWorker:
             prepared["ErrorCode"], prepared["ErrorMessage"], spec.group_epoch, prepared["AssignorName"], spec))) == \
             prepared, "the GroupSpec conversion lost something"
         result = assignor(prepared["AssignorName"]).assign(spec)
-        install = wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch,
-                                                   spec.group_epoch, result)
-        installed = await self._post(INSTALL, install)
+        request = msgspec.to_builtins(wire.InstallAssignmentRequest.of(
+            self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result))
+        installed = await self._post(INSTALL, request)
         # INVALID_ASSIGNMENT (1001): wait for the next COMPUTE_ASSIGNMENT.
-        self.installs.append((spec, msgspec.to_builtins(install), installed))
+        self.installs.append((spec, request, installed))
         return installed
 
     async def leave(self, *, static: bool = False) -> dict:
-        self.ledger.release(self.member_id)  # a leaving worker stops its work first
+        _, request = self.member.leave()  # a leaving worker stops its work first
+        self._released()
         epoch = -2 if static else -1
-        response = await self._post(HB, wire.HeartbeatRequest(group_id=self.group_id, member_id=self.member_id,
-                                                              member_epoch=epoch))
+        assert request is not None and request.member_epoch == epoch, (self.member_id, request)
+        response = await self._post(HB, msgspec.to_builtins(wire.HeartbeatRequest.of(request)))
         assert response["ErrorCode"] == NONE and response["MemberEpoch"] == epoch, response
-        self.lose_everything()
         return response
 
     def crash(self) -> None:
         """The process dies (or hangs) and stops its work; it remembers its last epoch, so a
-        restarted process may heartbeat with it (seed 000 "Worker Bounces")."""
-        self.ledger.release(self.member_id)
-        self.owned = frozenset()
-        self.joined = False  # its next heartbeat carries every field, with the stale epoch
-        self.ack_pending = False
+        restarted process may heartbeat with it (seed 000 "Worker Bounces"): a new member state
+        machine at that epoch, whose first heartbeat carries every field."""
+        epoch = self.member_epoch
+        self.member = self._member(self.member_id)
+        self.member.member_epoch = epoch
+        self._released()
 
     def lose_everything(self) -> None:
+        self.member.lose("lost everything")
+        self._released()
+
+    def _released(self) -> None:
         self.ledger.release(self.member_id)
-        self.owned = frozenset()
-        self.member_epoch = 0
-        self.joined = False
-        self.ack_pending = False
         if self.history[-1]:
             self.history.append(frozenset())
 
