@@ -213,8 +213,8 @@ class HttpWorker:
 
     async def compute_assignment(self) -> dict:
         """PrepareAssignment -> the assignor, here -> InstallAssignment (seed 000 "Assignment Process")."""
-        prepared = await self._post(PREPARE, {"GroupId": self.group_id, "MemberId": self.member_id,
-                                              "MemberEpoch": self.member_epoch})
+        prepared = await self._post(PREPARE, msgspec.to_builtins(wire.PrepareAssignmentRequest(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch)))
         if prepared["ErrorCode"] != NONE:
             return prepared  # FENCED: retried at the next heartbeat response; anything else: abandoned
         answer = msgspec.convert(prepared, wire.PrepareAssignmentResponse)
