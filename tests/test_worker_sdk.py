@@ -473,3 +473,24 @@ def test_rebalance_metrics_are_exported_to_prometheus_under_both_names(kafka_bro
             await w.stop()
 
     _run(kafka_broker, unique_topic, scenario)
+
+
+def test_fifty_thousand_tasks_with_long_names(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """A large group works end to end: installs of about 4 MB, heartbeats acknowledging 25,000 tasks,
+    assignment records of more than Kafka's default 1 MiB (the topic and the writer take 16 MiB).
+    Before, the InstallAssignment got 413 and the chosen worker died silently."""
+    tasks = {f"a-connector-with-a-rather-long-name-as-people-write-them-{i:03d}": 1_000 for i in range(50)}
+
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, **tasks)
+        workers = [Worker(client, G, member_id=f"w{i}", rebalance_timeout_ms=120_000) for i in range(2)]
+        for w in workers:
+            await w.start()
+        await _until(lambda: _covered(workers, _everything(**tasks)), timeout=120)
+        assert all(w.failure is None and len(w.owned) > 20_000 for w in workers)
+        group = server.runtimes[0].coordinator.describe_group(G)
+        assert group.assignment_epoch == group.group_epoch and group.assignor_kind == "client"
+        for w in workers:
+            await w.stop()
+
+    _run(kafka_broker, unique_topic, scenario, session_timeout_ms=60_000, heartbeat_interval_ms=1_000)

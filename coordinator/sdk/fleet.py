@@ -147,7 +147,8 @@ class Fleet:
         self.say(f"{name:<10} CRASHED (no leave; its session will expire)")
 
     async def set_connectors(self, counts: dict[str, int]) -> None:
-        body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()])
+        body = wire.SetConnectorsRequest(
+            connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()])
         answer = await self.client.call(self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors",
                                         wire.ErrorResponse, body)
         if answer.error_code:

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from records import Record, RecordDecodeError, decode, encode
 
 from coordinator.core.state import CoordinatorState
+from coordinator.tools.topic import MAX_MESSAGE_BYTES
 
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -173,7 +174,9 @@ class PartitionWriter:
         self.partition = partition
         self.timeout_s = timeout_s
         self.transactional_id = f"{prefix}-{topic}-{partition}"
-        self._producer = Producer({**config, "transactional.id": self.transactional_id, "enable.idempotence": True,
+        # message.max.bytes: the batches of a large group's assignment records (the topic takes as much).
+        self._producer = Producer({"message.max.bytes": MAX_MESSAGE_BYTES, **config,
+                                   "transactional.id": self.transactional_id, "enable.idempotence": True,
                                    "acks": "all", "linger.ms": 0, "allow.auto.create.topics": False})
 
     def open(self) -> None:

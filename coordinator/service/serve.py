@@ -23,7 +23,7 @@ from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.errors import CliError
 from coordinator.service.auth import Authorizer, ConfigError
-from coordinator.service.server import CoordinatorServer
+from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 from coordinator.tools import kafka_config
 
 log = logging.getLogger("coordinator.service.serve")
@@ -84,6 +84,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="serve HTTPS with this PEM certificate (chain) (env COORDINATOR_TLS_CERT)")
     http.add_argument("--tls-key", default=env("COORDINATOR_TLS_KEY"), metavar="FILE",
                       help="the certificate's private key (env COORDINATOR_TLS_KEY)")
+    http.add_argument("--max-request-bytes", type=_number(int),
+                      default=env("COORDINATOR_MAX_REQUEST_BYTES", str(MAX_BODY_BYTES)), metavar="BYTES",
+                      help="the largest request body taken; larger ones are answered 413 unread (env "
+                           f"COORDINATOR_MAX_REQUEST_BYTES, default {MAX_BODY_BYTES}: an install of 50,000 tasks "
+                           "with long names is about 4 MB)")
     own = parser.add_argument_group("ownership")
     own.add_argument("--ownership", choices=("static", "group"), default=env("COORDINATOR_OWNERSHIP", "static"),
                      help="static: serve --partitions; group: share the partitions with the other instances "
@@ -197,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
         scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
         server_assignment_interval_ms=args.server_assignment_interval_ms,
         default_server_assignor=args.server_assignor)
-    server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer)
+    server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer,
+                               max_body_bytes=args.max_request_bytes)
     return asyncio.run(_serve(server, args, config, host, port, tls))
 
 

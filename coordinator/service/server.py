@@ -32,8 +32,10 @@ log = logging.getLogger(__name__)
 
 PRINCIPAL = web.RequestKey("principal", str)
 ERROR_CODE = web.ResponseKey("error_code", int)
-# An InstallAssignment of a large group fits; anything bigger is refused (413), the body unread.
-MAX_BODY_BYTES = 1 << 20
+# A heartbeat or an InstallAssignment of a large group fits (50,000 tasks with long names: about
+# 4 MB); anything bigger is refused (413), the body unread. Bounded so that a client cannot make the
+# server hold more than this per request in flight.
+MAX_BODY_BYTES = 16 << 20
 # Served as bytes: the document is the same for every request.
 _DOCUMENT = orjson.dumps(openapi.DOCUMENT)
 T = TypeVar("T")

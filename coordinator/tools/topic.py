@@ -55,6 +55,11 @@ _LIBRDKAFKA_LOG.addHandler(logging.NullHandler())
 _LIBRDKAFKA_LOG.propagate = False  # not even when a long-running command configures logging
 
 
+# The largest record batch the topic takes, and the coordinator's producer sends. A member's target
+# or current assignment record holds its tasks: tens of thousands of tasks exceed Kafka's 1 MiB.
+MAX_MESSAGE_BYTES = 16 << 20
+
+
 def topic_configs(replication_factor: int) -> dict[str, str]:
     """The topic configs `create` sets, before `--config` overrides."""
     configs = {
@@ -75,6 +80,8 @@ def topic_configs(replication_factor: int) -> dict[str, str]:
         "min.cleanable.dirty.ratio": "0.1",
         # An unclean leader loses acknowledged records, and with them acknowledged group changes.
         "unclean.leader.election.enable": "false",
+        # A large group's assignment records (see MAX_MESSAGE_BYTES).
+        "max.message.bytes": str(MAX_MESSAGE_BYTES),
     }
     if replication_factor > 1:
         # acks=all must mean two copies, or one broker failure loses an acknowledged batch.
