@@ -102,6 +102,15 @@ def _ok(server: ServeProcess, method: str, path: str, body: dict | None = None) 
     return r
 
 
+def _set_config(server: ServeProcess, group: str, **timeouts: int) -> None:
+    _ok(server, "PUT", f"/v1/groups/{group}/config", msgspec.to_builtins(wire.SetConfigRequest(**timeouts)))
+
+
+def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
+    _ok(server, "PUT", f"/v1/groups/{group}/connectors", msgspec.to_builtins(wire.SetConnectorsRequest(
+        connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])))
+
+
 def _describe(server: ServeProcess, group: str) -> dict:
     return _ok(server, "GET", f"/v1/groups/{group}")
 
@@ -150,8 +159,7 @@ class Story:
         """A harmless write to every partition: each ticker group's configuration changes."""
         self.ticks += 1
         for ticker in TICKERS:
-            _ok(self.server, "PUT", f"/v1/groups/{ticker}/config",
-                {"ScheduledRebalanceMaxDelayMs": 1_000 + self.ticks})
+            _set_config(self.server, ticker, scheduled_rebalance_max_delay_ms=1_000 + self.ticks)
 
     def until(self, condition: Callable[[], bool], what: str, timeout: float = 60, ticking: bool = False,
               check_every: float = 0.0) -> None:
@@ -257,13 +265,12 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
     try:
         story = Story(old)
         # --- everyone joins ---------------------------------------------------------------------
-        _ok(old, "PUT", f"/v1/groups/{MAIN}/config", {"ScheduledRebalanceMaxDelayMs": 3_000})
-        _ok(old, "PUT", f"/v1/groups/{MAIN}/connectors", {"Connectors": [{"Name": "A", "Tasks": 4},
-                                                                          {"Name": "B", "Tasks": 2}]})
-        _ok(old, "PUT", f"/v1/groups/{EXPIRY}/config",
-            {"SessionTimeoutMs": 3_000, "HeartbeatIntervalMs": 200, "ScheduledRebalanceMaxDelayMs": 1_000})
-        _ok(old, "PUT", f"/v1/groups/{EXPIRY}/connectors", {"Connectors": [{"Name": "X", "Tasks": 5}]})
-        _ok(old, "PUT", f"/v1/groups/{GONE}/connectors", {"Connectors": [{"Name": "Z", "Tasks": 2}]})
+        _set_config(old, MAIN, scheduled_rebalance_max_delay_ms=3_000)
+        _set_connectors(old, MAIN, A=4, B=2)
+        _set_config(old, EXPIRY, session_timeout_ms=3_000, heartbeat_interval_ms=200,
+                    scheduled_rebalance_max_delay_ms=1_000)
+        _set_connectors(old, EXPIRY, X=5)
+        _set_connectors(old, GONE, Z=2)
         w1, w2, w3, w4 = (Worker(MAIN, f"w{i}") for i in range(1, 5))
         s1 = Worker(MAIN, "s1", instance_id="host-s1")
         e1, e2, e3 = (Worker(EXPIRY, f"e{i}") for i in range(1, 4))
@@ -304,8 +311,7 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
         assert s1b.items() == held  # took its instance's work over
 
         # --- the connectors change -----------------------------------------------------------------
-        _ok(old, "PUT", f"/v1/groups/{MAIN}/connectors", {"Connectors": [{"Name": "A", "Tasks": 3},
-                                                                          {"Name": "C", "Tasks": 2}]})
+        _set_connectors(old, MAIN, A=3, C=2)
         story.converge(MAIN)
 
         # --- a session expires; a static member leaves and its session expires too ------------------
@@ -319,8 +325,8 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
                     "the static member's session to expire")
         story.converge(EXPIRY)
         # Long sessions from now on: the members may stop heartbeating once the old coordinator stops.
-        _ok(old, "PUT", f"/v1/groups/{EXPIRY}/config",
-            {"SessionTimeoutMs": 120_000, "HeartbeatIntervalMs": 1_000, "ScheduledRebalanceMaxDelayMs": 1_000})
+        _set_config(old, EXPIRY, session_timeout_ms=120_000, heartbeat_interval_ms=1_000,
+                    scheduled_rebalance_max_delay_ms=1_000)
         story.converge(EXPIRY)
 
         # --- a group is emptied and deleted --------------------------------------------------------
@@ -331,7 +337,7 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
         assert old.request("GET", f"/v1/groups/{GONE}")[1]["ErrorCode"] == 69  # GROUP_ID_NOT_FOUND
 
         # --- at the end a member leaves with a deadline far ahead: the failover must keep it --------
-        _ok(old, "PUT", f"/v1/groups/{MAIN}/config", {"ScheduledRebalanceMaxDelayMs": 600_000})
+        _set_config(old, MAIN, scheduled_rebalance_max_delay_ms=600_000)
         w3_held = w3.items()  # a leaving worker stops its work; the coordinator keeps it for w3
         w3.leave(old)
         story.drop(w3)
