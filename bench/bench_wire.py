@@ -189,7 +189,8 @@ def main() -> int:
         print(f"    old: orjson + hand parser             {us['old']:6.2f} us")
         print(f"    new: msgspec decode + .protocol()     {us['new']:6.2f} us   old/new {ratio:4.1f}x  (goal >= 5x: "
               f"{'met' if ratio >= 5 else 'not met'})")
-        print(f"         of which msgspec decode alone    {us['decode']:6.2f} us   old/decode {us['old'] / us['decode']:4.1f}x")
+        print(f"         of which msgspec decode alone    {us['decode']:6.2f} us   old/decode "
+              f"{us['old'] / us['decode']:4.1f}x")
     return 0
 
 

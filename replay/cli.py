@@ -316,7 +316,8 @@ def _state(args: argparse.Namespace) -> int:
         raise CliError(f"group {args.group} does not exist {point} ({_read_summary(history, read)})")
     if args.format == "json":
         _print_json({"type": "state", "group": args.group, "offset": history.last.offset,
-                     "timestamp_ms": history.last.timestamp_ms, "description": msgspec.to_builtins(wire.GroupDescription.of(description))})
+                     "timestamp_ms": history.last.timestamp_ms,
+                     "description": msgspec.to_builtins(wire.GroupDescription.of(description))})
         return 0
     print(f"group {args.group} {point}: after the record at {_where(history.last)}")
     _print_description(description, history)
