@@ -265,10 +265,9 @@ def _document() -> dict:
                            "INVALID_REQUEST (42); a body over the server's limit is HTTP 413; a missing or unknown "
                            "credential is HTTP 401, a principal the ACLs do not allow on the group HTTP 403, both "
                            "with GROUP_AUTHORIZATION_FAILED (30). Unknown request properties are ignored. Integers "
-                           "are JSON integers, written without a fraction or an exponent, within the range of "
-                           "their format (int8, int16, int32, int64): 2.0 and 2e0 are refused with HTTP 400 "
-                           "although JSON Schema's `integer` admits them; `bytes` are base64 strings (standard "
-                           "alphabet, padded).",
+                           "are JSON integers within the range of their format (int8, int16, int32, int64); as in "
+                           "JSON Schema, a number with a zero fraction is that integer (2.0 is 2), any other "
+                           "fraction is refused; `bytes` are base64 strings (standard alphabet, padded).",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
         "servers": [{"url": "http://127.0.0.1:8400", "description": "`coordinator serve`'s default --listen"}],

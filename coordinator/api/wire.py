@@ -12,8 +12,9 @@ Each request and response body is a `msgspec.Struct` whose fields are the seed's
 
 Each struct converts to and from the protocol's own types in one place: `protocol()` for what the
 state machine takes or gave, `of(...)` for the other way. `bytes` travel as base64 (RFC 4648,
-standard alphabet, padded). Integers are JSON integers (no fraction, no exponent: 2.0 is refused)
-within their format's range.
+standard alphabet, padded). Integers are JSON integers within their format's range; as JSON Schema
+reads them (the document's language), a number with a zero fraction is that integer (2.0 is 2),
+any other fraction is refused, so the document and the decoder agree exactly.
 Unknown properties are ignored. Rules the state machine checks beyond the type (epochs >= -2,
 non-empty ids, version ranges) answer HTTP 200 with an ErrorCode, as the seed's error table says.
 """
@@ -586,19 +587,33 @@ _encoder = msgspec.json.Encoder()
 
 
 def decode(raw: bytes, body: type[T]) -> T:
-    """`raw` as a `body`, validated; WireError naming the field when it does not fit.
-
-    Integers are strict: 2.0 is refused for an integer field, as msgspec reads JSON. JSON Schema's
-    `integer` would take it, so the document says so in words (`coordinator.api.openapi`)."""
+    """`raw` as a `body`, validated; WireError naming the field when it does not fit."""
     decoder = _decoders.get(body)
     if decoder is None:
         decoder = _decoders[body] = msgspec.json.Decoder(body)
     try:
         return decoder.decode(raw)
     except msgspec.ValidationError as e:  # before DecodeError, its base class
-        raise WireError(str(e)) from None
+        if "got `float`" not in str(e):
+            raise WireError(str(e)) from None
+        # JSON has one number type: 2.0 is the integer 2 to JSON Schema, and so to us. The rare body
+        # that spells an integer so is read again with whole numbers as integers.
+        try:
+            return decoder.decode(_encoder.encode(_whole_numbers(msgspec.json.decode(raw))))
+        except msgspec.ValidationError as again:
+            raise WireError(str(again)) from None
     except msgspec.DecodeError as e:
         raise WireError(f"the body is not JSON: {e}") from None
+
+
+def _whole_numbers(value: Any) -> Any:
+    if value.__class__ is float:
+        return int(value) if value.is_integer() else value
+    if value.__class__ is list:
+        return [_whole_numbers(v) for v in value]
+    if value.__class__ is dict:
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    return value
 
 
 def encode(body: Body) -> bytes:
