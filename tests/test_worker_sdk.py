@@ -494,3 +494,27 @@ def test_fifty_thousand_tasks_with_long_names(kafka_broker, unique_topic) -> Non
             await w.stop()
 
     _run(kafka_broker, unique_topic, scenario, session_timeout_ms=60_000, heartbeat_interval_ms=1_000)
+
+
+def test_a_worker_asks_for_a_rebalance_with_its_assignor_reason(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Seed 000's assignor Reason, from the SDK: the group computes a new target at once."""
+    async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
+        await _connectors(client, A=4)
+        events: list = []
+        workers = [Worker(client, G, member_id=f"w{i}", listener=Recorder(f"w{i}", events)) for i in range(2)]
+        for w in workers:
+            await w.start()
+        await _until(lambda: _covered(workers, _everything(A=4)))
+        epoch = server.runtimes[0].coordinator.describe_group(G).group_epoch
+        workers[0].request_rebalance(reason=3, metadata=b"\x07")
+        await _until(lambda: server.runtimes[0].coordinator.describe_group(G).assignment_epoch > epoch, timeout=5)
+        member = server.runtimes[0].coordinator.state.groups[G].members["w0"]
+        assert (member.client_assignors[0].reason, member.client_assignors[0].metadata) == (3, b"\x07")
+        await _until(lambda: _covered(workers, _everything(A=4)))
+        _check_history(events)
+        with pytest.raises(ValueError):
+            Worker(client, G, server_side=True).request_rebalance()
+        for w in workers:
+            await w.stop()
+
+    _run(kafka_broker, unique_topic, scenario)

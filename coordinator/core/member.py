@@ -174,9 +174,11 @@ class Member:
         return request
 
     def set_assignors(self, server_assignor: str | None, client_assignors: tuple[Assignor, ...] = ()) -> None:
-        """Name other assignors (a rolling change of the group's assignor); the next heartbeat says so."""
+        """Name other assignors, or change their Reason or metadata: the next heartbeat, due at once,
+        says so (and the coordinator computes a new target)."""
         self.server_assignor, self.client_assignors = server_assignor, client_assignors
         self._full = True
+        self._due_ms = 0
 
     def leave(self) -> tuple[list[Action], HeartbeatRequest | None]:
         """Leave the group: first revoke everything (carry out the actions), then send the request

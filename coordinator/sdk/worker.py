@@ -36,7 +36,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from records import Assignor, ConnectorsAndTasks
 
@@ -249,6 +249,19 @@ class Worker:
                                        wire.HeartbeatRequest.of(request))
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
+
+    def request_rebalance(self, reason: int = 1, metadata: bytes | None = None) -> None:
+        """Ask for a new target assignment (seed 000's assignor Reason): the next heartbeat carries
+        the client-side assignors with `reason` (and new `metadata`, if given), which the coordinator
+        takes as a change of the group's metadata. A server-side member has no assignor entry to
+        change: this raises ValueError for it."""
+        member = self.member
+        if not member.client_assignors:
+            raise ValueError("a server-side member has no assignor Reason to send")
+        member.set_assignors(None, tuple(
+            replace(a, reason=reason, metadata=a.metadata if metadata is None else metadata)
+            for a in member.client_assignors))
+        self._wake.set()
 
     # --- the heartbeat loop --------------------------------------------------------------------
 
