@@ -148,7 +148,8 @@ class RebalanceMetrics:
         out: dict[str, float | int | None] = {
             "rebalance-total": self.rebalance_total,
             "rebalance-rate-per-hour": self._per_hour(self._completed),
-            "rebalance-latency-avg": self.rebalance_latency_total / self.rebalance_total if self.rebalance_total else 0.0,
+            "rebalance-latency-avg": (self.rebalance_latency_total / self.rebalance_total
+                                      if self.rebalance_total else 0.0),
             "rebalance-latency-max": self.rebalance_latency_max,
             "rebalance-latency-total": self.rebalance_latency_total,
             "failed-rebalance-total": self.failed_rebalance_total,
