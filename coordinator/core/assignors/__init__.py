@@ -18,16 +18,18 @@ No I/O and no clock: the coordinator's time comes in as `GroupSpec.now_ms`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import Protocol
+from typing import Any, Protocol
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TargetAssignmentMemberValue
 
 __all__ = [
-    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "AssignorError", "ConnectAssignor", "GroupAssignment", "GroupSpec",
-    "MemberAssignment", "UnknownAssignorError", "assignor", "by_member_id", "member_versions",
+    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "AssignorError", "ConnectAssignor", "GroupAssignment",
+    "GroupSpec", "MemberAssignment", "UnknownAssignorError", "assignor", "by_member_id", "member_versions",
+    "reporting_errors",
 ]
 
 
@@ -121,6 +123,20 @@ by_member_id = attrgetter("member_id")
 class AssignorError(Exception):
     """An assignor cannot compute an assignment for this spec; `assign` answers it as
     `GroupAssignment.failed` (seed 000: the coordinator then keeps the current assignments)."""
+
+
+Assign = Callable[[Any, "GroupSpec"], "GroupAssignment"]
+
+
+def reporting_errors(assign: Assign) -> Assign:
+    """An `assign` whose AssignorError becomes its answer, `GroupAssignment.failed` (seed 000)."""
+    @functools.wraps(assign)
+    def answer(self: Any, group: GroupSpec) -> GroupAssignment:
+        try:
+            return assign(self, group)
+        except AssignorError as e:
+            return GroupAssignment.failed(str(e))
+    return answer
 
 
 def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMember]) -> list[int]:

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from records import ConnectorsAndTasks
 
 from coordinator.core.assignors import (
-    AssignorError,
     GroupAssignment,
     GroupSpec,
     MemberAssignment,
     by_member_id,
     member_versions,
+    reporting_errors,
 )
 from coordinator.core.items import configured_work
 
@@ -40,12 +40,10 @@ class EagerAssignor:
     minimum_version = 0
     maximum_version = 0
 
+    @reporting_errors
     def assign(self, group: GroupSpec) -> GroupAssignment:
         members = sorted(group.members, key=by_member_id)
-        try:
-            versions = member_versions(self, members)
-        except AssignorError as e:
-            return GroupAssignment.failed(str(e))
+        versions = member_versions(self, members)
         work = configured_work(group.connectors)
         connectors, tasks = work.connectors, work.tasks
         count = len(members)

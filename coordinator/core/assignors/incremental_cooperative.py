@@ -71,12 +71,12 @@ from records import ConnectorsAndTasks
 
 from coordinator.core.assignors import (
     AssignmentMember,
-    AssignorError,
     GroupAssignment,
     GroupSpec,
     MemberAssignment,
     by_member_id,
     member_versions,
+    reporting_errors,
 )
 from coordinator.core.items import Item, configured_work
 
@@ -110,12 +110,10 @@ class IncrementalCooperativeAssignor:
         if self.follow_up_delay_ms < 1:
             raise ValueError(f"follow_up_delay_ms must be at least 1, not {self.follow_up_delay_ms}")
 
+    @reporting_errors
     def assign(self, group: GroupSpec) -> GroupAssignment:
         members = sorted(group.members, key=by_member_id)
-        try:
-            versions = member_versions(self, members)
-        except AssignorError as e:
-            return GroupAssignment.failed(str(e))
+        versions = member_versions(self, members)
         work = configured_work(group.connectors)
         round_ = _Round(group, members, self.max_moves)
         member_connectors, deferred_connectors = round_.place(_CONNECTORS, work.connectors, work.connector_set)
