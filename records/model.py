@@ -256,6 +256,7 @@ class GroupConfigurationValue:
     heartbeat_interval_ms: int | None = None
     rebalance_timeout_ms: int | None = None
     scheduled_rebalance_max_delay_ms: int | None = None
+    initial_assignment_delay_ms: int | None = None  # since value version 1
 
 
 RecordValue = (

@@ -61,7 +61,7 @@ RECORD_TYPES: Mapping[int, RecordType] = {
         _type(8, "CurrentMemberAssignment", model.CurrentMemberAssignmentKey, model.CurrentMemberAssignmentValue,
               "GroupMemberKey", "CurrentMemberAssignmentValue.v0"),
         _type(9, "GroupConfiguration", model.GroupConfigurationKey, model.GroupConfigurationValue,
-              "GroupKey", "GroupConfigurationValue.v0"),
+              "GroupKey", "GroupConfigurationValue.v0", "GroupConfigurationValue.v1"),
     )
 }
 

@@ -335,7 +335,8 @@ def _print_description(d: GroupDescription, history: History) -> None:
             f"{name} {format_duration(value) if value is not None else 'server default'}" for name, value in (
                 ("session", config.session_timeout_ms), ("heartbeat", config.heartbeat_interval_ms),
                 ("rebalance", config.rebalance_timeout_ms),
-                ("scheduled rebalance max delay", config.scheduled_rebalance_max_delay_ms))))
+                ("scheduled rebalance max delay", config.scheduled_rebalance_max_delay_ms),
+                ("initial assignment delay", config.initial_assignment_delay_ms))))
     if d.deferred.connectors or d.deferred.tasks:
         at = d.scheduled_rebalance_at_ms
         print(f"deferred: {ev.show(items_of(d.deferred))}" + (f" until {format_time(at)}" if at is not None else ""))

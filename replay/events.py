@@ -198,7 +198,8 @@ def _configuration(track, key, before, after, group, at):  # noqa: ANN001, ANN20
     detail = {} if after is None else {
         "session_timeout_ms": after.session_timeout_ms, "heartbeat_interval_ms": after.heartbeat_interval_ms,
         "rebalance_timeout_ms": after.rebalance_timeout_ms,
-        "scheduled_rebalance_max_delay_ms": after.scheduled_rebalance_max_delay_ms}
+        "scheduled_rebalance_max_delay_ms": after.scheduled_rebalance_max_delay_ms,
+        "initial_assignment_delay_ms": after.initial_assignment_delay_ms}
     return (Event(at, key.group_id, CONFIGURATION, detail=detail),)
 
 
@@ -380,7 +381,8 @@ def _text_configuration(e: Event, d: dict) -> str:
         return "configuration removed"
     return (f"configuration: session timeout {_ms(d['session_timeout_ms'])}, heartbeat interval "
             f"{_ms(d['heartbeat_interval_ms'])}, rebalance timeout {_ms(d['rebalance_timeout_ms'])}, "
-            f"scheduled rebalance max delay {_ms(d['scheduled_rebalance_max_delay_ms'])}")
+            f"scheduled rebalance max delay {_ms(d['scheduled_rebalance_max_delay_ms'])}, initial assignment delay "
+            f"{_ms(d.get('initial_assignment_delay_ms'))}")
 
 
 def _text_joined(e: Event, d: dict) -> str:

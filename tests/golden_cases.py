@@ -74,6 +74,8 @@ CASES: dict[str, tuple[Record, int | None]] = {
         10_000, 3_000, 60_000, 300_000)), 0),
     "group_configuration_defaults_v0": (Record(GroupConfigurationKey("g"), GroupConfigurationValue(
         None, 100, None, 0)), 0),
+    "group_configuration_initial_delay_v1": (Record(GroupConfigurationKey("connect-cluster"), GroupConfigurationValue(
+        10_000, 3_000, None, 300_000, 3_000)), 1),
     # Tombstones: a key and no value, for every key type.
     "classic_group_metadata_tombstone": (Record(ClassicGroupMetadataKey("connect-cluster"), None), None),
     "connect_group_metadata_tombstone": (Record(ConnectGroupMetadataKey("connect-cluster"), None), None),

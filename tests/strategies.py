@@ -50,7 +50,7 @@ VALUES = {
     7: st.builds(TargetAssignmentMemberValue, connectors_and_tasks, int8, int16, blobs),
     8: st.builds(CurrentMemberAssignmentValue, int32, int32, text, connectors_and_tasks, connectors_and_tasks,
                  int8, int16, blobs),
-    9: st.builds(GroupConfigurationValue, *[st.none() | int32] * 4),
+    9: st.builds(GroupConfigurationValue, *[st.none() | int32] * 5),
 }
 
 

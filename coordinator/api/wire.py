@@ -507,6 +507,8 @@ class GroupDescription(Body):
     rebalance_timeout_ms: Annotated[Int32 | None, doc("The group's rebalance timeout, or null: each member's own "
                                                       "RebalanceTimeoutMs.")]
     scheduled_rebalance_max_delay_ms: Annotated[Int32, doc("How long departed work waits for its owner.")]
+    initial_assignment_delay_ms: Annotated[Int32, doc("How long an empty group that gets members waits for more "
+                                                      "before its first target.")]
 
     @classmethod
     def of(cls, d: protocol.GroupDescription) -> GroupDescription:
@@ -523,7 +525,8 @@ class GroupDescription(Body):
             assignment_error=d.assignment_error, assignment_error_message=d.assignment_error_message,
             session_timeout_ms=d.session_timeout_ms, heartbeat_interval_ms=d.heartbeat_interval_ms,
             rebalance_timeout_ms=d.rebalance_timeout_ms,
-            scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms)
+            scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms,
+            initial_assignment_delay_ms=d.initial_assignment_delay_ms)
 
 
 class SetConnectorsRequest(Body):
@@ -547,10 +550,15 @@ class SetConfigRequest(Body, omit_defaults=True):
     scheduled_rebalance_max_delay_ms: Annotated[Int32 | None, doc(
         "How long departed work waits for its owner (>= 0, else INVALID_REQUEST at HTTP 200); null restores the "
         "server's default.")] = None
+    initial_assignment_delay_ms: Annotated[Int32 | None, doc(
+        "How long an empty group that gets members waits for more before its first target, each join "
+        "extending the wait up to a rebalance timeout (>= 0, else INVALID_REQUEST at HTTP 200; Kafka's "
+        "group.initial.rebalance.delay.ms); null restores the server's default.")] = None
 
     def protocol(self, group_id: str) -> protocol.SetConfigRequest:
         return protocol.SetConfigRequest(group_id, self.session_timeout_ms, self.heartbeat_interval_ms,
-                                         self.rebalance_timeout_ms, self.scheduled_rebalance_max_delay_ms)
+                                         self.rebalance_timeout_ms, self.scheduled_rebalance_max_delay_ms,
+                                         self.initial_assignment_delay_ms)
 
 
 class Health(Body):

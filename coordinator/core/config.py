@@ -26,6 +26,10 @@ class CoordinatorConfig:
     server_assignment_interval_ms: int = 1_000
     # The smallest timeout a group may configure: small enough for tests and demos.
     min_timeout_ms: int = 100
+    # An empty group that gets members waits this long for more before its first target, each join
+    # extending the wait up to the joiner's rebalance timeout (Kafka's group.initial.rebalance.delay.ms):
+    # a join storm is assigned once instead of moving work from the early joiners to the late ones.
+    initial_assignment_delay_ms: int = 0
     # The settings of a group without a configuration record, and of those with one by the
     # record's identity (a replay replaces it): built once, read on every heartbeat.
     defaults: GroupSettings = field(init=False, repr=False, compare=False)
@@ -35,7 +39,7 @@ class CoordinatorConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "defaults", GroupSettings(
             self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms,
-            self.scheduled_rebalance_max_delay_ms))
+            self.scheduled_rebalance_max_delay_ms, self.initial_assignment_delay_ms))
 
     def for_group(self, configured: GroupConfigurationValue | None) -> GroupSettings:
         """The settings of a group whose type 9 record is `configured` (None: it has none)."""
@@ -55,7 +59,8 @@ class CoordinatorConfig:
             _either(configured.session_timeout_ms, self.session_timeout_ms),
             _either(configured.heartbeat_interval_ms, self.heartbeat_interval_ms),
             _either(configured.rebalance_timeout_ms, self.rebalance_timeout_ms),
-            _either(configured.scheduled_rebalance_max_delay_ms, self.scheduled_rebalance_max_delay_ms))
+            _either(configured.scheduled_rebalance_max_delay_ms, self.scheduled_rebalance_max_delay_ms),
+            _either(configured.initial_assignment_delay_ms, self.initial_assignment_delay_ms))
 
 
 @dataclass(slots=True, frozen=True)
@@ -66,6 +71,7 @@ class GroupSettings:
     heartbeat_interval_ms: int
     rebalance_timeout_ms: int | None  # None: each member's own
     scheduled_rebalance_max_delay_ms: int
+    initial_assignment_delay_ms: int
 
     def member_rebalance_timeout_ms(self, member: MemberMetadataValue) -> int:
         """How long a member may take to revoke, or to compute an assignment: the group's setting

@@ -19,6 +19,7 @@ from coordinator.core.state import (
     AssignmentComputation,
     AssignmentComputationUpdate,
     ConnectGroup,
+    InitialAssignmentWindow,
     ServerAssignmentWindow,
     held_items,
 )
@@ -37,7 +38,7 @@ class GroupChange:
     """
 
     __slots__ = ("group", "epoch", "connectors", "config", "target_metadata", "members", "targets", "currents",
-                 "computation", "server_window", "timers", "_held")
+                 "computation", "server_window", "initial_window", "timers", "_held")
 
     def __init__(self, group: ConnectGroup) -> None:
         self.group = group
@@ -50,6 +51,7 @@ class GroupChange:
         self.currents: dict[str, CurrentMemberAssignmentValue | None] = {}
         self.computation = _UNSET
         self.server_window: int | None = None
+        self.initial_window = _UNSET
         self.timers: list[Timer] = []
         self._held: dict[str, frozenset[Item]] = {}
 
@@ -112,6 +114,9 @@ class GroupChange:
     def server_assignment_not_before(self) -> int:
         return self.group.server_assignment_not_before_ms if self.server_window is None else self.server_window
 
+    def current_initial_window(self) -> tuple[int, int] | None:
+        return self.group.initial_assignment_window if self.initial_window is _UNSET else self.initial_window
+
     def current_computation(self) -> AssignmentComputation | None:
         return self.group.computation if self.computation is _UNSET else self.computation
 
@@ -170,4 +175,6 @@ class GroupChange:
             volatile.append(AssignmentComputationUpdate(self.group.group_id, self.computation))
         if self.server_window is not None:
             volatile.append(ServerAssignmentWindow(self.group.group_id, self.server_window))
+        if self.initial_window is not _UNSET and self.initial_window != self.group.initial_assignment_window:
+            volatile.append(InitialAssignmentWindow(self.group.group_id, self.initial_window))
         return Result(response, self.records(), self.timers, volatile)

@@ -57,6 +57,7 @@ from coordinator.core.heartbeat import connect_group_heartbeat
 from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
+    INITIAL_ASSIGNMENT,
     NO_CONTEXT,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
@@ -228,7 +229,8 @@ class GroupCoordinator:
         check_group_id(request.group_id, self.state)
         check_set_config(request, self.config.min_timeout_ms)
         value = GroupConfigurationValue(request.session_timeout_ms, request.heartbeat_interval_ms,
-                                        request.rebalance_timeout_ms, request.scheduled_rebalance_max_delay_ms)
+                                        request.rebalance_timeout_ms, request.scheduled_rebalance_max_delay_ms,
+                                        request.initial_assignment_delay_ms)
         settings = self.config.for_group(value)
         if settings.heartbeat_interval_ms >= settings.session_timeout_ms:
             raise ProtocolError(ErrorCode.INVALID_REQUEST,
@@ -256,7 +258,8 @@ class GroupCoordinator:
         present = {key for key, _ in group.slots()}
         records = [r for r in records if r.key in present]
         cancelled = [Timer(timer_key(kind, g), None)
-                     for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY)]
+                     for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY,
+                                  INITIAL_ASSIGNMENT)]
         return Result(ErrorResponse(), records, cancelled)
 
     # --- reads and timers ----------------------------------------------------------------------------

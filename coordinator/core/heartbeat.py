@@ -34,7 +34,7 @@ from coordinator.core.protocol import (
 from coordinator.core.reconciliation import next_current
 from coordinator.core.selection import assignor_conflict
 from coordinator.core.state import NEW_MEMBER_CURRENT, ConnectGroup, CoordinatorState
-from coordinator.core.target_assignment import assign_if_needed, remove_member
+from coordinator.core.target_assignment import assign_if_needed, note_join, remove_member
 from coordinator.core.validation import check_heartbeat
 
 
@@ -81,7 +81,7 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
                 return _fence(change, config, request, current.member_epoch, now)
     # 6. The member's metadata; a new member, new assignors, a new rack or a takeover is a new
     #    group epoch.
-    _update_member(change, member, request, context, takeover)
+    _update_member(change, config, member, request, context, takeover, now)
     # 7. A new target assignment when the group epoch has moved past it.
     assign_if_needed(change, config, now)
     # 8. Reconcile towards the target, revoking before assigning. A (re)joining member owns
@@ -155,8 +155,8 @@ def _fence(change: GroupChange, config: CoordinatorConfig, request: HeartbeatReq
         "removed from the group and must rejoin with epoch 0"))
 
 
-def _update_member(change: GroupChange, member: MemberMetadataValue | None, request: HeartbeatRequest,
-                   context: RequestContext, takeover: str | None) -> None:
+def _update_member(change: GroupChange, config: CoordinatorConfig, member: MemberMetadataValue | None,
+                   request: HeartbeatRequest, context: RequestContext, takeover: str | None, now: int) -> None:
     member_id = request.member_id
     updated = _updated_metadata(member, request, context, change.group_epoch)
     assignors_changed = member is None or _assignors(member) != _assignors(updated)
@@ -173,6 +173,8 @@ def _update_member(change: GroupChange, member: MemberMetadataValue | None, requ
         change.bump()
     if updated != member:
         change.set_member(member_id, replace(updated, group_epoch=change.group_epoch))
+    if member is None:
+        note_join(change, config, updated, now)
 
 
 def _schedule(change: GroupChange, settings: GroupSettings, member_id: str, was_revoking: bool,

@@ -142,6 +142,7 @@ class SetConfigRequest:
     heartbeat_interval_ms: int | None = None
     rebalance_timeout_ms: int | None = None
     scheduled_rebalance_max_delay_ms: int | None = None
+    initial_assignment_delay_ms: int | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -214,6 +215,7 @@ class GroupDescription:
     heartbeat_interval_ms: int
     rebalance_timeout_ms: int | None
     scheduled_rebalance_max_delay_ms: int
+    initial_assignment_delay_ms: int
 
 
 @dataclass(slots=True, frozen=True)
@@ -233,6 +235,7 @@ SESSION = "session"  # a member's session: no heartbeat for session.timeout.ms
 REBALANCE = "rebalance"  # a member's deadline to revoke what it must give up
 ASSIGNMENT = "assignment"  # the chosen member's deadline to install (client-side)
 SERVER_ASSIGNMENT = "server-assignment"  # the end of a server-side assignor's interval
+INITIAL_ASSIGNMENT = "initial-assignment"  # an empty group that got members stops waiting for more
 SCHEDULED_REBALANCE = "scheduled-rebalance"  # deferred work is given out (DESIGN §5)
 ASSIGNMENT_RETRY = "assignment-retry"  # after an assignor error, ask again
 

@@ -22,7 +22,8 @@ of configured items. They are caches: they can always be rebuilt from the slots.
 Two pieces of state are *volatile*: which member the coordinator asked to compute the next target
 assignment (seed 000 "Worker Selection"), and when a server-side assignor may run again. Both are
 simply chosen afresh after a failover, so they are never written; handlers still change them only
-through `replay`, as an `AssignmentComputationUpdate` or a `ServerAssignmentWindow`.
+through `replay`, as an `AssignmentComputationUpdate`, a `ServerAssignmentWindow` or an
+`InitialAssignmentWindow` (how long an empty group that got members waits for more).
 """
 
 from __future__ import annotations
@@ -81,6 +82,15 @@ class AssignmentComputationUpdate:
 
 
 @dataclass(slots=True, frozen=True)
+class InitialAssignmentWindow:
+    """A volatile change: an empty group got members at `started_ms`, and waits for more before its
+    first target until `not_before_ms` (Kafka's group.initial.rebalance.delay.ms). None ends it."""
+
+    group_id: str
+    window: tuple[int, int] | None  # (started_ms, not_before_ms)
+
+
+@dataclass(slots=True, frozen=True)
 class ServerAssignmentWindow:
     """A volatile change: a server-side assignor may run for the group again from `not_before_ms`.
 
@@ -95,8 +105,8 @@ class ConnectGroup:
     """One connect group: its slots, the caches derived from them, and the volatile computation."""
 
     __slots__ = ("group_id", "metadata", "connectors", "config", "target_metadata", "members", "targets",
-                 "currents", "computation", "server_assignment_not_before_ms", "_owners", "_instances",
-                 "_configured")
+                 "currents", "computation", "server_assignment_not_before_ms", "initial_assignment_window", "_owners",
+                 "_instances", "_configured")
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
@@ -109,6 +119,7 @@ class ConnectGroup:
         self.currents: dict[str, CurrentMemberAssignmentValue] = {}  # type 8
         self.computation: AssignmentComputation | None = None
         self.server_assignment_not_before_ms = 0
+        self.initial_assignment_window: tuple[int, int] | None = None  # (started_ms, not_before_ms)
         self._owners: dict[Item, str] | None = None
         self._instances: dict[str, str] = {}
         self._configured: frozenset[Item] | None = None
@@ -250,7 +261,8 @@ class CoordinatorState:
         # id that is a classic group is refused rather than silently shadowing it.
         self.classic_groups: dict[str, ClassicGroupMetadataValue] = {}
 
-    def replay(self, record: Record | AssignmentComputationUpdate | ServerAssignmentWindow) -> None:
+    def replay(self, record: Record | AssignmentComputationUpdate | ServerAssignmentWindow | InitialAssignmentWindow
+               ) -> None:
         """Apply one record (from a handler or from the topic) or one volatile update."""
         if record.__class__ is not Record:
             group = self.groups.get(record.group_id)
@@ -260,6 +272,8 @@ class CoordinatorState:
                 group.computation = record.computation
             elif record.__class__ is ServerAssignmentWindow:
                 group.server_assignment_not_before_ms = record.not_before_ms
+            elif record.__class__ is InitialAssignmentWindow:
+                group.initial_assignment_window = record.window
             return
         key = record.key
         value = record.value

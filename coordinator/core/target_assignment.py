@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from records import DepartedMember, TargetAssignmentMetadataValue
+from records import DepartedMember, MemberMetadataValue, TargetAssignmentMetadataValue
 
 from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupAssignment, GroupSpec, MemberAssignment
 from coordinator.core.config import CoordinatorConfig
@@ -20,6 +20,7 @@ from coordinator.core.items import EMPTY, connectors_and_tasks, items_of
 from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
+    INITIAL_ASSIGNMENT,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
@@ -45,14 +46,37 @@ def remove_member(change: GroupChange, member_id: str, now: int) -> None:
         change.target_metadata = replace(meta, departed_members=departed)
 
 
+def note_join(change: GroupChange, config: CoordinatorConfig, member: MemberMetadataValue, now: int) -> None:
+    """A new member joins. An empty group starts waiting for more (the initial assignment delay);
+    one still waiting waits a delay longer, but never longer in all than the joiner's rebalance
+    timeout after the first join (Kafka's group.initial.rebalance.delay.ms, the same way)."""
+    settings = config.for_group(change.group.config)
+    delay = settings.initial_assignment_delay_ms
+    if delay <= 0:
+        return
+    window = change.current_initial_window()
+    if not change.group.members:
+        change.initial_window = (now, now + delay)
+    elif window is not None and now < window[1]:
+        started = window[0]
+        change.initial_window = (started, min(now + delay, started + settings.member_rebalance_timeout_ms(member)))
+
+
 def assign_if_needed(change: GroupChange, config: CoordinatorConfig, now: int) -> None:
     """Group epoch ahead of the assignment epoch: compute the target here (server-side
-    assignor) or make sure a member has been chosen to compute it (client-side)."""
+    assignor) or make sure a member has been chosen to compute it (client-side); unless the group
+    just got its first members and waits for more (`note_join`)."""
     if change.group_epoch <= change.assignment_epoch:
         return
     members = change.all_members()
     if not members:
         return  # nobody to assign to; the first member to join triggers the computation
+    window = change.current_initial_window()
+    if window is not None:
+        if now < window[1]:
+            change.timers.append(Timer(timer_key(INITIAL_ASSIGNMENT, change.group.group_id), window[1]))
+            return
+        change.initial_window = None
     chosen = group_assignor(members.values(), config.default_server_assignor)
     if chosen is None:
         return  # members disagree; the one that broke the group was refused, so this is transient

@@ -15,6 +15,7 @@ from coordinator.core.group_change import GroupChange
 from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
+    INITIAL_ASSIGNMENT,
     REBALANCE,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
@@ -61,8 +62,10 @@ def _member_expired(change: GroupChange, config: CoordinatorConfig, key: TimerKe
     return None
 
 
-def _server_assignment(change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int) -> None:
-    assign_if_needed(change, config, now)  # the server-side assignor's interval has passed
+def _assign_now(change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int) -> None:
+    """SERVER_ASSIGNMENT (the server-side assignor's interval has passed) and INITIAL_ASSIGNMENT (a
+    new group has waited for more members long enough): the target, if it is still needed."""
+    assign_if_needed(change, config, now)
 
 
 def _assignment_deadline(change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int
@@ -115,7 +118,8 @@ def _assignment_retry(change: GroupChange, config: CoordinatorConfig, key: Timer
 FIRED: dict[str, Fired] = {
     SESSION: _member_expired,
     REBALANCE: _member_expired,
-    SERVER_ASSIGNMENT: _server_assignment,
+    SERVER_ASSIGNMENT: _assign_now,
+    INITIAL_ASSIGNMENT: _assign_now,
     ASSIGNMENT: _assignment_deadline,
     SCHEDULED_REBALANCE: _scheduled_rebalance,
     ASSIGNMENT_RETRY: _assignment_retry,

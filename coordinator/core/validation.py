@@ -111,9 +111,10 @@ def check_set_config(r: SetConfigRequest, min_timeout_ms: int) -> None:
                              ("RebalanceTimeoutMs", r.rebalance_timeout_ms)):
         if value is not None and value < min_timeout_ms:
             raise _invalid(f"{wire_name} must be >= {min_timeout_ms} ms")
-    delay = r.scheduled_rebalance_max_delay_ms
-    if delay is not None and delay < 0:
-        raise _invalid("ScheduledRebalanceMaxDelayMs must be >= 0")
+    for wire_name, delay in (("ScheduledRebalanceMaxDelayMs", r.scheduled_rebalance_max_delay_ms),
+                             ("InitialAssignmentDelayMs", r.initial_assignment_delay_ms)):
+        if delay is not None and delay < 0:
+            raise _invalid(f"{wire_name} must be >= 0")
 
 
 def _check_member_ids(group_id: str, member_id: str) -> None:

@@ -54,7 +54,8 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         assignment_error=meta.error if meta else 0, assignment_error_message=meta.error_message if meta else None,
         session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
-        scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms)
+        scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+        initial_assignment_delay_ms=settings.initial_assignment_delay_ms)
 
 
 def list_groups(state: CoordinatorState) -> list[GroupListing]:

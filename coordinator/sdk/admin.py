@@ -53,7 +53,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                    "server's default")
     set_config.add_argument("group")
     for flag in ("--session-timeout-ms", "--heartbeat-interval-ms", "--rebalance-timeout-ms",
-                 "--scheduled-rebalance-max-delay-ms"):
+                 "--scheduled-rebalance-max-delay-ms", "--initial-assignment-delay-ms"):
         set_config.add_argument(flag, type=int, metavar="MS")
     _common(set_config)
     set_config.set_defaults(func=_runner(_set_config))
@@ -174,6 +174,7 @@ async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> in
     body = wire.SetConfigRequest(session_timeout_ms=args.session_timeout_ms,
                                  heartbeat_interval_ms=args.heartbeat_interval_ms,
                                  rebalance_timeout_ms=args.rebalance_timeout_ms,
-                                 scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms)
+                                 scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
+                                 initial_assignment_delay_ms=args.initial_assignment_delay_ms)
     return _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config",
                                              wire.ErrorResponse, body))

@@ -125,7 +125,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             ("--scheduled-rebalance-max-delay-ms", "scheduled_rebalance_max_delay_ms",
              "how long a departed worker's work waits for it to return"),
             ("--server-assignment-interval-ms", "server_assignment_interval_ms",
-             "a server-side assignor runs at most once per this interval per group")):
+             "a server-side assignor runs at most once per this interval per group"),
+            ("--initial-assignment-delay-ms", "initial_assignment_delay_ms",
+             "an empty group that gets members waits this long for more before its first target (Kafka's "
+             "group.initial.rebalance.delay.ms)")):
         name = "COORDINATOR_" + field.upper()
         default = getattr(defaults, field)
         groups.add_argument(flag, type=_number(int), default=env(name, None if default is None else str(default)),
@@ -201,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         rebalance_timeout_ms=args.rebalance_timeout_ms,
         scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
         server_assignment_interval_ms=args.server_assignment_interval_ms,
+        initial_assignment_delay_ms=args.initial_assignment_delay_ms,
         default_server_assignor=args.server_assignor)
     server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer,
                                max_body_bytes=args.max_request_bytes)
