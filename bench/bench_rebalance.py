@@ -230,6 +230,7 @@ class Timing:
     heartbeat_ms: int
     session_ms: int
     server_interval_ms: int
+    initial_delay_ms: int | None = None  # None: the coordinator's default
 
     @property
     def hb(self) -> float:
@@ -343,6 +344,8 @@ async def run_one(scenario: Scenario, side: str, timing: Timing, bootstrap: str,
              "--heartbeat-interval-ms", str(timing.heartbeat_ms), "--session-timeout-ms", str(timing.session_ms),
              "--scheduled-rebalance-max-delay-ms", str(scenario.delay_ms),
              "--server-assignment-interval-ms", str(timing.server_interval_ms)]
+    if timing.initial_delay_ms is not None:
+        flags += ["--initial-assignment-delay-ms", str(timing.initial_delay_ms)]
     serve = ServeProcess(bootstrap, topic, log_dir, *flags)
     await asyncio.to_thread(serve.start)
     started = clock()
@@ -692,11 +695,13 @@ def scenarios(quick: bool) -> list[Scenario]:
 
 
 async def amain(args: argparse.Namespace) -> int:
-    timing = Timing(args.heartbeat_ms, args.session_ms, args.server_interval_ms)
+    timing = Timing(args.heartbeat_ms, args.session_ms, args.server_interval_ms, args.initial_delay_ms)
     chosen = [s for s in scenarios(args.quick) if (s.key in args.scenario if args.scenario else s.default)]
     print(f"rebalance benchmark: real coordinator (`coordinator serve`), SDK workers, broker {args.bootstrap_servers}; "
           f"heartbeat {timing.heartbeat_ms} ms, session {timing.session_ms} ms, server-side assignor at most every "
-          f"{timing.server_interval_ms} ms; assignor incremental_cooperative, client-side and server-side"
+          f"{timing.server_interval_ms} ms; initial assignment delay "
+          f"{'the default' if timing.initial_delay_ms is None else f'{timing.initial_delay_ms} ms'}; "
+          "assignor incremental_cooperative, client-side and server-side"
           + ("; --quick" if args.quick else ""), flush=True)
     started = clock()
     serial = 0
@@ -723,6 +728,8 @@ def main() -> int:
     parser.add_argument("--heartbeat-ms", type=int, default=250)
     parser.add_argument("--session-ms", type=int, default=3_000)
     parser.add_argument("--server-interval-ms", type=int, default=100)
+    parser.add_argument("--initial-delay-ms", type=int, default=None,
+                        help="the coordinator's initial assignment delay (default: its own default)")
     return asyncio.run(amain(parser.parse_args()))
 
 
