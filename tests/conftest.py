@@ -27,6 +27,12 @@ from coordinator.tools import devbroker
 # Apache Kafka 3.9 and runs in KRaft mode.
 KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "confluentinc/cp-kafka:7.9.0")
 
+# The `coordinator serve` processes the tests start assign a new group as soon as its members join:
+# the initial assignment delay (3 s by default) is tested on its own (test_initial_assignment_delay
+# and the stateful test), and would only slow the tests about other things. A test that wants it
+# passes --initial-assignment-delay-ms.
+os.environ.setdefault("COORDINATOR_INITIAL_ASSIGNMENT_DELAY_MS", "0")
+
 
 @dataclass(frozen=True)
 class Broker:

@@ -114,7 +114,8 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
                             [Acl("User:fuzz", frozenset({Operation.ALL}), "*"),
                              Acl("User:reader", frozenset({Operation.READ}), "readable-*")])
     server = CoordinatorServer(kafka_broker.client_config(), topic, PARTITIONS, range(PARTITIONS), url,
-                               CoordinatorConfig(server_assignment_interval_ms=100), authorizer=authorizer,
+                               CoordinatorConfig(server_assignment_interval_ms=100, initial_assignment_delay_ms=0),
+                               authorizer=authorizer,
                                max_body_bytes=1 << 20)  # small, so that the 413 test sends little
     app = server.app()
     runner = web.AppRunner(app)

@@ -73,6 +73,7 @@ G = "connect-cluster"
 # Server defaults small enough that the whole file runs in seconds; each test sets its group's own
 # timeouts (type 9) through PUT /v1/groups/{id}/config as an operator would.
 FAST = CoordinatorConfig(session_timeout_ms=3_000, heartbeat_interval_ms=100, scheduled_rebalance_max_delay_ms=1_000,
+                         initial_assignment_delay_ms=0,
                          assignor_error_backoff_ms=200, server_assignment_interval_ms=100)
 
 

@@ -491,7 +491,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if group.group_epoch > group.assignment_epoch and group.members:
                 chosen = group_assignor(group.members.values(), coordinator.config.default_server_assignor)
                 computation = group.computation
-                if chosen is not None and chosen.kind == SERVER:
+                window = group.initial_assignment_window
+                if window is not None and window[1] > self.driver.now:
+                    # a new group waiting for more members: its first target when the wait ends
+                    assert timers.get(("initial-assignment", group_id)) == window[1], (
+                        f"{group_id}: waits until {window[1]} for more members, timer "
+                        f"{timers.get(('initial-assignment', group_id))}")
+                elif chosen is not None and chosen.kind == SERVER:
                     # the end of the server-side interval, or (after a failover) "compute at once"
                     assert ("server-assignment", group_id) in timers or ("assignment", group_id) in timers, (
                         f"{group_id}: server-side target due and no timer")

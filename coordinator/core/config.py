@@ -29,7 +29,9 @@ class CoordinatorConfig:
     # An empty group that gets members waits this long for more before its first target, each join
     # extending the wait up to the joiner's rebalance timeout (Kafka's group.initial.rebalance.delay.ms):
     # a join storm is assigned once instead of moving work from the early joiners to the late ones.
-    initial_assignment_delay_ms: int = 0
+    # 3 s, Kafka's default: longer than the gaps between joins of workers started together, and paid
+    # only by a group's first assignment (README, "Initial assignment delay").
+    initial_assignment_delay_ms: int = 3_000
     # The settings of a group without a configuration record, and of those with one by the
     # record's identity (a replay replaces it): built once, read on every heartbeat.
     defaults: GroupSettings = field(init=False, repr=False, compare=False)

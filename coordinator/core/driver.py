@@ -39,7 +39,9 @@ class Driver:
     """A coordinator, its log and its timers, on a virtual clock (milliseconds)."""
 
     def __init__(self, config: CoordinatorConfig | None = None, now: int = 0) -> None:
-        self.coordinator = GroupCoordinator(config=config)
+        # Without a config: the server's defaults, but no initial assignment delay, so that a
+        # scripted scenario is assigned as soon as its members join (pass a config to model it).
+        self.coordinator = GroupCoordinator(config=config or CoordinatorConfig(initial_assignment_delay_ms=0))
         self.log: list[Record] = []
         self.timers: dict[TimerKey, int] = {}
         self.now = now
