@@ -643,6 +643,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         response = w.heartbeat()
         if response.error_code in OK:
             assert self.group(proc.group).group_epoch > epoch, "a new assignor Reason did not bump the group epoch"
+        elif response.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR:
+            # It had been removed (its session expired before any target) and this was a rejoin,
+            # into a group that uses another assignor by now: a real worker stops, refused.
+            proc.status = "rejected"
 
     def event_response_lost(self, proc: Proc) -> None:
         if proc.status == "active":
