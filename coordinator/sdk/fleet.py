@@ -13,6 +13,12 @@ names, a timeline of events, and a printout of who runs what as it changes:
     30  stop                        # everyone leaves; the summary is printed
 
 `#` starts a comment; times are seconds from the start.
+
+`--events FILE` writes what happened as JSON lines, one event per line with its wall-clock time
+(`ts`, seconds since the epoch) and the worker's name: `assigned`, `revoked` and `lost` with the
+`connectors` and `tasks` ("connector-N"), and `rebalance` when a worker's rebalance completed
+(`latency_ms`, seed 001's measure). Processes on one machine can be put on one timeline that way.
+SIGTERM stops the fleet as Ctrl-C does: every worker revokes its work and leaves.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ import argparse
 import asyncio
 import os
 import shlex
+import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import BinaryIO, TextIO
+
+import orjson
 
 from records import ConnectorsAndTasks
 
@@ -35,7 +44,7 @@ from coordinator.core.items import Item, describe, items_of
 from coordinator.errors import CliError
 from coordinator.sdk.admin import connector_count
 from coordinator.sdk.client import CoordinatorClient
-from coordinator.sdk.worker import RebalanceListener, Worker
+from coordinator.sdk.worker import RebalanceListener, RebalanceMetrics, Worker
 
 ACTIONS = ("join", "scale-out", "scale-in", "bounce", "crash", "connectors", "stop")
 
@@ -70,12 +79,29 @@ class _Printer(RebalanceListener):
 
     def on_revoked(self, items: ConnectorsAndTasks) -> None:
         self.fleet.say(f"{self.name:<10} stops  {describe(items_of(items))}")
+        self.fleet.record(self.name, "revoked", items)
 
     def on_assigned(self, items: ConnectorsAndTasks) -> None:
         self.fleet.say(f"{self.name:<10} starts {describe(items_of(items))}")
+        self.fleet.record(self.name, "assigned", items)
 
     def on_lost(self, items: ConnectorsAndTasks) -> None:
         self.fleet.say(f"{self.name:<10} LOST   {describe(items_of(items))} (fenced; rejoining)")
+        self.fleet.record(self.name, "lost", items)
+
+
+class _RecordedMetrics(RebalanceMetrics):
+    """The SDK's rebalance metrics, also writing each completed rebalance to the fleet's events."""
+
+    def __init__(self, fleet: Fleet, name: str) -> None:
+        super().__init__()
+        self.fleet, self.name = fleet, name
+
+    def quiet(self) -> None:
+        started = self._started
+        super().quiet()
+        if started is not None:
+            self.fleet.record(self.name, "rebalance", latency_ms=round((self.clock() - started) * 1000, 1))
 
 
 class Fleet:
@@ -83,7 +109,7 @@ class Fleet:
 
     def __init__(self, client: CoordinatorClient, group_id: str, *, static: bool = True, server_side: bool = False,
                  assignor_name: str = "incremental_cooperative", out: TextIO | None = None, quiet: bool = False,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, events: BinaryIO | None = None) -> None:
         self.client = client
         self.group_id = group_id
         self.static = static
@@ -92,6 +118,7 @@ class Fleet:
         self.out = out
         self.quiet = quiet
         self.clock = clock
+        self.events = events
         self.started = clock()
         self.workers: dict[str, Worker] = {}  # the live ones
         self.crashed: dict[str, Worker] = {}
@@ -101,24 +128,41 @@ class Fleet:
         if not self.quiet:
             print(f"{self.clock() - self.started:7.2f}s  {text}", file=self.out or sys.stdout, flush=True)
 
+    def record(self, name: str, event: str, items: ConnectorsAndTasks | None = None, **fields: object) -> None:
+        """One line of `--events`, flushed at once (a process killed -9 keeps what it wrote)."""
+        if self.events is None:
+            return
+        line: dict[str, object] = {"ts": round(time.time(), 3), "worker": name, "event": event}
+        if items is not None:
+            line["connectors"] = list(items.connectors)
+            line["tasks"] = [f"{t.connector}-{t.task}" for t in items.tasks]
+        self.events.write(orjson.dumps({**line, **fields}, option=orjson.OPT_APPEND_NEWLINE))
+        self.events.flush()
+
     def _worker(self, name: str) -> Worker:
-        return Worker(self.client, self.group_id, instance_id=name if self.static else None,
-                      member_id=f"{name}-{os.getpid()}-{self._next()}", assignors=(self.assignor_name,),
-                      server_side=self.server_side, listener=_Printer(self, name))
+        worker = Worker(self.client, self.group_id, instance_id=name if self.static else None,
+                        member_id=f"{name}-{os.getpid()}-{self._next()}", assignors=(self.assignor_name,),
+                        server_side=self.server_side, listener=_Printer(self, name))
+        worker.metrics = _RecordedMetrics(self, name)
+        return worker
 
     def _next(self) -> int:
         self._serial += 1
         return self._serial
 
-    async def join(self, count: int) -> list[str]:
-        names = []
+    async def join(self, count: int = 0, names: Sequence[str] = ()) -> list[str]:
+        """`count` new workers named worker-N, or workers of the given `names` (instance ids)."""
+        names = list(names)
         for _ in range(count):
-            name = f"worker-{len(self.workers) + len(self.crashed) + 1}"
-            while name in self.workers or name in self.crashed:
+            name = f"worker-{len(self.workers) + len(self.crashed) + len(names) + 1}"
+            while name in self.workers or name in self.crashed or name in names:
                 name = f"worker-{self._next()}"
+            names.append(name)
+        for name in names:
+            if name in self.workers:
+                raise CliError(f"a worker named {name} already runs", exit_code=2)
             self.workers[name] = worker = self._worker(name)
             await worker.start()
-            names.append(name)
         self.say(f"joined: {', '.join(names)}")
         return names
 
@@ -243,7 +287,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description="Run N workers of a group in one process; a scenario file or "
                                                "flags drive events on a timeline. " + __doc__.split("\n\n")[1])
     parser.add_argument("--group", required=True)
-    parser.add_argument("--count", type=int, default=3, help="workers that join at the start (default 3)")
+    parser.add_argument("--count", type=int, default=None,
+                        help="workers that join at the start, named worker-N (default 3, or 0 with --names)")
+    parser.add_argument("--names", nargs="+", default=(), metavar="NAME",
+                        help="workers of these names (their instance ids) join at the start; a process "
+                             "restarted with the same name is the same static member")
     parser.add_argument("--url", default=os.environ.get("COORDINATOR_URL", "http://127.0.0.1:8400"),
                         help="any coordinator instance (env COORDINATOR_URL)")
     parser.add_argument("--token", default=os.environ.get("COORDINATOR_TOKEN"), help="(env COORDINATOR_TOKEN)")
@@ -255,6 +303,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (see the module's help)")
     parser.add_argument("--duration", type=float, default=None,
                         help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)")
+    parser.add_argument("--events", metavar="FILE",
+                        help="append every assignment, revocation, loss and completed rebalance to FILE as JSON "
+                             "lines with wall-clock times ('-': standard output)")
+    parser.add_argument("--quiet", action="store_true", help="print no running commentary")
     parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                         help="serve the workers' rebalance metrics (seed 001, and Kafka Connect's names) for "
                              "Prometheus on http://0.0.0.0:PORT/metrics")
@@ -276,7 +328,10 @@ def serve_metrics(fleet: Fleet, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    events = [Event(0.0, "join", (str(args.count),))] if args.count else []
+    count = args.count if args.count is not None else 0 if args.names else 3
+    if count < 0:
+        raise CliError("--count must not be negative", exit_code=2)
+    events = [Event(0.0, "join", (str(count),))] if count else []
     if args.scenario:
         try:
             text = open(args.scenario, encoding="utf-8").read()
@@ -288,21 +343,38 @@ def run(args: argparse.Namespace) -> int:
     return asyncio.run(_run(args, sorted(events, key=lambda e: e.at_s)))
 
 
+def _open_events(path: str | None) -> BinaryIO | None:
+    if path is None:
+        return None
+    if path == "-":
+        return sys.stdout.buffer
+    try:
+        return open(path, "ab")
+    except OSError as e:
+        raise CliError(f"--events {path}: {e.strerror}", exit_code=2) from None
+
+
 async def _run(args: argparse.Namespace, events: list[Event]) -> int:
+    # SIGTERM (a service manager's or Kubernetes' stop) ends the fleet as Ctrl-C does: work revoked, leave sent.
+    main = asyncio.current_task()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     async with CoordinatorClient(args.url, token=args.token) as client:
         fleet = Fleet(client, args.group, static=not args.dynamic, server_side=args.server_side,
-                      assignor_name=args.assignor)
+                      assignor_name=args.assignor, quiet=args.quiet, events=_open_events(args.events))
         if args.metrics_port is not None:
             serve_metrics(fleet, args.metrics_port)
         try:
             if args.connectors:
                 await fleet.set_connectors(dict(args.connectors))
+            if args.names:
+                await fleet.join(names=args.names)
             await fleet.play(events)
             if not any(e.action == "stop" for e in events):
                 await asyncio.Event().wait()  # until Ctrl-C
         except (KeyboardInterrupt, asyncio.CancelledError):
             pass
         finally:
-            print(fleet.summary(), flush=True)
-            await fleet.stop()
+            if not args.quiet:
+                print(fleet.summary(), flush=True)
+            await asyncio.shield(fleet.stop())
     return 0

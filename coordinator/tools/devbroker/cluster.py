@@ -147,10 +147,13 @@ def free_port() -> int:
     return free_port_block(1)
 
 
-def start(port: int, run_dir: Path | str, nodes: int = 1, timeout: float = START_TIMEOUT) -> Cluster:
+def start(port: int, run_dir: Path | str, nodes: int = 1, timeout: float = START_TIMEOUT,
+          settings: dict[str, object] | None = None) -> Cluster:
     """Start a cluster of `nodes` nodes whose first listens on `port`, and wait until all answer.
 
-    A no-op when that cluster already runs; nodes of it that stopped are started again."""
+    `settings` override server.properties of a new cluster (a benchmark that needs Kafka's own
+    defaults back, say). A no-op when that cluster already runs; nodes of it that stopped are
+    started again."""
     if nodes not in (1, 3):
         raise CliError(f"--nodes must be 1 or 3, got {nodes}")
     run_dir = Path(run_dir)
@@ -165,7 +168,7 @@ def start(port: int, run_dir: Path | str, nodes: int = 1, timeout: float = START
         _wait_ready(existing, spawned, timeout)
         return replace(existing, already_running=not spawned)
 
-    cluster = _create(port, run_dir, nodes)
+    cluster = _create(port, run_dir, nodes, settings or {})
     lib = jars.libs()
     _format(cluster, lib)
     spawned = {node.id: _spawn(node, lib) for node in cluster.nodes}
@@ -204,7 +207,7 @@ def load(port: int, run_dir: Path) -> Cluster | None:
         return None
 
 
-def _create(port: int, run_dir: Path, count: int) -> Cluster:
+def _create(port: int, run_dir: Path, count: int, settings: dict[str, object]) -> Cluster:
     ports = [port + i for i in range(count)]
     for p in ports:
         if _port_in_use(p):
@@ -220,7 +223,7 @@ def _create(port: int, run_dir: Path, count: int) -> Cluster:
             "nodes": [{"id": n.id, "port": n.port, "controller_port": n.controller_port} for n in nodes]}
     for node in nodes:
         node.dir.mkdir()
-        node.properties.write_text(server_properties(cluster, node), encoding="utf-8")
+        node.properties.write_text(server_properties(cluster, node, settings), encoding="utf-8")
     (directory / "cluster.json").write_text(json.dumps(spec, indent=2) + "\n", encoding="utf-8")
     return cluster
 
@@ -235,7 +238,7 @@ def _random_cluster_id() -> str:
             return cluster_id
 
 
-def server_properties(cluster: Cluster, node: Node) -> str:
+def server_properties(cluster: Cluster, node: Node, overrides: dict[str, object] | None = None) -> str:
     """The node's server.properties: development settings, with durability set as in production."""
     replicas = len(cluster.nodes)
     min_isr = min(2, replicas)
@@ -271,6 +274,7 @@ def server_properties(cluster: Cluster, node: Node) -> str:
         "group.initial.rebalance.delay.ms": 0,
         "log.cleaner.backoff.ms": 500,
         "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
+        **(overrides or {}),
     }
     header = f"# Node {node.id} of the dev cluster {cluster.cluster_id} (written by `coordinator dev-broker up`)\n"
     return header + "".join(f"{key}={value}\n" for key, value in settings.items())

@@ -1,11 +1,12 @@
-"""Apache Kafka's jars for the dev broker: resolved from Maven Central once, then taken from a cache.
+"""Apache Kafka's jars: resolved from Maven Central once, then taken from a cache.
 
-`pom.xml` beside this file lists them. The first `dev-broker up` on a machine runs
-`mvn dependency:copy-dependencies` into `$XDG_CACHE_HOME/worker-coordinator/kafka-<version>-<pom
-digest>/` (about 45 MB; Maven keeps its own copy in ~/.m2). A changed pom is a new directory, so an
-edit never mixes jars of two versions. The copy goes to a temporary directory that is renamed into
-place only when Maven succeeded, and a file lock keeps two processes (a test session and `make run`,
-say) from resolving at once.
+A pom lists them: `pom.xml` beside this file for the dev broker, and others for other Kafka programs
+(bench/vs_connect/pom.xml: Kafka Connect). The first use on a machine runs `mvn
+dependency:copy-dependencies` into `$XDG_CACHE_HOME/worker-coordinator/<artifactId>-<version>-<pom
+digest>/` (about 45 MB for the broker; Maven keeps its own copy in ~/.m2). A changed pom is a new
+directory, so an edit never mixes jars of two versions. The copy goes to a temporary directory that
+is renamed into place only when Maven succeeded, and a file lock keeps two processes (a test
+session and `make run`, say) from resolving at once.
 """
 
 from __future__ import annotations
@@ -27,55 +28,59 @@ _MAVEN_TIMEOUT = 900.0
 _OUTPUT_TAIL_LINES = 15
 
 
-def kafka_version() -> str:
-    """The Apache Kafka version the pom pins."""
-    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
-    version = ET.parse(POM).getroot().findtext("m:properties/m:kafka.version", namespaces=ns)
-    assert version, f"{POM} has no kafka.version property"
+_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
+
+
+def kafka_version(pom: Path = POM) -> str:
+    """The Apache Kafka version a pom pins."""
+    version = ET.parse(pom).getroot().findtext("m:properties/m:kafka.version", namespaces=_NS)
+    assert version, f"{pom} has no kafka.version property"
     return version
 
 
-def cache_dir() -> Path:
+def cache_dir(pom: Path = POM) -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
-    return base / "worker-coordinator" / f"kafka-{kafka_version()}-{digest}"
+    digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
+    name = "kafka" if pom == POM else ET.parse(pom).getroot().findtext("m:artifactId", namespaces=_NS)
+    return base / "worker-coordinator" / f"{name}-{kafka_version(pom)}-{digest}"
 
 
-def libs() -> Path:
-    """The directory holding every jar the broker needs, resolving them first if not cached."""
-    target = cache_dir() / "libs"
+def libs(pom: Path = POM, marker: str = "kafka_2.13-*.jar", what: str = "Apache Kafka") -> Path:
+    """The directory holding every jar `pom` lists (the broker's by default), resolving them first if
+    not cached. `marker` is a jar that must be among them, `what` names them in messages."""
+    target = cache_dir(pom) / "libs"
     if target.is_dir():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with (target.parent / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_dir():  # another process may have finished while this one waited
-            _resolve(target)
+            _resolve(target, pom, marker, f"{what} {kafka_version(pom)}")
     return target
 
 
-def _resolve(target: Path) -> None:
+def _resolve(target: Path, pom: Path, marker: str, what: str) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise CliError(
-            "Maven (mvn) is not on PATH; the dev broker needs it once to download Apache Kafka "
-            f"{kafka_version()} from Maven Central (see the README's prerequisites)"
+            f"Maven (mvn) is not on PATH; it is needed once to download {what} from Maven Central "
+            "(see the README's prerequisites)"
         )
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=target.parent))
-    print(f"dev-broker: downloading Apache Kafka {kafka_version()} jars from Maven Central (once) ...", flush=True)
+    print(f"downloading {what} jars from Maven Central (once) ...", flush=True)
     try:
         done = subprocess.run(
-            [mvn, "--batch-mode", "--quiet", "-f", str(POM), "dependency:copy-dependencies",
+            [mvn, "--batch-mode", "--quiet", "-f", str(pom), "dependency:copy-dependencies",
              f"-DoutputDirectory={staging}"],
             stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=_MAVEN_TIMEOUT,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
         shutil.rmtree(staging, ignore_errors=True)
-        raise CliError(f"Maven did not finish resolving Apache Kafka's jars within {_MAVEN_TIMEOUT:g}s") from None
-    if done.returncode != 0 or not any(staging.glob("kafka_2.13-*.jar")):
+        raise CliError(f"Maven did not finish resolving {what}'s jars within {_MAVEN_TIMEOUT:g}s") from None
+    if done.returncode != 0 or not any(staging.glob(marker)):
         shutil.rmtree(staging, ignore_errors=True)
         tail = "\n".join(f"  {line}" for line in (done.stdout + done.stderr).splitlines()[-_OUTPUT_TAIL_LINES:])
-        raise CliError(f"Maven could not resolve Apache Kafka {kafka_version()} from {POM}:\n{tail}")
+        raise CliError(f"Maven could not resolve {what} from {pom}:\n{tail}")
     staging.rename(target)
 
 

@@ -1,0 +1,310 @@
+"""Side by side with real Kafka Connect (`make bench-vs-connect`; issue 16).
+
+Real Kafka Connect workers (`ConnectDistributed`, one JVM each with its own REST port and a 256 MB
+heap, the IncrementalCooperativeAssignor) and ours (`coordinator serve` and one `coordinator worker`
+process per worker, the client-side incremental cooperative assignor) run the same scenarios on the
+same Apache Kafka, one after the other, with the same timeouts: Connect's defaults (session 10 s,
+heartbeat 3 s, scheduled rebalance delay 300 s, rebalance timeout 60 s, and the broker's
+group.initial.rebalance.delay.ms of 3 s against our initial assignment delay of 3 s), or all of them
+divided by `--fast`'s factor. The broker is a dev broker of its own with those settings, unless
+`--bootstrap-servers` names one.
+
+Scenarios, each on a fresh group with connectors whose tasks every worker runs several of:
+  scale-out  one more worker joins a stable group;
+  crash      kill -9 one worker, which never returns (not Connect's leader: killing it makes Connect
+             give the lost tasks out at once, its new leader not knowing they were lost);
+  restart    stop one worker and start it again at once (Connect: SIGTERM and a new JVM on the same
+             REST port, so the same worker id; ours: the SDK's stop and a new process with the same
+             instance id);
+  rolling    restart every worker, one at a time, each once the previous one has joined again;
+  storm      every worker starts at once in a group that has connectors and no member; measured
+             from the start of the processes, so Connect's figures include a JVM's start-up (the
+             `startup` row says how long until every worker answered: Connect's REST API, ours at
+             once) and ours a Python process's.
+
+Measured the same way for both, from who runs each task over time (Connect: its status topic, where
+the worker running a task writes RUNNING and, when it stops it, UNASSIGNED; ours: the fleet's
+`--events`; for both a killed or exited process stops everything it ran, at that moment):
+  moved        tasks that started on a worker other than the one running them before (in the
+               storm: tasks started on more than one worker);
+  unowned      task-seconds without an owner from the action until stable;
+  recovered    seconds from the action until every task runs again, for good;
+  stable       seconds from the action until the last change (then nothing changes for three
+               heartbeats, and every task runs exactly once);
+  rebalances   rebalances the busiest worker saw (Connect: "Joined group at generation" in its log;
+               ours: the SDK's completed rebalances, seed 001);
+  double       task-seconds a task ran on two workers at once, over the whole run: must be 0.
+
+Prints a table per scenario with a ratio per row (ours / Connect) and the issue's goal, and writes
+every event of every run as JSON (`--out`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import orjson  # noqa: E402
+
+from bench.vs_connect.systems import SYSTEMS, System, Timing, task_ids  # noqa: E402
+from coordinator.tools import devbroker  # noqa: E402
+
+SCENARIOS = ("scale-out", "crash", "restart", "rolling", "storm")
+
+
+# --- waiting ----------------------------------------------------------------------------------------
+
+
+async def settle(system: System, expected: list[str], since: float, timeout: float) -> float:
+    """Until every task runs on exactly one worker and nothing changed for three heartbeats (at least
+    3 s); returns when the last change happened."""
+    quiet = max(3.0, 3 * system.timing.heartbeat_ms / 1000)
+    deadline = time.monotonic() + timeout
+    while True:
+        system.refresh()
+        if died := system.died():
+            raise RuntimeError("a worker died: " + ", ".join(died))
+        now = time.time()
+        if system.timeline.covered(expected) and now - max(system.timeline.last_event(), since) >= quiet:
+            return max(system.timeline.last_change(), since)
+        if time.monotonic() > deadline:
+            owners = system.timeline.owners()
+            missing = [t for t in expected if len(owners.get(t, ())) != 1]
+            raise TimeoutError(f"not stable within {timeout:g} s ({len(missing)} tasks without exactly one owner)")
+        await asyncio.sleep(0.1)
+
+
+async def joined(system: System, name: str, since: float, timeout: float = 180.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not system.joined_since(name, since):
+        system.refresh()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name} did not join again within {timeout:g} s")
+        await asyncio.sleep(0.1)
+
+
+# --- scenarios --------------------------------------------------------------------------------------
+
+
+class Run:
+    def __init__(self, system: System, workers: int, connectors: dict[str, int]) -> None:
+        self.system, self.connectors = system, connectors
+        self.names = [f"w{i}" for i in range(1, workers + 1)]
+        self.expected = task_ids(connectors)
+        t = system.timing
+        self.short = 120.0 + t.rebalance_ms / 1000
+        self.startup_s: float | None = None
+        self.long = self.short + (t.session_ms + t.delay_ms) / 1000
+
+    async def stable_group(self) -> None:
+        await self.system.launch(self.names)
+        await self.system.configure(self.connectors)
+        await settle(self.system, self.expected, time.time(), self.short)
+
+    async def scale_out(self) -> tuple[float, float]:
+        await self.stable_group()
+        await self.system.launch([f"w{len(self.names) + 1}"])
+        t0 = time.time()  # from when the new worker is up: a JVM takes seconds to start, Python less than one
+        return t0, await settle(self.system, self.expected, t0, self.short)
+
+    async def crash(self) -> tuple[float, float]:
+        await self.stable_group()
+        # Not Connect's leader: a new leader has no memory of the assignment before it, so it cannot
+        # tell lost tasks from new ones and gives them out at once, without the delay.
+        victim = next(n for n in reversed(self.names) if n != self.system.leader())
+        t0 = time.time()
+        await self.system.kill(victim)
+        return t0, await settle(self.system, self.expected, t0, self.long)
+
+    async def restart(self) -> tuple[float, float]:
+        await self.stable_group()
+        t0 = time.time()
+        await self.system.stop(self.names[-1])
+        await self.system.launch([self.names[-1]])
+        return t0, await settle(self.system, self.expected, t0, self.long)
+
+    async def rolling(self) -> tuple[float, float]:
+        await self.stable_group()
+        t0 = time.time()
+        for name in self.names:
+            at = time.time()
+            await self.system.stop(name)
+            await self.system.launch([name])
+            await joined(self.system, name, at)
+        return t0, await settle(self.system, self.expected, t0, self.long)
+
+    async def storm(self) -> tuple[float, float]:
+        await self.system.configure_empty(self.connectors)
+        t0 = time.time()
+        await self.system.launch(self.names)
+        self.startup_s = round(time.time() - t0, 2)
+        return t0, await settle(self.system, self.expected, t0, self.short)
+
+
+async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Timing, bootstrap: str,
+                  run_dir: Path) -> dict[str, Any]:
+    key = f"vsc-{scenario}-{kind}-{int(time.time())}"
+    directory = run_dir / key
+    directory.mkdir(parents=True)
+    system = SYSTEMS[kind](bootstrap, timing, directory, key)
+    run = Run(system, args.workers, args.connectors)
+    started = time.monotonic()
+    result: dict[str, Any] = {}
+    try:
+        await system.prepare(args.connectors)
+        t0, t1 = await getattr(run, scenario.replace("-", "_"))()
+        result["figures"] = system.timeline.figures(run.expected, t0, t1)
+        if run.startup_s is not None:
+            result["figures"]["startup_s"] = run.startup_s
+    except Exception as e:  # noqa: BLE001 - report it and go on: one broken run should not hide the rest
+        result["error"] = f"{type(e).__name__}: {e}"
+    finally:
+        await system.close()
+        system.refresh()
+    end = system.timeline.last_event() or time.time()
+    result["double_owned_s"] = round(system.timeline.double_owned_s(end), 3)
+    result["wall_s"] = round(time.monotonic() - started, 1)
+    result["logs"] = str(directory)
+    result["events"] = system.timeline.to_json()
+    return result
+
+
+# --- the table --------------------------------------------------------------------------------------
+
+
+ROWS = (("moved", "tasks moved"), ("unowned_task_s", "unowned task-s"), ("recovered_s", "all tasks running after s"),
+        ("stable_s", "stable after s"), ("rebalances_max", "rebalances, busiest worker"),
+        ("startup_s", "workers up after s"))
+
+
+def goal(scenario: str, c: dict[str, Any], o: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The issue's goals for one scenario, each with whether it holds."""
+    if scenario in ("scale-out", "crash"):
+        return [("moves <= Connect's", o["moved"] <= c["moved"]),
+                ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5)]
+    if scenario in ("restart", "rolling"):
+        return [("unowned <= 1/50 of Connect's", o["unowned_task_s"] <= c["unowned_task_s"] / 50),
+                ("0 moves", o["moved"] == 0)]
+    return [("0 moves", o["moved"] == 0),
+            ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5)]
+
+
+def ratio(ours: float, connect: float) -> str:
+    if connect == 0:
+        return "-" if ours == 0 else "inf"
+    return f"{ours / connect:.3g}"
+
+
+def table(scenario: str, results: dict[str, dict[str, Any]]) -> list[str]:
+    lines = [f"\n{scenario}", f"  {'':<28}{'Kafka Connect':>15}{'ours':>12}{'ours/Connect':>14}"]
+    c, o = (results.get(k, {}) for k in ("connect", "ours"))
+    for kind, r in (("Kafka Connect", c), ("ours", o)):
+        if "error" in r:
+            lines.append(f"  {kind}: {r['error']} (logs: {r['logs']})")
+    cf, of = c.get("figures"), o.get("figures")
+    for key, label in ROWS:
+        cv = "-" if cf is None else cf.get(key, "-")
+        ov = "-" if of is None else of.get(key, "-")
+        r = ratio(of[key], cf[key]) if cf and of and key in cf and key in of else "-"
+        if key in (cf or of or {}):
+            lines.append(f"  {label:<28}{cv!s:>15}{ov!s:>12}{r:>14}")
+    lines.append(f"  {'double-owned task-s (run)':<28}{c.get('double_owned_s', '-')!s:>15}"
+                 f"{o.get('double_owned_s', '-')!s:>12}")
+    if cf and of:
+        for text, ok in goal(scenario, cf, of):
+            lines.append(f"  goal: {text:<40} {'PASS' if ok else 'MISS'}")
+    lines.append(f"  wall: Connect {c.get('wall_s', '-')} s, ours {o.get('wall_s', '-')} s")
+    return lines
+
+
+# --- main ---------------------------------------------------------------------------------------------
+
+
+def connectors_arg(text: str) -> dict[str, int]:
+    try:
+        counts = {name: int(tasks) for name, tasks in (item.split("=") for item in text.split(","))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=TASKS,NAME=TASKS..., got {text!r}") from None
+    if any(n < 1 for n in counts.values()):
+        raise argparse.ArgumentTypeError("every connector needs at least one task")
+    return counts
+
+
+async def amain(args: argparse.Namespace) -> int:
+    timing = Timing().scaled(args.fast) if args.fast else Timing()
+    run_dir = Path(args.run_dir or tempfile.mkdtemp(prefix="bench-vs-connect-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    cluster = None
+    bootstrap = args.bootstrap_servers
+    if bootstrap is None:
+        # Kafka's own group settings where the dev broker has development ones: Connect's classic
+        # group waits group.initial.rebalance.delay.ms (scaled like every timeout) before its first
+        # assignment, as ours waits its initial assignment delay; short sessions must be allowed.
+        settings = {"group.initial.rebalance.delay.ms": timing.initial_ms,
+                    "group.min.session.timeout.ms": min(6000, timing.session_ms)}
+        cluster = await asyncio.to_thread(devbroker.start, devbroker.free_port(), run_dir / "broker", 1, 60.0,
+                                          settings)
+        bootstrap = cluster.bootstrap_servers
+    print(f"bench-vs-connect: session {timing.session_ms} ms, heartbeat {timing.heartbeat_ms} ms, "
+          f"delay {timing.delay_ms} ms, rebalance timeout {timing.rebalance_ms} ms, initial delay "
+          f"{timing.initial_ms} ms; {args.workers} workers; connectors "
+          + ", ".join(f"{n} ({t} tasks)" for n, t in args.connectors.items()) + f"; logs in {run_dir}", flush=True)
+    report: dict[str, Any] = {"timing": timing.__dict__, "workers": args.workers, "connectors": args.connectors,
+                              "scenarios": {}}
+    lines: list[str] = []
+    try:
+        for scenario in args.scenario:
+            results = {}
+            for kind in args.systems:
+                print(f"  {scenario}: {SYSTEMS[kind].label} ...", flush=True)
+                results[kind] = await run_one(kind, scenario, args, timing, bootstrap, run_dir)
+                figures = results[kind].get("figures") or results[kind].get("error")
+                print(f"    {figures}", flush=True)
+            report["scenarios"][scenario] = results
+            block = table(scenario, results)
+            print("\n".join(block), flush=True)
+            lines += block
+    finally:
+        if cluster is not None:
+            await asyncio.to_thread(cluster.stop)
+    out = Path(args.out or run_dir / "timelines.json")
+    out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    print("\nside by side (ours / Connect: below 1 is better for ours)" + "\n".join(lines))
+    print(f"\ntimelines: {out}")
+    if not args.keep and args.run_dir is None:
+        shutil.rmtree(run_dir / "broker", ignore_errors=True)
+    broken = [s for s, r in report["scenarios"].items() for k in r.values() if "error" in k or k["double_owned_s"]]
+    return 1 if broken else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bootstrap-servers", help="an Apache Kafka to use (default: start a dev broker of its own)")
+    parser.add_argument("--fast", type=float, nargs="?", const=10.0, default=None, metavar="FACTOR",
+                        help="divide every timeout by FACTOR (10 if not given)")
+    parser.add_argument("--workers", type=int, default=5, help="workers per system (default 5)")
+    parser.add_argument("--connectors", type=connectors_arg, default=connectors_arg("A=8,B=8,C=8"),
+                        metavar="NAME=TASKS,...", help="default A=8,B=8,C=8")
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
+    parser.add_argument("--systems", nargs="+", choices=sorted(SYSTEMS), default=["connect", "ours"])
+    parser.add_argument("--run-dir", help="where logs and timelines go (default: a new temporary directory)")
+    parser.add_argument("--out", help="the timelines' JSON file (default: RUN_DIR/timelines.json)")
+    parser.add_argument("--keep", action="store_true", help="keep the broker's data")
+    args = parser.parse_args()
+    if args.workers < 2:
+        parser.error("--workers must be at least 2")
+    if args.fast is not None and args.fast < 1:
+        parser.error("--fast FACTOR must be at least 1")
+    return asyncio.run(amain(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
