@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect clean
 
 install: $(STAMP)
 
@@ -57,7 +57,7 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down $(BROKER)
 
-bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-audit
+bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-audit bench-vs-connect
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
@@ -74,6 +74,12 @@ bench-state: install
 # bounces, crashes, a join storm, client-side and server-side assignor (`REBALANCE_ARGS=--quick` to smoke-test).
 bench-rebalance: install broker-up
 	$(BIN)/python bench/bench_rebalance.py --bootstrap-servers $(BOOTSTRAP) $(REBALANCE_ARGS)
+
+# Side by side with real Kafka Connect (bench/bench_vs_connect.py): five Connect workers (JVMs, jars from
+# Maven Central on first use) and five of ours, the same scenarios and timeouts on a broker of their own.
+# About 40 minutes with Connect's default timeouts; `VS_CONNECT_ARGS=--fast` divides them by 10 (~10 min).
+bench-vs-connect: install
+	$(BIN)/python bench/bench_vs_connect.py $(VS_CONNECT_ARGS)
 
 # `coordinator replay timeline` and `state --at` on a dump of 1,000,000 records of many groups (no broker).
 bench-replay: install

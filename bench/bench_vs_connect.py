@@ -19,8 +19,8 @@ Scenarios, each on a fresh group with connectors whose tasks every worker runs s
   rolling    restart every worker, one at a time, each once the previous one has joined again;
   storm      every worker starts at once in a group that has connectors and no member; measured
              from the start of the processes, so Connect's figures include a JVM's start-up (the
-             `startup` row says how long until every worker answered: Connect's REST API, ours at
-             once) and ours a Python process's.
+             "workers up after s" row says how long until every worker answered: Connect's REST
+             API, ours at once) and ours a Python process's.
 
 Measured the same way for both, from who runs each task over time (Connect: its status topic, where
 the worker running a task writes RUNNING and, when it stops it, UNASSIGNED; ours: the fleet's
@@ -161,7 +161,8 @@ async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Ti
     try:
         await system.prepare(args.connectors)
         t0, t1 = await getattr(run, scenario.replace("-", "_"))()
-        result["figures"] = system.timeline.figures(run.expected, t0, t1)
+        system.refresh()
+        result["figures"] = system.timeline.figures(run.expected, t0, t1, seen=time.time())
         if run.startup_s is not None:
             result["figures"]["startup_s"] = run.startup_s
     except Exception as e:  # noqa: BLE001 - report it and go on: one broken run should not hide the rest

@@ -45,6 +45,10 @@ def test_a_return_to_the_same_worker_is_no_move_but_its_gap_counts() -> None:
     t.add(7.0, START, "w2", ["B-0"])
     f = t.figures(TASKS, 4.0, 8.0)
     assert f["moved"] == 0 and f["unowned_task_s"] == pytest.approx(2.0)
+    t.add(7.3, REBALANCE, "w2")  # the heartbeat after the last change: seen, if the window reaches it
+    assert t.figures(TASKS, 4.0, 8.0)["rebalances_total"] == 1
+    assert t.figures(TASKS, 4.0, 7.0)["rebalances_total"] == 0
+    assert t.figures(TASKS, 4.0, 7.0, seen=7.5)["rebalances_total"] == 1
 
 
 def test_a_killed_worker_stops_everything_it_ran() -> None:

@@ -87,9 +87,12 @@ class Timeline:
             spans[task].append((start, until, worker))
         return spans
 
-    def figures(self, expected: Iterable[str], t0: float, t1: float) -> dict[str, float | int | None]:
+    def figures(self, expected: Iterable[str], t0: float, t1: float, seen: float | None = None
+                ) -> dict[str, float | int | None]:
         """The table's figures for the window [t0, t1]: what happened after the scenario's action at
-        t0 until the group was stable again at t1."""
+        t0 until the group was stable again at t1. Rebalances count until `seen` (t1 by default): a
+        worker sees its rebalance complete after the last change, at the heartbeat that changes
+        nothing."""
         expected = sorted(expected)
         before = self.owners(before=t0)
         spans = self.spans(t1)
@@ -106,7 +109,7 @@ class Timeline:
             if gaps:
                 recovered = max(recovered, gaps[-1][1])
         rebalances: dict[str, int] = defaultdict(int)
-        for e in self.events(t1 + 0.001):
+        for e in self.events(t1 if seen is None else max(seen, t1)):
             if e.kind == REBALANCE and e.t > t0:
                 rebalances[e.worker] += 1
         return {
