@@ -192,6 +192,20 @@ def test_steady_heartbeat_writes_nothing_and_rearms_the_session() -> None:
     assert [(t.key, t.deadline_ms) for t in result.timers] == [(("session", G, "W1"), 1234 + 10_000)]
 
 
+def test_a_member_waiting_for_released_work_is_asked_to_heartbeat_sooner() -> None:
+    d, (w1, w2) = started({"A": 4, "B": 4})
+    w3 = SimWorker(d, G, "W3")
+    w3.heartbeat()  # joins; W1 computes the new target on its heartbeat
+    w1.heartbeat()
+    response = w3.heartbeat()  # its target holds work that W1 and W2 have not revoked yet
+    assert group_of(d).currents["W3"].state == MemberState.UNRELEASED
+    assert response.heartbeat_interval_ms == 100  # a tenth of the group's 1 s
+    converge([w1, w2, w3])
+    assert group_of(d).currents["W3"].state == MemberState.STABLE and w3.owned
+    assert w3.heartbeat().heartbeat_interval_ms == 1_000
+    assert w1.heartbeat().heartbeat_interval_ms == 1_000
+
+
 # --- UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH ------------------------------------------------------------
 
 

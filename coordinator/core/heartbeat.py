@@ -106,8 +106,25 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
     assignment = MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send \
         else None
     error_code, message = _compute_assignment(change, member_id)
-    return change.result(HeartbeatResponse(error_code, message, updated.member_epoch, settings.heartbeat_interval_ms,
-                                           assignment))
+    return change.result(HeartbeatResponse(error_code, message, updated.member_epoch,
+                                           _interval(settings, updated), assignment))
+
+
+# A member waiting for items that others are releasing asks again this much sooner than usual.
+UNRELEASED_INTERVAL_DIVISOR = 10
+MIN_HEARTBEAT_INTERVAL_MS = 100
+
+
+def _interval(settings: GroupSettings, updated: CurrentMemberAssignmentValue) -> int:
+    """The heartbeat interval to give the member. An UNRELEASED member waits for items that other
+    members give up on their own heartbeats, and learns they are free only on its next one: at the
+    group's interval that is one more interval of unowned work (a scale-out measured 6.4 s, against
+    Kafka Connect's 3.4 s, with 3 s heartbeats). Asking sooner costs only heartbeats that change
+    nothing, and only while the member waits."""
+    interval = settings.heartbeat_interval_ms
+    if updated.state != MemberState.UNRELEASED:
+        return interval
+    return min(interval, max(MIN_HEARTBEAT_INTERVAL_MS, interval // UNRELEASED_INTERVAL_DIVISOR))
 
 
 def _unknown_member(request: HeartbeatRequest) -> ProtocolError:
