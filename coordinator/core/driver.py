@@ -11,6 +11,7 @@ the coordinator exactly as the service will, and to produce logs to replay.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
 
@@ -27,8 +28,16 @@ from coordinator.core.protocol import (
     HeartbeatResponse,
     InstallAssignmentRequest,
     InstallMember,
+    NO_CONTEXT,
+    ClassicHeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ParkKey,
+    Parked,
     PrepareAssignmentRequest,
+    RequestContext,
     Result,
+    SyncGroupRequest,
     SetConfigRequest,
     SetConnectorsRequest,
     TimerKey,
@@ -45,6 +54,12 @@ class Driver:
         self.log: list[Record] = []
         self.timers: dict[TimerKey, int] = {}
         self.now = now
+        self.waiting: set[ParkKey] = set()  # parked requests not answered yet
+        self.answers: dict[ParkKey, Any] = {}  # what parked requests were answered with
+
+    def answer(self, key: ParkKey) -> Any:
+        """The answer a parked request got (KeyError while it still waits)."""
+        return self.answers.pop(key)
 
     @property
     def state(self):  # noqa: ANN201
@@ -54,6 +69,12 @@ class Driver:
         """Apply a handler's result as the runtime would, and return its response."""
         self.coordinator.apply(result)
         self.log.extend(result.records)
+        for key, response in result.deliveries:
+            if key in self.waiting:  # a delivery for a request nobody waits on is dropped, as the runtime does
+                self.waiting.discard(key)
+                self.answers[key] = response
+        if isinstance(result.response, Parked):
+            self.waiting.add(result.response.key)
         for timer in result.timers:
             if timer.deadline_ms is None:
                 self.timers.pop(timer.key, None)
@@ -63,6 +84,18 @@ class Driver:
 
     def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         return self.run(self.coordinator.heartbeat(request, self.now))
+
+    def join_group(self, request: JoinGroupRequest, context: RequestContext = NO_CONTEXT) -> Any:
+        return self.run(self.coordinator.join_group(request, self.now, context))
+
+    def sync_group(self, request: SyncGroupRequest) -> Any:
+        return self.run(self.coordinator.sync_group(request, self.now))
+
+    def classic_heartbeat(self, request: ClassicHeartbeatRequest) -> ErrorResponse:
+        return self.run(self.coordinator.classic_heartbeat(request, self.now))
+
+    def leave_group(self, request: LeaveGroupRequest) -> Any:
+        return self.run(self.coordinator.leave_group(request, self.now))
 
     def set_connectors(self, group_id: str, connectors: dict[str, int]) -> ErrorResponse:
         counts = tuple(ConnectorTaskCount(name, tasks) for name, tasks in connectors.items())

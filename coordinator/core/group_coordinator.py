@@ -49,7 +49,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 from records import ConnectorTaskCount, GroupConfigurationValue
 
-from coordinator.core import record_helpers, timers, views
+from coordinator.core import classic, record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
@@ -57,18 +57,26 @@ from coordinator.core.heartbeat import connect_group_heartbeat
 from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
+    CLASSIC_JOIN,
+    CLASSIC_SESSION,
+    CLASSIC_SYNC,
     INITIAL_ASSIGNMENT,
     NO_CONTEXT,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
     DeleteGroupRequest,
     ErrorCode,
+    ClassicHeartbeatRequest,
     ErrorResponse,
     GroupDescription,
     GroupListing,
     HeartbeatRequest,
     HeartbeatResponse,
     InstallAssignmentRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
     ProtocolError,
@@ -76,6 +84,8 @@ from coordinator.core.protocol import (
     Result,
     SetConfigRequest,
     SetConnectorsRequest,
+    SyncGroupRequest,
+    SyncGroupResponse,
     Timer,
     TimerKey,
     timer_key,
@@ -92,6 +102,8 @@ from coordinator.core.validation import (
     validate_assignment,
 )
 from coordinator.core.views import group_state
+
+CLASSIC_TIMERS = frozenset((CLASSIC_SESSION, CLASSIC_JOIN, CLASSIC_SYNC))
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -188,6 +200,26 @@ class GroupCoordinator:
                 assignor_name=chosen.name if chosen is not None else "", now=now)
         return change.result(ErrorResponse())
 
+    # --- the classic protocol (seed 004, `coordinator.core.classic`) ----------------------------
+
+    @_answers(JoinGroupResponse)
+    def join_group(self, request: JoinGroupRequest, now: int, context: RequestContext = NO_CONTEXT) -> Result:
+        """JoinGroup: answered at once, or `Parked` until the join phase completes."""
+        return classic.join_group(self.state, self.config, request, now, context)
+
+    @_answers(SyncGroupResponse)
+    def sync_group(self, request: SyncGroupRequest, now: int) -> Result:
+        """SyncGroup: the leader's carries the assignments; the others wait for it (`Parked`)."""
+        return classic.sync_group(self.state, self.config, request, now)
+
+    @_answers(ErrorResponse)
+    def classic_heartbeat(self, request: ClassicHeartbeatRequest, now: int) -> Result[ErrorResponse]:
+        return classic.heartbeat(self.state, self.config, request, now)
+
+    @_answers(LeaveGroupResponse)
+    def leave_group(self, request: LeaveGroupRequest, now: int) -> Result[LeaveGroupResponse]:
+        return classic.leave_group(self.state, self.config, request, now)
+
     def _chosen_member_group(self, group_id: str, member_id: str, member_epoch: int) -> ConnectGroup:
         """Seed 000 steps 1-4 of PrepareAssignment and InstallAssignment."""
         group = self.state.groups.get(group_id)
@@ -275,12 +307,14 @@ class GroupCoordinator:
         return views.list_groups(self.state)
 
     def on_timer(self, key: TimerKey, now: int) -> Result[None]:
-        """A timer fired (`coordinator.core.timers`)."""
+        """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""
+        if key[0] in CLASSIC_TIMERS:
+            return classic.on_timer(self.state, self.config, key, now)
         return timers.on_timer(self.state, self.config, key, now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""
-        return timers.after_load(self.state, self.config, now)
+        return timers.after_load(self.state, self.config, now) + classic.after_load(self.state, self.config, now)
 
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator", "group_state", "validate_assignment"]
