@@ -9,7 +9,9 @@ import itertools
 
 import pytest
 
-from records import ClassicGroupMetadataKey
+from dataclasses import replace
+
+from records import ClassicGroupMetadataKey, Record
 
 from coordinator.core.classic_group import (
     COMPLETING_REBALANCE,
@@ -253,8 +255,8 @@ def test_votes_decide_between_common_protocols() -> None:
     d = Driver()
     a, _ = new_member(d, EAGER, ICR)
     sync(d, a, 1, {})
-    b, parked_b = new_member(d, ICR, EAGER)
-    c, parked_c = new_member(d, ICR, EAGER)
+    new_member(d, ICR, EAGER)
+    new_member(d, ICR, EAGER)
     d.join_group(join_request(a, EAGER, ICR), ctx())
     assert group(d).protocol == ICR.name  # two votes to one
 
@@ -428,11 +430,31 @@ def test_failover_before_a_join_phase_is_written_keeps_the_last_generation() -> 
 
 
 def test_a_v0_record_is_read_as_stable_with_members() -> None:
-    d, a, b = stable_pair()
+    d, _, _ = stable_pair()
     old = d.log[-1].value
-    from dataclasses import replace
-
-    from records import Record
     state = CoordinatorState()
     state.replay(Record(ClassicGroupMetadataKey(G), replace(old, state=None)))
     assert state.classic_groups[G].state == STABLE
+
+
+# --- admin on a classic group -------------------------------------------------------------------------
+
+
+def test_new_connectors_make_a_stable_classic_group_join_again() -> None:
+    d, a, b = stable_pair()
+    assert d.set_connectors(G, {"A": 2}).error_code == ErrorCode.NONE
+    assert d.state.groups[G].connector_counts[0].name == "A" and not d.state.groups[G].members
+    assert group(d).state == PREPARING_REBALANCE
+    assert beat(d, b, 2) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert_replay_equals_live(d)
+
+
+def test_delete_group_refuses_members_and_tombstones_an_empty_classic_group() -> None:
+    d, a, b = stable_pair()
+    assert d.delete_group(G).error_code == ErrorCode.NON_EMPTY_GROUP
+    d.leave_group(LeaveGroupRequest(G, (LeaveMember(a), LeaveMember("", instance_id=None), LeaveMember(b))))
+    assert group(d).state == EMPTY
+    d.set_connectors(G, {"A": 1})
+    assert d.delete_group(G).error_code == ErrorCode.NONE
+    assert G not in d.state.classic_groups and G not in d.state.groups
+    assert d.log[-1].value is None and assert_replay_equals_live(d).slots() == {}

@@ -680,7 +680,7 @@ def test_describe_and_list() -> None:
     assert d.coordinator.describe_group("nope") is None
 
 
-def test_classic_group_id_is_refused() -> None:
+def test_a_connect_join_to_a_classic_group_id_is_refused() -> None:
     d = Driver()
     d.state.replay(Record(ClassicGroupMetadataKey("legacy"), ClassicGroupMetadataValue("connect", 3, None, None, -1)))
     response = d.heartbeat(replace(join(), group_id="legacy"))

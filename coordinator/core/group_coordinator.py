@@ -47,10 +47,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from records import ConnectorTaskCount, GroupConfigurationValue
+from records import ClassicGroupMetadataKey, ConnectorTaskCount, GroupConfigurationValue, Record
 
 from coordinator.core import classic, record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
+from coordinator.core.classic_group import ClassicGroupUpdate
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
 from coordinator.core.heartbeat import connect_group_heartbeat
@@ -64,9 +65,9 @@ from coordinator.core.protocol import (
     NO_CONTEXT,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
+    ClassicHeartbeatRequest,
     DeleteGroupRequest,
     ErrorCode,
-    ClassicHeartbeatRequest,
     ErrorResponse,
     GroupDescription,
     GroupListing,
@@ -243,7 +244,7 @@ class GroupCoordinator:
     @_answers(ErrorResponse)
     def set_connectors(self, request: SetConnectorsRequest, now: int) -> Result[ErrorResponse]:
         """Set the connectors (and task counts) a group runs; creates the group; bumps its epoch on change."""
-        check_group_id(request.group_id, self.state)
+        check_group_id(request.group_id)
         check_set_connectors(request)
         counts = tuple(sorted((ConnectorTaskCount(c.name, c.tasks) for c in request.connectors), key=lambda c: c.name))
         group = self.state.groups.get(request.group_id) or ConnectGroup(request.group_id)
@@ -253,12 +254,19 @@ class GroupCoordinator:
         change.connectors = counts
         change.bump()
         assign_if_needed(change, self.config, now)
-        return change.result(ErrorResponse())
+        result = change.result(ErrorResponse())
+        classic_group = self.state.classic_groups.get(request.group_id)
+        if classic_group is not None and classic_group.members:
+            # A classic group's leader assigns the new work after every member joins again.
+            classic_change = classic.ClassicChange(classic_group, now)
+            classic.rebalance(classic_change, self.config)
+            result.merge(classic_change.result(None))
+        return result
 
     @_answers(ErrorResponse)
     def set_config(self, request: SetConfigRequest, now: int) -> Result[ErrorResponse]:
         """Set a group's timeouts (None: the server's default). Creates the group if needed."""
-        check_group_id(request.group_id, self.state)
+        check_group_id(request.group_id)
         check_set_config(request, self.config.min_timeout_ms)
         value = GroupConfigurationValue(request.session_timeout_ms, request.heartbeat_interval_ms,
                                         request.rebalance_timeout_ms, request.scheduled_rebalance_max_delay_ms,
@@ -278,21 +286,31 @@ class GroupCoordinator:
     @_answers(ErrorResponse)
     def delete_group(self, request: DeleteGroupRequest, now: int) -> Result[ErrorResponse]:
         """Delete a group that has no members: a tombstone for every key it has."""
-        check_group_id(request.group_id, self.state)
-        group = self.state.groups.get(request.group_id)
-        if group is None:
-            raise ProtocolError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} does not exist")
-        if group.members:
-            raise ProtocolError(ErrorCode.NON_EMPTY_GROUP,
-                                f"group {request.group_id} still has {len(group.members)} member(s)")
-        g = group.group_id
-        records = record_helpers.group_tombstones(g, list(group.members), list(group.targets), list(group.currents))
-        present = {key for key, _ in group.slots()}
-        records = [r for r in records if r.key in present]
+        check_group_id(request.group_id)
+        g = request.group_id
+        group = self.state.groups.get(g)
+        classic_group = self.state.classic_groups.get(g)
+        if group is None and classic_group is None:
+            raise ProtocolError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {g} does not exist")
+        members = len(group.members) if group is not None else 0
+        members += len(classic_group.members) if classic_group is not None else 0
+        if members:
+            raise ProtocolError(ErrorCode.NON_EMPTY_GROUP, f"group {g} still has {members} member(s)")
+        records = []
+        if group is not None:
+            records = record_helpers.group_tombstones(g, list(group.members), list(group.targets),
+                                                      list(group.currents))
+            present = {key for key, _ in group.slots()}
+            records = [r for r in records if r.key in present]
+        volatile = []
+        if classic_group is not None:
+            if classic_group.record is not None:
+                records.append(Record(ClassicGroupMetadataKey(g), None))
+            volatile.append(ClassicGroupUpdate(g, None))
         cancelled = [Timer(timer_key(kind, g), None)
                      for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY,
-                                  INITIAL_ASSIGNMENT)]
-        return Result(ErrorResponse(), records, cancelled)
+                                  INITIAL_ASSIGNMENT, CLASSIC_JOIN, CLASSIC_SYNC)]
+        return Result(ErrorResponse(), records, cancelled, volatile)
 
     # --- reads and timers ----------------------------------------------------------------------------
 

@@ -413,3 +413,10 @@ class Result(Generic[R]):
     timers: list[Timer] = field(default_factory=list)
     volatile: list[Any] = field(default_factory=list)
     deliveries: list[tuple[ParkKey, Any]] = field(default_factory=list)
+
+    def merge(self, other: Result) -> None:
+        """Take `other`'s effects too (its response is dropped): one handler, two groups' changes."""
+        self.records.extend(other.records)
+        self.timers.extend(other.timers)
+        self.volatile.extend(other.volatile)
+        self.deliveries.extend(other.deliveries)
