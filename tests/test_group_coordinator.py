@@ -206,6 +206,27 @@ def test_a_member_waiting_for_released_work_is_asked_to_heartbeat_sooner() -> No
     assert w1.heartbeat().heartbeat_interval_ms == 1_000
 
 
+def test_members_heartbeat_sooner_while_the_target_is_computed() -> None:
+    d, (w1, w2) = started({"A": 4, "B": 4})
+    w3 = SimWorker(d, G, "W3")
+    assert w3.heartbeat().heartbeat_interval_ms == 100  # its join bumped the epoch; W1 computes
+    assert w2.heartbeat().heartbeat_interval_ms == 100  # and W2 will get its new target soon
+    w1.heartbeat()  # W1 computed and installed
+    converge([w1, w2, w3])
+    assert w2.heartbeat().heartbeat_interval_ms == 1_000
+
+
+def test_members_heartbeat_just_after_a_scheduled_rebalance_is_due() -> None:
+    d, ws = started({"A": 4, "B": 4}, workers=3)
+    ws[2].leave()
+    converge(ws[:2])
+    due = group_of(d).target_metadata.scheduled_rebalance_at_ms
+    assert due == d.now + 5_000  # W3's work waits for it
+    assert ws[0].heartbeat().heartbeat_interval_ms == 1_000
+    d.advance(4_500)
+    assert ws[0].heartbeat().heartbeat_interval_ms == 600  # at the deadline plus 100 ms
+
+
 # --- UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH ------------------------------------------------------------
 
 
