@@ -21,6 +21,8 @@ from records.schema import load
 
 VERSION = 0
 _HEADER = struct.Struct(">h")
+# The schema files (records/schemas) of these bodies, at every version this code reads.
+SCHEMAS = (f"ConnectProtocolMetadata.v{VERSION}", f"ConnectProtocolAssignment.v{VERSION}")
 
 
 class ConnectProtocolError(ValueError):
