@@ -171,6 +171,10 @@ class ClassicGroupMetadataValue:
     leader: str | None
     current_state_timestamp_ms: int
     members: tuple[ClassicGroupMember, ...] = ()
+    # Added in v1: the group's state when written (Empty, PreparingRebalance, CompletingRebalance,
+    # Stable), so that a coordinator taking over resumes a rebalance a departure started, or waits
+    # for the leader's SyncGroup, instead of taking the group for stable. None in v0 records.
+    state: str | None = None
 
 
 @record

@@ -47,7 +47,7 @@ RECORD_TYPES: Mapping[int, RecordType] = {
     t.type: t
     for t in (
         _type(2, "ClassicGroupMetadata", model.ClassicGroupMetadataKey, model.ClassicGroupMetadataValue,
-              "GroupKey", "ClassicGroupMetadataValue.v0"),
+              "GroupKey", "ClassicGroupMetadataValue.v0", "ClassicGroupMetadataValue.v1"),
         _type(3, "ConnectGroupMetadata", model.ConnectGroupMetadataKey, model.ConnectGroupMetadataValue,
               "GroupKey", "ConnectGroupMetadataValue.v0"),
         _type(4, "ConnectorsTasksMetadata", model.ConnectorsTasksMetadataKey, model.ConnectorsTasksMetadataValue,

@@ -137,7 +137,7 @@ _SLOTS: dict[type, Callable[[CoordinatorState, RecordKey], Any]] = {
     MemberMetadataKey: _member_slot("members"),
     TargetAssignmentMemberKey: _member_slot("targets"),
     CurrentMemberAssignmentKey: _member_slot("currents"),
-    ClassicGroupMetadataKey: lambda state, key: state.classic_groups.get(key.group_id),
+    ClassicGroupMetadataKey: lambda state, key: getattr(state.classic_groups.get(key.group_id), "record", None),
 }
 
 

@@ -47,6 +47,10 @@ CASES: dict[str, tuple[Record, int | None]] = {
         ))), 0),
     "classic_group_metadata_empty_v0": (Record(ClassicGroupMetadataKey("g"), ClassicGroupMetadataValue(
         "connect", 0, None, None, -1, ())), 0),
+    "classic_group_metadata_completing_v1": (Record(ClassicGroupMetadataKey("connect-cluster"), ClassicGroupMetadataValue(
+        "connect", 42, "incremental_cooperative", "worker-2", 1_732_000_000_000, (
+            ClassicGroupMember("worker-2", "static-2", "connect-2", "/10.0.0.2", 60_000, 10_000, b"\x00\x01m", b""),
+        ), "CompletingRebalance")), 1),
     "connect_group_metadata_v0": (Record(ConnectGroupMetadataKey("connect-cluster"),
                                          ConnectGroupMetadataValue(37, "connect")), 0),
     "connectors_tasks_metadata_v0": (Record(ConnectorsTasksMetadataKey("connect-cluster"), ConnectorsTasksMetadataValue(

@@ -39,7 +39,8 @@ assignors = st.builds(Assignor, names, int16, int16, int8, int16, blobs)
 
 VALUES = {
     2: st.builds(ClassicGroupMetadataValue, text, int32, st.none() | text, st.none() | text, int64, small(
-        st.builds(ClassicGroupMember, names, st.none() | text, text, text, int32, int32, blobs, blobs))),
+        st.builds(ClassicGroupMember, names, st.none() | text, text, text, int32, int32, blobs, blobs)),
+        st.none() | text),
     3: st.builds(ConnectGroupMetadataValue, int32, text),
     4: st.builds(ConnectorsTasksMetadataValue, small(st.builds(ConnectorTaskCount, names, int32))),
     5: st.builds(MemberMetadataValue, int32, st.none() | text, text, text, st.none() | text, int32,

@@ -192,6 +192,41 @@ def test_steady_heartbeat_writes_nothing_and_rearms_the_session() -> None:
     assert [(t.key, t.deadline_ms) for t in result.timers] == [(("session", G, "W1"), 1234 + 10_000)]
 
 
+def test_a_member_waiting_for_released_work_is_asked_to_heartbeat_sooner() -> None:
+    d, (w1, w2) = started({"A": 4, "B": 4})
+    w3 = SimWorker(d, G, "W3")
+    w3.heartbeat()  # joins; W1 computes the new target on its heartbeat
+    w1.heartbeat()
+    response = w3.heartbeat()  # its target holds work that W1 and W2 have not revoked yet
+    assert group_of(d).currents["W3"].state == MemberState.UNRELEASED
+    assert response.heartbeat_interval_ms == 100  # a tenth of the group's 1 s
+    converge([w1, w2, w3])
+    assert group_of(d).currents["W3"].state == MemberState.STABLE and w3.owned
+    assert w3.heartbeat().heartbeat_interval_ms == 1_000
+    assert w1.heartbeat().heartbeat_interval_ms == 1_000
+
+
+def test_members_heartbeat_sooner_while_the_target_is_computed() -> None:
+    d, (w1, w2) = started({"A": 4, "B": 4})
+    w3 = SimWorker(d, G, "W3")
+    assert w3.heartbeat().heartbeat_interval_ms == 100  # its join bumped the epoch; W1 computes
+    assert w2.heartbeat().heartbeat_interval_ms == 100  # and W2 will get its new target soon
+    w1.heartbeat()  # W1 computed and installed
+    converge([w1, w2, w3])
+    assert w2.heartbeat().heartbeat_interval_ms == 1_000
+
+
+def test_members_heartbeat_just_after_a_scheduled_rebalance_is_due() -> None:
+    d, ws = started({"A": 4, "B": 4}, workers=3)
+    ws[2].leave()
+    converge(ws[:2])
+    due = group_of(d).target_metadata.scheduled_rebalance_at_ms
+    assert due == d.now + 5_000  # W3's work waits for it
+    assert ws[0].heartbeat().heartbeat_interval_ms == 1_000
+    d.advance(4_500)
+    assert ws[0].heartbeat().heartbeat_interval_ms == 600  # at the deadline plus 100 ms
+
+
 # --- UNKNOWN_MEMBER_ID and FENCED_MEMBER_EPOCH ------------------------------------------------------------
 
 
@@ -666,7 +701,7 @@ def test_describe_and_list() -> None:
     assert d.coordinator.describe_group("nope") is None
 
 
-def test_classic_group_id_is_refused() -> None:
+def test_a_connect_join_to_a_classic_group_id_is_refused() -> None:
     d = Driver()
     d.state.replay(Record(ClassicGroupMetadataKey("legacy"), ClassicGroupMetadataValue("connect", 3, None, None, -1)))
     response = d.heartbeat(replace(join(), group_id="legacy"))

@@ -73,6 +73,7 @@ from records import TaskId, decode, encode
 from coordinator.core.assignors import ASSIGNORS, MemberAssignment
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.heartbeat import MIN_HEARTBEAT_INTERVAL_MS
 from coordinator.core.items import connectors_and_tasks, items_of
 from coordinator.core.protocol import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -187,7 +188,9 @@ class Worker(SimWorker):
             assert self.owned == items_of(current.assignment), (
                 f"{self.member_id} owns {sorted(map(str, self.owned))} after {request} -> {response}, "
                 f"the coordinator says {current}")
-            assert response.heartbeat_interval_ms == self.driver.coordinator.settings(group).heartbeat_interval_ms
+            # The group's interval, or shorter (never below 100 ms) while a rebalance is under way.
+            interval = self.driver.coordinator.settings(group).heartbeat_interval_ms
+            assert min(interval, MIN_HEARTBEAT_INTERVAL_MS) <= response.heartbeat_interval_ms <= interval
             if request.member_epoch == 0:
                 self.zombie = False  # a join starts a new life: the coordinator forgot the old one
             self.compute_pending = response.error_code == ErrorCode.COMPUTE_ASSIGNMENT

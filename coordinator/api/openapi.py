@@ -26,7 +26,14 @@ ERRORS: dict[ErrorCode, str] = {
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "no coordinator is known for the group's partition, or this one failed "
                                          "unexpectedly (it logged why)",
     ErrorCode.NOT_COORDINATOR: "this process does not serve the group's partition; ask find-coordinator",
-    ErrorCode.INVALID_GROUP_ID: "the group exists and uses the classic protocol",
+    ErrorCode.ILLEGAL_GENERATION: "classic: the generation is not the group's current one; join again",
+    ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "classic: the protocol type or protocols do not match the group's, or "
+                                           "the group is a connect group",
+    ErrorCode.INVALID_GROUP_ID: "the group id is empty, or the group uses the classic protocol (connect requests)",
+    ErrorCode.INVALID_SESSION_TIMEOUT: "classic: the session timeout is outside the coordinator's bounds",
+    ErrorCode.REBALANCE_IN_PROGRESS: "classic: the group is rebalancing; send JoinGroup",
+    ErrorCode.MEMBER_ID_REQUIRED: "classic: join again with the member id this answer gives",
+    ErrorCode.FENCED_INSTANCE_ID: "classic: another member holds this static instance id now",
     ErrorCode.UNKNOWN_MEMBER_ID: "the member is not in the group, or was not chosen to compute the assignment",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "no or an unknown credential (HTTP 401), or the principal may not do "
                                           "this on the group (HTTP 403)",
@@ -90,6 +97,37 @@ OPERATIONS: tuple[Operation, ...] = (
         {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1, "GroupEpoch": 2,
          "Members": [{"MemberId": "worker-1", "ConnectorsAndTasks": {
              "Connectors": ["A"], "Tasks": [{"Connector": "A", "Task": 0}]}}]}),
+    Operation(
+        "post", "/v1/classic-group/join", "joinGroup", "JoinGroup (classic, seed 004)",
+        "A classic member joins, or joins again when told REBALANCE_IN_PROGRESS. The answer waits until every "
+        "member has joined or the rebalance timeout passes; the leader's carries every member's metadata. "
+        "Required ACL: Read. " + _SERVING + "INVALID_REQUEST, INVALID_GROUP_ID, INCONSISTENT_GROUP_PROTOCOL, "
+        "INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, "
+        "REBALANCE_IN_PROGRESS (a newer JoinGroup of the member replaced this one).",
+        (wire.JoinGroupResponse, wire.ErrorResponse), wire.JoinGroupRequest,
+        {"GroupId": "connect-cluster", "MemberId": "", "ProtocolType": "connect",
+         "Protocols": [{"Name": "incremental_cooperative", "Metadata": ""}], "SessionTimeoutMs": 10000,
+         "RebalanceTimeoutMs": 60000}, tag="classic-group"),
+    Operation(
+        "post", "/v1/classic-group/sync", "syncGroup", "SyncGroup (classic, seed 004)",
+        "The leader sends every member's assignment; the others' SyncGroup waits for it. Required ACL: Read. "
+        + _SERVING + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, "
+        "REBALANCE_IN_PROGRESS, INVALID_REQUEST (assignments for members outside the generation).",
+        (wire.SyncGroupResponse, wire.ErrorResponse), wire.SyncGroupRequest,
+        {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1, "Assignments": []},
+        tag="classic-group"),
+    Operation(
+        "post", "/v1/classic-group/heartbeat", "classicHeartbeat", "Heartbeat (classic, seed 004)",
+        "Keeps a classic member's session; REBALANCE_IN_PROGRESS tells it to join again. Required ACL: Read. "
+        + _SERVING + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS.",
+        (wire.ErrorResponse,), wire.ClassicHeartbeatRequest,
+        {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1}, tag="classic-group"),
+    Operation(
+        "post", "/v1/classic-group/leave", "leaveGroup", "LeaveGroup (classic, seed 004)",
+        "Members leave at once; the rest rebalance. Required ACL: Read. " + _SERVING +
+        "INVALID_REQUEST, UNKNOWN_MEMBER_ID (no such group); per member UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.",
+        (wire.LeaveGroupResponse, wire.ErrorResponse), wire.LeaveGroupRequest,
+        {"GroupId": "connect-cluster", "Members": [{"MemberId": "worker-1-5f1c"}]}, tag="classic-group"),
     Operation(
         "post", "/v1/find-coordinator", "findCoordinator", "FindCoordinator",
         "Which coordinator serves the group: any instance answers. Required ACL: Describe. Errors at HTTP 200: "

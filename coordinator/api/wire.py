@@ -422,6 +422,182 @@ class InstallAssignmentRequest(Body, omit_defaults=True):
             scheduled_rebalance_delay_ms=self.scheduled_rebalance_delay_ms)
 
 
+# --- the classic protocol (seed 004): JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------
+
+_INSTANCE = "The group instance id of a static member (Kafka's GroupInstanceId), null for a dynamic one."
+
+
+class ClassicProtocol(Body):
+    """One protocol a member supports, with its metadata for it (for Connect: an assignor)."""
+
+    name: Annotated[str, doc("The protocol name.")]
+    metadata: Annotated[Base64, doc("The protocol metadata.")] = b""
+
+
+class JoinGroupRequest(Body, omit_defaults=True, kw_only=True):
+    """JoinGroup. Answered once the join phase completes: the request waits up to the group's rebalance
+    timeout (the longest of its members')."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    member_id: Annotated[str, doc("The member id the coordinator gave; empty on the first join "
+                                  "(MEMBER_ID_REQUIRED answers with one).")] = ""
+    group_instance_id: Annotated[str | None, doc(_INSTANCE)] = None
+    protocol_type: Annotated[str, doc("The protocol type, the same for every member (Connect: connect).")]
+    protocols: Annotated[list[ClassicProtocol], doc("The protocols the member supports, by preference.")]
+    session_timeout_ms: Annotated[Int32, doc("The member's session timeout in milliseconds.")]
+    rebalance_timeout_ms: Annotated[Int32, doc("How long the coordinator waits for every member to join "
+                                               "when rebalancing; -1: the session timeout.")] = -1
+    reason: Annotated[str | None, doc("Why the member joins, for the logs.")] = None
+
+    @classmethod
+    def of(cls, r: protocol.JoinGroupRequest) -> JoinGroupRequest:
+        return cls(group_id=r.group_id, member_id=r.member_id, group_instance_id=r.instance_id,
+                   protocol_type=r.protocol_type, protocols=[ClassicProtocol(name=p.name, metadata=p.metadata)
+                                                             for p in r.protocols],
+                   session_timeout_ms=r.session_timeout_ms, rebalance_timeout_ms=r.rebalance_timeout_ms,
+                   reason=r.reason)
+
+    def protocol(self) -> protocol.JoinGroupRequest:
+        return protocol.JoinGroupRequest(
+            self.group_id, self.member_id, self.protocol_type,
+            tuple(protocol.ClassicProtocol(p.name, p.metadata) for p in self.protocols), self.session_timeout_ms,
+            self.rebalance_timeout_ms, self.group_instance_id, self.reason)
+
+
+class JoinGroupMember(Body):
+    member_id: Annotated[str, doc("The member id.")]
+    group_instance_id: Annotated[str | None, doc(_INSTANCE)]
+    metadata: Annotated[Base64, doc("Its metadata for the chosen protocol.")]
+
+
+class JoinGroupResponse(Body):
+    """JoinGroup response: the generation, its protocol and leader; the members for the leader only."""
+
+    error_code: Annotated[int, doc("The error code, or 0 if there was no error.")]
+    error_message: Annotated[str | None, doc("The error message, or null if there was no error.")]
+    generation_id: Annotated[Int32, doc("The generation of the group; -1 with an error.")]
+    protocol_type: Annotated[str | None, doc("The group's protocol type.")]
+    protocol_name: Annotated[str | None, doc("The protocol the coordinator chose.")]
+    leader: Annotated[str, doc("The leader's member id.")]
+    skip_assignment: Annotated[bool, doc("The leader must not compute assignments: a static leader came back "
+                                         "to a stable group.")]
+    member_id: Annotated[str, doc("The member's id (with MEMBER_ID_REQUIRED: the one to join with).")]
+    members: Annotated[list[JoinGroupMember], doc("Every member with its metadata, for the leader; empty "
+                                                  "for the others.")]
+
+    @classmethod
+    def of(cls, r: protocol.JoinGroupResponse) -> JoinGroupResponse:
+        return cls(error_code=int(r.error_code), error_message=r.error_message, generation_id=r.generation_id,
+                   protocol_type=r.protocol_type, protocol_name=r.protocol_name, leader=r.leader,
+                   skip_assignment=r.skip_assignment, member_id=r.member_id,
+                   members=[JoinGroupMember(member_id=m.member_id, group_instance_id=m.instance_id,
+                                            metadata=m.metadata) for m in r.members])
+
+    def protocol(self) -> protocol.JoinGroupResponse:
+        return protocol.JoinGroupResponse(
+            self.error_code, self.error_message, self.generation_id, self.protocol_type, self.protocol_name,
+            self.leader, self.skip_assignment, self.member_id,
+            tuple(protocol.JoinGroupMember(m.member_id, m.group_instance_id, m.metadata) for m in self.members))
+
+
+class SyncGroupAssignment(Body):
+    member_id: Annotated[str, doc("The member id.")]
+    assignment: Annotated[Base64, doc("Its assignment.")]
+
+
+class SyncGroupRequest(Body, omit_defaults=True):
+    """SyncGroup. The leader's carries every member's assignment; the others' wait for it."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    member_id: Annotated[str, doc("The member id.")]
+    generation_id: Annotated[Int32, doc("The generation the member joined.")]
+    group_instance_id: Annotated[str | None, doc(_INSTANCE)] = None
+    protocol_type: Annotated[str | None, doc("The protocol type, checked when given.")] = None
+    protocol_name: Annotated[str | None, doc("The protocol name, checked when given.")] = None
+    assignments: Annotated[list[SyncGroupAssignment], doc("The leader's assignments; empty for the others.")] = []
+
+    @classmethod
+    def of(cls, r: protocol.SyncGroupRequest) -> SyncGroupRequest:
+        return cls(group_id=r.group_id, member_id=r.member_id, generation_id=r.generation_id,
+                   group_instance_id=r.instance_id, protocol_type=r.protocol_type, protocol_name=r.protocol_name,
+                   assignments=[SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment)
+                                for a in r.assignments])
+
+    def protocol(self) -> protocol.SyncGroupRequest:
+        return protocol.SyncGroupRequest(
+            self.group_id, self.member_id, self.generation_id, self.group_instance_id, self.protocol_type,
+            self.protocol_name, tuple(protocol.SyncGroupAssignment(a.member_id, a.assignment)
+                                      for a in self.assignments))
+
+
+class SyncGroupResponse(Body):
+    """SyncGroup response: the member's assignment for the generation."""
+
+    error_code: Annotated[int, doc("The error code, or 0 if there was no error.")]
+    error_message: Annotated[str | None, doc("The error message, or null if there was no error.")]
+    protocol_type: Annotated[str | None, doc("The group's protocol type.")]
+    protocol_name: Annotated[str | None, doc("The group's protocol.")]
+    assignment: Annotated[Base64, doc("The member's assignment.")]
+
+    @classmethod
+    def of(cls, r: protocol.SyncGroupResponse) -> SyncGroupResponse:
+        return cls(error_code=int(r.error_code), error_message=r.error_message, protocol_type=r.protocol_type,
+                   protocol_name=r.protocol_name, assignment=r.assignment)
+
+    def protocol(self) -> protocol.SyncGroupResponse:
+        return protocol.SyncGroupResponse(self.error_code, self.error_message, self.protocol_type,
+                                          self.protocol_name, self.assignment)
+
+
+class ClassicHeartbeatRequest(Body, omit_defaults=True):
+    """Heartbeat of a classic member: REBALANCE_IN_PROGRESS tells it to join again."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    member_id: Annotated[str, doc("The member id.")]
+    generation_id: Annotated[Int32, doc("The generation the member is in.")]
+    group_instance_id: Annotated[str | None, doc(_INSTANCE)] = None
+
+    def protocol(self) -> protocol.ClassicHeartbeatRequest:
+        return protocol.ClassicHeartbeatRequest(self.group_id, self.member_id, self.generation_id,
+                                                self.group_instance_id)
+
+
+class LeaveMember(Body, omit_defaults=True):
+    member_id: Annotated[str, doc("The member id; empty to name a static member by its instance id.")] = ""
+    group_instance_id: Annotated[str | None, doc(_INSTANCE)] = None
+    reason: Annotated[str | None, doc("Why it leaves, for the logs.")] = None
+
+
+class LeaveGroupRequest(Body):
+    """LeaveGroup: members leave at once (Kafka's v3+ batch)."""
+
+    group_id: Annotated[str, doc("The group identifier.")]
+    members: Annotated[list[LeaveMember], doc("The members leaving.")]
+
+    def protocol(self) -> protocol.LeaveGroupRequest:
+        return protocol.LeaveGroupRequest(self.group_id, tuple(
+            protocol.LeaveMember(m.member_id, m.group_instance_id, m.reason) for m in self.members))
+
+
+class LeaveMemberResponse(Body):
+    member_id: Annotated[str, doc("The member id.")]
+    group_instance_id: Annotated[str | None, doc(_INSTANCE)]
+    error_code: Annotated[int, doc("This member's error code, or 0.")]
+    error_message: Annotated[str | None, doc("This member's error message, or null.")]
+
+
+class LeaveGroupResponse(Body):
+    error_code: Annotated[int, doc("The top-level error code, or 0 if there was no error.")]
+    error_message: Annotated[str | None, doc("The top-level error message, or null if there was no error.")]
+    members: Annotated[list[LeaveMemberResponse], doc("Each member's outcome.")]
+
+    @classmethod
+    def of(cls, r: protocol.LeaveGroupResponse) -> LeaveGroupResponse:
+        return cls(error_code=int(r.error_code), error_message=r.error_message, members=[
+            LeaveMemberResponse(member_id=m.member_id, group_instance_id=m.instance_id,
+                                error_code=int(m.error_code), error_message=m.error_message) for m in r.members])
+
+
 # --- FindCoordinator and the admin API -----------------------------------------------------------------
 
 

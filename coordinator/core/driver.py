@@ -10,27 +10,38 @@ the coordinator exactly as the service will, and to produce logs to replay.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
+from typing import Any
 
 from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
 
 from coordinator.core.assignors import ASSIGNORS, ConnectAssignor
+from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.items import connectors_and_tasks
 from coordinator.core.member import Action, Assign, ComputeAssignment, Member, Revoke
 from coordinator.core.protocol import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    NO_CONTEXT,
+    ClassicHeartbeatRequest,
     DeleteGroupRequest,
     ErrorResponse,
     HeartbeatRequest,
     HeartbeatResponse,
     InstallAssignmentRequest,
     InstallMember,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    Parked,
+    ParkKey,
     PrepareAssignmentRequest,
+    RequestContext,
     Result,
     SetConfigRequest,
     SetConnectorsRequest,
+    SyncGroupRequest,
     TimerKey,
 )
 
@@ -45,6 +56,12 @@ class Driver:
         self.log: list[Record] = []
         self.timers: dict[TimerKey, int] = {}
         self.now = now
+        self.waiting: set[ParkKey] = set()  # parked requests not answered yet
+        self.answers: dict[ParkKey, Any] = {}  # what parked requests were answered with
+
+    def answer(self, key: ParkKey) -> Any:
+        """The answer a parked request got (KeyError while it still waits)."""
+        return self.answers.pop(key)
 
     @property
     def state(self):  # noqa: ANN201
@@ -54,6 +71,12 @@ class Driver:
         """Apply a handler's result as the runtime would, and return its response."""
         self.coordinator.apply(result)
         self.log.extend(result.records)
+        for key, response in result.deliveries:
+            if key in self.waiting:  # a delivery for a request nobody waits on is dropped, as the runtime does
+                self.waiting.discard(key)
+                self.answers[key] = response
+        if isinstance(result.response, Parked):
+            self.waiting.add(result.response.key)
         for timer in result.timers:
             if timer.deadline_ms is None:
                 self.timers.pop(timer.key, None)
@@ -63,6 +86,18 @@ class Driver:
 
     def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResponse:
         return self.run(self.coordinator.heartbeat(request, self.now))
+
+    def join_group(self, request: JoinGroupRequest, context: RequestContext = NO_CONTEXT) -> Any:
+        return self.run(self.coordinator.join_group(request, self.now, context))
+
+    def sync_group(self, request: SyncGroupRequest) -> Any:
+        return self.run(self.coordinator.sync_group(request, self.now))
+
+    def classic_heartbeat(self, request: ClassicHeartbeatRequest) -> ErrorResponse:
+        return self.run(self.coordinator.classic_heartbeat(request, self.now))
+
+    def leave_group(self, request: LeaveGroupRequest) -> Any:
+        return self.run(self.coordinator.leave_group(request, self.now))
 
     def set_connectors(self, group_id: str, connectors: dict[str, int]) -> ErrorResponse:
         counts = tuple(ConnectorTaskCount(name, tasks) for name, tasks in connectors.items())
@@ -168,6 +203,84 @@ class SimWorker:
     @property
     def assignment(self) -> ConnectorsAndTasks:
         return connectors_and_tasks(self.owned)
+
+
+class SimClassicWorker:
+    """A classic worker on the in-memory driver: a `ClassicWorker` whose requests go to the
+    coordinator; a parked request waits until the driver has its answer. `step()` does what is
+    due now; the leader reads the group's connectors from the coordinator's state, as the SDK's
+    leader reads them from the admin API."""
+
+    def __init__(self, driver: Driver, group_id: str, name: str, **options: Any) -> None:
+        self.driver = driver
+        self.name = name
+        self.worker = ClassicWorker(group_id, **options)
+        self.waiting: tuple[ParkKey, str] | None = None  # (key, "join" or "sync")
+        self.log: list[Action] = []
+
+    owned = property(lambda self: self.worker.owned)
+    member_id = property(lambda self: self.worker.member_id)
+
+    def step(self) -> bool:
+        """Send what is due, or take a parked request's answer; whether anything happened."""
+        d, w = self.driver, self.worker
+        if self.waiting is not None:
+            key, kind = self.waiting
+            if key not in d.answers:
+                return False
+            self.waiting = None
+            return self._answered(kind, d.answer(key))
+        actions, request = w.poll(d.now)
+        self._carry_out(actions)
+        if request is None:
+            return bool(actions)
+        if isinstance(request, JoinGroupRequest):
+            response = d.join_group(request, RequestContext(self.name, "sim", f"{self.name}-{next(_fresh)}"))
+            kind = "join"
+        elif isinstance(request, SyncGroupRequest):
+            response, kind = d.sync_group(request), "sync"
+        else:
+            response, kind = d.classic_heartbeat(request), "heartbeat"
+        if isinstance(response, Parked):
+            self.waiting = (response.key, kind)
+            return True
+        self._answered(kind, response)
+        return True
+
+    def _answered(self, kind: str, response: Any) -> bool:
+        d, w = self.driver, self.worker
+        if kind == "join":
+            group = d.state.groups.get(w.group_id)
+            self._carry_out(w.joined(response, d.now, group.connector_counts if group is not None else ()))
+        elif kind == "sync":
+            self._carry_out(w.synced(response, d.now))
+        else:
+            self._carry_out(w.heartbeat_answered(response, d.now))
+        return True
+
+    def leave(self) -> Any:
+        actions, request = self.worker.leave()
+        self._carry_out(actions)
+        self.waiting = None
+        return None if request is None else self.driver.leave_group(request)
+
+    def _carry_out(self, actions: list[Action]) -> None:
+        if any(isinstance(a, Revoke) for a in actions) and any(isinstance(a, Assign) for a in actions):
+            assert [type(a) for a in actions].index(Revoke) < [type(a) for a in actions].index(Assign), actions
+        self.log.extend(actions)
+
+
+_fresh = itertools.count(1)
+
+
+def run_classic(workers: Iterable[SimClassicWorker], ms: int, tick_ms: int = 100) -> None:
+    """Let `ms` pass in ticks, every worker doing what is due at each."""
+    workers = list(workers)
+    driver = workers[0].driver
+    for _ in range(max(1, ms // tick_ms)):
+        while any([w.step() for w in workers]):  # noqa: C419 - every worker steps, not only up to the first
+            pass
+        driver.advance(tick_ms)
 
 
 def converge(workers: Iterable[SimWorker], rounds: int = 50, advance_ms: int = 0) -> int:

@@ -47,20 +47,25 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from records import ConnectorTaskCount, GroupConfigurationValue
+from records import ClassicGroupMetadataKey, ConnectorTaskCount, GroupConfigurationValue, Record
 
-from coordinator.core import record_helpers, timers, views
+from coordinator.core import classic, record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
+from coordinator.core.classic_group import ClassicGroupUpdate
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
 from coordinator.core.heartbeat import connect_group_heartbeat
 from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
+    CLASSIC_JOIN,
+    CLASSIC_SESSION,
+    CLASSIC_SYNC,
     INITIAL_ASSIGNMENT,
     NO_CONTEXT,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
+    ClassicHeartbeatRequest,
     DeleteGroupRequest,
     ErrorCode,
     ErrorResponse,
@@ -69,6 +74,10 @@ from coordinator.core.protocol import (
     HeartbeatRequest,
     HeartbeatResponse,
     InstallAssignmentRequest,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
     ProtocolError,
@@ -76,6 +85,8 @@ from coordinator.core.protocol import (
     Result,
     SetConfigRequest,
     SetConnectorsRequest,
+    SyncGroupRequest,
+    SyncGroupResponse,
     Timer,
     TimerKey,
     timer_key,
@@ -92,6 +103,8 @@ from coordinator.core.validation import (
     validate_assignment,
 )
 from coordinator.core.views import group_state
+
+CLASSIC_TIMERS = frozenset((CLASSIC_SESSION, CLASSIC_JOIN, CLASSIC_SYNC))
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -188,6 +201,26 @@ class GroupCoordinator:
                 assignor_name=chosen.name if chosen is not None else "", now=now)
         return change.result(ErrorResponse())
 
+    # --- the classic protocol (seed 004, `coordinator.core.classic`) ----------------------------
+
+    @_answers(JoinGroupResponse)
+    def join_group(self, request: JoinGroupRequest, now: int, context: RequestContext = NO_CONTEXT) -> Result:
+        """JoinGroup: answered at once, or `Parked` until the join phase completes."""
+        return classic.join_group(self.state, self.config, request, now, context)
+
+    @_answers(SyncGroupResponse)
+    def sync_group(self, request: SyncGroupRequest, now: int) -> Result:
+        """SyncGroup: the leader's carries the assignments; the others wait for it (`Parked`)."""
+        return classic.sync_group(self.state, self.config, request, now)
+
+    @_answers(ErrorResponse)
+    def classic_heartbeat(self, request: ClassicHeartbeatRequest, now: int) -> Result[ErrorResponse]:
+        return classic.heartbeat(self.state, self.config, request, now)
+
+    @_answers(LeaveGroupResponse)
+    def leave_group(self, request: LeaveGroupRequest, now: int) -> Result[LeaveGroupResponse]:
+        return classic.leave_group(self.state, self.config, request, now)
+
     def _chosen_member_group(self, group_id: str, member_id: str, member_epoch: int) -> ConnectGroup:
         """Seed 000 steps 1-4 of PrepareAssignment and InstallAssignment."""
         group = self.state.groups.get(group_id)
@@ -211,7 +244,7 @@ class GroupCoordinator:
     @_answers(ErrorResponse)
     def set_connectors(self, request: SetConnectorsRequest, now: int) -> Result[ErrorResponse]:
         """Set the connectors (and task counts) a group runs; creates the group; bumps its epoch on change."""
-        check_group_id(request.group_id, self.state)
+        check_group_id(request.group_id)
         check_set_connectors(request)
         counts = tuple(sorted((ConnectorTaskCount(c.name, c.tasks) for c in request.connectors), key=lambda c: c.name))
         group = self.state.groups.get(request.group_id) or ConnectGroup(request.group_id)
@@ -221,12 +254,19 @@ class GroupCoordinator:
         change.connectors = counts
         change.bump()
         assign_if_needed(change, self.config, now)
-        return change.result(ErrorResponse())
+        result = change.result(ErrorResponse())
+        classic_group = self.state.classic_groups.get(request.group_id)
+        if classic_group is not None and classic_group.members:
+            # A classic group's leader assigns the new work after every member joins again.
+            classic_change = classic.ClassicChange(classic_group, now)
+            classic.rebalance(classic_change, self.config)
+            result.merge(classic_change.result(None))
+        return result
 
     @_answers(ErrorResponse)
     def set_config(self, request: SetConfigRequest, now: int) -> Result[ErrorResponse]:
         """Set a group's timeouts (None: the server's default). Creates the group if needed."""
-        check_group_id(request.group_id, self.state)
+        check_group_id(request.group_id)
         check_set_config(request, self.config.min_timeout_ms)
         value = GroupConfigurationValue(request.session_timeout_ms, request.heartbeat_interval_ms,
                                         request.rebalance_timeout_ms, request.scheduled_rebalance_max_delay_ms,
@@ -246,21 +286,31 @@ class GroupCoordinator:
     @_answers(ErrorResponse)
     def delete_group(self, request: DeleteGroupRequest, now: int) -> Result[ErrorResponse]:
         """Delete a group that has no members: a tombstone for every key it has."""
-        check_group_id(request.group_id, self.state)
-        group = self.state.groups.get(request.group_id)
-        if group is None:
-            raise ProtocolError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {request.group_id} does not exist")
-        if group.members:
-            raise ProtocolError(ErrorCode.NON_EMPTY_GROUP,
-                                f"group {request.group_id} still has {len(group.members)} member(s)")
-        g = group.group_id
-        records = record_helpers.group_tombstones(g, list(group.members), list(group.targets), list(group.currents))
-        present = {key for key, _ in group.slots()}
-        records = [r for r in records if r.key in present]
+        check_group_id(request.group_id)
+        g = request.group_id
+        group = self.state.groups.get(g)
+        classic_group = self.state.classic_groups.get(g)
+        if group is None and classic_group is None:
+            raise ProtocolError(ErrorCode.GROUP_ID_NOT_FOUND, f"group {g} does not exist")
+        members = len(group.members) if group is not None else 0
+        members += len(classic_group.members) if classic_group is not None else 0
+        if members:
+            raise ProtocolError(ErrorCode.NON_EMPTY_GROUP, f"group {g} still has {members} member(s)")
+        records = []
+        if group is not None:
+            records = record_helpers.group_tombstones(g, list(group.members), list(group.targets),
+                                                      list(group.currents))
+            present = {key for key, _ in group.slots()}
+            records = [r for r in records if r.key in present]
+        volatile = []
+        if classic_group is not None:
+            if classic_group.record is not None:
+                records.append(Record(ClassicGroupMetadataKey(g), None))
+            volatile.append(ClassicGroupUpdate(g, None))
         cancelled = [Timer(timer_key(kind, g), None)
                      for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY,
-                                  INITIAL_ASSIGNMENT)]
-        return Result(ErrorResponse(), records, cancelled)
+                                  INITIAL_ASSIGNMENT, CLASSIC_JOIN, CLASSIC_SYNC)]
+        return Result(ErrorResponse(), records, cancelled, volatile)
 
     # --- reads and timers ----------------------------------------------------------------------------
 
@@ -275,12 +325,14 @@ class GroupCoordinator:
         return views.list_groups(self.state)
 
     def on_timer(self, key: TimerKey, now: int) -> Result[None]:
-        """A timer fired (`coordinator.core.timers`)."""
+        """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""
+        if key[0] in CLASSIC_TIMERS:
+            return classic.on_timer(self.state, self.config, key, now)
         return timers.on_timer(self.state, self.config, key, now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""
-        return timers.after_load(self.state, self.config, now)
+        return timers.after_load(self.state, self.config, now) + classic.after_load(self.state, self.config, now)
 
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator", "group_state", "validate_assignment"]

@@ -63,7 +63,7 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
                             "RebalanceTimeoutMs must be larger than zero in the first heartbeat request")
     # 4. The steady heartbeat: nothing changed, nothing to reconcile. No records, no work.
     if _steady(group, member, current, request, context):
-        return Result(HeartbeatResponse(ErrorCode.NONE, None, epoch, settings.heartbeat_interval_ms),
+        return Result(HeartbeatResponse(ErrorCode.NONE, None, epoch, _steady_interval(group, settings, now)),
                       timers=[Timer(timer_key(SESSION, group_id, member_id), now + settings.session_timeout_ms)])
     # 5. A join (perhaps a static member taking its instance back), the seed's lost response, or
     #    an epoch the member has left behind, which fences it. Epoch 0 is a join, except from a
@@ -106,8 +106,41 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
     assignment = MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send \
         else None
     error_code, message = _compute_assignment(change, member_id)
-    return change.result(HeartbeatResponse(error_code, message, updated.member_epoch, settings.heartbeat_interval_ms,
-                                           assignment))
+    return change.result(HeartbeatResponse(error_code, message, updated.member_epoch,
+                                           _interval(change, settings, updated, now), assignment))
+
+
+# While its assignment is about to change, a member heartbeats this many times more often.
+RECONCILING_INTERVAL_DIVISOR = 10
+MIN_HEARTBEAT_INTERVAL_MS = 100
+
+
+def _interval(change: GroupChange, settings: GroupSettings, updated: CurrentMemberAssignmentValue, now: int) -> int:
+    """The heartbeat interval to give the member: the group's, but shorter while what the member
+    owns is about to change. A member learns of a new target, or of items others have released,
+    only on a heartbeat; at the group's interval each of those steps costs up to an interval of
+    unowned work (bench-vs-connect's scale-out measured 6.4 s to every task running, against Kafka
+    Connect's 3.4 s, with 3 s heartbeats; Connect's members rejoin at once instead). So a member
+    comes back sooner while it waits for released items (UNRELEASED) or while the group's target
+    is being computed, and no later than a scheduled rebalance. The cost is heartbeats that change
+    nothing, and only while a rebalance is under way."""
+    interval = settings.heartbeat_interval_ms
+    if updated.state == MemberState.UNRELEASED or change.group_epoch > change.assignment_epoch:
+        return min(interval, max(MIN_HEARTBEAT_INTERVAL_MS, interval // RECONCILING_INTERVAL_DIVISOR))
+    meta = change.target_meta()
+    return _until_scheduled(interval, meta.scheduled_rebalance_at_ms if meta is not None else None, now)
+
+
+def _steady_interval(group: ConnectGroup, settings: GroupSettings, now: int) -> int:
+    meta = group.target_metadata
+    return _until_scheduled(settings.heartbeat_interval_ms, meta.scheduled_rebalance_at_ms if meta else None, now)
+
+
+def _until_scheduled(interval: int, scheduled_at_ms: int | None, now: int) -> int:
+    """Deferred work is given out at `scheduled_at_ms`: be there just after it, not an interval later."""
+    if scheduled_at_ms is None:
+        return interval
+    return min(interval, max(MIN_HEARTBEAT_INTERVAL_MS, scheduled_at_ms - now + MIN_HEARTBEAT_INTERVAL_MS))
 
 
 def _unknown_member(request: HeartbeatRequest) -> ProtocolError:

@@ -28,12 +28,18 @@ class ErrorCode(IntEnum):
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
     UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
     GROUP_AUTHORIZATION_FAILED = 30
     INVALID_REQUEST = 42
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    FENCED_INSTANCE_ID = 82
     FENCED_MEMBER_EPOCH = 110
     UNRELEASED_INSTANCE_ID = 111
     UNSUPPORTED_ASSIGNOR = 112
@@ -68,10 +74,13 @@ class ProtocolError(Exception):
 @dataclass(slots=True, frozen=True)
 class RequestContext:
     """Who sent a request, from the transport rather than the body (Kafka's `RequestContext`):
-    the authenticated principal (recorded as the member's ClientId) and the remote address."""
+    the authenticated principal (recorded as the member's ClientId) and the remote address.
+    `fresh_id` is a unique id the transport made for this request: the member id a classic
+    JoinGroup hands out, as Kafka's coordinator makes one (the core has no randomness)."""
 
     principal: str = ""
     client_host: str = ""
+    fresh_id: str = ""
 
 
 NO_CONTEXT = RequestContext()
@@ -148,6 +157,123 @@ class SetConfigRequest:
 @dataclass(slots=True, frozen=True)
 class DeleteGroupRequest:
     group_id: str
+
+
+# --- the classic protocol (seed 004) ----------------------------------------------------------
+
+UNKNOWN_GENERATION = -1
+
+
+@dataclass(slots=True, frozen=True)
+class ClassicProtocol:
+    """One entry of a JoinGroup's Protocols: a name (for Connect, the assignor) and its metadata."""
+
+    name: str
+    metadata: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class JoinGroupRequest:
+    """JoinGroup: `member_id` is empty on a member's first join (the coordinator gives it one);
+    `protocols` by preference. RebalanceTimeoutMs -1 means the session timeout (Kafka's v0)."""
+
+    group_id: str
+    member_id: str
+    protocol_type: str
+    protocols: tuple[ClassicProtocol, ...]
+    session_timeout_ms: int
+    rebalance_timeout_ms: int = -1
+    instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class JoinGroupMember:
+    member_id: str
+    instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class JoinGroupResponse:
+    """`members` is filled for the leader only: it computes everyone's assignment. SkipAssignment:
+    a static leader that came back to a stable group is leader again but must not assign."""
+
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+    generation_id: int = UNKNOWN_GENERATION
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    member_id: str = ""
+    members: tuple[JoinGroupMember, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class SyncGroupAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@dataclass(slots=True, frozen=True)
+class SyncGroupRequest:
+    """SyncGroup: the leader sends every member's assignment, the others none."""
+
+    group_id: str
+    member_id: str
+    generation_id: int
+    instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[SyncGroupAssignment, ...] = ()
+
+
+@dataclass(slots=True, frozen=True)
+class SyncGroupResponse:
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(slots=True, frozen=True)
+class ClassicHeartbeatRequest:
+    group_id: str
+    member_id: str
+    generation_id: int
+    instance_id: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class LeaveMember:
+    """One member leaving: by member id, or by instance id alone (Kafka's LeaveGroup v3+)."""
+
+    member_id: str
+    instance_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class LeaveGroupRequest:
+    group_id: str
+    members: tuple[LeaveMember, ...]
+
+
+@dataclass(slots=True, frozen=True)
+class LeaveMemberResponse:
+    member_id: str
+    instance_id: str | None
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class LeaveGroupResponse:
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+    members: tuple[LeaveMemberResponse, ...] = ()
 
 
 # --- responses -------------------------------------------------------------------------------
@@ -238,6 +364,9 @@ SERVER_ASSIGNMENT = "server-assignment"  # the end of a server-side assignor's i
 INITIAL_ASSIGNMENT = "initial-assignment"  # an empty group that got members stops waiting for more
 SCHEDULED_REBALANCE = "scheduled-rebalance"  # deferred work is given out (DESIGN §5)
 ASSIGNMENT_RETRY = "assignment-retry"  # after an assignor error, ask again
+CLASSIC_SESSION = "classic-session"  # a classic member's own session timeout
+CLASSIC_JOIN = "classic-join"  # the end of a classic group's join phase
+CLASSIC_SYNC = "classic-sync"  # the classic leader's deadline to send the assignments
 
 
 def timer_key(kind: str, group_id: str, member_id: str | None = None) -> TimerKey:
@@ -252,6 +381,22 @@ class Timer:
     deadline_ms: int | None
 
 
+# A request the coordinator answers later (a classic JoinGroup waits for the other members, a
+# SyncGroup for the leader's assignments): ("join" or "sync", group id, member id).
+ParkKey = tuple[str, str, str]
+JOIN = "join"
+SYNC = "sync"
+
+
+@dataclass(slots=True, frozen=True)
+class Parked:
+    """A handler's response that says "not yet": the runtime keeps the request under `key` until
+    a later result delivers its answer. A failover answers it NOT_COORDINATOR: the member asks the
+    new coordinator again (seed 004, coordinator failures)."""
+
+    key: ParkKey
+
+
 R = TypeVar("R")
 
 
@@ -259,9 +404,19 @@ R = TypeVar("R")
 class Result(Generic[R]):
     """What a handler returns: records to make durable, the response to send once they are, and
     timers to arm or cancel. `volatile` holds the in-memory-only changes (which member computes
-    the assignment); they go through `replay` like records but are never written."""
+    the assignment); they go through `replay` like records but are never written. `deliveries`
+    answer parked requests, sent like the response once the records are durable; they come before
+    a `Parked` response of the same key (a member that asks again replaces its waiting request)."""
 
     response: R
     records: list[Record] = field(default_factory=list)
     timers: list[Timer] = field(default_factory=list)
     volatile: list[Any] = field(default_factory=list)
+    deliveries: list[tuple[ParkKey, Any]] = field(default_factory=list)
+
+    def merge(self, other: Result) -> None:
+        """Take `other`'s effects too (its response is dropped): one handler, two groups' changes."""
+        self.records.extend(other.records)
+        self.timers.extend(other.timers)
+        self.volatile.extend(other.volatile)
+        self.deliveries.extend(other.deliveries)

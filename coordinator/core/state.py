@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 from records import (
     ClassicGroupMetadataKey,
-    ClassicGroupMetadataValue,
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
     ConnectorsTasksMetadataKey,
@@ -55,6 +54,7 @@ from records import (
 )
 
 from coordinator.core.assignors import GroupSpec
+from coordinator.core.classic_group import ClassicGroup, ClassicGroupUpdate, from_record
 from coordinator.core.items import EMPTY, Item, configured_work, items_of
 from coordinator.core.protocol import MemberState
 
@@ -257,14 +257,21 @@ class CoordinatorState:
 
     def __init__(self) -> None:
         self.groups: dict[str, ConnectGroup] = {}
-        # Type 2: classic-protocol groups (seed 004). Kept so that a connect heartbeat for a group
-        # id that is a classic group is refused rather than silently shadowing it.
-        self.classic_groups: dict[str, ClassicGroupMetadataValue] = {}
+        # Type 2: groups on the classic protocol (seed 004, `coordinator.core.classic`). A group id
+        # has connect slots (types 3-9) and a classic group at once only for its connectors and
+        # configuration (types 4 and 9), which both protocols read.
+        self.classic_groups: dict[str, ClassicGroup] = {}
 
     def replay(self, record: Record | AssignmentComputationUpdate | ServerAssignmentWindow | InitialAssignmentWindow
-               ) -> None:
+               | ClassicGroupUpdate) -> None:
         """Apply one record (from a handler or from the topic) or one volatile update."""
         if record.__class__ is not Record:
+            if record.__class__ is ClassicGroupUpdate:
+                if record.group is None:
+                    self.classic_groups.pop(record.group_id, None)
+                else:
+                    self.classic_groups[record.group_id] = record.group
+                return
             group = self.groups.get(record.group_id)
             if group is None:
                 return
@@ -283,7 +290,7 @@ class CoordinatorState:
                 if value is None:
                     self.classic_groups.pop(key.group_id, None)
                 else:
-                    self.classic_groups[key.group_id] = value
+                    self.classic_groups[key.group_id] = from_record(key.group_id, value)
             return  # types this coordinator does not model are kept by the topic, not by us
         group = self.groups.get(key.group_id)
         if group is None:
@@ -315,6 +322,7 @@ class CoordinatorState:
         slots: dict[RecordKey, RecordValue] = {}
         for group in self.groups.values():
             slots.update(group.slots())
-        for group_id, value in self.classic_groups.items():
-            slots[ClassicGroupMetadataKey(group_id)] = value
+        for group_id, group in self.classic_groups.items():
+            if group.record is not None:
+                slots[ClassicGroupMetadataKey(group_id)] = group.record
         return slots

@@ -19,7 +19,6 @@ from coordinator.core.protocol import (
     SetConfigRequest,
     SetConnectorsRequest,
 )
-from coordinator.core.state import CoordinatorState
 
 MAX_TASKS_PER_CONNECTOR = 100_000
 
@@ -84,12 +83,11 @@ def check_install(r: InstallAssignmentRequest) -> None:
     _check_items(r.deferred, "Deferred")
 
 
-def check_group_id(group_id: str, state: CoordinatorState) -> None:
-    """An admin request names a connect group (or one to create)."""
+def check_group_id(group_id: str) -> None:
+    """An admin request names a group (or one to create). Connectors and configuration are the
+    same records for a classic group as for a connect group: both protocols read them."""
     if not group_id:
         raise _invalid("GroupId must be non-empty")
-    if group_id in state.classic_groups:
-        raise ProtocolError(ErrorCode.INVALID_GROUP_ID, f"group {group_id} uses the classic protocol")
 
 
 def check_set_connectors(r: SetConnectorsRequest) -> None:

@@ -83,12 +83,14 @@ class CoordinatorClient:
         return self._session
 
     async def request(self, method: str, path: str, answer: type[T], body: wire.Body | None = None,
-                      url: str | None = None) -> T | wire.ErrorResponse:
+                      url: str | None = None, timeout_s: float | None = None) -> T | wire.ErrorResponse:
         """One HTTP exchange, no retry: the `answer`, or the protocol error (ErrorResponse) when an
-        error left out the answer's fields. Anything that is not the API's answer raises ApiError."""
+        error left out the answer's fields. Anything that is not the API's answer raises ApiError.
+        `timeout_s` replaces the client's for a request that may wait (a classic JoinGroup)."""
         data = None if body is None else wire.encode(body)
+        timeout = None if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
         async with self._http().request(method, (url or self.bootstrap_url) + path, data=data, headers=self.headers,
-                                        ssl=self.ssl_context) as response:
+                                        ssl=self.ssl_context, timeout=timeout) as response:
             raw = await response.read()
         try:
             outcome = msgspec.json.decode(raw, type=_Outcome)
@@ -113,8 +115,8 @@ class CoordinatorClient:
             url = self._coordinators[group_id] = found.url.rstrip("/")
         return url
 
-    async def call(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None = None
-                   ) -> T | wire.ErrorResponse:
+    async def call(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None = None,
+                   timeout_s: float | None = None) -> T | wire.ErrorResponse:
         """A request about `group_id`, sent to its coordinator; NOT_COORDINATOR, loading and
         connection failures are retried (rediscovering the coordinator) for `retry_for_s`."""
         try:
@@ -123,16 +125,16 @@ class CoordinatorClient:
                                                wait=wait_random_exponential(multiplier=0.05, max=2),
                                                before_sleep=self._before_sleep, reraise=True):
                 with attempt:
-                    return await self._once(group_id, method, path, answer, body)
+                    return await self._once(group_id, method, path, answer, body, timeout_s)
         except _Retry as e:
             raise Unavailable(f"no coordinator for group {group_id} answered within {self.retry_for_s:g}s: {e}") from None
         raise AssertionError("unreachable")
 
-    async def _once(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None
-                    ) -> T | wire.ErrorResponse:
+    async def _once(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None,
+                    timeout_s: float | None = None) -> T | wire.ErrorResponse:
         try:
             url = await self.coordinator_of(group_id)
-            got = await self.request(method, path, answer, body, url)
+            got = await self.request(method, path, answer, body, url, timeout_s)
         except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
             self._coordinators.pop(group_id, None)
             raise _Retry(f"{type(e).__name__}: {e}") from None

@@ -166,7 +166,76 @@ def _assignor(value: str | ConnectAssignor) -> ConnectAssignor:
     return assignor(value) if isinstance(value, str) else value
 
 
-class Worker:
+class _Shell:
+    """What the SDK's workers share, whichever protocol they speak: the listener and the order of
+    its callbacks (seed 001), the rebalance metrics, and the worker's failure when it gives up."""
+
+    def __init__(self, listener: RebalanceListener | None, clock: Callable[[], float]) -> None:
+        self.listener = listener or RebalanceListener()
+        self.metrics = RebalanceMetrics()
+        self.listener_errors: deque[BaseException] = deque(maxlen=_KEPT_ERRORS)
+        self.failure: BaseException | None = None  # why the worker stopped on its own
+        self._clock = clock
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+        self._stopping = False
+
+    def _now(self) -> int:
+        return int(self._clock() * 1000)
+
+    async def _carry_out(self, actions: list[Action]) -> None:
+        """The actions in order; a listener's error does not stop the others, and the first is
+        raised at the end (seed 001)."""
+        first: BaseException | None = None
+        for action in actions:
+            try:
+                await self._act(action)
+            except ListenerError as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    async def _act(self, action: Action) -> None:
+        if isinstance(action, Revoke):
+            await self._notify("revoked", action.items)
+        elif isinstance(action, Assign):
+            await self._notify("assigned", action.items)
+        elif isinstance(action, Lose):
+            log.warning("%s: losing %s: %s", self.member_id, describe(items_of(action.items)), action.reason)
+            self.metrics.failed()
+            await self._notify("lost", action.items)
+        elif isinstance(action, GiveUp):
+            log.error("%s: %s; the worker stops", self.member_id, action.reason)
+            self.failure = self.failure or WorkerError(action.reason)
+
+    async def _notify(self, kind: str, items: ConnectorsAndTasks) -> None:
+        if not (items.connectors or items.tasks):
+            return
+        started = time.perf_counter()
+        try:
+            result = getattr(self.listener, f"on_{kind}")(items)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as e:  # a notification: the view changes anyway (seed 001)
+            log.exception("%s: on_%s(%s) failed", self.member_id, kind, describe(items_of(items)))
+            self.listener_errors.append(e)
+            raise ListenerError(f"on_{kind} failed: {e!r}") from e
+        finally:
+            self.metrics.callback(kind, time.perf_counter() - started)
+
+    async def _stop_task(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+            self._task = None
+
+
+class Worker(_Shell):
     """One member of a connect group. `await start()`, later `await stop()`.
 
     `assignors` is a priority list (names of shipped assignors, or assignor objects such as
@@ -174,9 +243,22 @@ class Worker:
     offers, which is how an assignor change rolls through a cluster (seed 000, seed 004). With
     `server_side`, the first is named as the coordinator's assignor instead. `session_timeout_ms`
     is the group's: cut off from the coordinator for that long, the worker stops its work.
+
+    `protocol="classic"` makes a classic worker instead (`coordinator.sdk.classic.ClassicGroupWorker`,
+    seed 004): the same listener and life cycle, JoinGroup and SyncGroup underneath, the leader
+    running the first assignor both sides support.
     """
 
-    def __init__(self, client: CoordinatorClient, group_id: str, *, member_id: str | None = None,
+    def __new__(cls, *args: object, protocol: str = "connect", **kwargs: object) -> Worker:
+        if protocol == "classic":
+            from coordinator.sdk.classic import ClassicGroupWorker
+            return ClassicGroupWorker(*args, **kwargs)  # type: ignore[return-value]
+        if protocol != "connect":
+            raise ValueError(f"protocol must be connect or classic, not {protocol!r}")
+        return super().__new__(cls)
+
+    def __init__(self, client: CoordinatorClient, group_id: str, *, protocol: str = "connect",
+                 member_id: str | None = None,
                  instance_id: str | None = None, rack_id: str | None = None,
                  assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",), server_side: bool = False,
                  listener: RebalanceListener | None = None, rebalance_timeout_ms: int = 60_000,
@@ -191,15 +273,8 @@ class Worker:
                              rebalance_timeout_ms=rebalance_timeout_ms, url=url,
                              server_assignor=self.assignors[0].name if server_side else None,
                              client_assignors=offered, session_timeout_ms=session_timeout_ms)
+        super().__init__(listener, clock)
         self.client = client
-        self.listener = listener or RebalanceListener()
-        self.metrics = RebalanceMetrics()
-        self.listener_errors: deque[BaseException] = deque(maxlen=_KEPT_ERRORS)
-        self.failure: BaseException | None = None  # why the worker stopped on its own
-        self._clock = clock
-        self._task: asyncio.Task | None = None
-        self._wake = asyncio.Event()
-        self._stopping = False
 
     group_id = property(lambda self: self.member.group_id)
     member_id = property(lambda self: self.member.member_id)
@@ -216,9 +291,6 @@ class Worker:
         """In the group, and the last heartbeat changed nothing."""
         return self.member.in_group and not self.metrics.rebalancing
 
-    def _now(self) -> int:
-        return int(self._clock() * 1000)
-
     # --- life cycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -228,15 +300,7 @@ class Worker:
     async def stop(self, leave: bool = True) -> None:
         """Stop heartbeating; with `leave`, revoke everything (the callbacks return) and then leave
         the group. Without, it is a crash: nothing is revoked and the session will expire."""
-        self._stopping = True
-        self._wake.set()
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
-            self._task = None
+        await self._stop_task()
         if not leave:
             return
         actions, request = self.member.leave()
@@ -319,32 +383,11 @@ class Worker:
         deadline = self.member.fence_deadline()
         return None if deadline is None else max(0.05, (deadline - self._now()) / 1000)
 
-    async def _carry_out(self, actions: list[Action]) -> None:
-        """The actions in order; a listener's error does not stop the others, and the first is
-        raised at the end (seed 001)."""
-        first: BaseException | None = None
-        for action in actions:
-            try:
-                await self._act(action)
-            except ListenerError as e:
-                first = first or e
-        if first is not None:
-            raise first
-
     async def _act(self, action: Action) -> None:
-        if isinstance(action, Revoke):
-            await self._notify("revoked", action.items)
-        elif isinstance(action, Assign):
-            await self._notify("assigned", action.items)
-        elif isinstance(action, Lose):
-            log.warning("%s: losing %s: %s", self.member_id, describe(items_of(action.items)), action.reason)
-            self.metrics.failed()
-            await self._notify("lost", action.items)
-        elif isinstance(action, ComputeAssignment):
+        if isinstance(action, ComputeAssignment):
             await self.compute_assignment()
-        elif isinstance(action, GiveUp):
-            log.error("%s: %s; the worker stops", self.member_id, action.reason)
-            self.failure = self.failure or WorkerError(action.reason)
+        else:
+            await super()._act(action)
 
     async def compute_assignment(self) -> None:
         """COMPUTE_ASSIGNMENT: this worker was chosen to run the group's assignor."""
@@ -373,21 +416,6 @@ class Worker:
             # INVALID_ASSIGNMENT or a stale epoch: the coordinator asks again when it needs to.
             log.info("%s: install-assignment: %s", self.member_id, answer.error_message)
             self.metrics.failed()
-
-    async def _notify(self, kind: str, items: ConnectorsAndTasks) -> None:
-        if not (items.connectors or items.tasks):
-            return
-        started = time.perf_counter()
-        try:
-            result = getattr(self.listener, f"on_{kind}")(items)
-            if inspect.isawaitable(result):
-                await result
-        except Exception as e:  # a notification: the view changes anyway (seed 001)
-            log.exception("%s: on_%s(%s) failed", self.member_id, kind, describe(items_of(items)))
-            self.listener_errors.append(e)
-            raise ListenerError(f"on_{kind} failed: {e!r}") from e
-        finally:
-            self.metrics.callback(kind, time.perf_counter() - started)
 
 
 __all__ = ["ListenerError", "RebalanceListener", "RebalanceMetrics", "Worker", "WorkerError"]

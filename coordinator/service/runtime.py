@@ -17,7 +17,11 @@ Rules it keeps:
   coordinator moving) is tried again with backoff until it succeeds or the partition is closed,
   answering COORDINATOR_LOAD_IN_PROGRESS meanwhile: a partition never stops serving for good
   because Kafka was away for a while;
-- timers are keyed; arming a key replaces its timer; a fired timer is an event in the same loop.
+- timers are keyed; arming a key replaces its timer; a fired timer is an event in the same loop;
+- a request the state machine answers later (a classic JoinGroup or SyncGroup, `Parked`) waits
+  under its key until a later result delivers its answer, which is sent like a response: once
+  that result's records are durable. A reload or a close answers every parked request
+  NOT_COORDINATOR, and the member asks again where the group is served now.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 from records import Record
 
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import ErrorCode, Result, Timer, TimerKey
+from coordinator.core.protocol import ErrorCode, Parked, ParkKey, Result, Timer, TimerKey
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import LoadResult, LogError, PartitionWriter, load_partition
 from coordinator.service.metrics import Metrics
@@ -86,6 +90,7 @@ class PartitionRuntime:
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self._batch: list[Record] = []
         self._waiting: list[tuple[asyncio.Future, Any]] = []
+        self._parked: dict[ParkKey, asyncio.Future] = {}
         self._commits = 0  # batches handed to the writer and not yet confirmed
         self._writer: PartitionWriter | None = None
         self._loop_task: asyncio.Task | None = None
@@ -225,17 +230,25 @@ class PartitionRuntime:
                 continue
             self.coordinator.apply(result)
             self._arm(result.timers)
+            answers = [(parked, response) for key, response in result.deliveries
+                       if (parked := self._parked.pop(key, None)) is not None]
+            if isinstance(result.response, Parked):
+                if future is not None:
+                    self._parked[result.response.key] = future
+            elif future is not None:
+                answers.append((future, result.response))
             if result.records:
                 self._batch.extend(result.records)
-                if future is not None:
-                    self._waiting.append((future, result.response))
+                self._waiting.extend(answers)
                 self._schedule_flush()
-            elif future is not None:
+            elif answers:
                 if self._batch or self._commits:
-                    self._waiting.append((future, result.response))  # it may describe what they wrote
+                    self._waiting.extend(answers)  # they may describe what those writes changed
                     self._schedule_flush()
                 else:
-                    future.set_result(result.response)
+                    for answered, response in answers:
+                        if not answered.done():
+                            answered.set_result(response)
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -322,7 +335,8 @@ class PartitionRuntime:
     def _fail_waiting(self, code: ErrorCode, message: str) -> None:
         self._batch = []
         waiting, self._waiting = self._waiting, []
-        for future, _ in waiting:
+        parked, self._parked = self._parked, {}
+        for future in [f for f, _ in waiting] + list(parked.values()):
             if not future.done():
                 future.set_exception(NotServing(code, message))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TypeVar
 
@@ -121,6 +122,10 @@ class CoordinatorServer:
             web.post("/v1/connect-group/heartbeat", self.heartbeat),
             web.post("/v1/connect-group/prepare-assignment", self.prepare_assignment),
             web.post("/v1/connect-group/install-assignment", self.install_assignment),
+            web.post("/v1/classic-group/join", self.join_group),
+            web.post("/v1/classic-group/sync", self.sync_group),
+            web.post("/v1/classic-group/heartbeat", self.classic_heartbeat),
+            web.post("/v1/classic-group/leave", self.leave_group),
             web.post("/v1/find-coordinator", self.find_coordinator),
             web.get("/v1/groups", self.list_groups),
             web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
@@ -158,6 +163,36 @@ class CoordinatorServer:
         self._authorize(request, Operation.READ, install.group_id)
         return await self._outcome(install.group_id,
                                    lambda coordinator, now: coordinator.install_assignment(install, now))
+
+    # --- the classic protocol (seed 004): JoinGroup and SyncGroup may wait for the group -----------
+
+    async def join_group(self, request: web.Request) -> web.Response:
+        join = (await _decode(request, wire.JoinGroupRequest)).protocol()
+        self._authorize(request, Operation.READ, join.group_id)
+        # Kafka's coordinator makes a member id of the client id and a UUID; so do we, out here,
+        # because the state machine has no randomness.
+        context = RequestContext(request[PRINCIPAL], request.remote or "", f"{request[PRINCIPAL]}-{uuid.uuid4()}")
+        answer = await self.runtime_for(join.group_id).call(
+            lambda coordinator, now: coordinator.join_group(join, now, context))
+        return _answer(wire.JoinGroupResponse.of(answer))
+
+    async def sync_group(self, request: web.Request) -> web.Response:
+        sync = (await _decode(request, wire.SyncGroupRequest)).protocol()
+        self._authorize(request, Operation.READ, sync.group_id)
+        answer = await self.runtime_for(sync.group_id).call(lambda coordinator, now: coordinator.sync_group(sync, now))
+        return _answer(wire.SyncGroupResponse.of(answer))
+
+    async def classic_heartbeat(self, request: web.Request) -> web.Response:
+        heartbeat = (await _decode(request, wire.ClassicHeartbeatRequest)).protocol()
+        self._authorize(request, Operation.READ, heartbeat.group_id)
+        return await self._outcome(heartbeat.group_id,
+                                   lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now))
+
+    async def leave_group(self, request: web.Request) -> web.Response:
+        leave = (await _decode(request, wire.LeaveGroupRequest)).protocol()
+        self._authorize(request, Operation.READ, leave.group_id)
+        answer = await self.runtime_for(leave.group_id).call(lambda coordinator, now: coordinator.leave_group(leave, now))
+        return _answer(wire.LeaveGroupResponse.of(answer))
 
     # --- admin -------------------------------------------------------------------------------------
 

@@ -1,0 +1,188 @@
+"""A classic worker over the HTTP API (seed 004): `Worker(..., protocol="classic")`.
+
+The protocol is `coordinator.core.classic_worker.ClassicWorker`'s; this is its asyncio shell, as
+`Worker` is `Member`'s: it sends what the state machine asks when it asks, hands back the answer or
+the failure, and carries out the actions through the same `RebalanceListener`. JoinGroup and
+SyncGroup wait at the coordinator for the other members, so they are sent with a timeout of the
+rebalance timeout and a margin. The leader reads the group's connectors from the admin API before it
+assigns (Connect's leader reads its config topic). `stop()` revokes everything, then leaves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from records import ConnectorsAndTasks
+
+from coordinator.api import wire
+from coordinator.core.assignors import ConnectAssignor
+from coordinator.core.classic_worker import ClassicWorker
+from coordinator.core.items import connectors_and_tasks
+from coordinator.core.protocol import (
+    ErrorCode,
+    ErrorResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
+from coordinator.sdk.worker import ListenerError, RebalanceListener, _Shell
+
+log = logging.getLogger(__name__)
+
+JOIN = "/v1/classic-group/join"
+SYNC = "/v1/classic-group/sync"
+HEARTBEAT = "/v1/classic-group/heartbeat"
+LEAVE = "/v1/classic-group/leave"
+# A waiting JoinGroup or SyncGroup is answered within the rebalance timeout; allow this much more.
+WAIT_MARGIN_S = 5.0
+
+
+class ClassicGroupWorker(_Shell):
+    """One member of a classic group; the same life cycle and listener as `Worker`."""
+
+    def __init__(self, client: CoordinatorClient, group_id: str, *, member_id: str | None = None,
+                 instance_id: str | None = None, rack_id: str | None = None,
+                 assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",), server_side: bool = False,
+                 listener: RebalanceListener | None = None, rebalance_timeout_ms: int = 60_000,
+                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
+                 scheduled_rebalance_max_delay_ms: int = 300_000, url: str | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if server_side:
+            raise ValueError("a classic group's leader assigns: there is no server-side assignor")
+        # The coordinator gives a classic member its id (MEMBER_ID_REQUIRED); `member_id` and
+        # `rack_id` are the connect protocol's and are not sent.
+        names = [a if isinstance(a, str) else a.name for a in assignors]
+        super().__init__(listener, clock)
+        self.client = client
+        self.classic = ClassicWorker(group_id, instance_id=instance_id, protocols=names, url=url,
+                                     session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
+                                     heartbeat_interval_ms=heartbeat_interval_ms,
+                                     scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms)
+        self._generation_seen = self.classic.generation
+
+    group_id = property(lambda self: self.classic.group_id)
+    member_id = property(lambda self: self.classic.member_id)
+    instance_id = property(lambda self: self.classic.instance_id)
+    generation = property(lambda self: self.classic.generation)
+    owned = property(lambda self: self.classic.owned)
+
+    @property
+    def member_epoch(self) -> int:
+        return self.classic.generation
+
+    @property
+    def assignment(self) -> ConnectorsAndTasks:
+        return connectors_and_tasks(self.owned)
+
+    @property
+    def stable(self) -> bool:
+        """In a generation, heartbeating, and with no rejoin waiting."""
+        c = self.classic
+        return c.state == "STABLE" and c.due() is not None and not self.metrics.rebalancing and \
+            c._join_at_ms is None  # noqa: SLF001 - the shell reads its own state machine
+
+    # --- life cycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._stopping = False
+        self._task = asyncio.create_task(self._run(), name=f"classic-worker-{self.instance_id or id(self)}")
+
+    async def stop(self, leave: bool = True) -> None:
+        """With `leave`: revoke everything (the callbacks return), then LeaveGroup. Without: a crash."""
+        await self._stop_task()
+        if not leave:
+            return
+        actions, request = self.classic.leave()
+        try:
+            await self._carry_out(actions)
+        except ListenerError:
+            pass
+        if request is not None:
+            body = wire.LeaveGroupRequest(group_id=request.group_id, members=[
+                wire.LeaveMember(member_id=m.member_id, group_instance_id=m.instance_id) for m in request.members])
+            try:
+                await self.client.call(self.group_id, "POST", LEAVE, wire.LeaveGroupResponse, body)
+            except (Unavailable, ApiError) as e:
+                log.warning("%s: leaving %s failed: %s", request.members[0].member_id, self.group_id, e)
+
+    # --- the loop ------------------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        c = self.classic
+        while not self._stopping:
+            try:
+                actions, request = c.poll(self._now())
+                await self._carry_out(actions)
+                if c.given_up is not None:
+                    return
+                if request is None:
+                    due = c.due()
+                    delay_s = 1.0 if due is None else max(0.0, (due - self._now()) / 1000)
+                    self._wake.clear()
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), delay_s)
+                    except asyncio.TimeoutError:
+                        pass
+                    continue
+                await self._carry_out(await self._exchange(request))
+                self._observe()
+            except ListenerError as e:
+                log.warning("%s: %s", c.member_id, e)
+            except Exception as e:  # a bug here: stop the work visibly rather than run on unsupervised
+                log.exception("%s: the classic worker's loop failed; it stops its work and gives up", c.member_id)
+                self.failure = e
+                await self._carry_out(c._give_up(f"the worker failed: {e!r}"))  # noqa: SLF001
+                return
+
+    async def _exchange(self, request: object) -> list:
+        c = self.classic
+        wait_s = c.rebalance_timeout_ms / 1000 + WAIT_MARGIN_S
+        try:
+            if isinstance(request, JoinGroupRequest):
+                answer = await self.client.call(self.group_id, "POST", JOIN, wire.JoinGroupResponse,
+                                                wire.JoinGroupRequest.of(request), timeout_s=wait_s)
+                response = answer.protocol() if isinstance(answer, wire.JoinGroupResponse) else \
+                    JoinGroupResponse(answer.error_code, answer.error_message)
+                connectors = await self._connectors() if response.error_code == 0 and response.members and \
+                    response.leader == response.member_id else ()
+                return c.joined(response, self._now(), connectors)
+            if isinstance(request, SyncGroupRequest):
+                answer = await self.client.call(self.group_id, "POST", SYNC, wire.SyncGroupResponse,
+                                                wire.SyncGroupRequest.of(request), timeout_s=wait_s)
+                response = answer.protocol() if isinstance(answer, wire.SyncGroupResponse) else \
+                    SyncGroupResponse(answer.error_code, answer.error_message)
+                return c.synced(response, self._now())
+            body = wire.ClassicHeartbeatRequest(group_id=request.group_id, member_id=request.member_id,
+                                                generation_id=request.generation_id,
+                                                group_instance_id=request.instance_id)
+            answer = await self.client.call(self.group_id, "POST", HEARTBEAT, wire.ErrorResponse, body)
+            return c.heartbeat_answered(ErrorResponse(answer.error_code, answer.error_message), self._now())
+        except (Unavailable, asyncio.TimeoutError) as e:
+            log.warning("%s: no answer: %s", c.member_id, e or "timed out")
+            return c.failed(self._now(), str(e) or "timed out")
+        except ApiError as e:  # 400, 401, 403, 413: no retry changes this
+            return c._give_up(str(e))  # noqa: SLF001
+
+    async def _connectors(self) -> tuple:
+        """The group's connectors, for the leader's assignor (an empty group has none)."""
+        answer = await self.client.call(self.group_id, "GET", f"/v1/groups/{self.group_id}", wire.GroupDescription)
+        if isinstance(answer, wire.GroupDescription):
+            return tuple(c.protocol() for c in answer.connectors)
+        if answer.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
+            log.warning("%s: reading the connectors failed: %s", self.member_id, answer.error_message)
+        return ()
+
+    def _observe(self) -> None:
+        """Seed 001's metrics: a rebalance starts with a new generation and ends once stable."""
+        c = self.classic
+        if c.generation != self._generation_seen:
+            self._generation_seen = c.generation
+            self.metrics.changed()
+        elif c.state == "STABLE" and c._join_at_ms is None:  # noqa: SLF001
+            self.metrics.quiet()
+
