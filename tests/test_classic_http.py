@@ -1,0 +1,148 @@
+"""Classic groups end to end (seed 004): SDK workers on `protocol="classic"` against a coordinator
+on Apache Kafka. Their JoinGroup and SyncGroup wait at the coordinator for the others; the leader
+assigns in SyncGroup; no item ever runs on two workers (every callback checked in one global
+order); and a coordinator that takes over the partition keeps the group without a rejoin (seed 004,
+coordinator failures with persistence), answering the members' heartbeats at the same generation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiohttp.test_utils import TestServer
+from test_worker_sdk import G, Recorder, _check_history, _connectors, _everything, _until
+
+from coordinator.api import wire
+from coordinator.cli import main as coordinator
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.worker import Worker
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools.devbroker import free_port
+
+pytestmark = pytest.mark.integration
+
+TIMEOUTS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 3_000, "heartbeat_interval_ms": 200,
+            "scheduled_rebalance_max_delay_ms": 2_000}
+
+
+def _worker(client: CoordinatorClient, name: str, events: list, **options: object) -> Worker:
+    return Worker(client, G, protocol="classic", instance_id=name, listener=Recorder(name, events),
+                  url=f"http://{name}:8083", **{**TIMEOUTS, **options})
+
+
+def _converged(workers: list, expected: frozenset) -> bool:
+    owned = [i for w in workers for i in w.owned]
+    return len(owned) == len(set(owned)) and set(owned) == expected and all(w.stable for w in workers)
+
+
+class Coordinators:
+    """Coordinator processes, one at a time, on one port: a failover the workers cannot tell."""
+
+    def __init__(self, broker, topic: str) -> None:  # noqa: ANN001
+        self.broker, self.topic, self.port = broker, topic, free_port()
+        self.server: CoordinatorServer | None = None
+        self.http: TestServer | None = None
+
+    async def start(self) -> CoordinatorServer:
+        self.server = CoordinatorServer(self.broker.client_config(), self.topic, 1, [0],
+                                        f"http://127.0.0.1:{self.port}",
+                                        CoordinatorConfig(initial_assignment_delay_ms=0))
+        await self.server.start()
+        self.http = TestServer(self.server.app(), host="127.0.0.1", port=self.port)
+        await self.http.start_server()
+        return self.server
+
+    async def stop(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+        if self.server is not None:
+            await self.server.close()
+
+    def group(self):  # noqa: ANN201
+        return self.server.runtimes[0].coordinator.state.classic_groups[G]
+
+
+def _scenario(broker, topic: str, body) -> None:  # noqa: ANN001
+    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
+                        "--partitions", "1", "--replication-factor", "1"]) == 0
+
+    async def run() -> None:
+        coordinators = Coordinators(broker, topic)
+        await coordinators.start()
+        try:
+            async with CoordinatorClient(f"http://127.0.0.1:{coordinators.port}", retry_for_s=20) as client:
+                await body(client, coordinators)
+        finally:
+            await coordinators.stop()
+
+    asyncio.run(asyncio.wait_for(run(), 120))
+
+
+def test_classic_workers_share_the_work_and_a_failover_needs_no_rejoin(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    async def body(client: CoordinatorClient, coordinators: Coordinators) -> None:
+        events: list = []
+        await _connectors(client, A=4, B=3)
+        expected = _everything(A=4, B=3)
+        workers = [_worker(client, f"w{i}", events) for i in (1, 2, 3)]
+        for w in workers:
+            await w.start()
+        await _until(lambda: _converged(workers, expected), timeout=30)
+        group = coordinators.group()
+        assert group.state == "Stable" and group.protocol == "incremental_cooperative"
+        assert {w.member_id for w in workers} == set(group.members)
+        generation = group.generation
+        assert all(w.generation == generation for w in workers)
+
+        # The coordinator goes; another loads the partition from the topic and serves the group
+        # at the same generation: the members' heartbeats go on, nobody joins again.
+        await coordinators.stop()
+        await coordinators.start()
+        assert coordinators.group().generation == generation and coordinators.group().state == "Stable"
+        await asyncio.sleep(1.0)  # five heartbeat intervals against the new coordinator
+        assert coordinators.group().generation == generation
+        assert _converged(workers, expected) and all(w.generation == generation for w in workers)
+
+        # A fourth worker: the leader hands it a share in two rounds, revoking first.
+        workers.append(_worker(client, "w4", events))
+        await workers[-1].start()
+        await _until(lambda: _converged(workers, expected) and bool(workers[-1].owned), timeout=30)
+        for w in workers:
+            await w.stop()
+        _check_history(events)
+
+    _scenario(kafka_broker, unique_topic, body)
+
+
+def test_a_join_waits_for_the_other_members_over_http(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    async def join(client: CoordinatorClient, member_id: str = "", instance: str | None = None
+                   ) -> wire.JoinGroupResponse:
+        body = wire.JoinGroupRequest(group_id=G, member_id=member_id, group_instance_id=instance,
+                                     protocol_type="connect",
+                                     protocols=[wire.ClassicProtocol(name="eager", metadata=b"m")],
+                                     session_timeout_ms=5_000, rebalance_timeout_ms=5_000)
+        return await client.call(G, "POST", "/v1/classic-group/join", wire.JoinGroupResponse, body, timeout_s=10)
+
+    async def body(client: CoordinatorClient, coordinators: Coordinators) -> None:
+        first = await join(client, instance="a")
+        assert first.error_code == 0 and first.generation_id == 1 and first.leader == first.member_id
+        sync = wire.SyncGroupRequest(group_id=G, member_id=first.member_id, generation_id=1, assignments=[
+            wire.SyncGroupAssignment(member_id=first.member_id, assignment=b"mine")])
+        synced = await client.call(G, "POST", "/v1/classic-group/sync", wire.SyncGroupResponse, sync)
+        assert synced.assignment == b"mine"
+        # A second member's JoinGroup waits until the first joins again (told by its heartbeat).
+        second = asyncio.create_task(join(client, instance="b"))
+        await asyncio.sleep(0.5)
+        assert not second.done()
+        beat = wire.ClassicHeartbeatRequest(group_id=G, member_id=first.member_id, generation_id=1)
+        told = await client.call(G, "POST", "/v1/classic-group/heartbeat", wire.ErrorResponse, beat)
+        assert told.error_code == 27  # REBALANCE_IN_PROGRESS
+        again = await join(client, first.member_id, "a")
+        answered = await second
+        assert again.generation_id == answered.generation_id == 2
+        assert len(again.members) == 2 and answered.members == []
+        bad = wire.SyncGroupRequest(group_id=G, member_id=answered.member_id, generation_id=1)
+        wrong = await client.call(G, "POST", "/v1/classic-group/sync", wire.ErrorResponse, bad)
+        assert wrong.error_code == 22  # ILLEGAL_GENERATION
+
+    _scenario(kafka_broker, unique_topic, body)
