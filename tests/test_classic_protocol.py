@@ -458,3 +458,18 @@ def test_delete_group_refuses_members_and_tombstones_an_empty_classic_group() ->
     assert d.delete_group(G).error_code == ErrorCode.NONE
     assert G not in d.state.classic_groups and G not in d.state.groups
     assert d.log[-1].value is None and assert_replay_equals_live(d).slots() == {}
+
+
+def test_describe_and_list_show_a_classic_group_in_kafkas_words() -> None:
+    d, a, b = stable_pair()
+    d.set_connectors(G, {"A": 1})  # a rebalance starts
+    description = d.coordinator.describe_group(G)
+    assert description.group_type == "classic" and description.state == "PREPARING_REBALANCE"
+    assert description.generation == 2 and description.leader == a and description.protocol_name == ICR.name
+    assert [m.protocol for m in description.members] == ["classic", "classic"]
+    assert {m.state for m in description.members} == {"UNJOINED"}  # nobody has joined the new round yet
+    d.join_group(join_request(a), ctx())
+    states = {m.member_id: m.state for m in d.coordinator.describe_group(G).members}
+    assert states == {a: "PREPARING_REBALANCE", b: "UNJOINED"}
+    listing = d.coordinator.list_groups()
+    assert [(g.group_id, g.state, g.members) for g in listing] == [(G, "PREPARING_REBALANCE", 2)]

@@ -321,6 +321,7 @@ class MemberDescription:
     target: ConnectorsAndTasks
     server_assignor: str | None
     client_assignors: tuple[Assignor, ...]
+    protocol: str = "connect"  # or "classic": the protocol this member speaks
 
 
 @dataclass(slots=True, frozen=True)
@@ -342,6 +343,10 @@ class GroupDescription:
     rebalance_timeout_ms: int | None
     scheduled_rebalance_max_delay_ms: int
     initial_assignment_delay_ms: int
+    group_type: str = "connect"  # or "classic" (seed 004)
+    generation: int | None = None  # a classic group's generation
+    protocol_name: str | None = None  # the protocol a classic group chose
+    leader: str | None = None  # a classic group's leader
 
 
 @dataclass(slots=True, frozen=True)
