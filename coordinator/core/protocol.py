@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
 
-from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
+from records import Assignor, ClassicMemberProtocol, ConnectorsAndTasks, ConnectorTaskCount, Record
 
 from coordinator.core.assignors import GroupSpec, MemberAssignment
 
@@ -164,12 +164,9 @@ class DeleteGroupRequest:
 UNKNOWN_GENERATION = -1
 
 
-@dataclass(slots=True, frozen=True)
-class ClassicProtocol:
-    """One entry of a JoinGroup's Protocols: a name (for Connect, the assignor) and its metadata."""
-
-    name: str
-    metadata: bytes = b""
+# One entry of a JoinGroup's Protocols: a name (for Connect, the assignor) and its metadata. The
+# record's class, since a classic member of a connect group keeps them in its metadata (type 5 v2).
+ClassicProtocol = ClassicMemberProtocol
 
 
 @dataclass(slots=True, frozen=True)
