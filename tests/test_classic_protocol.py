@@ -223,13 +223,15 @@ def test_the_leader_cannot_assign_to_members_outside_the_generation() -> None:
     assert answer.error_code == ErrorCode.INVALID_REQUEST and group(d).state == COMPLETING_REBALANCE
 
 
-def test_a_connect_heartbeat_and_a_classic_join_do_not_mix_until_migration() -> None:
-    d, a, b = stable_pair()
-    connect_join = d.heartbeat(HeartbeatRequest(G, "C1", 0, rebalance_timeout_ms=1_000))
-    assert connect_join.error_code == ErrorCode.INVALID_GROUP_ID
+def test_a_classic_join_to_a_connect_group_needs_connect_metadata() -> None:
+    d = Driver()
     d.heartbeat(HeartbeatRequest("connect-group", "C1", 0, rebalance_timeout_ms=1_000))
+    # Translated into the connect protocol (tests/test_migration.py): the coordinator must be able
+    # to read what the member runs, so another protocol type or unreadable metadata is refused.
     refused = d.join_group(JoinGroupRequest("connect-group", "", "connect", (ICR,), 10_000), ctx())
-    assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL and "cannot be read" in refused.error_message
+    other = d.join_group(JoinGroupRequest("connect-group", "", "consumer", (ICR,), 10_000), ctx())
+    assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 # --- protocol selection -------------------------------------------------------------------------------

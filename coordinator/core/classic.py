@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from records import ClassicGroupMetadataKey, Record
-
+from coordinator.core import record_helpers
 from coordinator.core.classic_group import (
     COMPLETING_REBALANCE,
     EMPTY,
@@ -90,7 +89,7 @@ class ClassicChange:
         if self.persist:
             value = group.to_record(self.now)
             group = replace(group, record=value)
-            records.append(Record(ClassicGroupMetadataKey(group.group_id), value))
+            records.append(record_helpers.classic_group(group.group_id, value))
         return Result(response, records, self.timers, [ClassicGroupUpdate(group.group_id, group)],
                       self.deliveries)
 
@@ -114,10 +113,7 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
                context: RequestContext) -> Result:
     _check_join(request, config)
     g = request.group_id
-    connect = state.groups.get(g)
-    if connect is not None and connect.members:
-        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"group {g} is a connect group with members; classic workers cannot join it")
+    connect = state.groups.get(g)  # a connect group with members is `classic_translation`'s
     group = state.classic_groups.get(g) or ClassicGroup(g)
     if group.members and request.protocol_type != group.protocol_type:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
 
-from records import Assignor, ClassicMemberProtocol, ConnectorsAndTasks, ConnectorTaskCount, Record
+from records import (
+    Assignor,
+    ClassicMemberMetadata,
+    ClassicMemberProtocol,
+    ConnectorsAndTasks,
+    ConnectorTaskCount,
+    Record,
+)
 
 from coordinator.core.assignors import GroupSpec, MemberAssignment
 
@@ -103,6 +110,9 @@ class HeartbeatRequest:
     url: str | None = None
     # Seed 003: a connect member owns connectors and tasks; sending topic partitions is an error.
     topic_partitions: Any = None
+    # Set only by the coordinator itself, for a classic member's JoinGroup translated into a
+    # heartbeat (seed 000's migration): its session timeout and protocols. Never on the wire.
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(slots=True, frozen=True)

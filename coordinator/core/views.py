@@ -54,7 +54,7 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         members.append(MemberDescription(
             member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, current.state,
             current.assignment, current.pending_revocation, target.assignment if target else EMPTY,
-            m.server_assignor, m.client_assignors))
+            m.server_assignor, m.client_assignors, "classic" if m.classic_member_metadata is not None else "connect"))
     meta = group.target_metadata
     chosen = group_assignor(group.members.values(), config.default_server_assignor)
     settings = config.for_group(group.config)
