@@ -6,10 +6,9 @@ replays the log and goes on where the old one was). No broker, a virtual clock."
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
-
-from dataclasses import replace
 
 from records import ClassicGroupMetadataKey, Record
 
