@@ -14,6 +14,7 @@ from coordinator.core.classic_group import PREPARING_REBALANCE, STABLE
 from coordinator.core.driver import Driver, SimClassicWorker, SimWorker
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import configured_work
+from coordinator.core.member import Lose
 from coordinator.core.protocol import ClassicHeartbeatRequest, ErrorCode, HeartbeatRequest
 from coordinator.core.state import CoordinatorState
 
@@ -129,6 +130,7 @@ def test_a_classic_member_of_a_connect_group_is_told_to_join_again_while_its_ass
 def test_a_rolling_upgrade_then_a_rolling_downgrade() -> None:
     m = classic_fleet(["w1", "w2", "w3"])
     d = m.d
+    every_classic = list(m.classic.values())
     # Upgrade: each classic worker stops (leaves) and comes back on the connect protocol.
     for name in ["w1", "w2", "w3"]:
         m.classic.pop(name).leave()
@@ -141,11 +143,12 @@ def test_a_rolling_upgrade_then_a_rolling_downgrade() -> None:
     # connect worker's leave turns the group classic again.
     for name in ["w1", "w2", "w3"]:
         m.connect.pop(name).leave()
-        m.add_classic(name)
+        every_classic.append(m.add_classic(name))
         m.run(5_000)
         assert m.converged(), (name, m.owned())
     classic = d.state.classic_groups[G]
     assert classic.state == STABLE and not d.state.groups[G].members
+    assert not [a for w in every_classic for a in w.log if isinstance(a, Lose)]  # no worker lost work on the way
     replayed = CoordinatorState()
     replayed.replay_all(d.log)
     assert replayed.slots() == d.state.slots()
@@ -161,10 +164,15 @@ def test_the_last_connect_worker_leaving_turns_the_group_classic_and_the_rest_re
     m.connect.pop("n1").leave()
     classic = d.state.classic_groups[G]
     assert classic.state == PREPARING_REBALANCE and classic.generation > epoch
+    # Their heartbeats carry their connect-era generation: they are told to join, not fenced.
+    for w in m.classic.values():
+        answer = d.classic_heartbeat(ClassicHeartbeatRequest(G, w.member_id, w.worker.generation))
+        assert answer.error_code == ErrorCode.REBALANCE_IN_PROGRESS
     assert d.log[-1].key == ClassicGroupMetadataKey(G) and d.log[-1].value.state == PREPARING_REBALANCE
     assert not d.state.groups[G].members and d.state.groups[G].connector_counts  # the work stays
     m.run(6_000)
     assert m.converged() and d.state.classic_groups[G].state == STABLE
+    assert not [a for w in m.classic.values() for a in w.log if isinstance(a, Lose)]  # nothing was lost on the way
 
 
 def test_failovers_during_a_migration_resume_it() -> None:
