@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar, NamedTuple
 
 __all__ = [
-    "Assignor", "ClassicGroupMember", "ClassicGroupMetadataKey", "ClassicGroupMetadataValue",
+    "Assignor", "ClassicGroupMember", "ClassicGroupMetadataKey", "ClassicGroupMetadataValue", "ClassicMemberMetadata",
+    "ClassicMemberProtocol",
     "ConnectGroupMetadataKey", "ConnectGroupMetadataValue", "ConnectorTaskCount", "ConnectorsAndTasks",
     "ConnectorsTasksMetadataKey", "ConnectorsTasksMetadataValue", "CurrentMemberAssignmentKey",
     "CurrentMemberAssignmentValue", "DepartedMember", "GroupConfigurationKey", "GroupConfigurationValue", "GroupKey",
@@ -93,6 +94,25 @@ class ClassicGroupMember:
     session_timeout_ms: int
     subscription: bytes
     assignment: bytes
+
+
+@record
+class ClassicMemberProtocol:
+    """One protocol a classic member supports (a JoinGroup's Protocols entry): its name (for
+    Connect, an assignor) and the member's metadata for it."""
+
+    name: str
+    metadata: bytes = b""
+
+
+@record
+class ClassicMemberMetadata:
+    """A classic member of a connect group (seed 000's migration): what its JoinGroup said that the
+    connect protocol has no field for, kept so that its session is its own and so that the group
+    can go back to the classic protocol."""
+
+    session_timeout_ms: int
+    protocols: tuple[ClassicMemberProtocol, ...] = ()
 
 
 # --- keys ------------------------------------------------------------------------------------
@@ -208,6 +228,7 @@ class MemberMetadataValue:
     server_assignor: str | None
     client_assignors: tuple[Assignor, ...] = ()
     rack_id: str | None = None  # since value version 1
+    classic_member_metadata: ClassicMemberMetadata | None = None  # since v2: a member on the classic protocol
 
 
 @record

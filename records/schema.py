@@ -53,7 +53,8 @@ RECORD_TYPES: Mapping[int, RecordType] = {
         _type(4, "ConnectorsTasksMetadata", model.ConnectorsTasksMetadataKey, model.ConnectorsTasksMetadataValue,
               "GroupKey", "ConnectorsTasksMetadataValue.v0"),
         _type(5, "MemberMetadata", model.MemberMetadataKey, model.MemberMetadataValue,
-              "GroupMemberKey", "MemberMetadataValue.v0", "MemberMetadataValue.v1"),
+              "GroupMemberKey", "MemberMetadataValue.v0", "MemberMetadataValue.v1",
+              "MemberMetadataValue.v2"),
         _type(6, "TargetAssignmentMetadata", model.TargetAssignmentMetadataKey, model.TargetAssignmentMetadataValue,
               "GroupKey", "TargetAssignmentMetadataValue.v0", "TargetAssignmentMetadataValue.v1"),
         _type(7, "TargetAssignmentMember", model.TargetAssignmentMemberKey, model.TargetAssignmentMemberValue,
@@ -79,6 +80,8 @@ NESTED_CLASSES: Mapping[str, type] = {
     "ConnectorTaskCount": model.ConnectorTaskCount,
     "Assignor": model.Assignor,
     "ClassicGroupMember": model.ClassicGroupMember,
+    "ClassicMemberMetadata": model.ClassicMemberMetadata,
+    "ClassicMemberProtocol": model.ClassicMemberProtocol,
     "DepartedMember": model.DepartedMember,
 }
 

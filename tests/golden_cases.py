@@ -11,6 +11,8 @@ from records import (
     ClassicGroupMember,
     ClassicGroupMetadataKey,
     ClassicGroupMetadataValue,
+    ClassicMemberMetadata,
+    ClassicMemberProtocol,
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
     ConnectorsAndTasks,
@@ -59,6 +61,12 @@ CASES: dict[str, tuple[Record, int | None]] = {
         36, None, "connect-1", "10.0.0.1", "http://w1:8083", 60_000, None, ASSIGNORS)), 0),
     "member_metadata_v1": (Record(MemberMetadataKey("connect-cluster", "W2"), MemberMetadataValue(
         37, "static-w2", "connect-2", "10.0.0.2", None, 45_000, None, ASSIGNORS, rack_id="eu-west-1a")), 1),
+    "member_metadata_classic_v2": (Record(MemberMetadataKey("connect-cluster", "connect-1-5f1c"), MemberMetadataValue(
+        41, "static-1", "connect-1", "10.0.0.1", "http://worker-1:8083", 60_000, None, (), None,
+        ClassicMemberMetadata(10_000, (ClassicMemberProtocol("incremental_cooperative", b"\x00\x00m"),
+                                       ClassicMemberProtocol("eager", b"\x00\x00m"))))), 2),
+    "member_metadata_connect_v2": (Record(MemberMetadataKey("g", "W4"), MemberMetadataValue(
+        2, None, "c", "h", None, 1_000, None, ASSIGNORS, "rack-b")), 2),
     "member_metadata_server_assignor_v1": (Record(MemberMetadataKey("g", "W3"), MemberMetadataValue(
         1, None, "c", "h", "http://w3", 1, "incremental_cooperative", (), rack_id=None)), 1),
     "target_assignment_metadata_v0": (Record(TargetAssignmentMetadataKey("connect-cluster"), TargetAssignmentMetadataValue(

@@ -9,6 +9,8 @@ from records import (
     Assignor,
     ClassicGroupMember,
     ClassicGroupMetadataValue,
+    ClassicMemberMetadata,
+    ClassicMemberProtocol,
     ConnectGroupMetadataValue,
     ConnectorsAndTasks,
     ConnectorsTasksMetadataValue,
@@ -44,7 +46,8 @@ VALUES = {
     3: st.builds(ConnectGroupMetadataValue, int32, text),
     4: st.builds(ConnectorsTasksMetadataValue, small(st.builds(ConnectorTaskCount, names, int32))),
     5: st.builds(MemberMetadataValue, int32, st.none() | text, text, text, st.none() | text, int32,
-                 st.none() | text, small(assignors), st.none() | text),
+                 st.none() | text, small(assignors), st.none() | text, st.none() | st.builds(
+                     ClassicMemberMetadata, int32, small(st.builds(ClassicMemberProtocol, names, blobs)))),
     6: st.builds(TargetAssignmentMetadataValue, int32, int8, st.none() | text, st.none() | text, st.none() | text,
                  st.none() | int64, connectors_and_tasks,
                  small(st.builds(DepartedMember, text, st.none() | text, connectors_and_tasks, int64))),

@@ -6,10 +6,9 @@ replays the log and goes on where the old one was). No broker, a virtual clock."
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
-
-from dataclasses import replace
 
 from records import ClassicGroupMetadataKey, Record
 
@@ -223,13 +222,15 @@ def test_the_leader_cannot_assign_to_members_outside_the_generation() -> None:
     assert answer.error_code == ErrorCode.INVALID_REQUEST and group(d).state == COMPLETING_REBALANCE
 
 
-def test_a_connect_heartbeat_and_a_classic_join_do_not_mix_until_migration() -> None:
-    d, a, b = stable_pair()
-    connect_join = d.heartbeat(HeartbeatRequest(G, "C1", 0, rebalance_timeout_ms=1_000))
-    assert connect_join.error_code == ErrorCode.INVALID_GROUP_ID
+def test_a_classic_join_to_a_connect_group_needs_connect_metadata() -> None:
+    d = Driver()
     d.heartbeat(HeartbeatRequest("connect-group", "C1", 0, rebalance_timeout_ms=1_000))
+    # Translated into the connect protocol (tests/test_migration.py): the coordinator must be able
+    # to read what the member runs, so another protocol type or unreadable metadata is refused.
     refused = d.join_group(JoinGroupRequest("connect-group", "", "connect", (ICR,), 10_000), ctx())
-    assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL and "cannot be read" in refused.error_message
+    other = d.join_group(JoinGroupRequest("connect-group", "", "consumer", (ICR,), 10_000), ctx())
+    assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 
 
 # --- protocol selection -------------------------------------------------------------------------------
@@ -458,3 +459,18 @@ def test_delete_group_refuses_members_and_tombstones_an_empty_classic_group() ->
     assert d.delete_group(G).error_code == ErrorCode.NONE
     assert G not in d.state.classic_groups and G not in d.state.groups
     assert d.log[-1].value is None and assert_replay_equals_live(d).slots() == {}
+
+
+def test_describe_and_list_show_a_classic_group_in_kafkas_words() -> None:
+    d, a, b = stable_pair()
+    d.set_connectors(G, {"A": 1})  # a rebalance starts
+    description = d.coordinator.describe_group(G)
+    assert description.group_type == "classic" and description.state == "PREPARING_REBALANCE"
+    assert description.generation == 2 and description.leader == a and description.protocol_name == ICR.name
+    assert [m.protocol for m in description.members] == ["classic", "classic"]
+    assert {m.state for m in description.members} == {"UNJOINED"}  # nobody has joined the new round yet
+    d.join_group(join_request(a), ctx())
+    states = {m.member_id: m.state for m in d.coordinator.describe_group(G).members}
+    assert states == {a: "PREPARING_REBALANCE", b: "UNJOINED"}
+    listing = d.coordinator.list_groups()
+    assert [(g.group_id, g.state, g.members) for g in listing] == [(G, "PREPARING_REBALANCE", 2)]

@@ -701,11 +701,14 @@ def test_describe_and_list() -> None:
     assert d.coordinator.describe_group("nope") is None
 
 
-def test_a_connect_join_to_a_classic_group_id_is_refused() -> None:
+def test_a_connect_heartbeat_that_is_not_a_join_is_unknown_to_a_classic_group() -> None:
     d = Driver()
     d.state.replay(Record(ClassicGroupMetadataKey("legacy"), ClassicGroupMetadataValue("connect", 3, None, None, -1)))
-    response = d.heartbeat(replace(join(), group_id="legacy"))
-    assert response.error_code == ErrorCode.INVALID_GROUP_ID
+    response = d.heartbeat(replace(join(), group_id="legacy", member_epoch=4))
+    assert response.error_code == ErrorCode.UNKNOWN_MEMBER_ID and "legacy" in d.state.classic_groups
+    # A join takes the (empty) classic group over: tests/test_migration.py.
+    assert d.heartbeat(replace(join(), group_id="legacy")).error_code == ErrorCode.NONE
+    assert "legacy" not in d.state.classic_groups and d.state.groups["legacy"].group_epoch == 4
 
 
 # --- replay ------------------------------------------------------------------------------------------------

@@ -215,6 +215,10 @@ PARSERS = {
     "findCoordinator": lambda body: wire.decode(orjson.dumps(body), wire.FindCoordinatorRequest),
     "setConnectors": lambda body: wire.decode(orjson.dumps(body), wire.SetConnectorsRequest).protocol("g"),
     "setConfig": lambda body: wire.decode(orjson.dumps(body), wire.SetConfigRequest).protocol("g"),
+    "joinGroup": lambda body: wire.decode(orjson.dumps(body), wire.JoinGroupRequest).protocol(),
+    "syncGroup": lambda body: wire.decode(orjson.dumps(body), wire.SyncGroupRequest).protocol(),
+    "classicHeartbeat": lambda body: wire.decode(orjson.dumps(body), wire.ClassicHeartbeatRequest).protocol(),
+    "leaveGroup": lambda body: wire.decode(orjson.dumps(body), wire.LeaveGroupRequest).protocol(),
 }
 
 
@@ -290,7 +294,12 @@ def test_refusals_match_the_document(live: Live) -> None:
               "prepareAssignment": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0},
               "installAssignment": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0, "GroupEpoch": 0},
               "findCoordinator": {"GroupId": "other"},
-              "setConnectors": {"Connectors": []}, "setConfig": {}}
+              "setConnectors": {"Connectors": []}, "setConfig": {},
+              "joinGroup": {"GroupId": "other", "ProtocolType": "connect", "Protocols": [{"Name": "eager"}],
+                            "SessionTimeoutMs": 10000},
+              "syncGroup": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
+              "classicHeartbeat": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
+              "leaveGroup": {"GroupId": "other", "Members": [{"MemberId": "m"}]}}
     seen = set()
     for result in SCHEMA.get_all_operations():
         op = result.ok()

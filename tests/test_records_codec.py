@@ -111,8 +111,9 @@ def _member(rack_id: str | None) -> Record:
 
 def test_old_value_version_is_read_by_the_new_reader() -> None:
     key, v0 = encode(_member(None), version=0)
-    _, v1 = encode(_member(None))
+    _, v1 = encode(_member(None), version=1)
     assert v0[:2] == b"\x00\x00" and v1[:2] == b"\x00\x01"
+    assert encode(_member(None))[1][:2] == b"\x00\x02"  # the latest, by default
     assert v0 != v1  # v1 carries the RackId union
     decoded = decode(key, v0)
     assert decoded.version == 0
@@ -140,9 +141,9 @@ def test_writing_an_old_version_refuses_to_drop_a_newer_field() -> None:
 def test_a_newer_value_version_is_reported_not_guessed() -> None:
     key, value = encode(_member("r"))
     with pytest.raises(UnsupportedVersionError) as e:
-        decode(key, b"\x00\x02" + value[2:])
-    assert (e.value.record_type, e.value.version) == (5, 2)
-    assert "MemberMetadata" in str(e.value) and "knows versions 0, 1" in str(e.value)
+        decode(key, b"\x00\x03" + value[2:])
+    assert (e.value.record_type, e.value.version) == (5, 3)
+    assert "MemberMetadata" in str(e.value) and "knows versions 0, 1, 2" in str(e.value)
 
 
 def test_every_schema_file_is_in_use() -> None:

@@ -617,9 +617,12 @@ class FindCoordinatorResponse(Body):
     url: Annotated[str, doc("The base URL of the coordinator serving that partition.")]
 
 
-GroupState = Annotated[Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE"], doc(
+GroupState = Annotated[Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE", "PREPARING_REBALANCE",
+                               "COMPLETING_REBALANCE"], doc(
     "EMPTY: no members; ASSIGNING: the group epoch is ahead of the assignment epoch; RECONCILING: a member is "
-    "not at its target yet; STABLE: every member owns its target at the assignment epoch.")]
+    "not at its target yet; STABLE: every member owns its target at the assignment epoch. A classic group "
+    "(seed 004) is EMPTY, PREPARING_REBALANCE (waiting for JoinGroups), COMPLETING_REBALANCE (waiting for the "
+    "leader's SyncGroup) or STABLE.")]
 
 
 class GroupListing(Body):
@@ -650,10 +653,14 @@ class MemberDescription(Body):
     client_id: Annotated[str, doc("Who sent its heartbeats (the authenticated principal).")]
     client_host: Annotated[str, doc("The address its heartbeats came from.")]
     url: Annotated[str | None, doc("Where the worker's REST API listens, or null.")]
-    member_epoch: Annotated[Int32, doc("The member epoch.")]
-    state: Annotated[Literal["STABLE", "UNREVOKED", "UNRELEASED"], doc(
+    member_epoch: Annotated[Int32, doc("The member epoch (a classic member: the group's generation).")]
+    state: Annotated[Literal["STABLE", "UNREVOKED", "UNRELEASED", "UNJOINED", "PREPARING_REBALANCE",
+                             "COMPLETING_REBALANCE"], doc(
         "STABLE: owns its whole target; UNREVOKED: must give up PendingRevocation first; UNRELEASED: waits for "
-        "others to release the rest of its target.")]
+        "others to release the rest of its target. A classic member is in seed 000's worker states: UNJOINED, "
+        "PREPARING_REBALANCE (its JoinGroup waits), COMPLETING_REBALANCE (joined, waiting for its assignment) "
+        "or STABLE.")]
+    protocol: Annotated[Literal["connect", "classic"], doc("The protocol the member speaks.")]
     assignment: Annotated[ConnectorsAndTasks, doc("What it owns now (its current assignment).")]
     pending_revocation: Annotated[ConnectorsAndTasks, doc("What it must revoke before it moves on.")]
     target: Annotated[ConnectorsAndTasks, doc("Its part of the target assignment.")]
@@ -685,6 +692,10 @@ class GroupDescription(Body):
     scheduled_rebalance_max_delay_ms: Annotated[Int32, doc("How long departed work waits for its owner.")]
     initial_assignment_delay_ms: Annotated[Int32, doc("How long an empty group that gets members waits for more "
                                                       "before its first target.")]
+    group_type: Annotated[Literal["connect", "classic"], doc("The protocol the group runs.")]
+    generation: Annotated[Int32 | None, doc("A classic group's generation, else null.")]
+    protocol_name: Annotated[str | None, doc("The protocol a classic group chose, else null.")]
+    leader: Annotated[str | None, doc("A classic group's leader, else null.")]
 
     @classmethod
     def of(cls, d: protocol.GroupDescription) -> GroupDescription:
@@ -696,13 +707,15 @@ class GroupDescription(Body):
             members=[MemberDescription(
                 member_id=m.member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
                 url=m.url, member_epoch=m.member_epoch, state=m.state, assignment=items(m.assignment),
-                pending_revocation=items(m.pending_revocation), target=items(m.target)) for m in d.members],
+                pending_revocation=items(m.pending_revocation), target=items(m.target), protocol=m.protocol)
+                for m in d.members],
             deferred=items(d.deferred), scheduled_rebalance_at_ms=d.scheduled_rebalance_at_ms,
             assignment_error=d.assignment_error, assignment_error_message=d.assignment_error_message,
             session_timeout_ms=d.session_timeout_ms, heartbeat_interval_ms=d.heartbeat_interval_ms,
             rebalance_timeout_ms=d.rebalance_timeout_ms,
             scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms,
-            initial_assignment_delay_ms=d.initial_assignment_delay_ms)
+            initial_assignment_delay_ms=d.initial_assignment_delay_ms, group_type=d.group_type,
+            generation=d.generation, protocol_name=d.protocol_name, leader=d.leader)
 
 
 class SetConnectorsRequest(Body):

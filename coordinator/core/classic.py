@@ -29,8 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from records import ClassicGroupMetadataKey, Record
-
+from coordinator.core import record_helpers
 from coordinator.core.classic_group import (
     COMPLETING_REBALANCE,
     EMPTY,
@@ -90,7 +89,7 @@ class ClassicChange:
         if self.persist:
             value = group.to_record(self.now)
             group = replace(group, record=value)
-            records.append(Record(ClassicGroupMetadataKey(group.group_id), value))
+            records.append(record_helpers.classic_group(group.group_id, value))
         return Result(response, records, self.timers, [ClassicGroupUpdate(group.group_id, group)],
                       self.deliveries)
 
@@ -114,10 +113,7 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
                context: RequestContext) -> Result:
     _check_join(request, config)
     g = request.group_id
-    connect = state.groups.get(g)
-    if connect is not None and connect.members:
-        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"group {g} is a connect group with members; classic workers cannot join it")
+    connect = state.groups.get(g)  # a connect group with members is `classic_translation`'s
     group = state.classic_groups.get(g) or ClassicGroup(g)
     if group.members and request.protocol_type != group.protocol_type:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
@@ -336,6 +332,8 @@ def _complete_join(change: ClassicChange) -> None:
 
 def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: SyncGroupRequest, now: int) -> Result:
     group = _group_member(state, request.group_id, request.member_id, request.instance_id)
+    if group.state == PREPARING_REBALANCE:
+        raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again")
     if request.generation_id != group.generation:
         raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
                             f"generation {request.generation_id} is not the group's ({group.generation})")
@@ -343,8 +341,6 @@ def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: Sync
             request.protocol_name is not None and request.protocol_name != group.protocol):
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"group {group.group_id} uses {group.protocol_type}/{group.protocol}")
-    if group.state == PREPARING_REBALANCE:
-        raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again")
     member = group.members[request.member_id]
     if group.state == STABLE:
         return Result(_sync_response(group, member))
@@ -389,14 +385,16 @@ def _group_member(state: CoordinatorState, group_id: str, member_id: str, instan
 def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: ClassicHeartbeatRequest, now: int
               ) -> Result:
     group = _group_member(state, request.group_id, request.member_id, request.instance_id)
-    if request.generation_id != group.generation:
-        raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
-                            f"generation {request.generation_id} is not the group's ({group.generation})")
     member = group.members[request.member_id]
     timers = [Timer(timer_key(CLASSIC_SESSION, group.group_id, member.member_id), now + member.session_timeout_ms)]
+    # While the group rebalances a member's generation does not matter: it joins again, and keeps
+    # its work meanwhile (a member that a downgrade brought back, say, has its connect epoch).
     if group.state == PREPARING_REBALANCE:
         return Result(ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again"),
                       timers=timers)
+    if request.generation_id != group.generation:
+        raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
+                            f"generation {request.generation_id} is not the group's ({group.generation})")
     return Result(ErrorResponse(), timers=timers)
 
 

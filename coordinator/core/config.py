@@ -75,6 +75,13 @@ class GroupSettings:
     scheduled_rebalance_max_delay_ms: int
     initial_assignment_delay_ms: int
 
+    def member_session_timeout_ms(self, member: MemberMetadataValue | None) -> int:
+        """A member's session: the group's, except for a classic member of a connect group, whose
+        JoinGroup said its own (seed 000's migration; Kafka's classic members keep theirs too)."""
+        if member is not None and member.classic_member_metadata is not None:
+            return member.classic_member_metadata.session_timeout_ms
+        return self.session_timeout_ms
+
     def member_rebalance_timeout_ms(self, member: MemberMetadataValue) -> int:
         """How long a member may take to revoke, or to compute an assignment: the group's setting
         when an operator set one, else what the member asked for in its heartbeat (seed 000)."""

@@ -47,9 +47,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from records import ClassicGroupMetadataKey, ConnectorTaskCount, GroupConfigurationValue, Record
+from records import ConnectorTaskCount, GroupConfigurationValue
 
-from coordinator.core import classic, record_helpers, timers, views
+from coordinator.core import classic, classic_translation, migration, record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
 from coordinator.core.classic_group import ClassicGroupUpdate
 from coordinator.core.config import CoordinatorConfig, GroupSettings
@@ -147,7 +147,8 @@ class GroupCoordinator:
     @_answers(HeartbeatResponse)
     def heartbeat(self, request: HeartbeatRequest, now: int, context: RequestContext = NO_CONTEXT
                   ) -> Result[HeartbeatResponse]:
-        return connect_group_heartbeat(self.state, self.config, request, now, context)
+        result = connect_group_heartbeat(self.state, self.config, request, now, context)
+        return migration.downgrade_if_only_classic(self.state, request.group_id, result, now)
 
     @_answers(PrepareAssignmentResponse)
     def prepare_assignment(self, request: PrepareAssignmentRequest, now: int) -> Result[PrepareAssignmentResponse]:
@@ -201,24 +202,39 @@ class GroupCoordinator:
                 assignor_name=chosen.name if chosen is not None else "", now=now)
         return change.result(ErrorResponse())
 
-    # --- the classic protocol (seed 004, `coordinator.core.classic`) ----------------------------
+    # --- the classic protocol (seed 004, `coordinator.core.classic`); in a connect group, its
+    # requests are translated (seed 000's migration, `coordinator.core.classic_translation`) -------
+
+    def _translated(self, group_id: str) -> bool:
+        group = self.state.groups.get(group_id)
+        return group is not None and bool(group.members)
 
     @_answers(JoinGroupResponse)
     def join_group(self, request: JoinGroupRequest, now: int, context: RequestContext = NO_CONTEXT) -> Result:
         """JoinGroup: answered at once, or `Parked` until the join phase completes."""
+        if self._translated(request.group_id):
+            return classic_translation.join_group(self.state, self.config, request, now, context)
         return classic.join_group(self.state, self.config, request, now, context)
 
     @_answers(SyncGroupResponse)
     def sync_group(self, request: SyncGroupRequest, now: int) -> Result:
         """SyncGroup: the leader's carries the assignments; the others wait for it (`Parked`)."""
+        if self._translated(request.group_id):
+            return classic_translation.sync_group(self.state, self.config, request, now)
         return classic.sync_group(self.state, self.config, request, now)
 
     @_answers(ErrorResponse)
     def classic_heartbeat(self, request: ClassicHeartbeatRequest, now: int) -> Result[ErrorResponse]:
+        if self._translated(request.group_id):
+            return classic_translation.heartbeat(self.state, self.config, request, now)
         return classic.heartbeat(self.state, self.config, request, now)
 
     @_answers(LeaveGroupResponse)
     def leave_group(self, request: LeaveGroupRequest, now: int) -> Result[LeaveGroupResponse]:
+        if self._translated(request.group_id):
+            if not request.members:
+                raise ProtocolError(ErrorCode.INVALID_REQUEST, "LeaveGroup names no member")
+            return classic_translation.leave_group(self.state, self.config, request, now)
         return classic.leave_group(self.state, self.config, request, now)
 
     def _chosen_member_group(self, group_id: str, member_id: str, member_epoch: int) -> ConnectGroup:
@@ -305,7 +321,7 @@ class GroupCoordinator:
         volatile = []
         if classic_group is not None:
             if classic_group.record is not None:
-                records.append(Record(ClassicGroupMetadataKey(g), None))
+                records.append(record_helpers.classic_group(g, None))
             volatile.append(ClassicGroupUpdate(g, None))
         cancelled = [Timer(timer_key(kind, g), None)
                      for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY,
@@ -328,7 +344,8 @@ class GroupCoordinator:
         """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""
         if key[0] in CLASSIC_TIMERS:
             return classic.on_timer(self.state, self.config, key, now)
-        return timers.on_timer(self.state, self.config, key, now)
+        return migration.downgrade_if_only_classic(self.state, key[1], timers.on_timer(self.state, self.config, key, now),
+                                                   now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""

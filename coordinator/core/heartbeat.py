@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from records import CurrentMemberAssignmentValue, MemberMetadataValue
 
+from coordinator.core import migration
 from coordinator.core.assignors import ASSIGNORS, MemberAssignment
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
@@ -41,13 +42,17 @@ from coordinator.core.validation import check_heartbeat
 def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: HeartbeatRequest, now: int,
               context: RequestContext) -> Result[HeartbeatResponse]:
     group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
-    # 1. The request is well formed, and names a connect group.
+    # 1. The request is well formed. A classic group that a connect member joins becomes a
+    #    connect group first, in this same result (seed 000's migration, `coordinator.core.migration`).
     check_heartbeat(request)
-    if group_id in state.classic_groups:
-        raise ProtocolError(ErrorCode.INVALID_GROUP_ID,
-                            f"group {group_id} uses the classic protocol; it cannot take connect members")
-    # 2. A member that leaves takes its own path.
     group = state.groups.get(group_id)
+    conversion = None
+    classic = state.classic_groups.get(group_id)
+    if classic is not None:
+        if epoch != JOIN_GROUP_MEMBER_EPOCH:
+            raise _unknown_member(request)
+        group, conversion = migration.upgrade(state, classic, now)
+    # 2. A member that leaves takes its own path.
     if epoch < 0:
         return _leave(group, config, request, now)
     # 3. The group (a join creates it) and the member as the group knows it.
@@ -64,7 +69,8 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
     # 4. The steady heartbeat: nothing changed, nothing to reconcile. No records, no work.
     if _steady(group, member, current, request, context):
         return Result(HeartbeatResponse(ErrorCode.NONE, None, epoch, _steady_interval(group, settings, now)),
-                      timers=[Timer(timer_key(SESSION, group_id, member_id), now + settings.session_timeout_ms)])
+                      timers=[Timer(timer_key(SESSION, group_id, member_id),
+                                    now + settings.member_session_timeout_ms(member))])
     # 5. A join (perhaps a static member taking its instance back), the seed's lost response, or
     #    an epoch the member has left behind, which fences it. Epoch 0 is a join, except from a
     #    member still at epoch 0 (no target has included it yet): that is its ordinary heartbeat.
@@ -106,8 +112,13 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
     assignment = MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send \
         else None
     error_code, message = _compute_assignment(change, member_id)
-    return change.result(HeartbeatResponse(error_code, message, updated.member_epoch,
-                                           _interval(change, settings, updated, now), assignment))
+    result = change.result(HeartbeatResponse(error_code, message, updated.member_epoch,
+                                             _interval(change, settings, updated, now), assignment))
+    if conversion is not None:
+        conversion.merge(result)
+        conversion.response = result.response
+        return conversion
+    return result
 
 
 # While its assignment is about to change, a member heartbeats this many times more often.
@@ -164,7 +175,10 @@ def _static_takeover(group: ConnectGroup, member: MemberMetadataValue | None, re
     holder = group.member_with_instance(instance_id) if instance_id is not None else None
     if holder is None or holder == request.member_id:
         return None
-    if group.current(holder).member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+    # A classic static member comes back with a new member id and replaces the old one at once,
+    # as Kafka's classic static membership does; a connect member must have left with -2 first.
+    if group.current(holder).member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not (
+            request.classic is not None and migration.is_classic(group.members.get(holder))):
         raise ProtocolError(ErrorCode.UNRELEASED_INSTANCE_ID,
                             f"instance {instance_id} is still held by member {holder}: it must leave (epoch -2) or "
                             "let its session time out first")
@@ -213,7 +227,8 @@ def _update_member(change: GroupChange, config: CoordinatorConfig, member: Membe
 def _schedule(change: GroupChange, settings: GroupSettings, member_id: str, was_revoking: bool,
               updated: CurrentMemberAssignmentValue, now: int) -> None:
     group_id = change.group.group_id
-    change.timers.append(Timer(timer_key(SESSION, group_id, member_id), now + settings.session_timeout_ms))
+    change.timers.append(Timer(timer_key(SESSION, group_id, member_id),
+                               now + settings.member_session_timeout_ms(change.member(member_id))))
     revoking = updated.state == MemberState.UNREVOKED
     if revoking and not was_revoking:
         deadline = now + settings.member_rebalance_timeout_ms(change.member(member_id))
@@ -249,7 +264,8 @@ def _leave(group: ConnectGroup | None, config: CoordinatorConfig, request: Heart
                                               previous_member_epoch=current.member_epoch, state=MemberState.STABLE,
                                               pending_revocation=EMPTY))
         change.timers.append(Timer(timer_key(REBALANCE, group.group_id, member_id), None))
-        change.timers.append(Timer(timer_key(SESSION, group.group_id, member_id), now + settings.session_timeout_ms))
+        change.timers.append(Timer(timer_key(SESSION, group.group_id, member_id),
+                                   now + settings.member_session_timeout_ms(group.members[member_id])))
         change.release_computation(member_id)
         return change.result(HeartbeatResponse(ErrorCode.NONE, None, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                                settings.heartbeat_interval_ms))
@@ -281,6 +297,7 @@ def _unchanged(member: MemberMetadataValue, r: HeartbeatRequest, context: Reques
             and (r.server_assignor is None or r.server_assignor == member.server_assignor)
             and (r.client_assignors is None or r.client_assignors == member.client_assignors)
             and (r.url is None or r.url == member.url)
+            and (r.classic is None or r.classic == member.classic_member_metadata)
             and (not context.principal or context.principal == member.client_id)
             and (not context.client_host or context.client_host == member.client_host))
 
@@ -293,7 +310,7 @@ def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, c
             group_epoch=group_epoch, instance_id=r.instance_id, client_id=context.principal,
             client_host=context.client_host,
             url=r.url, rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor,
-            client_assignors=r.client_assignors or (), rack_id=r.rack_id)
+            client_assignors=r.client_assignors or (), rack_id=r.rack_id, classic_member_metadata=r.classic)
     if _unchanged(member, r, context):
         return member
     server, client = member.server_assignor, member.client_assignors
@@ -308,4 +325,5 @@ def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, c
         url=r.url if r.url is not None else member.url,
         rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
         server_assignor=server, client_assignors=client,
-        rack_id=r.rack_id if r.rack_id is not None else member.rack_id)
+        rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
+        classic_member_metadata=r.classic if r.classic is not None else member.classic_member_metadata)

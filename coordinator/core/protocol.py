@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any, Generic, TypeVar
 
-from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
+from records import (
+    Assignor,
+    ClassicMemberMetadata,
+    ClassicMemberProtocol,
+    ConnectorsAndTasks,
+    ConnectorTaskCount,
+    Record,
+)
 
 from coordinator.core.assignors import GroupSpec, MemberAssignment
 
@@ -103,6 +110,9 @@ class HeartbeatRequest:
     url: str | None = None
     # Seed 003: a connect member owns connectors and tasks; sending topic partitions is an error.
     topic_partitions: Any = None
+    # Set only by the coordinator itself, for a classic member's JoinGroup translated into a
+    # heartbeat (seed 000's migration): its session timeout and protocols. Never on the wire.
+    classic: ClassicMemberMetadata | None = None
 
 
 @dataclass(slots=True, frozen=True)
@@ -164,12 +174,9 @@ class DeleteGroupRequest:
 UNKNOWN_GENERATION = -1
 
 
-@dataclass(slots=True, frozen=True)
-class ClassicProtocol:
-    """One entry of a JoinGroup's Protocols: a name (for Connect, the assignor) and its metadata."""
-
-    name: str
-    metadata: bytes = b""
+# One entry of a JoinGroup's Protocols: a name (for Connect, the assignor) and its metadata. The
+# record's class, since a classic member of a connect group keeps them in its metadata (type 5 v2).
+ClassicProtocol = ClassicMemberProtocol
 
 
 @dataclass(slots=True, frozen=True)
@@ -321,6 +328,7 @@ class MemberDescription:
     target: ConnectorsAndTasks
     server_assignor: str | None
     client_assignors: tuple[Assignor, ...]
+    protocol: str = "connect"  # or "classic": the protocol this member speaks
 
 
 @dataclass(slots=True, frozen=True)
@@ -342,6 +350,10 @@ class GroupDescription:
     rebalance_timeout_ms: int | None
     scheduled_rebalance_max_delay_ms: int
     initial_assignment_delay_ms: int
+    group_type: str = "connect"  # or "classic" (seed 004)
+    generation: int | None = None  # a classic group's generation
+    protocol_name: str | None = None  # the protocol a classic group chose
+    leader: str | None = None  # a classic group's leader
 
 
 @dataclass(slots=True, frozen=True)

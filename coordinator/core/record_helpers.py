@@ -7,6 +7,8 @@ holds for "member joined", "target installed" or "member left" is defined in one
 from __future__ import annotations
 
 from records import (
+    ClassicGroupMetadataKey,
+    ClassicGroupMetadataValue,
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
     ConnectorsTasksMetadataKey,
@@ -61,11 +63,20 @@ def current_assignment(group_id: str, member_id: str, value: CurrentMemberAssign
     return Record(CurrentMemberAssignmentKey(group_id, member_id), value)
 
 
-def group_tombstones(group_id: str, member_ids: list[str], targets: list[str], currents: list[str]) -> list[Record]:
-    """A group is deleted: every key it has, members first and the group epoch last."""
+def classic_group(group_id: str, value: ClassicGroupMetadataValue | None) -> Record:
+    """Type 2: a classic group's generation, members and assignments (None: it is gone, deleted or
+    converted to a connect group)."""
+    return Record(ClassicGroupMetadataKey(group_id), value)
+
+
+def group_tombstones(group_id: str, member_ids: list[str], targets: list[str], currents: list[str],
+                     keep_work: bool = False) -> list[Record]:
+    """A group is deleted: every key it has, members first and the group epoch last. With
+    `keep_work`, its connectors and configuration stay: the group goes on as a classic group."""
     records = [Record(MemberMetadataKey(group_id, m), None) for m in member_ids]
     records += [Record(TargetAssignmentMemberKey(group_id, m), None) for m in targets]
     records += [Record(CurrentMemberAssignmentKey(group_id, m), None) for m in currents]
-    records += [Record(key(group_id), None) for key in (TargetAssignmentMetadataKey, ConnectorsTasksMetadataKey,
-                                                         GroupConfigurationKey, ConnectGroupMetadataKey)]
+    kinds = (TargetAssignmentMetadataKey, ConnectGroupMetadataKey) if keep_work else (
+        TargetAssignmentMetadataKey, ConnectorsTasksMetadataKey, GroupConfigurationKey, ConnectGroupMetadataKey)
+    records += [Record(key(group_id), None) for key in kinds]
     return records

@@ -132,9 +132,8 @@ def after_load(state: CoordinatorState, config: CoordinatorConfig, now: int) -> 
     for group in state.groups.values():
         g = group.group_id
         settings = config.for_group(group.config)
-        session = now + settings.session_timeout_ms
         for member_id, member in group.members.items():
-            timers.append(Timer(timer_key(SESSION, g, member_id), session))
+            timers.append(Timer(timer_key(SESSION, g, member_id), now + settings.member_session_timeout_ms(member)))
             if group.current(member_id).state == MemberState.UNREVOKED:
                 timers.append(Timer(timer_key(REBALANCE, g, member_id),
                                     now + settings.member_rebalance_timeout_ms(member)))

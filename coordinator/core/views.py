@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from records import ConnectorsAndTasks
+from records.connect_protocol import ConnectProtocolError, decode_assignment
+
+from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup
+from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
 from coordinator.core.protocol import (
@@ -29,8 +34,16 @@ def group_state(group: ConnectGroup) -> str:
     return "STABLE"
 
 
+# A classic group's state in Kafka's words, as `kafka-consumer-groups --describe --state` shows them.
+CLASSIC_STATES = {CLASSIC_EMPTY: "EMPTY", PREPARING_REBALANCE: "PREPARING_REBALANCE",
+                  COMPLETING_REBALANCE: "COMPLETING_REBALANCE", "Stable": "STABLE"}
+
+
 def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id: str) -> GroupDescription | None:
     group = state.groups.get(group_id)
+    classic = state.classic_groups.get(group_id)
+    if classic is not None and (group is None or not group.members):
+        return _describe_classic(classic, group, config)
     if group is None:
         return None
     members = []
@@ -41,7 +54,7 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         members.append(MemberDescription(
             member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, current.state,
             current.assignment, current.pending_revocation, target.assignment if target else EMPTY,
-            m.server_assignor, m.client_assignors))
+            m.server_assignor, m.client_assignors, "classic" if m.classic_member_metadata is not None else "connect"))
     meta = group.target_metadata
     chosen = group_assignor(group.members.values(), config.default_server_assignor)
     settings = config.for_group(group.config)
@@ -58,6 +71,48 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         initial_assignment_delay_ms=settings.initial_assignment_delay_ms)
 
 
+def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config: CoordinatorConfig
+                      ) -> GroupDescription:
+    """A classic group: its generation and leader, each member in seed 000's worker states, and
+    what the leader's assignment gave it (Connect's ExtendedAssignment, when it can be read)."""
+    members = []
+    for member_id in sorted(classic.members):
+        m = classic.members[member_id]
+        assigned, revoked = _assignment(m.assignment)
+        members.append(MemberDescription(
+            member_id, m.instance_id, m.client_id, m.client_host, None, classic.generation,
+            classic.member_state(member_id), assigned, revoked, assigned, None, (), protocol="classic"))
+    settings = config.for_group(group.config if group is not None else None)
+    return GroupDescription(
+        group_id=classic.group_id, group_epoch=classic.generation, assignment_epoch=classic.generation,
+        state=CLASSIC_STATES[classic.state], assignor=classic.protocol,
+        assignor_kind="client" if classic.protocol else None,
+        connectors=group.connector_counts if group is not None else (), members=tuple(members), deferred=EMPTY,
+        scheduled_rebalance_at_ms=None, assignment_error=0, assignment_error_message=None,
+        session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        rebalance_timeout_ms=settings.rebalance_timeout_ms,
+        scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+        initial_assignment_delay_ms=settings.initial_assignment_delay_ms, group_type="classic",
+        generation=classic.generation, protocol_name=classic.protocol, leader=classic.leader)
+
+
+def _assignment(raw: bytes) -> tuple[ConnectorsAndTasks, ConnectorsAndTasks]:
+    """What a classic member was assigned and told to revoke (empty when unreadable: the bytes are
+    the leader's business, and another client's format is not ours to read)."""
+    if not raw:
+        return EMPTY, EMPTY
+    try:
+        a = decode_assignment(raw)
+    except ConnectProtocolError:
+        return EMPTY, EMPTY
+    return a.assigned, a.revoked
+
+
 def list_groups(state: CoordinatorState) -> list[GroupListing]:
-    return [GroupListing(g.group_id, g.group_epoch, group_state(g), len(g.members))
-            for g in sorted(state.groups.values(), key=lambda g: g.group_id)]
+    listed = {g.group_id: GroupListing(g.group_id, g.group_epoch, group_state(g), len(g.members))
+              for g in state.groups.values()}
+    for g in state.classic_groups.values():
+        connect = state.groups.get(g.group_id)
+        if connect is None or not connect.members:
+            listed[g.group_id] = GroupListing(g.group_id, g.generation, CLASSIC_STATES[g.state], len(g.members))
+    return [listed[g] for g in sorted(listed)]

@@ -147,17 +147,21 @@ async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
     if args.format == "json":
         _print_json(a)
         return 0
-    print(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch {a.assignment_epoch}, "
-          f"assignor {a.assignor} ({a.assignor_kind})")
+    if a.group_type == "classic":
+        print(f"group {a.group_id} (classic): {a.state}, generation {a.generation}, protocol {a.protocol_name}, "
+              f"leader {a.leader}")
+    else:
+        print(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch {a.assignment_epoch}, "
+              f"assignor {a.assignor} ({a.assignor_kind})")
     print("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
     if a.deferred.connectors or a.deferred.tasks:
         print(f"deferred: {_items(a.deferred)} until {a.scheduled_rebalance_at_ms} ms")
     if a.assignment_error:
         print(f"assignment error {a.assignment_error}: {a.assignment_error_message}")
     print()
-    print(table([[m.member_id, m.instance_id, m.member_epoch, m.state, _items(m.assignment),
+    print(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
                   _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                ["MEMBER", "INSTANCE", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+                ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
     return 0
 
 

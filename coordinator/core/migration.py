@@ -1,0 +1,221 @@
+"""Online migration between the classic protocol and the connect protocol (seed 000, "Migration To
+the New Protocol"), in the manner of Kafka's KIP-848 consumer group migration.
+
+Upgrade. When the first worker speaking the connect protocol joins a classic group that has
+members, the group becomes a connect group in that same request: the type 2 record is deleted and
+the classic members are written as connect members (types 5, 7, 8) at a group epoch, target
+assignment epoch and member epochs equal to the classic generation. What each classic member runs
+becomes its current assignment and its target, so the group starts out stable, and the joiner's
+epoch bump asks for the first connect target at once. Requests of classic members that were
+waiting (a join or sync phase in progress) are answered REBALANCE_IN_PROGRESS: they join again,
+now into the connect group.
+
+Classic members of a connect group keep speaking the classic protocol; their requests are
+translated into the connect protocol's steps (`join_group` and the rest below):
+
+- JoinGroup is a full heartbeat: it says what the member runs (its metadata's `Owned`), moves it one
+  reconciliation step, and is answered at once with its member epoch as the generation, the member
+  as its own leader and SkipAssignment (the coordinator assigns, not a classic leader);
+- SyncGroup answers what it owns now and what it must revoke (Connect's ExtendedAssignment);
+- Heartbeat answers REBALANCE_IN_PROGRESS while its assignment must still change (a new target, a
+  revocation not yet acknowledged, work waiting to be released), which makes it join again: that
+  rejoin is how it acknowledges a revocation and how it receives new work, revoke-before-assign
+  holding for it as for everyone;
+- LeaveGroup is a leave heartbeat (-1); a static member back with a new member id takes its
+  instance's place (the connect protocol's static leave and takeover);
+- its session is its own (its JoinGroup's SessionTimeoutMs, kept in its metadata, type 5 v2).
+
+Downgrade. When the last connect-protocol member leaves (or is fenced) and classic members remain,
+the group becomes classic again in that same result: the connect members' records are deleted and a
+type 2 record holds the classic members, each with what it owns as its assignment, in state
+PreparingRebalance at a generation one above the group epoch: the members are told to join again
+and a classic leader assigns from what their JoinGroups say they run.
+
+Decisions where seed 000 says "Need to add more details", taken from Kafka's migration (README,
+"Decisions beyond the seed"): conversion in the request that triggers it; epochs continue from the
+generation; waiting classic requests answered REBALANCE_IN_PROGRESS; classic members are never chosen
+to compute a target (they cannot run PrepareAssignment); a classic member's JoinGroup is answered at
+once rather than held until it has reconciled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from records import (
+    ClassicMemberMetadata,
+    CurrentMemberAssignmentValue,
+    MemberMetadataValue,
+    Record,
+    TargetAssignmentMemberValue,
+    TargetAssignmentMetadataValue,
+)
+from records.connect_protocol import (
+    ConnectProtocolError,
+    WorkerAssignment,
+    decode_assignment,
+    decode_metadata,
+    encode_assignment,
+)
+
+from coordinator.core import record_helpers
+from coordinator.core.classic_group import (
+    COMPLETING_REBALANCE,
+    PREPARING_REBALANCE,
+    ClassicGroup,
+    ClassicGroupUpdate,
+    ClassicMember,
+)
+from coordinator.core.items import Item, connectors_and_tasks, items_of
+from coordinator.core.protocol import (
+    CLASSIC_JOIN,
+    CLASSIC_SESSION,
+    JOIN,
+    REBALANCE,
+    SESSION,
+    SYNC,
+    ErrorCode,
+    JoinGroupResponse,
+    MemberState,
+    Result,
+    SyncGroupResponse,
+    Timer,
+    timer_key,
+)
+from coordinator.core.state import ConnectGroup, CoordinatorState
+
+CONNECT = "connect"
+CLASSIC = "classic"
+
+
+def is_classic(member: MemberMetadataValue | None) -> bool:
+    return member is not None and member.classic_member_metadata is not None
+
+
+# --- upgrade --------------------------------------------------------------------------------------
+
+
+def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[ConnectGroup, Result[None]]:
+    """The connect group a classic group becomes, and the result that writes it (type 2 deleted,
+    the members written at the generation) and answers the classic requests still waiting."""
+    g = classic.group_id
+    records: list[Record] = []
+    if classic.record is not None:
+        records.append(record_helpers.classic_group(g, None))
+    generation = classic.generation
+    held: dict[Item, str] = {}
+    for member_id in sorted(classic.members):
+        m = classic.members[member_id]
+        owned = _runs(classic, m)
+        mine = frozenset(i for i in owned if held.setdefault(i, member_id) == member_id)
+        # An item two members claim stays with the first; the other is told to revoke it.
+        revoking = owned - mine
+        metadata = MemberMetadataValue(
+            group_epoch=generation, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
+            url=_url(classic, m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
+            client_assignors=(), classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols))
+        records.append(record_helpers.member_metadata(g, member_id, metadata))
+        records.append(record_helpers.target_member(g, member_id, TargetAssignmentMemberValue(connectors_and_tasks(mine))))
+        records.append(record_helpers.current_assignment(g, member_id, CurrentMemberAssignmentValue(
+            member_epoch=generation, previous_member_epoch=-1,
+            state=MemberState.UNREVOKED if revoking else MemberState.STABLE, assignment=connectors_and_tasks(mine),
+            pending_revocation=connectors_and_tasks(revoking))))
+    records.append(record_helpers.target_metadata(g, TargetAssignmentMetadataValue(assignment_epoch=generation)))
+    records.append(record_helpers.group_epoch(g, generation))
+    group = scratch_copy(state.groups.get(g), g)
+    for record in records:
+        _apply(group, record)
+    deliveries = []
+    message = f"group {g} moved to the connect protocol: join again"
+    for member_id, m in classic.members.items():
+        if m.joined:
+            deliveries.append(((JOIN, g, member_id), JoinGroupResponse(
+                ErrorCode.REBALANCE_IN_PROGRESS, message, member_id=member_id)))
+        if m.synced:
+            deliveries.append(((SYNC, g, member_id), SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS, message)))
+    return group, Result(None, records, [], [ClassicGroupUpdate(g, None)], deliveries)
+
+
+def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
+    """What a classic member runs: what its JoinGroup said, when it has joined since the leader
+    last assigned; else what the leader's assignment gave it."""
+    fresh = classic.state == COMPLETING_REBALANCE or (classic.state == PREPARING_REBALANCE and m.joined)
+    try:
+        if fresh:
+            return items_of(decode_metadata(m.metadata(classic.protocol) if classic.state == COMPLETING_REBALANCE
+                                            else m.protocols[0].metadata).owned)
+        return items_of(decode_assignment(m.assignment).assigned) if m.assignment else frozenset()
+    except (ConnectProtocolError, IndexError):
+        return frozenset()  # bytes we cannot read: it is told to run what the connect target gives it
+
+
+def _url(classic: ClassicGroup, m: ClassicMember) -> str | None:
+    try:
+        return decode_metadata(m.protocols[0].metadata).url if m.protocols else None
+    except ConnectProtocolError:
+        return None
+
+
+def scratch_copy(live: ConnectGroup | None, group_id: str) -> ConnectGroup:
+    """A copy of the live group (its slots replayed into a new object), to be changed freely."""
+    group = ConnectGroup(group_id)
+    if live is not None:
+        for key, value in live.slots():
+            _apply(group, Record(key, value))
+    return group
+
+
+def _apply(group: ConnectGroup, record: Record) -> None:
+    scratch = CoordinatorState()
+    scratch.groups[group.group_id] = group
+    scratch.replay(record)
+
+
+# --- downgrade ------------------------------------------------------------------------------------
+
+
+def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Result, now: int) -> Result:
+    """After `result`, a group whose members all speak the classic protocol becomes classic again
+    (in the same result). `result` is returned, extended when that happens."""
+    live = state.groups.get(group_id)
+    if live is None or not any(is_classic(m) for m in live.members.values()):
+        return result
+    group = scratch_copy(live, group_id)
+    for record in result.records:
+        if record.key.group_id == group_id:
+            _apply(group, record)
+    if not group.members or not all(is_classic(m) for m in group.members.values()):
+        return result
+    records = record_helpers.group_tombstones(group_id, list(group.members), list(group.targets), list(group.currents),
+                                              keep_work=True)
+    present = {key for key, _ in group.slots()}
+    records = [r for r in records if r.key in present]
+    members = {}
+    for member_id, m in group.members.items():
+        meta = m.classic_member_metadata
+        assert meta is not None
+        current = group.current(member_id)
+        runs = connectors_and_tasks(items_of(current.assignment) | items_of(current.pending_revocation))
+        members[member_id] = ClassicMember(
+            member_id=member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms, session_timeout_ms=meta.session_timeout_ms,
+            protocols=meta.protocols, assignment=encode_assignment(WorkerAssignment(leader="", assigned=runs)))
+    protocol = ClassicGroup(group_id).with_members(members).select_protocol()
+    classic = ClassicGroup(group_id, state=PREPARING_REBALANCE, generation=group.group_epoch + 1,
+                           protocol_type=CONNECT, protocol=protocol, leader=None, state_since_ms=now,
+                           join_deadline_ms=now + max(m.rebalance_timeout_ms for m in members.values()))
+    classic = classic.with_members(members)
+    value = classic.to_record(now)
+    classic = replace(classic, record=value)
+    records.append(record_helpers.classic_group(group_id, value))
+    result.records.extend(records)
+    result.volatile.append(ClassicGroupUpdate(group_id, classic))
+    for member_id, m in members.items():
+        result.timers.append(Timer(timer_key(SESSION, group_id, member_id), None))
+        result.timers.append(Timer(timer_key(REBALANCE, group_id, member_id), None))
+        result.timers.append(Timer(timer_key(CLASSIC_SESSION, group_id, member_id), now + m.session_timeout_ms))
+    result.timers.append(Timer(timer_key(CLASSIC_JOIN, group_id), classic.join_deadline_ms))
+    return result
+
+
+__all__ = ["CLASSIC", "CONNECT", "downgrade_if_only_classic", "is_classic", "scratch_copy", "upgrade"]

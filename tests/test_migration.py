@@ -1,0 +1,201 @@
+"""Online migration between the classic and the connect protocol (seed 000), through the pure
+state machine: classic workers (Kafka Connect's WorkerCoordinator, `ClassicWorker`) and connect
+workers (`Member`) in one group. Upgrade when the first connect worker joins, the classic members'
+requests translated while the group is connect, downgrade when the last connect worker leaves, and
+failovers in between. After every step no item is owned by two workers."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from records import ClassicGroupMetadataKey, ConnectorTaskCount
+
+from coordinator.core.classic_group import PREPARING_REBALANCE, STABLE
+from coordinator.core.driver import Driver, SimClassicWorker, SimWorker
+from coordinator.core.group_coordinator import GroupCoordinator
+from coordinator.core.items import configured_work
+from coordinator.core.member import Lose
+from coordinator.core.protocol import ClassicHeartbeatRequest, ErrorCode, HeartbeatRequest
+from coordinator.core.state import CoordinatorState
+
+G = "connect-cluster"
+CONNECTORS = {"A": 4, "B": 3}
+OPTIONS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 5_000, "heartbeat_interval_ms": 500,
+           "scheduled_rebalance_max_delay_ms": 2_000}
+
+
+def every_item() -> frozenset:
+    return configured_work(tuple(ConnectorTaskCount(n, t) for n, t in CONNECTORS.items())).items
+
+
+class Mixed:
+    """Classic and connect workers of one group on one driver, stepped together."""
+
+    def __init__(self, d: Driver) -> None:
+        self.d = d
+        self.classic: dict[str, SimClassicWorker] = {}
+        self.connect: dict[str, SimWorker] = {}
+
+    def add_classic(self, name: str) -> SimClassicWorker:
+        self.classic[name] = w = SimClassicWorker(self.d, G, name, instance_id=name, **OPTIONS)
+        return w
+
+    def add_connect(self, name: str) -> SimWorker:
+        self.connect[name] = w = SimWorker(self.d, G, name, instance_id=name, session_timeout_ms=3_000)
+        return w
+
+    def owned(self) -> dict[str, frozenset]:
+        return {**{n: w.owned for n, w in self.classic.items()}, **{n: w.owned for n, w in self.connect.items()}}
+
+    def check(self) -> None:
+        counts = Counter(item for items in self.owned().values() for item in items)
+        doubled = sorted(str(i) for i, n in counts.items() if n > 1)
+        assert not doubled, f"owned twice: {doubled} ({self.owned()})"
+
+    def run(self, ms: int, tick_ms: int = 100) -> None:
+        for _ in range(ms // tick_ms):
+            progress = True
+            while progress:
+                progress = False
+                for w in self.classic.values():
+                    if w.step():
+                        progress = True
+                        self.check()
+            for w in self.connect.values():
+                if w.member.heartbeat_due() <= self.d.now:
+                    w.heartbeat()
+                    self.check()
+            self.d.advance(tick_ms)
+
+    def converged(self) -> bool:
+        owned = [i for items in self.owned().values() for i in items]
+        return len(owned) == len(set(owned)) and set(owned) == every_item()
+
+
+def classic_fleet(names: list[str]) -> Mixed:
+    d = Driver()
+    d.set_connectors(G, CONNECTORS)
+    m = Mixed(d)
+    for name in names:
+        m.add_classic(name)
+    m.run(3_000)
+    assert m.converged() and d.state.classic_groups[G].state == STABLE
+    return m
+
+
+def test_the_first_connect_worker_converts_the_group_at_its_generation() -> None:
+    m = classic_fleet(["c1", "c2", "c3"])
+    d = m.d
+    generation = d.state.classic_groups[G].generation
+    before = m.owned()
+    m.add_connect("n1").heartbeat(compute=False)  # joins: the group becomes a connect group in this request
+    assert G not in d.state.classic_groups
+    assert any(r.key == ClassicGroupMetadataKey(G) and r.value is None for r in d.log)
+    group = d.state.groups[G]
+    assert group.assignment_epoch == generation and group.group_epoch == generation + 1
+    for name, w in m.classic.items():
+        member = group.members[w.member_id]
+        assert member.classic_member_metadata is not None and member.classic_member_metadata.session_timeout_ms == 3_000
+        current = group.current(w.member_id)
+        assert current.member_epoch == generation and set(current.assignment.tasks) | set(
+            current.assignment.connectors) == before[name]  # what it ran is its current assignment
+    description = d.coordinator.describe_group(G)
+    assert {x.protocol for x in description.members} == {"classic", "connect"}
+    m.run(6_000)
+    assert m.converged() and m.connect["n1"].owned  # the connect worker got a share
+    replayed = CoordinatorState()
+    replayed.replay_all(d.log)
+    assert replayed.slots() == d.state.slots()
+
+
+def test_a_classic_member_of_a_connect_group_is_told_to_join_again_while_its_assignment_changes() -> None:
+    m = classic_fleet(["c1", "c2"])
+    d = m.d
+    m.add_connect("n1").heartbeat()
+    m.connect["n1"].heartbeat()  # computes the target (client-side, the only member that can)
+    c1 = m.classic["c1"].worker
+    group = d.state.groups[G]
+    assert group.computation is None or group.computation.member_id == "n1"
+    code = d.coordinator.classic_heartbeat(ClassicHeartbeatRequest(G, c1.member_id, c1.generation),
+                                           d.now).response.error_code
+    assert code == ErrorCode.REBALANCE_IN_PROGRESS
+    m.run(6_000)
+    assert m.converged()
+    # Settled: its heartbeats are quiet again.
+    c1 = m.classic["c1"].worker
+    assert d.coordinator.classic_heartbeat(ClassicHeartbeatRequest(G, c1.member_id, c1.generation), d.now
+                                           ).response.error_code == ErrorCode.NONE
+
+
+def test_a_rolling_upgrade_then_a_rolling_downgrade() -> None:
+    m = classic_fleet(["w1", "w2", "w3"])
+    d = m.d
+    every_classic = list(m.classic.values())
+    # Upgrade: each classic worker stops (leaves) and comes back on the connect protocol.
+    for name in ["w1", "w2", "w3"]:
+        m.classic.pop(name).leave()
+        m.add_connect(name)
+        m.run(4_000)
+        assert m.converged(), (name, m.owned())
+    assert G not in d.state.classic_groups
+    assert all(not (x.classic_member_metadata) for x in d.state.groups[G].members.values())
+    # Downgrade: each connect worker leaves and comes back on the classic protocol; the last
+    # connect worker's leave turns the group classic again.
+    for name in ["w1", "w2", "w3"]:
+        m.connect.pop(name).leave()
+        every_classic.append(m.add_classic(name))
+        m.run(5_000)
+        assert m.converged(), (name, m.owned())
+    classic = d.state.classic_groups[G]
+    assert classic.state == STABLE and not d.state.groups[G].members
+    assert not [a for w in every_classic for a in w.log if isinstance(a, Lose)]  # no worker lost work on the way
+    replayed = CoordinatorState()
+    replayed.replay_all(d.log)
+    assert replayed.slots() == d.state.slots()
+
+
+def test_the_last_connect_worker_leaving_turns_the_group_classic_and_the_rest_rejoin() -> None:
+    m = classic_fleet(["c1", "c2"])
+    d = m.d
+    m.add_connect("n1")
+    m.run(4_000)
+    assert m.converged() and m.connect["n1"].owned
+    epoch = d.state.groups[G].group_epoch
+    m.connect.pop("n1").leave()
+    classic = d.state.classic_groups[G]
+    assert classic.state == PREPARING_REBALANCE and classic.generation > epoch
+    # Their heartbeats carry their connect-era generation: they are told to join, not fenced.
+    for w in m.classic.values():
+        answer = d.classic_heartbeat(ClassicHeartbeatRequest(G, w.member_id, w.worker.generation))
+        assert answer.error_code == ErrorCode.REBALANCE_IN_PROGRESS
+    assert d.log[-1].key == ClassicGroupMetadataKey(G) and d.log[-1].value.state == PREPARING_REBALANCE
+    assert not d.state.groups[G].members and d.state.groups[G].connector_counts  # the work stays
+    m.run(6_000)
+    assert m.converged() and d.state.classic_groups[G].state == STABLE
+    assert not [a for w in m.classic.values() for a in w.log if isinstance(a, Lose)]  # nothing was lost on the way
+
+
+def test_failovers_during_a_migration_resume_it() -> None:
+    m = classic_fleet(["c1", "c2", "c3"])
+    d = m.d
+    m.add_connect("n1")
+    for _ in range(12):  # a failover every 500 ms while the group converts and converges
+        m.run(500)
+        replayed = CoordinatorState()
+        replayed.replay_all(d.log)
+        assert replayed.slots() == d.state.slots()
+        d.coordinator = GroupCoordinator(replayed, d.coordinator.config)
+        d.timers = {t.key: t.deadline_ms for t in d.coordinator.timers(d.now)}
+        d.waiting.clear()
+        for w in m.classic.values():
+            if w.waiting is not None:
+                w.waiting = None
+                w.worker.failed(d.now, "the coordinator went away")
+    m.run(6_000)
+    assert m.converged()
+
+
+def test_a_connect_member_cannot_heartbeat_into_a_classic_group_without_joining() -> None:
+    m = classic_fleet(["c1"])
+    answer = m.d.heartbeat(HeartbeatRequest(G, "n1", 5))
+    assert answer.error_code == ErrorCode.UNKNOWN_MEMBER_ID and G in m.d.state.classic_groups
