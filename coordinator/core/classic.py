@@ -99,6 +99,14 @@ class ClassicChange:
     def deliver(self, kind: str, member_id: str, response: object) -> None:
         self.deliveries.append(((kind, self.group.group_id, member_id), response))
 
+    def answer_waiting(self, member: ClassicMember, code: ErrorCode, message: str, *, sync_only: bool = False
+                       ) -> None:
+        """Answer `member`'s JoinGroup and SyncGroup that still wait with an error."""
+        if member.joined and not sync_only:
+            self.deliver(JOIN, member.member_id, JoinGroupResponse(code, message, member_id=member.member_id))
+        if member.synced:
+            self.deliver(SYNC, member.member_id, SyncGroupResponse(code, message))
+
     def set_state(self, state: str, **changes: object) -> None:
         self.group = replace(self.group, state=state, state_since_ms=self.now, **changes)
 
@@ -233,11 +241,8 @@ def _static_return(change: ClassicChange, config: CoordinatorConfig, request: Jo
     leader = new_id if group.leader == holder else group.leader
     change.set_members(members, leader=leader)
     change.timer(CLASSIC_SESSION, None, holder)
-    fenced = f"instance {old.instance_id} joined again as member {new_id}"
-    if old.joined:
-        change.deliver(JOIN, holder, JoinGroupResponse(ErrorCode.FENCED_INSTANCE_ID, fenced, member_id=holder))
-    if old.synced:
-        change.deliver(SYNC, holder, SyncGroupResponse(ErrorCode.FENCED_INSTANCE_ID, fenced))
+    change.answer_waiting(old, ErrorCode.FENCED_INSTANCE_ID,
+                          f"instance {old.instance_id} joined again as member {new_id}")
     offered = {p.name: p.metadata for p in request.protocols}
     if group.state == STABLE and offered.get(group.protocol or "") == old.metadata(group.protocol):
         # Back with the same metadata in a stable group: no rebalance. It keeps its assignment,
@@ -263,9 +268,8 @@ def _prepare_rebalance(change: ClassicChange, config: CoordinatorConfig) -> None
     group = change.group
     if group.state == COMPLETING_REBALANCE:
         for member in group.members.values():
-            if member.synced:
-                change.deliver(SYNC, member.member_id, SyncGroupResponse(
-                    ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again"))
+            change.answer_waiting(member, ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again",
+                                  sync_only=True)
         change.timer(CLASSIC_SYNC, None)
     members = {m: replace(v, synced=False) for m, v in group.members.items()}
     timeout = change.group.rebalance_timeout_ms()
@@ -437,11 +441,7 @@ def remove_members(change: ClassicChange, config: CoordinatorConfig, member_ids:
         if member is None:
             continue
         change.timer(CLASSIC_SESSION, None, member_id)
-        message = f"member {member_id} {why}"
-        if member.joined:
-            change.deliver(JOIN, member_id, JoinGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, message, member_id=member_id))
-        if member.synced:
-            change.deliver(SYNC, member_id, SyncGroupResponse(ErrorCode.UNKNOWN_MEMBER_ID, message))
+        change.answer_waiting(member, ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} {why}")
     change.set_members(members, leader=group.leader if group.leader in members else None)
     change.persist = True
     if not members:

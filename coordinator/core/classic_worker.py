@@ -125,7 +125,8 @@ class ClassicWorker:
     def is_leader(self) -> bool:
         return self.leader is not None and self.leader == self.member_id
 
-    def poll(self, now: int) -> tuple[list[Action], JoinGroupRequest | SyncGroupRequest | ClassicHeartbeatRequest | None]:
+    def poll(self, now: int
+             ) -> tuple[list[Action], JoinGroupRequest | SyncGroupRequest | ClassicHeartbeatRequest | None]:
         """The actions due now, and the request to send now (None: nothing yet; ask `due`)."""
         if self.given_up is not None or self._in_flight:
             return [], None

@@ -344,8 +344,8 @@ class GroupCoordinator:
         """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""
         if key[0] in CLASSIC_TIMERS:
             return classic.on_timer(self.state, self.config, key, now)
-        return migration.downgrade_if_only_classic(self.state, key[1], timers.on_timer(self.state, self.config, key, now),
-                                                   now)
+        result = timers.on_timer(self.state, self.config, key, now)
+        return migration.downgrade_if_only_classic(self.state, key[1], result, now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""

@@ -59,6 +59,7 @@ from records.connect_protocol import (
 )
 
 from coordinator.core import record_helpers
+from coordinator.core.classic import ClassicChange
 from coordinator.core.classic_group import (
     COMPLETING_REBALANCE,
     PREPARING_REBALANCE,
@@ -70,15 +71,11 @@ from coordinator.core.items import Item, connectors_and_tasks, items_of
 from coordinator.core.protocol import (
     CLASSIC_JOIN,
     CLASSIC_SESSION,
-    JOIN,
     REBALANCE,
     SESSION,
-    SYNC,
     ErrorCode,
-    JoinGroupResponse,
     MemberState,
     Result,
-    SyncGroupResponse,
     Timer,
     timer_key,
 )
@@ -115,7 +112,8 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
             url=_url(classic, m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
             client_assignors=(), classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols))
         records.append(record_helpers.member_metadata(g, member_id, metadata))
-        records.append(record_helpers.target_member(g, member_id, TargetAssignmentMemberValue(connectors_and_tasks(mine))))
+        records.append(record_helpers.target_member(
+            g, member_id, TargetAssignmentMemberValue(connectors_and_tasks(mine))))
         records.append(record_helpers.current_assignment(g, member_id, CurrentMemberAssignmentValue(
             member_epoch=generation, previous_member_epoch=-1,
             state=MemberState.UNREVOKED if revoking else MemberState.STABLE, assignment=connectors_and_tasks(mine),
@@ -125,15 +123,11 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     group = scratch_copy(state.groups.get(g), g)
     for record in records:
         _apply(group, record)
-    deliveries = []
-    message = f"group {g} moved to the connect protocol: join again"
-    for member_id, m in classic.members.items():
-        if m.joined:
-            deliveries.append(((JOIN, g, member_id), JoinGroupResponse(
-                ErrorCode.REBALANCE_IN_PROGRESS, message, member_id=member_id)))
-        if m.synced:
-            deliveries.append(((SYNC, g, member_id), SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS, message)))
-    return group, Result(None, records, [], [ClassicGroupUpdate(g, None)], deliveries)
+    waiting = ClassicChange(classic, now)
+    for m in classic.members.values():
+        waiting.answer_waiting(m, ErrorCode.REBALANCE_IN_PROGRESS,
+                               f"group {g} moved to the connect protocol: join again")
+    return group, Result(None, records, [], [ClassicGroupUpdate(g, None)], waiting.deliveries)
 
 
 def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:

@@ -179,7 +179,8 @@ class CoordinatorServer:
     async def sync_group(self, request: web.Request) -> web.Response:
         sync = (await _decode(request, wire.SyncGroupRequest)).protocol()
         self._authorize(request, Operation.READ, sync.group_id)
-        answer = await self.runtime_for(sync.group_id).call(lambda coordinator, now: coordinator.sync_group(sync, now))
+        answer = await self.runtime_for(sync.group_id).call(
+            lambda coordinator, now: coordinator.sync_group(sync, now))
         return _answer(wire.SyncGroupResponse.of(answer))
 
     async def classic_heartbeat(self, request: web.Request) -> web.Response:
@@ -191,7 +192,8 @@ class CoordinatorServer:
     async def leave_group(self, request: web.Request) -> web.Response:
         leave = (await _decode(request, wire.LeaveGroupRequest)).protocol()
         self._authorize(request, Operation.READ, leave.group_id)
-        answer = await self.runtime_for(leave.group_id).call(lambda coordinator, now: coordinator.leave_group(leave, now))
+        answer = await self.runtime_for(leave.group_id).call(
+            lambda coordinator, now: coordinator.leave_group(leave, now))
         return _answer(wire.LeaveGroupResponse.of(answer))
 
     # --- admin -------------------------------------------------------------------------------------
