@@ -25,7 +25,10 @@ type, listed in `_DERIVE`, says what a change of that slot means:
                                     for), a static member leaving for a while, a member's hold
                                     on its work ending as it is removed
     9     configuration             the group's timeouts
-    2     classic group             the classic group's generation
+    2     classic group             the classic group's generation, state and members; its
+                                    conversion to the connect type (seen at the join of the first
+                                    connect member that follows its deletion) and back (a classic
+                                    record right after the connect group's epoch was deleted)
 
 Every event carries what it changed in *ownership*: `gained` and `released` are the items a
 member started or stopped holding (owning, or still revoking: `coordinator.core.state.held_items`).
@@ -79,6 +82,7 @@ MEMBER_EPOCH = "member-epoch"
 STATIC_LEAVE = "static-leave"
 RELEASED = "released"
 CLASSIC_GROUP = "classic-group"
+CONVERTED = "converted"  # the group changed protocol (seed 000's migration)
 
 NOTHING: frozenset[Item] = frozenset()
 
@@ -109,6 +113,8 @@ class GroupTrack:
     causes: list[str] = field(default_factory=list)
     installed: dict[str, frozenset[Item]] = field(default_factory=dict)
     left_instances: dict[str, str] = field(default_factory=dict)
+    upgrading_from: int | None = None  # a classic group with members was deleted at this generation
+    deleted_epoch: int | None = None  # the connect group's epoch was just deleted (a downgrade, maybe)
 
 
 # --- slots -----------------------------------------------------------------------------------------
@@ -161,6 +167,7 @@ def derive(track: GroupTrack, key: RecordKey, before: Any, after: Any, group: Co
 def _group_epoch(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if after is None:
         track.causes.clear()
+        track.deleted_epoch = before.group_epoch
         return (Event(at, key.group_id, GROUP_DELETED, epoch=before.group_epoch),)
     previous = before.group_epoch if before is not None else None
     if previous == after.group_epoch:
@@ -208,8 +215,13 @@ def _member(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if before is None:
         took_over = track.left_instances.pop(after.instance_id, None) if after.instance_id else None
         track.causes.append(f"{member_id} joined" + (f" (took over instance {after.instance_id})" if took_over else ""))
-        return (Event(at, key.group_id, MEMBER_JOINED, member_id, detail={
-            **_member_detail(after), "took_over": took_over}),)
+        joined = Event(at, key.group_id, MEMBER_JOINED, member_id, detail={
+            **_member_detail(after), "took_over": took_over})
+        if track.upgrading_from is not None and after.classic_member_metadata is None:
+            generation, track.upgrading_from = track.upgrading_from, None
+            return (Event(at, key.group_id, CONVERTED, member_id, epoch=generation,
+                          detail={"to": "connect", "generation": generation}), joined)
+        return (joined,)
     if after is None:
         current = group.currents.get(member_id) if group is not None else None  # tombstoned after this record
         detail: dict[str, Any] = {"instance_id": before.instance_id, "static_session_expired": False}
@@ -239,7 +251,8 @@ def _member_detail(m: MemberMetadataValue) -> dict[str, Any]:
         assignors = ", ".join(f"{a.name} v{a.minimum_version}-{a.maximum_version}" for a in m.client_assignors) or "none"
     return {"instance_id": m.instance_id, "assignors": assignors, "client_id": m.client_id,
             "client_host": m.client_host, "url": m.url, "rack_id": m.rack_id,
-            "rebalance_timeout_ms": m.rebalance_timeout_ms}
+            "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            "protocol": "classic" if m.classic_member_metadata is not None else "connect"}
 
 
 def _target_metadata(track, key, before, after, group, at):  # noqa: ANN001, ANN202
@@ -317,9 +330,20 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
 
 
 def _classic_group(track, key, before, after, group, at):  # noqa: ANN001, ANN202
-    detail = {} if after is None else {"generation": after.generation, "protocol": after.protocol,
-                                       "members": len(after.members)}
-    return (Event(at, key.group_id, CLASSIC_GROUP, detail=detail),)
+    if after is None:
+        if before is not None and before.members:
+            track.upgrading_from = before.generation  # the connect join that follows converted it
+            return ()
+        return (Event(at, key.group_id, CLASSIC_GROUP, detail={}),)
+    detail = {"generation": after.generation, "protocol": after.protocol, "members": len(after.members),
+              "state": after.state}
+    events = []
+    if before is None and track.deleted_epoch is not None:
+        events.append(Event(at, key.group_id, CONVERTED, epoch=after.generation, previous_epoch=track.deleted_epoch,
+                            detail={"to": "classic", "generation": after.generation, "members": len(after.members)}))
+    track.deleted_epoch = None
+    events.append(Event(at, key.group_id, CLASSIC_GROUP, epoch=after.generation, detail=detail))
+    return tuple(events)
 
 
 _DERIVE = {
@@ -386,7 +410,7 @@ def _text_configuration(e: Event, d: dict) -> str:
 
 
 def _text_joined(e: Event, d: dict) -> str:
-    out = f"{e.member_id} joined"
+    out = f"{e.member_id} joined" + (" on the classic protocol" if d.get("protocol") == "classic" else "")
     if d["instance_id"]:
         out += f" as instance {d['instance_id']}"
     if d["took_over"]:
@@ -476,7 +500,15 @@ def _text_deleted(e: Event, d: dict) -> str:
 def _text_classic(e: Event, d: dict) -> str:
     if not d:
         return "classic group deleted"
-    return f"classic group: generation {d['generation']}, protocol {d['protocol']}, {d['members']} members"
+    state = f", {d['state']}" if d.get("state") else ""
+    return f"classic group: generation {d['generation']}, protocol {d['protocol']}, {d['members']} members{state}"
+
+
+def _text_converted(e: Event, d: dict) -> str:
+    if d["to"] == "connect":
+        return f"group converted to connect at generation {d['generation']} by {e.member_id}'s join"
+    return (f"group converted to classic at generation {d['generation']}: the last connect member left, "
+            f"{d['members']} classic member(s) join again")
 
 
 _TEXT = {
@@ -485,6 +517,7 @@ _TEXT = {
     MEMBER_LEFT: _text_left, TARGET_INSTALLED: _text_installed, TARGET_FAILED: _text_failed,
     TARGET_UPDATED: _text_target_updated, REVOKING: _text_revoking, MEMBER_EPOCH: _text_member_epoch,
     STATIC_LEAVE: _text_static_leave, RELEASED: _text_released, CLASSIC_GROUP: _text_classic,
+    CONVERTED: _text_converted,
 }
 
 

@@ -19,6 +19,7 @@ from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
+from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
@@ -146,3 +147,61 @@ def test_a_join_waits_for_the_other_members_over_http(kafka_broker, unique_topic
         assert wrong.error_code == 22  # ILLEGAL_GENERATION
 
     _scenario(kafka_broker, unique_topic, body)
+
+
+def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(kafka_broker, unique_topic,
+                                                                             tmp_path) -> None:  # noqa: ANN001
+    """Four classic workers move to the connect protocol one at a time, work running throughout, then
+    back; in the middle of each the coordinator process is killed with SIGKILL and another takes the
+    partition over. Every callback of every worker, in one order: nothing ever runs on two workers,
+    and each phase ends converged with every task owned once."""
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
+    flags = ("--allow-anonymous", "--session-timeout-ms", "3000", "--heartbeat-interval-ms", "300",
+             "--scheduled-rebalance-max-delay-ms", "2000", "--initial-assignment-delay-ms", "0")
+    first = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags).start()
+    servers = [first]
+
+    def failover() -> None:
+        servers[-1].kill()
+        servers.append(ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags,
+                                    port=first.port).start())
+
+    async def scenario() -> None:
+        events: list = []
+        async with CoordinatorClient(first.url, retry_for_s=30) as client:
+            await _connectors(client, A=4, B=4)
+            expected = _everything(A=4, B=4)
+            names = ["w1", "w2", "w3", "w4"]
+            workers = {n: _worker(client, n, events) for n in names}
+            for w in workers.values():
+                await w.start()
+            await _until(lambda: _converged(list(workers.values()), expected), timeout=30)
+
+            async def switch(name: str, protocol: str) -> None:
+                await workers[name].stop()
+                options = {**TIMEOUTS} if protocol == "classic" else {"session_timeout_ms": 3_000}
+                if protocol == "classic":
+                    workers[name] = _worker(client, name, events)
+                else:
+                    workers[name] = Worker(client, G, instance_id=name, listener=Recorder(name, events),
+                                           url=f"http://{name}:8083", **options)
+                await workers[name].start()
+                await _until(lambda: _converged(list(workers.values()), expected), timeout=40)
+
+            for phase in ("connect", "classic"):
+                for i, name in enumerate(names):
+                    if i == 2:
+                        await asyncio.to_thread(failover)
+                    await switch(name, phase)
+                group = await client.call(G, "GET", f"/v1/groups/{G}", wire.GroupDescription)
+                assert group.group_type == phase and {m.protocol for m in group.members} == {phase}
+            for w in workers.values():
+                await w.stop()
+        _check_history(events)
+
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 240))
+    finally:
+        for server in servers:
+            server.kill()

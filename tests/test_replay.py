@@ -548,3 +548,35 @@ def test_progress_is_silent_for_short_reads_and_draws_on_a_terminal() -> None:
     p(50, 100)
     p.close()
     assert "reading x [###############...............]  50%" in tty.getvalue() and tty.getvalue().endswith("\r")
+
+
+def test_the_timeline_tells_a_migration_both_ways() -> None:
+    """Classic workers, a connect worker joins (upgrade), then leaves (downgrade): the timeline says
+    when the group changed protocol and because of whom, and replays without a broken invariant."""
+    from test_migration import G, Mixed
+
+    from coordinator.core.member import Lose
+
+    d = StampedDriver()
+    d.set_connectors(G, {"A": 4, "B": 3})
+    m = Mixed(d)
+    for name in ("c1", "c2"):
+        m.add_classic(name)
+    m.run(3_000)
+    generation = d.state.classic_groups[G].generation
+    m.add_connect("n1")
+    m.run(4_000)
+    assert m.converged()
+    m.connect.pop("n1").leave()
+    m.run(5_000)
+    assert m.converged() and not [a for w in m.classic.values() for a in w.log if isinstance(a, Lose)]
+    checker = Invariants()
+    history = history_of(raw_records(d.log, d.stamps), G, checker=checker)
+    assert checker.violations == []
+    texts = [ev.text(e) for e in history.events]
+    assert f"group converted to connect at generation {generation} by n1's join" in texts
+    assert any(t.startswith("c1-") and "joined on the classic protocol" in t for t in texts)
+    converted_back = [t for t in texts if t.startswith("group converted to classic at generation")]
+    assert converted_back and converted_back[0].endswith("2 classic member(s) join again")
+    assert texts.index(converted_back[0]) > texts.index(f"group converted to connect at generation {generation} by "
+                                                        "n1's join")

@@ -10,9 +10,15 @@ names, a timeline of events, and a printout of who runs what as it changes:
     12  crash       worker-4        # stops heartbeating, no leave
     16  connectors  A=3 B=2         # the group's connectors change
     20  scale-in    1               # the newest worker leaves
+    24  join        2 classic       # two workers on the classic protocol (seed 004)
+    26  upgrade     worker-6        # restarts on the connect protocol, same instance id
+    28  downgrade   worker-6        # and back to the classic protocol
     30  stop                        # everyone leaves; the summary is printed
 
-`#` starts a comment; times are seconds from the start.
+`#` starts a comment; times are seconds from the start. Workers speak `--protocol` (connect by
+default) unless `join` names one; `upgrade` and `downgrade` are how a cluster migrates online
+between the two (seed 000): the group changes type when its first connect worker joins and when
+its last one leaves.
 
 `--events FILE` writes what happened as JSON lines, one event per line with its wall-clock time
 (`ts`, seconds since the epoch) and the worker's name: `assigned`, `revoked` and `lost` with the
@@ -46,7 +52,8 @@ from coordinator.sdk.admin import connector_count
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import RebalanceListener, RebalanceMetrics, Worker
 
-ACTIONS = ("join", "scale-out", "scale-in", "bounce", "crash", "connectors", "stop")
+ACTIONS = ("join", "scale-out", "scale-in", "bounce", "crash", "connectors", "upgrade", "downgrade", "stop")
+PROTOCOLS = ("connect", "classic")
 
 
 @dataclass(frozen=True)
@@ -109,7 +116,8 @@ class Fleet:
 
     def __init__(self, client: CoordinatorClient, group_id: str, *, static: bool = True, server_side: bool = False,
                  assignor_name: str = "incremental_cooperative", out: TextIO | None = None, quiet: bool = False,
-                 clock: Callable[[], float] = time.monotonic, events: BinaryIO | None = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, events: BinaryIO | None = None,
+                 protocol: str = "connect") -> None:
         self.client = client
         self.group_id = group_id
         self.static = static
@@ -119,6 +127,8 @@ class Fleet:
         self.quiet = quiet
         self.clock = clock
         self.events = events
+        self.protocol = protocol
+        self.protocols: dict[str, str] = {}  # each worker's, by name
         self.started = clock()
         self.workers: dict[str, Worker] = {}  # the live ones
         self.crashed: dict[str, Worker] = {}
@@ -140,9 +150,10 @@ class Fleet:
         self.events.flush()
 
     def _worker(self, name: str) -> Worker:
-        worker = Worker(self.client, self.group_id, instance_id=name if self.static else None,
+        protocol = self.protocols.setdefault(name, self.protocol)
+        worker = Worker(self.client, self.group_id, protocol=protocol, instance_id=name if self.static else None,
                         member_id=f"{name}-{os.getpid()}-{self._next()}", assignors=(self.assignor_name,),
-                        server_side=self.server_side, listener=_Printer(self, name))
+                        server_side=self.server_side and protocol == "connect", listener=_Printer(self, name))
         worker.metrics = _RecordedMetrics(self, name)
         return worker
 
@@ -150,8 +161,9 @@ class Fleet:
         self._serial += 1
         return self._serial
 
-    async def join(self, count: int = 0, names: Sequence[str] = ()) -> list[str]:
-        """`count` new workers named worker-N, or workers of the given `names` (instance ids)."""
+    async def join(self, count: int = 0, names: Sequence[str] = (), protocol: str | None = None) -> list[str]:
+        """`count` new workers named worker-N, or workers of the given `names` (instance ids), on
+        `protocol` (the fleet's by default)."""
         names = list(names)
         for _ in range(count):
             name = f"worker-{len(self.workers) + len(self.crashed) + len(names) + 1}"
@@ -161,6 +173,7 @@ class Fleet:
         for name in names:
             if name in self.workers:
                 raise CliError(f"a worker named {name} already runs", exit_code=2)
+            self.protocols[name] = protocol or self.protocols.get(name, self.protocol)
             self.workers[name] = worker = self._worker(name)
             await worker.start()
         self.say(f"joined: {', '.join(names)}")
@@ -183,6 +196,17 @@ class Fleet:
         self.workers[name] = worker = self._worker(name)
         await worker.start()
         self.say(f"{name:<10} is back")
+
+    async def switch(self, name: str, protocol: str) -> None:
+        """Restart `name` on `protocol` with the same instance id: one step of a rolling upgrade
+        (connect) or downgrade (classic)."""
+        if name not in self.workers:
+            raise CliError(f"no worker named {name} runs", exit_code=2)
+        await self.workers[name].stop(leave=True)
+        self.protocols[name] = protocol
+        self.workers[name] = worker = self._worker(name)
+        await worker.start()
+        self.say(f"{name:<10} restarted on the {protocol} protocol")
 
     async def crash(self, name: str) -> None:
         worker = self.workers.pop(name)
@@ -231,7 +255,8 @@ class Fleet:
     def table(self) -> str:
         rows = []
         for name, w in sorted(self.workers.items(), key=lambda kv: _natural(kv[0])):
-            rows.append(f"  {name:<10} epoch {w.member_epoch:<4} {describe(w.owned) or '-'}")
+            rows.append(f"  {name:<10} {self.protocols.get(name, self.protocol):<8} epoch {w.member_epoch:<4} "
+                        f"{describe(w.owned) or '-'}")
         return "\n".join(rows)
 
     def summary(self) -> str:
@@ -254,7 +279,15 @@ class Fleet:
     async def apply(self, event: Event) -> None:
         a = event.args
         if event.action in ("join", "scale-out"):
-            await self.join(int(a[0]) if a else 1)
+            protocol = a[1] if len(a) > 1 else None
+            if protocol is not None and protocol not in PROTOCOLS:
+                raise CliError(f"{event.action}: protocol must be one of {', '.join(PROTOCOLS)}, not {protocol}",
+                               exit_code=2)
+            await self.join(int(a[0]) if a else 1, protocol=protocol)
+        elif event.action in ("upgrade", "downgrade"):
+            if not a:
+                raise CliError(f"{event.action} needs a worker's name", exit_code=2)
+            await self.switch(a[0], "connect" if event.action == "upgrade" else "classic")
         elif event.action == "scale-in":
             await self.scale_in(int(a[0]) if a else 1)
         elif event.action == "bounce":
@@ -297,6 +330,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--token", default=os.environ.get("COORDINATOR_TOKEN"), help="(env COORDINATOR_TOKEN)")
     parser.add_argument("--dynamic", action="store_true", help="no static instance ids")
     parser.add_argument("--server-side", action="store_true", help="the coordinator runs the assignor")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="connect",
+                        help="the workers' group protocol: connect (seed 000) or classic (seed 004, Kafka "
+                             "Connect's); a scenario's join, upgrade and downgrade choose per worker")
     parser.add_argument("--assignor", choices=sorted(ASSIGNORS), default="incremental_cooperative")
     parser.add_argument("--connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
                         help="set the group's connectors first")
@@ -360,7 +396,8 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     async with CoordinatorClient(args.url, token=args.token) as client:
         fleet = Fleet(client, args.group, static=not args.dynamic, server_side=args.server_side,
-                      assignor_name=args.assignor, quiet=args.quiet, events=_open_events(args.events))
+                      assignor_name=args.assignor, quiet=args.quiet, events=_open_events(args.events),
+                      protocol=args.protocol)
         if args.metrics_port is not None:
             serve_metrics(fleet, args.metrics_port)
         try:
