@@ -122,7 +122,9 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
     _check_join(request, config)
     g = request.group_id
     connect = state.groups.get(g)  # a connect group with members is `classic_translation`'s
-    group = state.classic_groups.get(g) or ClassicGroup(g)
+    # A new classic group continues from the group's epoch (its connectors and configuration may
+    # have written some): a group's version never goes back, whatever protocol it speaks.
+    group = state.classic_groups.get(g) or ClassicGroup(g, generation=connect.group_epoch if connect else 0)
     if group.members and request.protocol_type != group.protocol_type:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"group {g} has ProtocolType {group.protocol_type!r}, not {request.protocol_type!r}")
@@ -453,9 +455,11 @@ def remove_members(change: ClassicChange, config: CoordinatorConfig, member_ids:
 
 
 def rebalance(change: ClassicChange, config: CoordinatorConfig) -> None:
-    """The group's work changed (its connectors): every member joins again, the leader assigns."""
+    """The group's work changed (its connectors): every member joins again, the leader assigns.
+    Written: nobody else would ask for this rebalance again after a failover."""
     if change.group.state in (STABLE, COMPLETING_REBALANCE):
         _prepare_rebalance(change, config)
+        change.persist = True
 
 
 # --- timers ---------------------------------------------------------------------------------------

@@ -67,12 +67,17 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
         else request.rebalance_timeout_ms,
         client_assignors=() if member is None else None, owned=metadata.owned, url=metadata.url,
         classic=ClassicMemberMetadata(request.session_timeout_ms, request.protocols))
-    result = connect_group_heartbeat(state, config, heartbeat, now, context)
+    try:
+        result = connect_group_heartbeat(state, config, heartbeat, now, context)
+    except ProtocolError as e:
+        # The instance is still held by a connect member (it has not left or timed out yet): the
+        # classic protocol has no UNRELEASED_INSTANCE_ID, so the member is told to join again later.
+        if e.code == ErrorCode.UNRELEASED_INSTANCE_ID:
+            raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, e.message) from None
+        raise
     answer = result.response
     if answer.error_code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
-        code = ErrorCode.FENCED_INSTANCE_ID if answer.error_code == ErrorCode.UNRELEASED_INSTANCE_ID \
-            else answer.error_code
-        result.response = JoinGroupResponse(code, answer.error_message, member_id=member_id)
+        result.response = JoinGroupResponse(answer.error_code, answer.error_message, member_id=member_id)
         return result
     result.response = JoinGroupResponse(
         ErrorCode.NONE, None, answer.member_epoch, CONNECT, request.protocols[0].name, leader=member_id,

@@ -185,6 +185,11 @@ class ClassicWorker:
             self.member_id = response.member_id
             self._join_at_ms = now
             return []
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
+            # Not now (a newer JoinGroup replaced this one, or the instance is still held): again soon.
+            self.state = UNJOINED
+            self._join_at_ms = now + RETRY_BACKOFF_MS
+            return []
         if code != ErrorCode.NONE:
             return self._failed_round(code, response.error_message, now)
         self.member_id = response.member_id

@@ -71,6 +71,7 @@ from coordinator.core.items import Item, connectors_and_tasks, items_of
 from coordinator.core.protocol import (
     CLASSIC_JOIN,
     CLASSIC_SESSION,
+    CLASSIC_SYNC,
     REBALANCE,
     SESSION,
     ErrorCode,
@@ -99,7 +100,10 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     records: list[Record] = []
     if classic.record is not None:
         records.append(record_helpers.classic_group(g, None))
-    generation = classic.generation
+    live = state.groups.get(g)
+    # The epochs start at the generation (seed 000), or past it if the group's connectors or
+    # configuration moved its epoch meanwhile: a group's version never goes back.
+    generation = max(classic.generation, live.group_epoch if live is not None else 0)
     held: dict[Item, str] = {}
     for member_id in sorted(classic.members):
         m = classic.members[member_id]
@@ -120,14 +124,19 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
             pending_revocation=connectors_and_tasks(revoking))))
     records.append(record_helpers.target_metadata(g, TargetAssignmentMetadataValue(assignment_epoch=generation)))
     records.append(record_helpers.group_epoch(g, generation))
-    group = scratch_copy(state.groups.get(g), g)
+    group = scratch_copy(live, g)
     for record in records:
         _apply(group, record)
     waiting = ClassicChange(classic, now)
     for m in classic.members.values():
         waiting.answer_waiting(m, ErrorCode.REBALANCE_IN_PROGRESS,
                                f"group {g} moved to the connect protocol: join again")
-    return group, Result(None, records, [], [ClassicGroupUpdate(g, None)], waiting.deliveries)
+        # Their sessions go on as connect sessions, each still its own length.
+        waiting.timer(CLASSIC_SESSION, None, m.member_id)
+        waiting.timer(SESSION, now + m.session_timeout_ms, m.member_id)
+    waiting.timer(CLASSIC_JOIN, None)
+    waiting.timer(CLASSIC_SYNC, None)
+    return group, Result(None, records, waiting.timers, [ClassicGroupUpdate(g, None)], waiting.deliveries)
 
 
 def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
