@@ -150,8 +150,8 @@ def main() -> int:
     args = parser.parse_args()
     tasks = sum(t for _, t in args.connectors)
     print(f"bench-migration: {args.workers} workers, {len(args.connectors)} connectors, {tasks} tasks; session "
-          f"{args.session_ms} ms, heartbeat {args.heartbeat_ms} ms, delay {args.delay_ms} ms; pause {args.pause_ms} ms; "
-          f"{args.rounds} rounds (virtual clock)")
+          f"{args.session_ms} ms, heartbeat {args.heartbeat_ms} ms, delay {args.delay_ms} ms; "
+          f"pause {args.pause_ms} ms; {args.rounds} rounds (virtual clock)")
     results: dict[str, list[dict[str, float]]] = {"classic": [], "connect": []}
     for seed in range(args.rounds):
         for protocol in ("classic", "connect"):
