@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration clean
 
 install: $(STAMP)
 
@@ -57,7 +57,7 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down $(BROKER)
 
-bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-audit bench-vs-connect
+bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-audit bench-vs-connect bench-migration
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
@@ -80,6 +80,11 @@ bench-rebalance: install broker-up
 # About 40 minutes with Connect's default timeouts; `VS_CONNECT_ARGS=--fast` divides them by 10 (~10 min).
 bench-vs-connect: install
 	$(BIN)/python bench/bench_vs_connect.py $(VS_CONNECT_ARGS)
+
+# A rolling upgrade of 10 classic workers to the connect protocol against a classic rolling restart
+# (issue 17), on the pure state machine with a virtual clock: moves, unowned task-seconds, convergence.
+bench-migration: install
+	$(BIN)/python bench/bench_migration.py $(MIGRATION_ARGS)
 
 # `coordinator replay timeline` and `state --at` on a dump of 1,000,000 records of many groups (no broker).
 bench-replay: install
