@@ -199,3 +199,18 @@ def test_a_connect_member_cannot_heartbeat_into_a_classic_group_without_joining(
     m = classic_fleet(["c1"])
     answer = m.d.heartbeat(HeartbeatRequest(G, "n1", 5))
     assert answer.error_code == ErrorCode.UNKNOWN_MEMBER_ID and G in m.d.state.classic_groups
+
+
+def test_a_classic_worker_taking_over_the_last_connect_workers_instance_turns_the_group_classic() -> None:
+    """The connect SDK leaves with -2 as a static member: its instance waits for it. A classic
+    process with that instance id takes it over, and no connect member is left."""
+    m = classic_fleet(["c1"])
+    d = m.d
+    n1 = m.add_connect("n1")
+    m.run(3_000)
+    assert m.converged() and n1.owned
+    m.connect.pop("n1").leave(static=True)
+    m.add_classic("n1")
+    m.run(4_000)
+    assert G in d.state.classic_groups and not d.state.groups[G].members
+    assert m.converged() and d.state.classic_groups[G].state == STABLE

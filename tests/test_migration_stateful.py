@@ -105,7 +105,7 @@ class MixedMachine(RuleBasedStateMachine):
         self.start(name, protocol)
 
     @precondition(lambda self: self.classic or self.connect)
-    @rule(data=st.data(), how=st.sampled_from(("leave", "crash", "switch", "switch")))
+    @rule(data=st.data(), how=st.sampled_from(("leave", "crash", "switch", "switch", "static_switch")))
     def stop(self, data: st.DataObject, how: str) -> None:
         name = data.draw(st.sampled_from(sorted([*self.classic, *self.connect])))
         protocol = "classic" if name in self.classic else "connect"
@@ -113,8 +113,11 @@ class MixedMachine(RuleBasedStateMachine):
         worker = self.classic.pop(name, None) or self.connect.pop(name)
         if how == "crash":
             return  # the process is gone: it runs nothing, its session expires
-        worker.leave()
-        if how == "switch":  # a rolling upgrade or downgrade step: the same instance, the other protocol
+        if how == "static_switch" and protocol == "connect":
+            worker.leave(static=True)  # the connect SDK's stop: its instance waits for it (-2)
+        else:
+            worker.leave()
+        if how in ("switch", "static_switch"):  # a rolling step: the same instance, the other protocol
             self.start(name, "connect" if protocol == "classic" else "classic")
 
     @rule(connectors=CONNECTORS)

@@ -213,7 +213,10 @@ class GroupCoordinator:
     def join_group(self, request: JoinGroupRequest, now: int, context: RequestContext = NO_CONTEXT) -> Result:
         """JoinGroup: answered at once, or `Parked` until the join phase completes."""
         if self._translated(request.group_id):
-            return classic_translation.join_group(self.state, self.config, request, now, context)
+            # A classic member taking over a static connect member's instance may leave no connect
+            # member behind: the group then goes back to the classic protocol.
+            result = classic_translation.join_group(self.state, self.config, request, now, context)
+            return migration.downgrade_if_only_classic(self.state, request.group_id, result, now)
         return classic.join_group(self.state, self.config, request, now, context)
 
     @_answers(SyncGroupResponse)
