@@ -139,7 +139,7 @@ def measure(args: argparse.Namespace, protocol: str, seed: int) -> dict[str, flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=10)
-    parser.add_argument("--connectors", nargs="+", default=["A=20", "B=20", "C=20"],
+    parser.add_argument("--connectors", nargs="+", default=[("A", 20), ("B", 20), ("C", 20)],
                         type=lambda s: (s.split("=")[0], int(s.split("=")[1])), metavar="NAME=TASKS")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pause-ms", type=int, default=1_000, help="between a worker's stop and its new process")
