@@ -103,6 +103,8 @@ def test_the_first_connect_worker_converts_the_group_at_its_generation() -> None
     assert {x.protocol for x in description.members} == {"classic", "connect"}
     m.run(6_000)
     assert m.converged() and m.connect["n1"].owned  # the connect worker got a share
+    states = {x.member_id: (x.protocol, x.state) for x in d.coordinator.describe_group(G).members}
+    assert set(states.values()) == {("classic", "STABLE"), ("connect", "STABLE")}
     replayed = CoordinatorState()
     replayed.replay_all(d.log)
     assert replayed.slots() == d.state.slots()
@@ -119,6 +121,8 @@ def test_a_classic_member_of_a_connect_group_is_told_to_join_again_while_its_ass
     code = d.coordinator.classic_heartbeat(ClassicHeartbeatRequest(G, c1.member_id, c1.generation),
                                            d.now).response.error_code
     assert code == ErrorCode.REBALANCE_IN_PROGRESS
+    shown = {x.member_id: x.state for x in d.coordinator.describe_group(G).members}
+    assert shown[c1.member_id] == "PREPARING_REBALANCE"  # seed 000's worker state: it must join again
     m.run(6_000)
     assert m.converged()
     # Settled: its heartbeats are quiet again.

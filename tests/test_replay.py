@@ -580,3 +580,9 @@ def test_the_timeline_tells_a_migration_both_ways() -> None:
     assert converted_back and converted_back[0].endswith("2 classic member(s) join again")
     assert texts.index(converted_back[0]) > texts.index(f"group converted to connect at generation {generation} by "
                                                         "n1's join")
+    # The Spark audit's events table is made of the same events: the conversions are rows of it.
+    from spark.tables import event_rows
+    rows = event_rows(history.events).to_pylist()
+    converted = [r for r in rows if r["kind"] == "converted"]
+    assert [orjson.loads(r["detail"])["to"] for r in converted] == ["connect", "classic"]
+    assert converted[0]["member"] == "n1" and converted[0]["epoch"] == generation

@@ -9,8 +9,7 @@ from records.connect_protocol import ConnectProtocolError, WorkerAssignment, dec
 
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.heartbeat import connect_group_heartbeat
-from coordinator.core.items import items_of
-from coordinator.core.migration import CONNECT, is_classic, scratch_copy
+from coordinator.core.migration import CONNECT, is_classic, scratch_copy, settled
 from coordinator.core.protocol import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -25,7 +24,6 @@ from coordinator.core.protocol import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     LeaveMemberResponse,
-    MemberState,
     ProtocolError,
     RequestContext,
     Result,
@@ -125,10 +123,7 @@ def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: Class
     settings = config.for_group(group.config)
     timers = [Timer(timer_key(SESSION, group.group_id, request.member_id),
                     now + settings.member_session_timeout_ms(member))]
-    target = group.targets.get(request.member_id)
-    settled = (current.state == MemberState.STABLE and current.member_epoch == group.assignment_epoch
-               and (target is None or items_of(target.assignment) == items_of(current.assignment)))
-    if settled:
+    if settled(group, request.member_id):
         return Result(ErrorResponse(), timers=timers)
     return Result(ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "your assignment changes: join again"),
                   timers=timers)

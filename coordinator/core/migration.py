@@ -90,6 +90,16 @@ def is_classic(member: MemberMetadataValue | None) -> bool:
     return member is not None and member.classic_member_metadata is not None
 
 
+def settled(group: ConnectGroup, member_id: str) -> bool:
+    """Whether a classic member of a connect group owns its target at the assignment epoch: until
+    then its heartbeats tell it to join again (seed 000's worker state PREPARING_REBALANCE, as
+    describe shows it; STABLE once settled)."""
+    current = group.current(member_id)
+    target = group.targets.get(member_id)
+    return (current.state == MemberState.STABLE and current.member_epoch == group.assignment_epoch
+            and (target is None or items_of(target.assignment) == items_of(current.assignment)))
+
+
 # --- upgrade --------------------------------------------------------------------------------------
 
 

@@ -9,6 +9,7 @@ from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBAL
 from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
+from coordinator.core.migration import settled
 from coordinator.core.protocol import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     GroupDescription,
@@ -51,8 +52,11 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         m = group.members[member_id]
         current = group.current(member_id)
         target = group.targets.get(member_id)
+        # A classic member (seed 000's migration) shows its worker state: joining again or stable.
+        state = current.state if m.classic_member_metadata is None else (
+            MemberState.STABLE if settled(group, member_id) else "PREPARING_REBALANCE")
         members.append(MemberDescription(
-            member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, current.state,
+            member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, state,
             current.assignment, current.pending_revocation, target.assignment if target else EMPTY,
             m.server_assignor, m.client_assignors, "classic" if m.classic_member_metadata is not None else "connect"))
     meta = group.target_metadata
