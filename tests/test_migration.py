@@ -218,3 +218,22 @@ def test_a_classic_worker_taking_over_the_last_connect_workers_instance_turns_th
     m.run(4_000)
     assert G in d.state.classic_groups and not d.state.groups[G].members
     assert m.converged() and d.state.classic_groups[G].state == STABLE
+
+
+def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_not_upgraded() -> None:
+    from coordinator.core.protocol import ClassicProtocol, JoinGroupRequest, RequestContext
+
+    d = Driver()
+    first = d.join_group(JoinGroupRequest(G, "", "consumer", (ClassicProtocol("range", b"x"),), 10_000),
+                         RequestContext(fresh_id="k1"))
+    d.join_group(JoinGroupRequest(G, first.member_id, "consumer", (ClassicProtocol("range", b"x"),), 10_000))
+    answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
+    assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "protocol type 'consumer'" in answer.error_message
+    assert G in d.state.classic_groups  # nothing changed
+
+    d = Driver()
+    first = d.join_group(JoinGroupRequest(G, "", "connect", (ClassicProtocol("eager", b"junk"),), 10_000),
+                         RequestContext(fresh_id="c1"))
+    d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("eager", b"junk"),), 10_000))
+    answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
+    assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "cannot be read" in answer.error_message

@@ -76,6 +76,7 @@ from coordinator.core.protocol import (
     SESSION,
     ErrorCode,
     MemberState,
+    ProtocolError,
     Result,
     Timer,
     timer_key,
@@ -107,6 +108,9 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     """The connect group a classic group becomes, and the result that writes it (type 2 deleted,
     the members written at the generation) and answers the classic requests still waiting."""
     g = classic.group_id
+    if classic.members and classic.protocol_type != CONNECT:
+        raise ProtocolError(ErrorCode.INVALID_GROUP_ID, f"group {g} is a classic group of protocol type "
+                            f"{classic.protocol_type!r}, not connect: it cannot be upgraded online")
     records: list[Record] = []
     if classic.record is not None:
         records.append(record_helpers.classic_group(g, None))
@@ -151,15 +155,19 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
 
 def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
     """What a classic member runs: what its JoinGroup said, when it has joined since the leader
-    last assigned; else what the leader's assignment gave it."""
+    last assigned; else what the leader's assignment gave it. Bytes that cannot be read refuse the
+    upgrade (as Kafka does): taking the member for idle could give its work to another while it
+    still runs it."""
     fresh = classic.state == COMPLETING_REBALANCE or (classic.state == PREPARING_REBALANCE and m.joined)
     try:
         if fresh:
             return items_of(decode_metadata(m.metadata(classic.protocol) if classic.state == COMPLETING_REBALANCE
                                             else m.protocols[0].metadata).owned)
         return items_of(decode_assignment(m.assignment).assigned) if m.assignment else frozenset()
-    except (ConnectProtocolError, IndexError):
-        return frozenset()  # bytes we cannot read: it is told to run what the connect target gives it
+    except (ConnectProtocolError, IndexError) as e:
+        raise ProtocolError(ErrorCode.INVALID_GROUP_ID,
+                            f"group {classic.group_id} cannot be upgraded online: what member {m.member_id} runs "
+                            f"cannot be read ({e or 'no metadata'})") from None
 
 
 def _url(classic: ClassicGroup, m: ClassicMember) -> str | None:
