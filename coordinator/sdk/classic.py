@@ -30,7 +30,7 @@ from coordinator.core.protocol import (
     SyncGroupResponse,
 )
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
-from coordinator.sdk.worker import ListenerError, RebalanceListener, _Shell
+from coordinator.sdk.shell import ListenerError, RebalanceListener, WorkerShell
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ LEAVE = "/v1/classic-group/leave"
 WAIT_MARGIN_S = 5.0
 
 
-class ClassicGroupWorker(_Shell):
+class ClassicGroupWorker(WorkerShell):
     """One member of a classic group; the same life cycle and listener as `Worker`."""
 
     def __init__(self, client: CoordinatorClient, group_id: str, *, member_id: str | None = None,
