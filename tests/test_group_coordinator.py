@@ -216,6 +216,25 @@ def test_members_heartbeat_sooner_while_the_target_is_computed() -> None:
     assert w2.heartbeat().heartbeat_interval_ms == 1_000
 
 
+def test_a_static_member_back_for_its_departed_work_computes_the_target_itself() -> None:
+    d, (w1, w2) = started({"A": 4, "B": 4}, instance_id=None)
+    w3 = SimWorker(d, G, "W3", instance_id="i-3")
+    converge([w1, w2, w3])
+    its_work = w3.owned
+    w3.leave()  # -1: its part of the target waits for instance i-3 (the 5 s delay)
+    converge([w1, w2])
+    back = SimWorker(d, G, "W3b", instance_id="i-3")
+    response = back.heartbeat(compute=False)
+    # Not W1, the sticky computer (seed 000's case studies): the returner, in its join response.
+    assert response.error_code == ErrorCode.COMPUTE_ASSIGNMENT and group_of(d).computation.member_id == "W3b"
+    back.compute_assignment()
+    converge([w1, w2, back])
+    assert back.owned == its_work
+    # A member that is new to the group does not take the job over.
+    w4 = SimWorker(d, G, "W4", instance_id="i-4")
+    assert w4.heartbeat(compute=False).error_code == ErrorCode.NONE
+
+
 def test_members_heartbeat_just_after_a_scheduled_rebalance_is_due() -> None:
     d, ws = started({"A": 4, "B": 4}, workers=3)
     ws[2].leave()

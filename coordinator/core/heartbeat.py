@@ -88,8 +88,10 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
     # 6. The member's metadata; a new member, new assignors, a new rack or a takeover is a new
     #    group epoch.
     _update_member(change, config, member, request, context, takeover, now)
-    # 7. A new target assignment when the group epoch has moved past it.
-    assign_if_needed(change, config, now)
+    # 7. A new target assignment when the group epoch has moved past it. A static member back for
+    #    the work that waited for it computes the target itself, in this response: else it would
+    #    wait for the chosen member's next heartbeat to get back what is only its own.
+    assign_if_needed(change, config, now, prefer=member_id if joining and _returning(change, request) else None)
     # 8. Reconcile towards the target, revoking before assigning. A (re)joining member owns
     #    nothing (seed 000: a fenced worker abandons everything and rejoins with epoch 0).
     reported = frozenset() if joining else None if request.owned is None else items_of(request.owned)
@@ -152,6 +154,14 @@ def _until_scheduled(interval: int, scheduled_at_ms: int | None, now: int) -> in
     if scheduled_at_ms is None:
         return interval
     return min(interval, max(MIN_HEARTBEAT_INTERVAL_MS, scheduled_at_ms - now + MIN_HEARTBEAT_INTERVAL_MS))
+
+
+def _returning(change: GroupChange, request: HeartbeatRequest) -> bool:
+    """Whether a joining member's instance has departed work waiting for it (a static return)."""
+    instance_id = request.instance_id
+    meta = change.target_meta()
+    return instance_id is not None and meta is not None and any(
+        d.instance_id == instance_id for d in meta.departed_members)
 
 
 def _unknown_member(request: HeartbeatRequest) -> ProtocolError:

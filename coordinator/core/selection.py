@@ -12,7 +12,10 @@ computes the target (seed 000 "Assignor Selection" and "Worker Selection", DESIG
   is refused with UNSUPPORTED_ASSIGNOR and the group is left as it was.
 - Worker selection prefers the member already computing, then the one that installed the current
   target (Kafka Connect's leader is sticky too), then the first by member id: the choice is a pure
-  function of the group, so a coordinator that fails over tends to choose the same worker.
+  function of the group, so a coordinator that fails over tends to choose the same worker. One
+  exception, made by the heartbeat: a static member that joins back while work waits for its
+  instance computes the target itself, in its join response (it would otherwise wait for the
+  chosen member's next heartbeat to get back what is only its own).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def note_join(change: GroupChange, config: CoordinatorConfig, member: MemberMeta
         change.initial_window = (started, min(now + delay, started + settings.member_rebalance_timeout_ms(member)))
 
 
-def assign_if_needed(change: GroupChange, config: CoordinatorConfig, now: int) -> None:
+def assign_if_needed(change: GroupChange, config: CoordinatorConfig, now: int, prefer: str | None = None) -> None:
     """Group epoch ahead of the assignment epoch: compute the target here (server-side
     assignor) or make sure a member has been chosen to compute it (client-side); unless the group
     just got its first members and waits for more (`note_join`)."""
@@ -81,7 +81,7 @@ def assign_if_needed(change: GroupChange, config: CoordinatorConfig, now: int) -
     if chosen is None:
         return  # members disagree; the one that broke the group was refused, so this is transient
     if chosen.kind != SERVER:
-        _ensure_computation(change, config, chosen.name, now)
+        _ensure_computation(change, config, chosen.name, now, prefer)
         return
     if change.current_computation() is not None:
         # The group switched from a client-side assignor: nobody computes for it any more.
@@ -98,10 +98,11 @@ def assign_if_needed(change: GroupChange, config: CoordinatorConfig, now: int) -
         change.server_window = now + config.server_assignment_interval_ms
 
 
-def _ensure_computation(change: GroupChange, config: CoordinatorConfig, name: str, now: int) -> None:
+def _ensure_computation(change: GroupChange, config: CoordinatorConfig, name: str, now: int,
+                        prefer: str | None = None) -> None:
     computation = change.current_computation()
     if computation is None:
-        choose(change, config, name, frozenset(), prefer=None, now=now)
+        choose(change, config, name, frozenset(), prefer=prefer, now=now)
         return
     # The chosen member keeps the job while it still qualifies: members that joined since may
     # have widened the version ranges in use beyond what it can read.
