@@ -24,6 +24,12 @@ OPTIONS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 5_000, "heartbea
            "scheduled_rebalance_max_delay_ms": 2_000}
 
 
+def assert_replay_equals_live(d: Driver) -> None:
+    replayed = CoordinatorState()
+    replayed.replay_all(d.log)
+    assert replayed.slots() == d.state.slots()
+
+
 def every_item() -> frozenset:
     return configured_work(tuple(ConnectorTaskCount(n, t) for n, t in CONNECTORS.items())).items
 
@@ -105,9 +111,7 @@ def test_the_first_connect_worker_converts_the_group_at_its_generation() -> None
     assert m.converged() and m.connect["n1"].owned  # the connect worker got a share
     states = {x.member_id: (x.protocol, x.state) for x in d.coordinator.describe_group(G).members}
     assert set(states.values()) == {("classic", "STABLE"), ("connect", "STABLE")}
-    replayed = CoordinatorState()
-    replayed.replay_all(d.log)
-    assert replayed.slots() == d.state.slots()
+    assert_replay_equals_live(d)
 
 
 def test_a_classic_member_of_a_connect_group_is_told_to_join_again_while_its_assignment_changes() -> None:
@@ -153,9 +157,7 @@ def test_a_rolling_upgrade_then_a_rolling_downgrade() -> None:
     classic = d.state.classic_groups[G]
     assert classic.state == STABLE and not d.state.groups[G].members
     assert not [a for w in every_classic for a in w.log if isinstance(a, Lose)]  # no worker lost work on the way
-    replayed = CoordinatorState()
-    replayed.replay_all(d.log)
-    assert replayed.slots() == d.state.slots()
+    assert_replay_equals_live(d)
 
 
 def test_the_last_connect_worker_leaving_turns_the_group_classic_and_the_rest_rejoin() -> None:
