@@ -58,7 +58,8 @@ def _items(value: ConnectorsAndTasks) -> dict[str, Any]:
 
 
 def _read_items(datum: dict[str, Any]) -> ConnectorsAndTasks:
-    return ConnectorsAndTasks(tuple(datum["Connectors"]), tuple(TaskId(t["Connector"], t["Task"]) for t in datum["Tasks"]))
+    return ConnectorsAndTasks(tuple(datum["Connectors"]),
+                              tuple(TaskId(t["Connector"], t["Task"]) for t in datum["Tasks"]))
 
 
 def _encode(name: str, datum: dict[str, Any]) -> bytes:

@@ -22,7 +22,7 @@ from typing import ClassVar, NamedTuple
 
 __all__ = [
     "Assignor", "ClassicGroupMember", "ClassicGroupMetadataKey", "ClassicGroupMetadataValue", "ClassicMemberMetadata",
-    "ClassicMemberProtocol",
+    "ClassicMemberProtocol", "Departure",
     "ConnectGroupMetadataKey", "ConnectGroupMetadataValue", "ConnectorTaskCount", "ConnectorsAndTasks",
     "ConnectorsTasksMetadataKey", "ConnectorsTasksMetadataValue", "CurrentMemberAssignmentKey",
     "CurrentMemberAssignmentValue", "DepartedMember", "GroupConfigurationKey", "GroupConfigurationValue", "GroupKey",
@@ -115,6 +115,15 @@ class ClassicMemberMetadata:
     protocols: tuple[ClassicMemberProtocol, ...] = ()
 
 
+@record
+class Departure:
+    """A member removed from a connect group, and why (written with the group epoch it bumped)."""
+
+    member_id: str
+    instance_id: str | None
+    reason: str  # coordinator.core.protocol.LeaveReason
+
+
 # --- keys ------------------------------------------------------------------------------------
 # One class per record type, so that a tombstone (a key without a value) still says what it
 # deletes, and keys of different types never compare equal. Keys are frozen and hashable: the
@@ -204,6 +213,7 @@ class ConnectGroupMetadataValue:
     RECORD_TYPE: ClassVar[int] = 3
     group_epoch: int
     group_type: str = "connect"
+    departures: tuple[Departure, ...] = ()  # since value version 1: who left at this epoch, and why
 
 
 @record

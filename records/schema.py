@@ -49,7 +49,7 @@ RECORD_TYPES: Mapping[int, RecordType] = {
         _type(2, "ClassicGroupMetadata", model.ClassicGroupMetadataKey, model.ClassicGroupMetadataValue,
               "GroupKey", "ClassicGroupMetadataValue.v0", "ClassicGroupMetadataValue.v1"),
         _type(3, "ConnectGroupMetadata", model.ConnectGroupMetadataKey, model.ConnectGroupMetadataValue,
-              "GroupKey", "ConnectGroupMetadataValue.v0"),
+              "GroupKey", "ConnectGroupMetadataValue.v0", "ConnectGroupMetadataValue.v1"),
         _type(4, "ConnectorsTasksMetadata", model.ConnectorsTasksMetadataKey, model.ConnectorsTasksMetadataValue,
               "GroupKey", "ConnectorsTasksMetadataValue.v0"),
         _type(5, "MemberMetadata", model.MemberMetadataKey, model.MemberMetadataValue,
@@ -83,6 +83,7 @@ NESTED_CLASSES: Mapping[str, type] = {
     "ClassicMemberMetadata": model.ClassicMemberMetadata,
     "ClassicMemberProtocol": model.ClassicMemberProtocol,
     "DepartedMember": model.DepartedMember,
+    "Departure": model.Departure,
 }
 
 

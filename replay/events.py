@@ -113,6 +113,7 @@ class GroupTrack:
     causes: list[str] = field(default_factory=list)
     installed: dict[str, frozenset[Item]] = field(default_factory=dict)
     left_instances: dict[str, str] = field(default_factory=dict)
+    left: dict[str, Event] = field(default_factory=dict)  # member-left events waiting for their epoch's reasons
     upgrading_from: int | None = None  # a classic group with members was deleted at this generation
     deleted_epoch: int | None = None  # the connect group's epoch was just deleted (a downgrade, maybe)
 
@@ -173,10 +174,36 @@ def _group_epoch(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if previous == after.group_epoch:
         return ()
     causes = track.causes[:] or _unwritten_cause(group)
+    # The epoch record says why each member that this change removed left (type 3 v1): the causes
+    # say it, and so do the member-left events of the same change, derived a few records earlier.
+    reasons = {d.member_id: d.reason for d in after.departures}
+    causes = [_with_reason(cause, reasons) for cause in causes]
+    for member_id, reason in reasons.items():
+        left = track.left.get(member_id)
+        if left is not None:
+            left.detail["reason"] = reason
     track.causes.clear()
     track.left_instances.clear()
+    track.left.clear()
     return (Event(at, key.group_id, GROUP_EPOCH, epoch=after.group_epoch, previous_epoch=previous,
-                  detail={"causes": causes}),)
+                  detail={"causes": causes, "departures": reasons}),)
+
+
+# A departure's reason (`coordinator.core.protocol.LeaveReason`) in words.
+REASONS = {
+    "leave": "left the group",
+    "session-timeout": "fenced: no heartbeat within its session timeout",
+    "rebalance-timeout": "fenced: did not revoke within its rebalance timeout",
+    "fenced-epoch": "fenced: it sent an epoch it had left behind",
+    "replaced": "replaced: a new member took its instance over",
+}
+
+
+def _with_reason(cause: str, reasons: dict[str, str]) -> str:
+    member_id, _, what = cause.partition(" ")
+    if what == "left" and member_id in reasons:
+        return f"{member_id} {REASONS.get(reasons[member_id], reasons[member_id])}"
+    return cause
 
 
 def _unwritten_cause(group: ConnectGroup | None) -> list[str]:
@@ -234,7 +261,8 @@ def _member(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         if before.instance_id:
             track.left_instances[before.instance_id] = member_id
         track.causes.append(f"{member_id} left")
-        return (Event(at, key.group_id, MEMBER_LEFT, member_id, detail=detail),)
+        left = track.left[member_id] = Event(at, key.group_id, MEMBER_LEFT, member_id, detail=detail)
+        return (left,)
     old, new = _member_detail(before), _member_detail(after)
     changed = {name: [old[name], value] for name, value in new.items() if old[name] != value}
     if not changed:
@@ -426,7 +454,8 @@ def _text_updated(e: Event, d: dict) -> str:
 def _text_left(e: Event, d: dict) -> str:
     if d["static_session_expired"]:
         return f"{e.member_id} removed: the session of static instance {d['instance_id']} expired after it left"
-    out = f"{e.member_id} left the group"
+    reason = d.get("reason")
+    out = f"{e.member_id} {REASONS.get(reason, reason) if reason else 'left the group'}"
     if d.get("while_revoking"):
         out += f" while still revoking {show(d['while_revoking'])}"
     return out

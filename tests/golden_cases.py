@@ -22,6 +22,7 @@ from records import (
     CurrentMemberAssignmentKey,
     CurrentMemberAssignmentValue,
     DepartedMember,
+    Departure,
     GroupConfigurationKey,
     GroupConfigurationValue,
     MemberMetadataKey,
@@ -55,6 +56,9 @@ CASES: dict[str, tuple[Record, int | None]] = {
         ), "CompletingRebalance")), 1),
     "connect_group_metadata_v0": (Record(ConnectGroupMetadataKey("connect-cluster"),
                                          ConnectGroupMetadataValue(37, "connect")), 0),
+    "connect_group_metadata_departures_v1": (Record(ConnectGroupMetadataKey("connect-cluster"), ConnectGroupMetadataValue(
+        38, "connect", (Departure("W2", None, "session-timeout"), Departure("W5", "static-5", "replaced")))), 1),
+    "connect_group_metadata_v1": (Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(1, "connect")), 1),
     "connectors_tasks_metadata_v0": (Record(ConnectorsTasksMetadataKey("connect-cluster"), ConnectorsTasksMetadataValue(
         (ConnectorTaskCount("A", 3), ConnectorTaskCount("B", 1), ConnectorTaskCount("sink-ü", 0)))), 0),
     "member_metadata_v0": (Record(MemberMetadataKey("connect-cluster", "W1"), MemberMetadataValue(

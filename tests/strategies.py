@@ -17,6 +17,7 @@ from records import (
     ConnectorTaskCount,
     CurrentMemberAssignmentValue,
     DepartedMember,
+    Departure,
     GroupConfigurationValue,
     GroupMemberKey,
     MemberMetadataValue,
@@ -43,7 +44,7 @@ VALUES = {
     2: st.builds(ClassicGroupMetadataValue, text, int32, st.none() | text, st.none() | text, int64, small(
         st.builds(ClassicGroupMember, names, st.none() | text, text, text, int32, int32, blobs, blobs)),
         st.none() | text),
-    3: st.builds(ConnectGroupMetadataValue, int32, text),
+    3: st.builds(ConnectGroupMetadataValue, int32, text, small(st.builds(Departure, names, st.none() | text, text))),
     4: st.builds(ConnectorsTasksMetadataValue, small(st.builds(ConnectorTaskCount, names, int32))),
     5: st.builds(MemberMetadataValue, int32, st.none() | text, text, text, st.none() | text, int32,
                  st.none() | text, small(assignors), st.none() | text, st.none() | st.builds(

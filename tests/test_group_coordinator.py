@@ -782,3 +782,50 @@ def test_lost_response_retry_is_answered_with_what_was_lost_before_anything_else
     response = d.heartbeat(HeartbeatRequest(G, "W1", lost.member_epoch, owned=told))
     assert items_of(response.assignment.assignment) == {"A", TaskId("A", 0)}
     assert group_of(d).current("W1").state == MemberState.UNREVOKED
+
+
+# --- why a member left (type 3 v1 departures) ------------------------------------------------------
+
+
+def _departures(d: Driver) -> list[tuple[str, str | None, str]]:
+    epoch = next(r for r in reversed(d.log) if r.key.RECORD_TYPE == 3 and r.value is not None)
+    return [(x.member_id, x.instance_id, x.reason) for x in epoch.value.departures]
+
+
+def test_every_way_of_leaving_is_written_with_its_reason() -> None:
+    d, (w1, w2) = started({"A": 2, "B": 2})
+    w2.leave()
+    assert _departures(d) == [("W2", None, "leave")]
+
+    d, (w1, w2) = started({"A": 2, "B": 2})
+    d.advance(6_000)
+    w1.heartbeat()
+    d.advance(5_000)  # W2 sent nothing for 11 s: session 10 s
+    assert _departures(d) == [("W2", None, "session-timeout")]
+
+    d, (w1, w2) = started({"A": 2, "B": 2})
+    d.heartbeat(HeartbeatRequest(G, "W2", w2.member_epoch + 5))
+    assert _departures(d) == [("W2", None, "fenced-epoch")]
+
+    d, (w1, w2) = started({"A": 4, "B": 4}, rebalance_timeout_ms=2_000)
+    w3 = SimWorker(d, G, "W3")
+    w3.heartbeat()
+    w1.heartbeat()  # W1 computes: W1 and W2 must revoke a share
+    d.heartbeat(HeartbeatRequest(G, "W2", w2.member_epoch))  # told to revoke; it never acknowledges
+    assert group_of(d).currents["W2"].state == MemberState.UNREVOKED
+    for _ in range(3):  # W2 does not revoke; W1 and W3 go on; its rebalance timeout is 2 s
+        d.advance(1_000)
+        w1.heartbeat()
+        w3.heartbeat()
+    assert _departures(d) == [("W2", None, "rebalance-timeout")]
+
+    d, (w1, w2) = started({"A": 2}, instance_id=None)
+    s = SimWorker(d, G, "S1", instance_id="i-1")
+    converge([w1, w2, s])
+    s.leave(static=True)  # -2: nothing removed, the instance waits; its epoch record is type 8
+    assert group_of(d).current("S1").member_epoch == -2
+    SimWorker(d, G, "S1b", instance_id="i-1").heartbeat()
+    assert _departures(d) == [("S1", "i-1", "replaced")]
+    # An epoch bumped by something else carries no departures.
+    d.set_connectors(G, {"A": 3})
+    assert _departures(d) == []

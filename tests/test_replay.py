@@ -101,7 +101,9 @@ def test_the_timeline_tells_the_story_in_the_protocols_words(story) -> None:  # 
     assert len(left) == 1 and story.marks["scaled_out"] < left[0].at.offset <= story.marks["w2_removed"]
     assert left[0].at.timestamp_ms - story.times["scaled_out"] <= 10_000 + 1_000
     bump = next(e for e in h.events if e.kind == ev.GROUP_EPOCH and e.at.offset > left[0].at.offset)
-    assert bump.detail["causes"] == ["W2 left"] and ev.text(bump) == f"group epoch {bump.epoch}: W2 left"
+    why = "W2 fenced: no heartbeat within its session timeout"  # the reason, from the epoch's record (type 3 v1)
+    assert bump.detail["causes"] == [why] and ev.text(bump) == f"group epoch {bump.epoch}: {why}"
+    assert left[0].detail["reason"] == "session-timeout" and ev.text(left[0]) == why
 
     # The target for that epoch defers W2's work for the scheduled rebalance delay (60 s).
     w2_work = frozenset(items_of(story.slots_at["scaled_out"][TargetAssignmentMemberKey(GROUP, "W2")].assignment))
@@ -129,8 +131,9 @@ def test_rebalances_run_from_an_epoch_bump_to_convergence_and_say_what_moved(sto
     h = history_of(story.raw())
     rebalances = h.all_rebalances()
     assert [r.causes for r in rebalances] == [
-        ["W1 joined", "W2 joined", "W3 joined"], ["W4 joined"], ["W2 left"],
-        [rebalances[3].causes[0]], ["W3 left"], ["W3 joined"], ["connectors changed"]]
+        ["W1 joined", "W2 joined", "W3 joined"], ["W4 joined"], ["W2 fenced: no heartbeat within its session timeout"],
+        [rebalances[3].causes[0]], ["W3 fenced: no heartbeat within its session timeout"], ["W3 joined"],
+        ["connectors changed"]]
     assert rebalances[3].causes[0].startswith("scheduled rebalance due at")
     assert all(r.end is not None and r.duration_ms >= 0 for r in rebalances)
     owners = owners_after_each_record(story.log, GROUP)
@@ -157,7 +160,7 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     code, out, err = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]))
     assert code == 0 and err == ""
     assert f"group {GROUP}: 88 records from dump" in out
-    assert "┌ rebalance 3: W2 left" in out
+    assert "┌ rebalance 3: W2 fenced: no heartbeat within its session timeout" in out
     assert "└ converged at epoch 6 after 3 s: 3 released by members that left or joined again; moved clicks-source W2 -> (none)" in out
     assert "7 rebalances converged" in out
 
@@ -169,7 +172,7 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     events = [line for line in lines if line["type"] == "event"]
     assert [e["offset"] for e in events] == sorted(e["offset"] for e in events)
     left = next(e for e in events if e["kind"] == "member-left")
-    assert left["member"] == "W2" and left["text"] == "W2 left the group"
+    assert left["member"] == "W2" and left["text"] == "W2 fenced: no heartbeat within its session timeout"
     released = next(e for e in events if e["kind"] == "released")
     assert released["released"] == ["clicks-source", "clicks-source-1", "clicks-source-2"]
 
@@ -271,7 +274,8 @@ def test_diff_between_two_points(capsys, story, dumps) -> None:  # noqa: ANN001
     assert diff["moved"] == expected and {m["from"] for m in expected} == {"W2"}
     assert diff["members_left"] == ["W2"] and diff["members_joined"] == []
     assert diff["epochs"]["group epoch"] == [5, 7]
-    assert [r["causes"] for r in diff["rebalances"]] == [["W2 left"], [diff["rebalances"][1]["causes"][0]]]
+    assert [r["causes"] for r in diff["rebalances"]] == [["W2 fenced: no heartbeat within its session timeout"],
+                                                         [diff["rebalances"][1]["causes"][0]]]
 
     code, out, _ = run(capsys, "replay", "diff", "--group", GROUP, "--file", str(dumps["binary"]), "--from", str(a))
     assert code == 0 and "group epoch: 5 -> 10" in out and "members joined: none; left: W2" in out

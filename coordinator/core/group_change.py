@@ -5,6 +5,7 @@ from __future__ import annotations
 from records import (
     ConnectorTaskCount,
     CurrentMemberAssignmentValue,
+    Departure,
     MemberMetadataValue,
     Record,
     TargetAssignmentMemberValue,
@@ -38,7 +39,7 @@ class GroupChange:
     """
 
     __slots__ = ("group", "epoch", "connectors", "config", "target_metadata", "members", "targets", "currents",
-                 "computation", "server_window", "initial_window", "timers", "_held")
+                 "computation", "server_window", "initial_window", "timers", "departures", "_held")
 
     def __init__(self, group: ConnectGroup) -> None:
         self.group = group
@@ -53,6 +54,7 @@ class GroupChange:
         self.server_window: int | None = None
         self.initial_window = _UNSET
         self.timers: list[Timer] = []
+        self.departures: list[Departure] = []  # members removed, and why: written with the new epoch
         self._held: dict[str, frozenset[Item]] = {}
 
     # --- reads -----------------------------------------------------------------------------------
@@ -132,7 +134,10 @@ class GroupChange:
         self.currents[member_id] = value
         self._held[member_id] = frozenset() if value is None else held_items(value)
 
-    def remove_member(self, member_id: str) -> None:
+    def remove_member(self, member_id: str, reason: str) -> None:
+        member = self.member(member_id)
+        self.departures.append(Departure(member_id, member.instance_id if member is not None else None, reason))
+        self.bump()
         self.set_member(member_id, None)
         self.set_target(member_id, None)
         self.set_current(member_id, None)
@@ -158,7 +163,7 @@ class GroupChange:
         if self.connectors is not _UNSET:
             out.append(record_helpers.connectors(g, self.connectors))
         if self.epoch is not None:
-            out.append(record_helpers.group_epoch(g, self.epoch))
+            out.append(record_helpers.group_epoch(g, self.epoch, tuple(self.departures)))
         for member_id, value in self.targets.items():
             if value is not None or member_id in group.targets:
                 out.append(record_helpers.target_member(g, member_id, value))

@@ -25,6 +25,7 @@ from coordinator.core.protocol import (
     ErrorCode,
     HeartbeatRequest,
     HeartbeatResponse,
+    LeaveReason,
     MemberState,
     ProtocolError,
     RequestContext,
@@ -204,7 +205,7 @@ def _lost_response(request: HeartbeatRequest, current: CurrentMemberAssignmentVa
 
 def _fence(change: GroupChange, config: CoordinatorConfig, request: HeartbeatRequest, at_epoch: int, now: int
            ) -> Result[HeartbeatResponse]:
-    remove_member(change, request.member_id, now)
+    remove_member(change, request.member_id, now, LeaveReason.FENCED_EPOCH)
     assign_if_needed(change, config, now)
     return change.result(HeartbeatResponse(
         ErrorCode.FENCED_MEMBER_EPOCH,
@@ -223,7 +224,7 @@ def _update_member(change: GroupChange, config: CoordinatorConfig, member: Membe
         # Static membership: the returning instance takes over the old member's target; the
         # old member id is gone. The member set changed, so the group epoch moves.
         old_target = change.target(takeover)
-        change.remove_member(takeover)
+        change.remove_member(takeover, LeaveReason.REPLACED)
         if old_target is not None:
             change.set_target(member_id, old_target)
     if member is None or assignors_changed or takeover is not None or member.rack_id != updated.rack_id:
@@ -279,7 +280,7 @@ def _leave(group: ConnectGroup | None, config: CoordinatorConfig, request: Heart
         change.release_computation(member_id)
         return change.result(HeartbeatResponse(ErrorCode.NONE, None, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
                                                settings.heartbeat_interval_ms))
-    remove_member(change, member_id, now)
+    remove_member(change, member_id, now, LeaveReason.LEAVE)
     assign_if_needed(change, config, now)
     return change.result(HeartbeatResponse(ErrorCode.NONE, None, request.member_epoch, settings.heartbeat_interval_ms))
 

@@ -54,6 +54,20 @@ class ErrorCode(IntEnum):
     INVALID_ASSIGNMENT = 1001
 
 
+class LeaveReason:
+    """Why a member was removed from a connect group: the `Reason` of a type 3 `Departure`.
+
+    A static member's leave (-2) removes nothing and is its own record (type 8 at epoch -2); if it
+    does not come back, its removal is a SESSION_TIMEOUT. A group is deleted only once it has no
+    members, so no member is ever removed for that: the deletion is the type 3 tombstone."""
+
+    LEAVE = "leave"  # a leave heartbeat (-1), or a classic member's LeaveGroup
+    SESSION_TIMEOUT = "session-timeout"  # no heartbeat within its session timeout
+    REBALANCE_TIMEOUT = "rebalance-timeout"  # did not revoke within its rebalance timeout
+    FENCED_EPOCH = "fenced-epoch"  # sent an epoch it had left behind
+    REPLACED = "replaced"  # a new member took its InstanceId over
+
+
 class MemberState:
     """The `State` of a current member assignment (type 8), as in Kafka's consumer groups."""
 

@@ -16,6 +16,7 @@ from records import (
     ConnectorTaskCount,
     CurrentMemberAssignmentKey,
     CurrentMemberAssignmentValue,
+    Departure,
     GroupConfigurationKey,
     GroupConfigurationValue,
     MemberMetadataKey,
@@ -28,9 +29,10 @@ from records import (
 )
 
 
-def group_epoch(group_id: str, epoch: int) -> Record:
-    """Type 3: the group metadata changed; a new target assignment is needed."""
-    return Record(ConnectGroupMetadataKey(group_id), ConnectGroupMetadataValue(epoch))
+def group_epoch(group_id: str, epoch: int, departures: tuple[Departure, ...] = ()) -> Record:
+    """Type 3: the group metadata changed; a new target assignment is needed. `departures`: the
+    members this change removed, and why."""
+    return Record(ConnectGroupMetadataKey(group_id), ConnectGroupMetadataValue(epoch, departures=departures))
 
 
 def connectors(group_id: str, counts: tuple[ConnectorTaskCount, ...]) -> Record:

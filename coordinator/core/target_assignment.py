@@ -31,13 +31,13 @@ from coordinator.core.selection import CLIENT, SERVER, GroupAssignor, choose_mem
 from coordinator.core.state import AssignmentComputation
 
 
-def remove_member(change: GroupChange, member_id: str, now: int) -> None:
-    """A member leaves or is fenced: tombstones for types 5, 7 and 8, and a new group epoch. Its
-    part of the target is remembered as departed work, so that it may wait for its return."""
+def remove_member(change: GroupChange, member_id: str, now: int, reason: str) -> None:
+    """A member leaves or is fenced (`reason`, a `LeaveReason`): tombstones for types 5, 7 and 8,
+    and a new group epoch that says who left and why. Its part of the target is remembered as
+    departed work, so that it may wait for its return."""
     member = change.member(member_id)
     target = change.target(member_id)
-    change.remove_member(member_id)
-    change.bump()
+    change.remove_member(member_id, reason)
     if target is not None and (target.assignment.connectors or target.assignment.tasks):
         meta = change.target_meta() or TargetAssignmentMetadataValue(assignment_epoch=0)
         departed = tuple(d for d in meta.departed_members if d.member_id != member_id)

@@ -20,6 +20,7 @@ from coordinator.core.protocol import (
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
     SESSION,
+    LeaveReason,
     MemberState,
     Result,
     Timer,
@@ -57,7 +58,8 @@ def _member_expired(change: GroupChange, config: CoordinatorConfig, key: TimerKe
         return Result(None)
     if key[0] == REBALANCE and group.current(member_id).state != MemberState.UNREVOKED:
         return Result(None)
-    remove_member(change, member_id, now)
+    reason = LeaveReason.REBALANCE_TIMEOUT if key[0] == REBALANCE else LeaveReason.SESSION_TIMEOUT
+    remove_member(change, member_id, now, reason)
     assign_if_needed(change, config, now)
     return None
 
