@@ -45,6 +45,7 @@ from dataclasses import replace
 from records import (
     ClassicMemberMetadata,
     CurrentMemberAssignmentValue,
+    MemberMetadataKey,
     MemberMetadataValue,
     Record,
     TargetAssignmentMemberValue,
@@ -198,6 +199,10 @@ def _apply(group: ConnectGroup, record: Record) -> None:
 def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Result, now: int) -> Result:
     """After `result`, a group whose members all speak the classic protocol becomes classic again
     (in the same result). `result` is returned, extended when that happens."""
+    # Only a member's removal (its type 5 tombstone) can leave classic members alone; checking
+    # that first keeps every other heartbeat, the steady ones above all, from walking the members.
+    if not any(r.value is None and r.key.__class__ is MemberMetadataKey for r in result.records):
+        return result
     live = state.groups.get(group_id)
     if live is None or not any(is_classic(m) for m in live.members.values()):
         return result
