@@ -108,7 +108,7 @@ class ClassicChange:
             self.deliver(SYNC, member.member_id, SyncGroupResponse(code, message))
 
     def set_state(self, state: str, **changes: object) -> None:
-        self.group = replace(self.group, state=state, state_since_ms=self.now, **changes)
+        self.group = replace(self.group, state=state, **changes)
 
     def set_members(self, members: dict[str, ClassicMember], **changes: object) -> None:
         self.group = self.group.with_members(members, **changes)
@@ -139,7 +139,7 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
     if not member_id:
         holder = group.member_with_instance(request.instance_id) if request.instance_id is not None else None
         if holder is not None:
-            return _static_return(change, config, request, context, holder)
+            return _static_return(change, request, context, holder)
         if not context.fresh_id:
             raise ProtocolError(ErrorCode.INVALID_REQUEST, "no member id could be made for this JoinGroup")
         member_id = context.fresh_id
@@ -154,7 +154,7 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
             raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {g} has no member {member_id}")
     else:
         _check_instance(group.members[member_id], request.instance_id)
-    return _join(change, config, request, context, member_id)
+    return _join(change, request, context, member_id)
 
 
 def _check_join(r: JoinGroupRequest, config: CoordinatorConfig) -> None:
@@ -192,8 +192,7 @@ def _member(old: ClassicMember | None, r: JoinGroupRequest, context: RequestCont
         assignment=old.assignment if old is not None else b"", joined=True)
 
 
-def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest, context: RequestContext,
-          member_id: str) -> Result:
+def _join(change: ClassicChange, request: JoinGroupRequest, context: RequestContext, member_id: str) -> Result:
     group = change.group
     old = group.members.get(member_id)
     member = _member(old, request, context, member_id)
@@ -210,12 +209,12 @@ def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRe
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, member_id)
         return change.result(_join_response(change.group, member_id))
     if change.group.state != PREPARING_REBALANCE:
-        _prepare_rebalance(change, config)
+        _prepare_rebalance(change)
     else:
-        _extend_initial_round(change, config)
+        _extend_initial_round(change)
     # While its JoinGroup waits, the member does not heartbeat: its session waits too.
     change.timer(CLASSIC_SESSION, None, member_id)
-    _maybe_complete_join(change, config)
+    _maybe_complete_join(change)
     if change.group.state == PREPARING_REBALANCE:
         # A member asking again replaces its waiting request (which is told to join again).
         if old is not None and old.joined:
@@ -229,8 +228,7 @@ def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRe
     return change.result(next(r for k, r in change.deliveries if k == key))
 
 
-def _static_return(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest,
-                   context: RequestContext, holder: str) -> Result:
+def _static_return(change: ClassicChange, request: JoinGroupRequest, context: RequestContext, holder: str) -> Result:
     """A static member comes back with a new member id (Kafka's static membership, KIP-345): it
     takes the old member's place. The old id is fenced; its waiting requests are answered so."""
     group = change.group
@@ -254,7 +252,7 @@ def _static_return(change: ClassicChange, config: CoordinatorConfig, request: Jo
         response = _join_response(change.group, new_id)
         return change.result(replace(response, members=(), skip_assignment=leader == new_id))
     request = replace(request, member_id=new_id)
-    return _join(change, config, request, context, new_id)
+    return _join(change, request, context, new_id)
 
 
 def _join_response(group: ClassicGroup, member_id: str) -> JoinGroupResponse:
@@ -265,7 +263,7 @@ def _join_response(group: ClassicGroup, member_id: str) -> JoinGroupResponse:
                              group.leader or "", False, member_id, members)
 
 
-def _prepare_rebalance(change: ClassicChange, config: CoordinatorConfig) -> None:
+def _prepare_rebalance(change: ClassicChange) -> None:
     """Start a join phase. SyncGroups waiting for the leader are told to join again."""
     group = change.group
     if group.state == COMPLETING_REBALANCE:
@@ -286,7 +284,7 @@ def _prepare_rebalance(change: ClassicChange, config: CoordinatorConfig) -> None
     change.timer(CLASSIC_JOIN, deadline)
 
 
-def _extend_initial_round(change: ClassicChange, config: CoordinatorConfig) -> None:
+def _extend_initial_round(change: ClassicChange) -> None:
     """A join during an empty group's first round waits for more, up to the rebalance timeout."""
     group = change.group
     started = group.initial_round_started_ms
@@ -298,7 +296,7 @@ def _extend_initial_round(change: ClassicChange, config: CoordinatorConfig) -> N
         change.timer(CLASSIC_JOIN, deadline)
 
 
-def _maybe_complete_join(change: ClassicChange, config: CoordinatorConfig) -> None:
+def _maybe_complete_join(change: ClassicChange) -> None:
     """The join phase ends as soon as every member has joined, except in an empty group's first
     round, which waits out its delay for members not known yet."""
     group = change.group
@@ -429,11 +427,11 @@ def leave_group(state: CoordinatorState, config: CoordinatorConfig, request: Lea
             leaving.append(member_id)
     change = ClassicChange(group, now)
     if leaving:
-        remove_members(change, config, leaving, "left the group")
+        remove_members(change, leaving, "left the group")
     return change.result(LeaveGroupResponse(members=tuple(answers)))
 
 
-def remove_members(change: ClassicChange, config: CoordinatorConfig, member_ids: Iterable[str], why: str) -> None:
+def remove_members(change: ClassicChange, member_ids: Iterable[str], why: str) -> None:
     """Members leave (or are removed): their waiting requests are answered, and the group
     rebalances, or becomes empty. Written, so that a failover does not bring them back."""
     group = change.group
@@ -450,15 +448,15 @@ def remove_members(change: ClassicChange, config: CoordinatorConfig, member_ids:
         _complete_join(change)  # an empty generation (Kafka's): nobody left to wait for
         return
     if group.state != PREPARING_REBALANCE:
-        _prepare_rebalance(change, config)
-    _maybe_complete_join(change, config)
+        _prepare_rebalance(change)
+    _maybe_complete_join(change)
 
 
-def rebalance(change: ClassicChange, config: CoordinatorConfig) -> None:
+def rebalance(change: ClassicChange) -> None:
     """The group's work changed (its connectors): every member joins again, the leader assigns.
     Written: nobody else would ask for this rebalance again after a failover."""
     if change.group.state in (STABLE, COMPLETING_REBALANCE):
-        _prepare_rebalance(change, config)
+        _prepare_rebalance(change)
         change.persist = True
 
 
@@ -478,7 +476,7 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
         if (group.state == PREPARING_REBALANCE and member.joined) or (
                 group.state == COMPLETING_REBALANCE and member.synced):
             return Result(None)  # it waits for our answer; its session starts again with it
-        remove_members(change, config, [member.member_id], "timed out: no heartbeat within its session")
+        remove_members(change, [member.member_id], "timed out: no heartbeat within its session")
     elif kind == CLASSIC_JOIN:
         if group.state != PREPARING_REBALANCE:
             return Result(None)
@@ -491,7 +489,7 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
         # The leader did not send the assignments in time: members that did not sync are removed
         # (the leader among them), and the others join again.
         late = [m for m, v in group.members.items() if not v.synced]
-        remove_members(change, config, late, "did not send SyncGroup within the rebalance timeout")
+        remove_members(change, late, "did not send SyncGroup within the rebalance timeout")
     else:
         return Result(None)
     return change.result(None)

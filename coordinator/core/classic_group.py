@@ -76,7 +76,6 @@ class ClassicGroup:
     protocol: str | None = None  # the protocol chosen for this generation
     leader: str | None = None
     members: Mapping[str, ClassicMember] = field(default_factory=lambda: MappingProxyType({}))
-    state_since_ms: int = -1
     pending: frozenset[str] = frozenset()  # member ids handed out with MEMBER_ID_REQUIRED, not yet joined
     join_deadline_ms: int | None = None  # PreparingRebalance ends by then with whoever joined
     # The first round of an empty group waits for more members (Kafka's
@@ -165,7 +164,7 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
     return ClassicGroup(
         group_id=group_id, state=state, generation=value.generation, protocol_type=value.protocol_type or None,
         protocol=value.protocol, leader=value.leader if value.leader in members else None,
-        members=_frozen(members), state_since_ms=value.current_state_timestamp_ms, record=value)
+        members=_frozen(members), record=value)
 
 
 @dataclass(slots=True, frozen=True)

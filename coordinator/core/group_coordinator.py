@@ -278,7 +278,7 @@ class GroupCoordinator:
         if classic_group is not None and classic_group.members:
             # A classic group's leader assigns the new work after every member joins again.
             classic_change = classic.ClassicChange(classic_group, now)
-            classic.rebalance(classic_change, self.config)
+            classic.rebalance(classic_change)
             result.merge(classic_change.result(None))
         return result
 

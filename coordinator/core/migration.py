@@ -128,7 +128,7 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
         revoking = owned - mine
         metadata = MemberMetadataValue(
             group_epoch=generation, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-            url=_url(classic, m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
+            url=_url(m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
             client_assignors=(), classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols))
         records.append(record_helpers.member_metadata(g, member_id, metadata))
         records.append(record_helpers.target_member(
@@ -171,7 +171,7 @@ def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
                             f"cannot be read ({e or 'no metadata'})") from None
 
 
-def _url(classic: ClassicGroup, m: ClassicMember) -> str | None:
+def _url(m: ClassicMember) -> str | None:
     try:
         return decode_metadata(m.protocols[0].metadata).url if m.protocols else None
     except ConnectProtocolError:
@@ -228,7 +228,7 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
             protocols=meta.protocols, assignment=encode_assignment(WorkerAssignment(leader="", assigned=runs)))
     protocol = ClassicGroup(group_id).with_members(members).select_protocol()
     classic = ClassicGroup(group_id, state=PREPARING_REBALANCE, generation=group.group_epoch + 1,
-                           protocol_type=CONNECT, protocol=protocol, leader=None, state_since_ms=now,
+                           protocol_type=CONNECT, protocol=protocol, leader=None,
                            join_deadline_ms=now + max(m.rebalance_timeout_ms for m in members.values()))
     classic = classic.with_members(members)
     value = classic.to_record(now)
