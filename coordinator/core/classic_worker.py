@@ -122,6 +122,11 @@ class ClassicWorker:
     # --- what to send ---------------------------------------------------------------------------------
 
     @property
+    def settled(self) -> bool:
+        """In a generation with its assignment, and no rejoin waiting."""
+        return self.state == STABLE and self._join_at_ms is None
+
+    @property
     def is_leader(self) -> bool:
         return self.leader is not None and self.leader == self.member_id
 
@@ -215,7 +220,7 @@ class ClassicWorker:
             assignment = decode_assignment(response.assignment) if response.assignment else WorkerAssignment(
                 self.leader or "")
         except ConnectProtocolError as e:
-            return self._give_up(f"the leader's assignment cannot be read: {e}")
+            return self.refused(f"the leader's assignment cannot be read: {e}")
         self.state = STABLE
         self._heartbeat_at_ms = now + self.heartbeat_interval_ms
         given = items_of(assignment.assigned)
@@ -268,7 +273,7 @@ class ClassicWorker:
             actions = self._lose(f"{ErrorCode(code).name}: {message}")
             self._join_at_ms = now
             return actions
-        return self._give_up(f"{_name(code)}: {message}")
+        return self.refused(f"{_name(code)}: {message}")
 
     def _retry(self, now: int) -> None:
         """Ask again later what was asked: a join, a sync (seed 004: a member whose SyncGroup failed
@@ -306,7 +311,9 @@ class ClassicWorker:
         self._heartbeat_at_ms = None
         self._last_answer_ms = None
 
-    def _give_up(self, reason: str) -> list[Action]:
+    def refused(self, reason: str) -> list[Action]:
+        """An answer no retry can change, or a bug in the driver: lose everything and give up
+        (as `Member.refused`)."""
         actions = self._lose(reason)
         self.given_up = reason
         self._join_at_ms = None

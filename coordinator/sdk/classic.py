@@ -83,8 +83,7 @@ class ClassicGroupWorker(WorkerShell):
     def stable(self) -> bool:
         """In a generation, heartbeating, and with no rejoin waiting."""
         c = self.classic
-        return c.state == "STABLE" and c.due() is not None and not self.metrics.rebalancing and \
-            c._join_at_ms is None  # noqa: SLF001 - the shell reads its own state machine
+        return c.settled and c.due() is not None and not self.metrics.rebalancing
 
     # --- life cycle ----------------------------------------------------------------------------------
 
@@ -136,7 +135,7 @@ class ClassicGroupWorker(WorkerShell):
             except Exception as e:  # a bug here: stop the work visibly rather than run on unsupervised
                 log.exception("%s: the classic worker's loop failed; it stops its work and gives up", c.member_id)
                 self.failure = e
-                await self._carry_out(c._give_up(f"the worker failed: {e!r}"))  # noqa: SLF001
+                await self._carry_out(c.refused(f"the worker failed: {e!r}"))
                 return
 
     async def _exchange(self, request: object) -> list:
@@ -166,7 +165,7 @@ class ClassicGroupWorker(WorkerShell):
             log.warning("%s: no answer: %s", c.member_id, e or "timed out")
             return c.failed(self._now(), str(e) or "timed out")
         except ApiError as e:  # 400, 401, 403, 413: no retry changes this
-            return c._give_up(str(e))  # noqa: SLF001
+            return c.refused(str(e))
 
     async def _connectors(self) -> tuple:
         """The group's connectors, for the leader's assignor (an empty group has none)."""
@@ -183,6 +182,6 @@ class ClassicGroupWorker(WorkerShell):
         if c.generation != self._generation_seen:
             self._generation_seen = c.generation
             self.metrics.changed()
-        elif c.state == "STABLE" and c._join_at_ms is None:  # noqa: SLF001
+        elif c.settled:
             self.metrics.quiet()
 
