@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import ConnectorTaskCount  # noqa: E402
 
-from coordinator.core.driver import Driver, SimClassicWorker, SimWorker  # noqa: E402
+from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all  # noqa: E402
 from coordinator.core.group_coordinator import CoordinatorConfig  # noqa: E402
 from coordinator.core.items import configured_work  # noqa: E402
 
@@ -85,12 +85,7 @@ class Run:
         return {**{n: w.owned for n, w in self.classic.items()}, **{n: w.owned for n, w in self.connect.items()}}
 
     def tick(self) -> None:
-        progress = True
-        while progress:
-            progress = any([w.step() for w in self.classic.values()])  # noqa: C419 - all of them step
-        for w in self.connect.values():
-            if w.member.heartbeat_due() <= self.d.now:
-                w.heartbeat()
+        step_all(self.classic.values(), self.connect.values())
         owners = self.owners()
         held = Counter(item for items in owners.values() for item in items)
         if any(n > 1 for n in held.values()):

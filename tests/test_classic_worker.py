@@ -12,7 +12,7 @@ from records.connect_protocol import WorkerAssignment, WorkerMetadata, decode_as
 
 from coordinator.core.classic_group import STABLE
 from coordinator.core.classic_worker import ClassicWorker
-from coordinator.core.driver import Driver, SimClassicWorker
+from coordinator.core.driver import Driver, SimClassicWorker, step_all
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import configured_work
 from coordinator.core.member import Assign, Lose, Revoke
@@ -38,16 +38,14 @@ def fleet(d: Driver, names: list[str], **options) -> list[SimClassicWorker]:  # 
 def run(workers: list[SimClassicWorker], ms: int, tick_ms: int = 100) -> None:
     """Time passes; after every step no item is owned by two workers."""
     d = workers[0].driver
+
+    def nothing_owned_twice() -> None:
+        owners = Counter(item for v in workers for item in v.owned)
+        doubled = [item for item, n in owners.items() if n > 1]
+        assert not doubled, f"owned twice: {doubled}"
+
     for _ in range(ms // tick_ms):
-        progress = True
-        while progress:
-            progress = False
-            for w in workers:
-                if w.step():
-                    progress = True
-                    owners = Counter(item for v in workers for item in v.owned)
-                    doubled = [item for item, n in owners.items() if n > 1]
-                    assert not doubled, f"owned twice: {doubled}"
+        step_all(workers, after=nothing_owned_twice)
         d.advance(tick_ms)
 
 

@@ -11,7 +11,7 @@ from collections import Counter
 from records import ClassicGroupMetadataKey, ConnectorTaskCount
 
 from coordinator.core.classic_group import PREPARING_REBALANCE, STABLE
-from coordinator.core.driver import Driver, SimClassicWorker, SimWorker
+from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import configured_work
 from coordinator.core.member import Lose
@@ -60,17 +60,7 @@ class Mixed:
 
     def run(self, ms: int, tick_ms: int = 100) -> None:
         for _ in range(ms // tick_ms):
-            progress = True
-            while progress:
-                progress = False
-                for w in self.classic.values():
-                    if w.step():
-                        progress = True
-                        self.check()
-            for w in self.connect.values():
-                if w.member.heartbeat_due() <= self.d.now:
-                    w.heartbeat()
-                    self.check()
+            step_all(self.classic.values(), self.connect.values(), self.check)
             self.d.advance(tick_ms)
 
     def converged(self) -> bool:

@@ -28,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from records import ConnectorTaskCount
 
-from coordinator.core.driver import Driver, SimClassicWorker, SimWorker
+from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.items import configured_work
 from coordinator.core.state import CoordinatorState
@@ -79,14 +79,7 @@ class MixedMachine(RuleBasedStateMachine):
         return {**{n: w.owned for n, w in self.classic.items()}, **{n: w.owned for n, w in self.connect.items()}}
 
     def tick(self) -> None:
-        for _ in range(50):
-            if not any([w.step() for w in self.classic.values()]):  # noqa: C419 - every worker steps
-                break
-            self.check_running()
-        for w in self.connect.values():
-            if w.member.heartbeat_due() <= self.d.now:
-                w.heartbeat()
-                self.check_running()
+        step_all(self.classic.values(), self.connect.values(), self.check_running, rounds=50)
         self.d.advance(TICK_MS)
 
     def check_running(self) -> None:

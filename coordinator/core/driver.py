@@ -11,7 +11,7 @@ the coordinator exactly as the service will, and to produce logs to replay.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
@@ -273,14 +273,26 @@ class SimClassicWorker:
 _fresh = itertools.count(1)
 
 
-def run_classic(workers: Iterable[SimClassicWorker], ms: int, tick_ms: int = 100) -> None:
-    """Let `ms` pass in ticks, every worker doing what is due at each."""
-    workers = list(workers)
-    driver = workers[0].driver
-    for _ in range(max(1, ms // tick_ms)):
-        while any([w.step() for w in workers]):  # noqa: C419 - every worker steps, not only up to the first
-            pass
-        driver.advance(tick_ms)
+def step_all(classic: Iterable[SimClassicWorker], connect: Iterable[SimWorker] = (),
+             after: Callable[[], None] | None = None, rounds: int = 1_000) -> None:
+    """Every worker does what is due now, the clock standing still: classic workers step, round
+    after round (at most `rounds`), until none has anything more to do; then connect workers whose
+    heartbeat is due send it. `after` runs after every step that did something (a check)."""
+    classic = list(classic)
+    for _ in range(rounds):
+        progress = False
+        for w in classic:
+            if w.step():
+                progress = True
+                if after is not None:
+                    after()
+        if not progress:
+            break
+    for w in connect:
+        if w.member.heartbeat_due() <= w.driver.now:
+            w.heartbeat()
+            if after is not None:
+                after()
 
 
 def converge(workers: Iterable[SimWorker], rounds: int = 50, advance_ms: int = 0) -> int:
