@@ -13,11 +13,9 @@ from records.connect_protocol import WorkerAssignment, WorkerMetadata, decode_as
 from coordinator.core.classic_group import STABLE
 from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.driver import Driver, SimClassicWorker, step_all
-from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import configured_work
 from coordinator.core.member import Assign, Lose, Revoke
 from coordinator.core.protocol import ErrorCode, JoinGroupMember, JoinGroupResponse
-from coordinator.core.state import CoordinatorState
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}
@@ -153,16 +151,10 @@ def test_a_coordinator_failover_in_the_middle_of_a_rebalance_converges() -> None
     for w in workers:
         w.step()  # w4's JoinGroup waits; the others are told to join at their next heartbeat
     # The coordinator fails: a new one replays the log; requests waiting on the old one fail.
-    replayed = CoordinatorState()
-    replayed.replay_all(d.log)
-    assert replayed.slots() == d.state.slots()
-    d.coordinator = GroupCoordinator(replayed, d.coordinator.config)
-    d.timers = {t.key: t.deadline_ms for t in d.coordinator.timers(d.now)}
-    d.waiting.clear()
+    live = d.state.slots()
+    assert d.fail_over().slots() == live
     for w in workers:
-        if w.waiting is not None:
-            w.waiting = None
-            w.worker.failed(d.now, "the coordinator went away")
+        w.coordinator_gone()
     run(workers, 5_000)
     assert converged(workers)
 

@@ -12,7 +12,6 @@ from records import ClassicGroupMetadataKey, ConnectorTaskCount
 
 from coordinator.core.classic_group import PREPARING_REBALANCE, STABLE
 from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all
-from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import configured_work
 from coordinator.core.member import Lose
 from coordinator.core.protocol import ClassicHeartbeatRequest, ErrorCode, HeartbeatRequest
@@ -177,16 +176,10 @@ def test_failovers_during_a_migration_resume_it() -> None:
     m.add_connect("n1")
     for _ in range(12):  # a failover every 500 ms while the group converts and converges
         m.run(500)
-        replayed = CoordinatorState()
-        replayed.replay_all(d.log)
-        assert replayed.slots() == d.state.slots()
-        d.coordinator = GroupCoordinator(replayed, d.coordinator.config)
-        d.timers = {t.key: t.deadline_ms for t in d.coordinator.timers(d.now)}
-        d.waiting.clear()
+        live = d.state.slots()
+        assert d.fail_over().slots() == live
         for w in m.classic.values():
-            if w.waiting is not None:
-                w.waiting = None
-                w.worker.failed(d.now, "the coordinator went away")
+            w.coordinator_gone()
     m.run(6_000)
     assert m.converged()
 

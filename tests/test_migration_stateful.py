@@ -29,7 +29,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from records import ConnectorTaskCount
 
 from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all
-from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
+from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import configured_work
 from coordinator.core.state import CoordinatorState
 
@@ -127,16 +127,9 @@ class MixedMachine(RuleBasedStateMachine):
     @rule(compacted=st.booleans())
     def failover(self, compacted: bool) -> None:
         note(f"failover ({'compacted' if compacted else 'whole'} log)")
-        log = compact(self.d.log) if compacted else self.d.log
-        replayed = CoordinatorState()
-        replayed.replay_all(log)
-        self.d.coordinator = GroupCoordinator(replayed, self.d.coordinator.config)
-        self.d.timers = {t.key: t.deadline_ms for t in self.d.coordinator.timers(self.d.now)}
-        self.d.waiting.clear()
+        self.d.fail_over(compact(self.d.log) if compacted else None)
         for w in self.classic.values():  # a request waiting at the old coordinator fails
-            if w.waiting is not None:
-                w.waiting = None
-                w.worker.failed(self.d.now, "the coordinator went away")
+            w.coordinator_gone()
 
     # --- invariants ------------------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from coordinator.core.protocol import (
     SyncGroupRequest,
     TimerKey,
 )
+from coordinator.core.state import CoordinatorState
 
 
 class Driver:
@@ -108,6 +109,17 @@ class Driver:
 
     def delete_group(self, group_id: str) -> ErrorResponse:
         return self.run(self.coordinator.delete_group(DeleteGroupRequest(group_id), self.now))
+
+    def fail_over(self, log: list[Record] | None = None) -> CoordinatorState:
+        """The coordinator fails and a new one takes over from `log` (its own log by default): the
+        state a replay gives, the timers a load arms. Requests that waited at the old one are
+        forgotten (their workers: `SimClassicWorker.coordinator_gone`). Returns the new state."""
+        replayed = CoordinatorState()
+        replayed.replay_all(self.log if log is None else log)
+        self.coordinator = GroupCoordinator(replayed, self.coordinator.config)
+        self.timers = {t.key: t.deadline_ms for t in self.coordinator.timers(self.now)}
+        self.waiting.clear()
+        return replayed
 
     def advance(self, ms: int) -> list[TimerKey]:
         """Move the clock forward, firing every timer that falls due on the way, in order."""
@@ -257,6 +269,12 @@ class SimClassicWorker:
         else:
             self._carry_out(w.heartbeat_answered(response, d.now))
         return True
+
+    def coordinator_gone(self) -> None:
+        """The coordinator failed over: a request waiting there gets no answer; ask again."""
+        if self.waiting is not None:
+            self.waiting = None
+            self._carry_out(self.worker.failed(self.driver.now, "the coordinator went away"))
 
     def leave(self) -> Any:
         actions, request = self.worker.leave()
