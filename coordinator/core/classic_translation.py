@@ -9,7 +9,7 @@ from records.connect_protocol import ConnectProtocolError, WorkerAssignment, dec
 
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.heartbeat import connect_group_heartbeat
-from coordinator.core.migration import CONNECT, is_classic, scratch_copy, settled
+from coordinator.core.migration import CONNECT, is_classic, scratch_state, settled
 from coordinator.core.protocol import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,
@@ -133,8 +133,7 @@ def leave_group(state: CoordinatorState, config: CoordinatorConfig, request: Lea
                 ) -> Result[LeaveGroupResponse]:
     """Classic members leave a connect group: each a leave heartbeat (-1), one after the other."""
     g = request.group_id
-    scratch = CoordinatorState()
-    scratch.groups[g] = scratch_copy(state.groups[g], g)
+    scratch = scratch_state(state.groups[g], g)
     merged: Result = Result(None)
     answers = []
     for m in request.members:

@@ -40,6 +40,7 @@ once rather than held until it has reconciled.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from records import (
@@ -139,9 +140,7 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
             pending_revocation=connectors_and_tasks(revoking))))
     records.append(record_helpers.target_metadata(g, TargetAssignmentMetadataValue(assignment_epoch=generation)))
     records.append(record_helpers.group_epoch(g, generation))
-    group = scratch_copy(live, g)
-    for record in records:
-        _apply(group, record)
+    group = scratch_state(live, g, records).groups[g]
     waiting = ClassicChange(classic, now)
     for m in classic.members.values():
         waiting.answer_waiting(m, ErrorCode.REBALANCE_IN_PROGRESS,
@@ -178,19 +177,14 @@ def _url(m: ClassicMember) -> str | None:
         return None
 
 
-def scratch_copy(live: ConnectGroup | None, group_id: str) -> ConnectGroup:
-    """A copy of the live group (its slots replayed into a new object), to be changed freely."""
-    group = ConnectGroup(group_id)
-    if live is not None:
-        for key, value in live.slots():
-            _apply(group, Record(key, value))
-    return group
-
-
-def _apply(group: ConnectGroup, record: Record) -> None:
+def scratch_state(live: ConnectGroup | None, group_id: str, then: Iterable[Record] = ()) -> CoordinatorState:
+    """A state of its own holding a copy of the live group (its slots replayed), and `then`'s
+    records of that group replayed on top: to look ahead or change freely, the live state untouched."""
     scratch = CoordinatorState()
-    scratch.groups[group.group_id] = group
-    scratch.replay(record)
+    if live is not None:
+        scratch.replay_all(Record(key, value) for key, value in live.slots())
+    scratch.replay_all(r for r in then if r.key.group_id == group_id)
+    return scratch
 
 
 # --- downgrade ------------------------------------------------------------------------------------
@@ -206,11 +200,8 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
     live = state.groups.get(group_id)
     if live is None or not any(is_classic(m) for m in live.members.values()):
         return result
-    group = scratch_copy(live, group_id)
-    for record in result.records:
-        if record.key.group_id == group_id:
-            _apply(group, record)
-    if not group.members or not all(is_classic(m) for m in group.members.values()):
+    group = scratch_state(live, group_id, result.records).groups.get(group_id)
+    if group is None or not group.members or not all(is_classic(m) for m in group.members.values()):
         return result
     records = record_helpers.group_tombstones(group_id, list(group.members), list(group.targets), list(group.currents),
                                               keep_work=True)
@@ -244,4 +235,4 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
     return result
 
 
-__all__ = ["CLASSIC", "CONNECT", "downgrade_if_only_classic", "is_classic", "scratch_copy", "upgrade"]
+__all__ = ["CLASSIC", "CONNECT", "downgrade_if_only_classic", "is_classic", "scratch_state", "upgrade"]
