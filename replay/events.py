@@ -61,7 +61,7 @@ from records import (
 )
 
 from coordinator.core.items import Item, describe, items_of
-from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, MemberState
+from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, LeaveReason, MemberState, leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState, held_items
 from replay.positions import Position, format_clock, format_duration
 
@@ -182,6 +182,10 @@ def _group_epoch(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         left = track.left.get(member_id)
         if left is not None:
             left.detail["reason"] = reason
+            if reason == LeaveReason.REPLACED:
+                # A static member away (-2) goes when its session ends or when its instance
+                # comes back under a new member id: the record says which.
+                left.detail["static_session_expired"] = False
     track.causes.clear()
     track.left_instances.clear()
     track.left.clear()
@@ -189,20 +193,10 @@ def _group_epoch(track, key, before, after, group, at):  # noqa: ANN001, ANN202
                   detail={"causes": causes, "departures": reasons}),)
 
 
-# A departure's reason (`coordinator.core.protocol.LeaveReason`) in words.
-REASONS = {
-    "leave": "left the group",
-    "session-timeout": "fenced: no heartbeat within its session timeout",
-    "rebalance-timeout": "fenced: did not revoke within its rebalance timeout",
-    "fenced-epoch": "fenced: it sent an epoch it had left behind",
-    "replaced": "replaced: a new member took its instance over",
-}
-
-
 def _with_reason(cause: str, reasons: dict[str, str]) -> str:
     member_id, _, what = cause.partition(" ")
     if what == "left" and member_id in reasons:
-        return f"{member_id} {REASONS.get(reasons[member_id], reasons[member_id])}"
+        return f"{member_id} {leave_reason_text(reasons[member_id])}"
     return cause
 
 
@@ -253,8 +247,8 @@ def _member(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         current = group.currents.get(member_id) if group is not None else None  # tombstoned after this record
         detail: dict[str, Any] = {"instance_id": before.instance_id, "static_session_expired": False}
         if current is not None and current.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
-            # Only a session timeout (or a takeover, seen at the join that follows) removes a
-            # static member that left with -2.
+            # Only a session timeout, or a takeover (the epoch record that follows says so),
+            # removes a static member that left with -2.
             detail["static_session_expired"] = True
         elif current is not None and current.state == MemberState.UNREVOKED:
             detail["while_revoking"] = items_of(current.pending_revocation)
@@ -325,7 +319,7 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         if not held_before:
             return ()
         return (Event(at, g, RELEASED, member_id, epoch=None, previous_epoch=before.member_epoch,
-                      released=held_before),)
+                      released=held_before, detail=_departure(group, member_id)),)
     held_after = held_items(after)
     gained = held_after - held_before
     released = held_before - held_after
@@ -355,6 +349,18 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         detail["held_by"] = sorted({owners[i] for i in waiting if i in owners})
     return (Event(at, g, MEMBER_EPOCH, member_id, epoch=after.member_epoch, previous_epoch=previous,
                   gained=gained, released=released, detail=detail),)
+
+
+def _departure(group: ConnectGroup | None, member_id: str) -> dict[str, str]:
+    """{"reason": why} when the group's epoch record says why `member_id` was removed. A member's
+    current assignment is tombstoned after the epoch record of the change that removed it, so the
+    epoch the state holds is that change's; a tombstone of another cause (a conversion to classic)
+    or a log compacted past that record leaves it unsaid."""
+    meta = group.metadata if group is not None else None
+    for departure in meta.departures if meta is not None else ():
+        if departure.member_id == member_id:
+            return {"reason": departure.reason}
+    return {}
 
 
 def _classic_group(track, key, before, after, group, at):  # noqa: ANN001, ANN202
@@ -455,7 +461,7 @@ def _text_left(e: Event, d: dict) -> str:
     if d["static_session_expired"]:
         return f"{e.member_id} removed: the session of static instance {d['instance_id']} expired after it left"
     reason = d.get("reason")
-    out = f"{e.member_id} {REASONS.get(reason, reason) if reason else 'left the group'}"
+    out = f"{e.member_id} {leave_reason_text(reason) if reason else 'left the group'}"
     if d.get("while_revoking"):
         out += f" while still revoking {show(d['while_revoking'])}"
     return out

@@ -17,9 +17,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator.core.protocol import leave_reason_text
 from coordinator.errors import CliError
 from replay import events as ev
-from replay.history import History
+from replay.history import History, Interval
 from replay.positions import format_clock, format_duration, format_time
 
 UNOWNED = "(unowned)"
@@ -59,6 +60,7 @@ class Away:
     lane: str
     start_ms: int
     end_ms: int
+    ended: str = ""  # how the wait ended: the member came back, or why it was removed
 
 
 @dataclass
@@ -99,12 +101,20 @@ def layout(history: History, group_id: str) -> Layout:
         bars_by_lane.setdefault(lane, []).append(Bar(lane, 0, start, end, str(item), item if is_connector else
                                                      item.connector, is_connector, still, tooltip))
 
+    # A holding that ended with its member's removal says why the member left, where the group's
+    # epoch record said (type 3 v1): "fenced: no heartbeat within its session timeout".
+    removed = {(e.member_id, e.at): leave_reason_text(e.detail["reason"]) for e in history.events
+               if e.kind == ev.RELEASED and e.group_id == group_id and "reason" in e.detail}
+
+    def ended_by(i: Interval) -> str:
+        return removed.get((i.member_id, i.end), i.ended_by)
+
     by_item: dict = {}
     for i in intervals:
         end = i.end.timestamp_ms if i.end is not None else t1
         held = format_duration(end - i.start.timestamp_ms)
         tip = (f"{i.item} held by {i.member_id}\nfrom {format_time(i.start.timestamp_ms)} (offset {i.start.offset}, "
-               f"epoch {i.start_epoch})\nto " + (f"{format_time(end)} (offset {i.end.offset}): {i.ended_by}"
+               f"epoch {i.start_epoch})\nto " + (f"{format_time(end)} (offset {i.end.offset}): {ended_by(i)}"
                                                   if i.end is not None else "the end of the read") + f"\n{held}")
         add(i.member_id, i.item, i.start.timestamp_ms, end, i.end is None, tip)
         by_item.setdefault(i.item, []).append(i)
@@ -114,7 +124,7 @@ def layout(history: History, group_id: str) -> Layout:
             if a.end is not None and b.start.offset > a.end.offset and b.start.timestamp_ms > a.end.timestamp_ms:
                 add(UNOWNED, item, a.end.timestamp_ms, b.start.timestamp_ms, False,
                     f"{item} unowned for {format_duration(b.start.timestamp_ms - a.end.timestamp_ms)}\n"
-                    f"from {format_time(a.end.timestamp_ms)} ({a.member_id}: {a.ended_by})\n"
+                    f"from {format_time(a.end.timestamp_ms)} ({a.member_id}: {ended_by(a)})\n"
                     f"to {format_time(b.start.timestamp_ms)} (given to {b.member_id})")
 
     lanes = []
@@ -134,7 +144,10 @@ def layout(history: History, group_id: str) -> Layout:
         if e.kind == ev.STATIC_LEAVE:
             gone.setdefault(e.member_id, e.at.timestamp_ms)
         elif e.member_id in gone and e.kind in (ev.MEMBER_EPOCH, ev.REVOKING, ev.RELEASED, ev.MEMBER_LEFT):
-            away.append(Away(e.member_id, gone.pop(e.member_id), e.at.timestamp_ms))  # back, or removed
+            # Back, or removed: a member-left event's text says why (its reason is filled in
+            # from the epoch record that follows it, read by now).
+            ended = ev.text(e) if e.kind == ev.MEMBER_LEFT else "it came back"
+            away.append(Away(e.member_id, gone.pop(e.member_id), e.at.timestamp_ms, ended))
     away += [Away(member, start, t1) for member, start in gone.items()]
 
     bands = []
@@ -523,8 +536,9 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
     for a in picture.away:
         rows = dict(picture.lanes)[a.lane]
         x0 = f.x(a.start_ms)
+        until = f"{format_time(a.end_ms)}: {a.ended}" if a.ended else format_time(a.end_ms)
         out.append(f'<g><title>{_esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the '
-                   f'coordinator kept its assignment until {format_time(a.end_ms)}</title><rect x="{x0:.1f}" '
+                   f'coordinator kept its assignment until {_esc(until)}</title><rect x="{x0:.1f}" '
                    f'y="{f.top_margin + f.tops[a.lane] * row_px:.1f}" width="{max(f.x(a.end_ms) - x0, 1.5):.1f}" '
                    f'height="{rows * row_px}" fill="url(#away)" stroke="#555" stroke-width="0.6"/></g>')
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import orjson
 import pytest
 
 from records import (
@@ -16,18 +17,22 @@ from records import (
     TaskId,
 )
 
+from coordinator.api import wire
 from coordinator.core.assignors import ASSIGNORS, GroupAssignment, MemberAssignment
 from coordinator.core.driver import Driver, SimWorker, converge
-from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.items import connectors_and_tasks, items_of
 from coordinator.core.protocol import (
+    LEAVE_REASON_TEXT,
     ErrorCode,
     HeartbeatRequest,
     InstallAssignmentRequest,
     InstallMember,
+    LeaveReason,
     MemberState,
     PrepareAssignmentRequest,
     Timer,
+    leave_reason_text,
 )
 from coordinator.core.state import CoordinatorState
 
@@ -59,10 +64,11 @@ def started(connectors: dict[str, int] | None = None, workers: int = 2, **kw) ->
     return d, ws
 
 
-def assert_replay_equals_live(d: Driver) -> None:
+def assert_replay_equals_live(d: Driver) -> CoordinatorState:
     replayed = CoordinatorState()
     replayed.replay_all(d.log)
     assert replayed.slots() == d.state.slots()
+    return replayed
 
 
 # --- heartbeat request validation ----------------------------------------------------------------
@@ -829,3 +835,43 @@ def test_every_way_of_leaving_is_written_with_its_reason() -> None:
     # An epoch bumped by something else carries no departures.
     d.set_connectors(G, {"A": 3})
     assert _departures(d) == []
+
+    # A static member that left with -2 and whose instance does not return within its session is
+    # removed for its static leave, not as if it had crashed.
+    d, (w1, w2) = started({"A": 2}, instance_id=None)
+    s = SimWorker(d, G, "S1", instance_id="i-1")
+    converge([w1, w2, s])
+    s.leave(static=True)
+    for _ in range(11):  # session 10 s; the others keep heartbeating
+        d.advance(1_000)
+        w1.heartbeat()
+        w2.heartbeat()
+    assert "S1" not in group_of(d).members
+    assert _departures(d) == [("S1", "i-1", "static-leave")]
+    assert_replay_equals_live(d)
+
+
+def test_every_leave_reason_has_its_words_and_an_unknown_one_is_shown_as_it_is() -> None:
+    reasons = {v for k, v in vars(LeaveReason).items() if k.isupper()}
+    assert reasons == set(LEAVE_REASON_TEXT) and len(set(LEAVE_REASON_TEXT.values())) == len(reasons)
+    assert leave_reason_text(LeaveReason.SESSION_TIMEOUT) == "fenced: no heartbeat within its session timeout"
+    assert leave_reason_text("evicted-by-a-newer-version") == "evicted-by-a-newer-version"
+
+
+def test_describe_says_who_the_change_to_the_current_epoch_removed_and_why() -> None:
+    d, (w1, _) = started({"A": 2, "B": 2}, instance_id=None)
+    assert d.coordinator.describe_group(G).departures == ()
+    d.advance(6_000)
+    w1.heartbeat()
+    d.advance(5_000)  # W2's session (10 s) ends
+    description = d.coordinator.describe_group(G)
+    assert [(x.member_id, x.instance_id, x.reason) for x in description.departures] == [("W2", None, "session-timeout")]
+    # The HTTP answer (and `groups describe --format json`) has the reason in words too.
+    (answer,) = orjson.loads(wire.encode(wire.GroupDescription.of(description)))["Departures"]
+    assert answer == {"MemberId": "W2", "InstanceId": None, "Reason": "session-timeout",
+                      "ReasonText": "fenced: no heartbeat within its session timeout"}
+    # A coordinator that loads the log says the same: the departures are the epoch record's.
+    assert GroupCoordinator(assert_replay_equals_live(d)).describe_group(G).departures == description.departures
+    # The next epoch's change removed nobody.
+    SimWorker(d, G, "W3").heartbeat()
+    assert d.coordinator.describe_group(G).departures == ()

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import io
 from dataclasses import replace
+from pathlib import Path
 
 import orjson
 import pytest
-from replay_scenarios import GROUP, T0, StampedDriver, on_call_story, random_story, raw_records, replayed
+from replay_scenarios import GROUP, T0, StampedDriver, Story, on_call_story, random_story, raw_records, replayed
 
 from records import (
     ConnectGroupMetadataKey,
@@ -33,7 +34,9 @@ from coordinator.api import wire
 from coordinator.core.driver import SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
+from coordinator.core.protocol import LeaveReason, leave_reason_text
 from replay import events as ev
+from replay import plot
 from replay.cli import parse_item
 from replay.history import History
 from replay.invariants import EPOCH_WENT_BACK, HELD_TWICE, INVALID_TARGET, Invariants
@@ -515,6 +518,65 @@ def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001
     code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
                      str(png))
     assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def _ends(picture: plot.Layout, lane: str) -> set[str]:
+    """How the ended holdings of `lane` ended, as their tooltips say ("to <time> (offset N): <how>")."""
+    return {b.tooltip.splitlines()[2].split("): ", 1)[1] for b in picture.bars if b.lane == lane and not b.still_held}
+
+
+def test_plot_tooltips_say_why_a_member_left(story: Story, dumps: dict[str, Path], capsys: pytest.CaptureFixture,
+                                             tmp_path: Path) -> None:
+    why = "fenced: no heartbeat within its session timeout"  # W2 crashed (type 3 v1's reason)
+    picture = plot.layout(history_of(story.raw()), GROUP)
+    assert why in _ends(picture, "W2") and "member left the group" not in _ends(picture, "W2")
+    # Its work waiting for a new owner ("unowned"): since W2 was fenced.
+    waiting = [b.tooltip for b in picture.bars if b.lane == plot.UNOWNED and "03:01:39.000 (W2" in b.tooltip]
+    assert len(waiting) == 3 and all(f"(W2: {why})" in t for t in waiting)
+    # The rebalance its removal started: the band says why too.
+    (band,) = [b for b in picture.bands if b.tooltip.startswith("rebalance 3:")]
+    assert f"W2 {why}" in band.tooltip.splitlines()
+    page = tmp_path / "story.html"
+    assert run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
+               str(page))[0] == 0
+    assert f"(offset 43): {why}" in page.read_text()
+
+    # A log whose epoch records say nothing of departures (type 3 v0): the holding's end as before.
+    v0 = [Record(r.key, replace(r.value, departures=())) if r.key.__class__ is ConnectGroupMetadataKey and r.value
+          else r for r in story.log]
+    picture = plot.layout(history_of(raw_records(v0, story.driver.stamps)), GROUP)
+    assert "member left the group" in _ends(picture, "W2") and why not in _ends(picture, "W2")
+
+
+def test_plot_tooltips_of_a_static_member_away_say_how_its_wait_ended() -> None:
+    d = StampedDriver()
+    d.set_config("g", session_timeout_ms=10_000, heartbeat_interval_ms=1_000, scheduled_rebalance_max_delay_ms=5_000)
+    d.set_connectors("g", {"A": 2})
+    w1 = SimWorker(d, "g", "W1", instance_id="i-1")
+    w2 = SimWorker(d, "g", "W2", instance_id="i-2")
+    converge([w1, w2], advance_ms=500)
+    w2.leave(static=True)
+    d.advance(1_000)
+    back = SimWorker(d, "g", "W2b", instance_id="i-2")  # its instance comes back: W2 is replaced
+    converge([w1, back], advance_ms=500)
+    back.leave(static=True)
+    for _ in range(12):  # and does not come back again within its session
+        d.advance(1_000)
+        w1.heartbeat()
+    h = history_of(raw_records(d.log, d.stamps), "g")
+    texts = [ev.text(e) for e in h.events]
+    assert "W2 replaced: a new member took its instance over" in texts
+    assert "W2b removed: the session of static instance i-2 expired after it left" in texts
+    assert ("group epoch 5: W2b left as a static member and its instance did not return within its session "
+            "timeout") in texts
+    picture = plot.layout(h, "g")
+    assert [(a.lane, a.ended) for a in picture.away] == [
+        ("W2", "W2 replaced: a new member took its instance over"),
+        ("W2b", "W2b removed: the session of static instance i-2 expired after it left")]
+    assert _ends(picture, "W2") == {"replaced: a new member took its instance over"}
+    assert _ends(picture, "W2b") == {leave_reason_text(LeaveReason.STATIC_LEAVE)}
+    assert "kept its assignment until 2026-03-01 03:00:04.000: W2 replaced: a new member took its instance over" in (
+        plot._svg(picture))
 
 
 # --- positions ---------------------------------------------------------------------------------------

@@ -485,7 +485,19 @@ def test_admin_commands_against_a_served_group(kafka_broker, unique_topic, tmp_p
         assert coordinator(["groups", "describe", "demo", "--format", "json", *auth]) == 0
         described = orjson.loads(capsys.readouterr().out)
         assert described["Connectors"] == [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]
-        assert described["SessionTimeoutMs"] == 5000
+        assert described["SessionTimeoutMs"] == 5000 and described["Departures"] == []
+        # A member joins and leaves (-1): describe says whom the change to the new epoch removed, and why.
+        beat = {"GroupId": "demo", "MemberId": "w1", "InstanceId": "i-1", "RebalanceTimeoutMs": 5000,
+                "ServerAssignor": "eager"}
+        for epoch in (0, -1):
+            status, answer = server.request("POST", "/v1/connect-group/heartbeat", {**beat, "MemberEpoch": epoch},
+                                            token="t-ops")
+            assert status == 200 and answer["ErrorCode"] == 0, answer
+        assert coordinator(["groups", "describe", "demo", "--format", "json", *auth]) == 0
+        assert orjson.loads(capsys.readouterr().out)["Departures"] == [
+            {"MemberId": "w1", "InstanceId": "i-1", "Reason": "leave", "ReasonText": "left the group"}]
+        assert coordinator(["groups", "describe", "demo", *auth]) == 0
+        assert capsys.readouterr().out.splitlines()[-1].split(None, 2) == ["w1", "i-1", "left the group"]
         # Errors are one line and an exit code: unknown group, bad config, no credentials.
         assert coordinator(["groups", "describe", "nope", *auth]) == 1
         assert "does not exist" in capsys.readouterr().err

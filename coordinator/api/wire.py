@@ -666,6 +666,24 @@ class MemberDescription(Body):
     target: Annotated[ConnectorsAndTasks, doc("Its part of the target assignment.")]
 
 
+class Departure(Body):
+    """A member the change that wrote the group epoch removed, and why."""
+
+    member_id: Annotated[str, doc("The member ID it had.")]
+    instance_id: Annotated[str | None, doc("Its instance ID, or null.")]
+    reason: Annotated[str, doc(
+        "Why: leave (it sent -1, or a classic LeaveGroup), static-leave (it left with -2 and its instance did not "
+        "return within its session timeout), session-timeout, rebalance-timeout (did not revoke in time), "
+        "fenced-epoch (sent an epoch it had left behind), replaced (a new member took its instance ID). A "
+        "later version may add reasons.")]
+    reason_text: Annotated[str, doc("The reason in words.")]
+
+    @classmethod
+    def of(cls, d: records.Departure) -> Departure:
+        return cls(member_id=d.member_id, instance_id=d.instance_id, reason=d.reason,
+                   reason_text=protocol.leave_reason_text(d.reason))
+
+
 class GroupDescription(Body):
     """A group: epochs, assignor, connectors, members and timeouts."""
 
@@ -696,6 +714,9 @@ class GroupDescription(Body):
     generation: Annotated[Int32 | None, doc("A classic group's generation, else null.")]
     protocol_name: Annotated[str | None, doc("The protocol a classic group chose, else null.")]
     leader: Annotated[str | None, doc("A classic group's leader, else null.")]
+    departures: Annotated[list[Departure], doc(
+        "The members the change that wrote GroupEpoch removed, and why; empty when it removed none (a join, new "
+        "connectors, a scheduled rebalance). Earlier departures: `coordinator replay timeline`.")]
 
     @classmethod
     def of(cls, d: protocol.GroupDescription) -> GroupDescription:
@@ -715,7 +736,8 @@ class GroupDescription(Body):
             rebalance_timeout_ms=d.rebalance_timeout_ms,
             scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms,
             initial_assignment_delay_ms=d.initial_assignment_delay_ms, group_type=d.group_type,
-            generation=d.generation, protocol_name=d.protocol_name, leader=d.leader)
+            generation=d.generation, protocol_name=d.protocol_name, leader=d.leader,
+            departures=[Departure.of(x) for x in d.departures])
 
 
 class SetConnectorsRequest(Body):

@@ -17,6 +17,7 @@ from records import (
     ClassicMemberProtocol,
     ConnectorsAndTasks,
     ConnectorTaskCount,
+    Departure,
     Record,
 )
 
@@ -57,15 +58,37 @@ class ErrorCode(IntEnum):
 class LeaveReason:
     """Why a member was removed from a connect group: the `Reason` of a type 3 `Departure`.
 
-    A static member's leave (-2) removes nothing and is its own record (type 8 at epoch -2); if it
-    does not come back, its removal is a SESSION_TIMEOUT. A group is deleted only once it has no
-    members, so no member is ever removed for that: the deletion is the type 3 tombstone."""
+    A static member's leave (-2) removes nothing and is its own record (type 8 at epoch -2): its
+    assignment waits for its InstanceId. If the instance comes back under a new member id, the old
+    member is REPLACED; if its session expires first, it is removed as a STATIC_LEAVE, not a
+    SESSION_TIMEOUT (it said it was going, it did not crash). A group is deleted only once it has no
+    members (NON_EMPTY_GROUP otherwise), so no member is ever removed for that: the deletion is the
+    type 3 tombstone. The field is a string, so a reason added later needs no new schema version;
+    a reader shows one it does not know as it is (`leave_reason_text`)."""
 
     LEAVE = "leave"  # a leave heartbeat (-1), or a classic member's LeaveGroup
+    STATIC_LEAVE = "static-leave"  # left with -2 and its instance did not return within its session
     SESSION_TIMEOUT = "session-timeout"  # no heartbeat within its session timeout
     REBALANCE_TIMEOUT = "rebalance-timeout"  # did not revoke within its rebalance timeout
     FENCED_EPOCH = "fenced-epoch"  # sent an epoch it had left behind
     REPLACED = "replaced"  # a new member took its InstanceId over
+
+
+# Each reason in words, after the member id: "W2 fenced: no heartbeat within its session timeout".
+# The one wording of describe, `coordinator replay timeline` and the replay plot.
+LEAVE_REASON_TEXT = {
+    LeaveReason.LEAVE: "left the group",
+    LeaveReason.STATIC_LEAVE: "left as a static member and its instance did not return within its session timeout",
+    LeaveReason.SESSION_TIMEOUT: "fenced: no heartbeat within its session timeout",
+    LeaveReason.REBALANCE_TIMEOUT: "fenced: did not revoke within its rebalance timeout",
+    LeaveReason.FENCED_EPOCH: "fenced: it sent an epoch it had left behind",
+    LeaveReason.REPLACED: "replaced: a new member took its instance over",
+}
+
+
+def leave_reason_text(reason: str) -> str:
+    """`reason` in words; one this version does not know (a newer coordinator's) as it is."""
+    return LEAVE_REASON_TEXT.get(reason, reason)
 
 
 class MemberState:
@@ -368,6 +391,9 @@ class GroupDescription:
     generation: int | None = None  # a classic group's generation
     protocol_name: str | None = None  # the protocol a classic group chose
     leader: str | None = None  # a classic group's leader
+    # Who the change that wrote `group_epoch` removed, and why (type 3 v1): the departures the
+    # state holds. Earlier ones went with the epoch records after them (`coordinator replay`).
+    departures: tuple[Departure, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)

@@ -16,6 +16,7 @@ from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
     INITIAL_ASSIGNMENT,
+    LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     REBALANCE,
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
@@ -58,7 +59,12 @@ def _member_expired(change: GroupChange, config: CoordinatorConfig, key: TimerKe
         return Result(None)
     if key[0] == REBALANCE and group.current(member_id).state != MemberState.UNREVOKED:
         return Result(None)
-    reason = LeaveReason.REBALANCE_TIMEOUT if key[0] == REBALANCE else LeaveReason.SESSION_TIMEOUT
+    if key[0] == REBALANCE:
+        reason = LeaveReason.REBALANCE_TIMEOUT
+    elif group.current(member_id).member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
+        reason = LeaveReason.STATIC_LEAVE  # it said it was going (-2) and did not come back in time
+    else:
+        reason = LeaveReason.SESSION_TIMEOUT
     remove_member(change, member_id, now, reason)
     assign_if_needed(change, config, now)
     return None

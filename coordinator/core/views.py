@@ -72,7 +72,8 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
         scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
-        initial_assignment_delay_ms=settings.initial_assignment_delay_ms)
+        initial_assignment_delay_ms=settings.initial_assignment_delay_ms,
+        departures=group.metadata.departures if group.metadata is not None else ())
 
 
 def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config: CoordinatorConfig

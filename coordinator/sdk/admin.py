@@ -162,6 +162,11 @@ async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
     print(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
                   _items(m.pending_revocation), _items(m.target)] for m in a.members],
                 ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+    if a.departures:
+        print()
+        print(f"removed by the change to group epoch {a.group_epoch}:")
+        print(table([[d.member_id, d.instance_id, d.reason_text] for d in a.departures],
+                    ["MEMBER", "INSTANCE", "WHY"]))
     return 0
 
 
