@@ -39,8 +39,9 @@ COMMANDS: dict[str, Command] = {
     "replay": Command("replay.cli",
                       "a group's history from the topic or a dump: timeline, state, diff, who-owned, verify"),
     "dump": Command("replay.cli", "copy the topic's records (or another dump) to a file for `coordinator replay --file`"),
-    "audit": Command("spark.cli", "stream the topic into Parquet history tables (Spark Structured Streaming)"),
+    "audit": Command("spark.cli", "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"),
     "sql": Command("spark.cli", "query the audit's tables with Spark SQL"),
+    "spark-conf": Command("spark.cli", "print the Spark settings that find the audit's tables by name"),
 }
 
 

@@ -25,9 +25,10 @@ from coordinator.tools import kafka_config
 def register(subparsers: argparse._SubParsersAction) -> None:
     audit = subparsers.add_parser(
         "audit",
-        description="Reads the coordinator's topic with Spark Structured Streaming and appends every record, typed "
-                    "tables and the rebalance and ownership history to Parquet tables under the warehouse. "
-                    "Checkpointed: stopped or killed, it carries on where it stopped, without duplicates or gaps.")
+        description="Reads the coordinator's topic with Spark Structured Streaming (Spark's Kafka source, "
+                    "read_committed) and appends every record and the rebalance and ownership history to Delta "
+                    "tables, registered with views in the warehouse's catalog under one database. Checkpointed: "
+                    "stopped or killed, it carries on where it stopped, without duplicates or gaps.")
     kafka_config.add_arguments(audit)
     _warehouse(audit)
     audit.add_argument("--trigger", default=os.environ.get("COORDINATOR_AUDIT_TRIGGER", "10s"),
@@ -40,24 +41,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="at most N offsets per micro-batch (default: all that is there)")
     audit.add_argument("--min-partitions", type=int, metavar="N",
                        help="read each batch in at least N Spark tasks (default: one per Kafka partition)")
+    audit.add_argument("--optimize-every", default="10m", metavar="INTERVAL",
+                       help="compact the tables' small files (OPTIMIZE) this often, e.g. 10m (default), 1h")
     audit.add_argument("--quiet", action="store_true", help="no line per batch")
     audit.set_defaults(func=_audit)
 
     sql = subparsers.add_parser(
         "sql",
-        description="Registers the warehouse's tables as views (records, group_epochs, target_assignments, "
-                    "current_assignments, events, member_events, rebalances, ownership, rebalances_open, "
-                    "ownership_open) and runs a query.")
+        description="Runs a query over the audit's tables and views (records, events, rebalances_converged, "
+                    "ownership_ended, rebalances_open, ownership_open; group_epochs, target_assignments, "
+                    "current_assignments, rebalances, ownership, member_events), read from the warehouse by path: "
+                    "it works while coordinator audit runs.")
     _warehouse(sql)
     sql.add_argument("query", metavar="SQL", help='e.g. "SELECT * FROM rebalances ORDER BY duration_ms DESC LIMIT 5"')
     sql.add_argument("--format", choices=("table", "json"), default="table",
                      help="a table (default) or JSON lines")
     sql.set_defaults(func=_sql)
 
+    conf = subparsers.add_parser(
+        "spark-conf",
+        description="Prints the Spark settings under which any Spark session (spark-sql, pyspark, a notebook) finds "
+                    "the audit's tables by name: the connectors' jars, Delta's catalog and the warehouse's metastore.")
+    _warehouse(conf, database=False)
+    conf.add_argument("--format", choices=("args", "properties", "json"), default="args",
+                      help="--conf KEY=VALUE arguments for spark-sql/pyspark (default), spark-defaults.conf "
+                           "lines, or JSON")
+    conf.set_defaults(func=_spark_conf)
 
-def _warehouse(parser: argparse.ArgumentParser) -> None:
+
+def _warehouse(parser: argparse.ArgumentParser, *, database: bool = True) -> None:
     parser.add_argument("--warehouse", default=os.environ.get("COORDINATOR_WAREHOUSE"), metavar="DIR",
-                        help="the directory of the tables (env COORDINATOR_WAREHOUSE)")
+                        help="the directory of the tables and their catalog (env COORDINATOR_WAREHOUSE)")
+    if database:
+        from spark.audit import DEFAULT_DATABASE
+
+        parser.add_argument("--database", default=os.environ.get("COORDINATOR_AUDIT_DATABASE", DEFAULT_DATABASE),
+                            help=f"the database of the audit's tables and views (env COORDINATOR_AUDIT_DATABASE, "
+                                 f"default {DEFAULT_DATABASE})")
 
 
 def _warehouse_dir(args: argparse.Namespace) -> Path:
@@ -75,23 +95,29 @@ def _require_spark() -> None:
                        "pip install '.[spark]'") from None
 
 
-def _spark(warehouse: Path):  # noqa: ANN202 - a SparkSession
+def _spark(warehouse: Path, *, catalog: bool):  # noqa: ANN202 - a SparkSession
     from spark.audit import SCRATCH
     from spark.session import session
 
-    return session(warehouse / SCRATCH)
+    return session(warehouse / SCRATCH, warehouse=warehouse if catalog else None)
 
 
 def _audit(args: argparse.Namespace) -> int:
     _require_spark()
-    from spark.audit import Audit, BatchReport, parse_trigger
+    from spark.audit import Audit, BatchReport, java_client_config, parse_duration_ms, parse_trigger
 
     config = kafka_config.client_config(args)
-    parse_trigger(args.trigger)  # a bad trigger is reported before Spark starts
+    parse_trigger(args.trigger)  # bad flags are reported before Spark starts
+    optimize_every_ms = parse_duration_ms(args.optimize_every, "--optimize-every")
+    java_client_config(config)
     warehouse = _warehouse_dir(args)
     _check_topic(config, args.topic)
     warehouse.mkdir(parents=True, exist_ok=True)
-    spark = _spark(warehouse)
+    spark = _spark(warehouse, catalog=True)
+    from spark.audit import warehouse_of
+
+    if warehouse_of(spark) != warehouse:  # only where a session was made before (tests, notebooks)
+        raise CliError(f"this Spark session's catalog is in {warehouse_of(spark)}, not {warehouse}", exit_code=2)
 
     def report(r: BatchReport) -> None:
         if args.quiet:
@@ -101,11 +127,13 @@ def _audit(args: argparse.Namespace) -> int:
         print(f"batch {r.batch_id}: {r.records} records{corrupt}, {r.rebalances} rebalances converged, "
               f"{r.intervals} holdings ended in {r.seconds:.2f}s{lag}", flush=True)
 
-    audit = Audit(spark, warehouse, config, args.topic, starting_offsets=args.starting_offsets,
-                  max_offsets_per_trigger=args.max_offsets_per_trigger, min_partitions=args.min_partitions,
-                  report=report)
     try:
+        audit = Audit(spark, config, args.topic, database=args.database,
+                      starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
+                      min_partitions=args.min_partitions, optimize_every_ms=optimize_every_ms, report=report)
         query = audit.start(args.trigger)
+    except CliError:
+        raise
     except Exception as e:  # noqa: BLE001 - Spark's errors (a bad option) come as many kinds
         raise CliError(_first_line(e)) from None
     stop = threading.Event()
@@ -114,7 +142,8 @@ def _audit(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    print(f"auditing {args.topic} into {warehouse} (trigger {args.trigger})", file=sys.stderr, flush=True)
+    print(f"auditing {args.topic} into {args.database} in {warehouse} (trigger {args.trigger})", file=sys.stderr,
+          flush=True)
     try:
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
@@ -123,7 +152,6 @@ def _audit(args: argparse.Namespace) -> int:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    audit.snapshot()
     error = query.exception()  # stop() does not raise when the query failed
     if error is not None:
         raise CliError(f"the audit stopped: {_first_line(error)}")
@@ -156,12 +184,15 @@ def _first_line(error: BaseException) -> str:
 def _sql(args: argparse.Namespace) -> int:
     _require_spark()
     warehouse = _warehouse_dir(args)
-    if not (warehouse / "records").is_dir():
-        raise CliError(f"no audit tables under {warehouse}: run coordinator audit --warehouse {warehouse} first")
-    spark = _spark(warehouse)
+    from spark.audit import table_path
     from spark.sql import register_views
+    from spark.tables import RECORDS
 
-    register_views(spark, warehouse)
+    if not (table_path(warehouse, args.database, RECORDS) / "_delta_log").is_dir():
+        raise CliError(f"no audit tables of database {args.database} in {warehouse}: run coordinator audit "
+                       f"--warehouse {warehouse} --database {args.database} first")
+    spark = _spark(warehouse, catalog=False)
+    register_views(spark, warehouse, args.database)
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampType
 
@@ -184,6 +215,23 @@ def _sql(args: argparse.Namespace) -> int:
     else:
         print(table([[_cell(v) for v in row] for row in rows], columns))
         print(f"({len(rows)} rows)", file=sys.stderr)
+    return 0
+
+
+def _spark_conf(args: argparse.Namespace) -> int:
+    _require_spark()
+    from spark.session import catalog_conf
+
+    conf = catalog_conf(_warehouse_dir(args))
+    if args.format == "json":
+        print(orjson.dumps(conf, option=orjson.OPT_INDENT_2).decode())
+    elif args.format == "properties":
+        for key, value in conf.items():
+            print(f"{key} {value}")
+    else:
+        import shlex
+
+        print(" ".join(f"--conf {shlex.quote(f'{key}={value}')}" for key, value in conf.items()))
     return 0
 
 

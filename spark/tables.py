@@ -1,23 +1,27 @@
-"""The audit's tables: their schemas, and how each is derived from a batch of records.
+"""The audit's tables and views: their schemas, how each is derived, and the SQL of the views.
 
-    table                 one row per                                 from
-    --------------------  ------------------------------------------  ---------------------------
-    records               record of the topic (corrupt ones too)      spark.decode, in read()
-    group_epochs          group epoch record (3)                      records
-    target_assignments    item of a member's target (7)               records
-    current_assignments   item a member owns or is revoking (8)       records
-    events                change `coordinator replay timeline` shows   replay.history
-    rebalances            converged rebalance                         replay.history
-    ownership             ended holding of an item by a member        replay.history
-    rebalances_open       rebalance not converged yet (latest batch)  replay.history
-    ownership_open        holding not ended yet (latest batch)        replay.history
+    name                  kind   one row per                                  from
+    --------------------  -----  -------------------------------------------  --------------------
+    records               table  record of the topic (corrupt ones too)       spark.decode
+    events                table  change `coordinator replay timeline` shows    replay.history
+    rebalances_converged  table  converged rebalance                          replay.history
+    ownership_ended       table  ended holding of an item by a member         replay.history
+    rebalances_open       table  rebalance not converged yet (latest batch)   replay.history
+    ownership_open        table  holding not ended yet (latest batch)         replay.history
+    group_epochs          view   group epoch record (3)                       records
+    target_assignments    view   item of a member's target (7)                records
+    current_assignments   view   item a member owns or is revoking (8)        records
+    rebalances            view   rebalance, converged or open                 the two tables
+    ownership             view   holding, ended or not                        the two tables
+    member_events         view   event about a member, with why it left        events
 
-Every table lives in `<warehouse>/<table>/batch_id=<N>/`: a micro-batch writes its own directory and
-only that one, so a batch that runs again after a crash replaces what it wrote the first time and
-no row is ever written twice (the "append-only" tables are append-only per batch). The `_open`
-tables are snapshots: each batch that changes them writes a new one and removes the older, and
-`coordinator sql`'s `rebalances` and `ownership` views add the latest snapshot to the closed rows,
-so they answer what `coordinator replay` answers at the end of the same log.
+Tables are Delta tables with a `batch_id` column (the micro-batch that wrote the row); the audit
+appends to the first four and replaces the `_open` ones, each write idempotent per micro-batch
+(spark.audit). The views are SQL over the tables, rendered twice from one definition (`view_sql`):
+as persistent views in the catalog, for any Spark session, and over table paths for `coordinator
+sql`. The typed views read their fields from the records' JSON when queried, so that the audit's
+hot path decodes each record once, into one column. `rebalances` and `ownership` answer what
+`coordinator replay` answers at the end of the same log.
 
 The history rows are `replay.history`'s own JSON shapes (`rebalance_json`, `interval_json`,
 `events.event_json`) plus columns for SQL (timestamps, counts, connector and task): the audit and
@@ -26,48 +30,47 @@ The history rows are `replay.history`'s own JSON shapes (`rebalance_json`, `inte
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
+
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from coordinator.core.items import Item
 from replay import events as ev
 from replay.events import Event
 from replay.history import Interval, Rebalance, interval_json, rebalance_json
-from spark.decode import TIMESTAMP
+from spark.decode import SCHEMA, TIMESTAMP
 
+# Tables.
 RECORDS = "records"
+EVENTS = "events"
+REBALANCES_CONVERGED = "rebalances_converged"
+OWNERSHIP_ENDED = "ownership_ended"
+REBALANCES_OPEN = "rebalances_open"
+OWNERSHIP_OPEN = "ownership_open"
+# Views.
 GROUP_EPOCHS = "group_epochs"
 TARGET_ASSIGNMENTS = "target_assignments"
 CURRENT_ASSIGNMENTS = "current_assignments"
-EVENTS = "events"
 REBALANCES = "rebalances"
 OWNERSHIP = "ownership"
-REBALANCES_OPEN = "rebalances_open"
-OWNERSHIP_OPEN = "ownership_open"
+MEMBER_EVENTS = "member_events"
 
 _WHERE = [("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", TIMESTAMP)]
 _ITEM = [("item", pa.string()), ("connector", pa.string()), ("task", pa.int32())]
 
+# The tables' schemas (without the `batch_id` every table adds); the records table's is spark.decode's.
 SCHEMAS: dict[str, pa.Schema] = {
-    GROUP_EPOCHS: pa.schema([("group_id", pa.string()), ("group_epoch", pa.int32()), ("deleted", pa.bool_()),
-                             *_WHERE]),
-    TARGET_ASSIGNMENTS: pa.schema([("group_id", pa.string()), ("member_id", pa.string()), *_ITEM,
-                                   ("removed", pa.bool_()), *_WHERE]),
-    CURRENT_ASSIGNMENTS: pa.schema([("group_id", pa.string()), ("member_id", pa.string()),
-                                    ("member_epoch", pa.int32()), ("previous_member_epoch", pa.int32()),
-                                    ("member_state", pa.string()), *_ITEM, ("pending_revocation", pa.bool_()),
-                                    ("removed", pa.bool_()), *_WHERE]),
+    RECORDS: SCHEMA,
     EVENTS: pa.schema([
         ("group", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp_ms", pa.int64()),
         ("timestamp", TIMESTAMP), ("kind", pa.string()), ("member", pa.string()), ("epoch", pa.int32()),
         ("previous_epoch", pa.int32()), ("gained", pa.list_(pa.string())), ("released", pa.list_(pa.string())),
-        ("detail", pa.string()), ("text", pa.string())]),
-    REBALANCES: pa.schema([
+        ("detail", pa.string()), ("text", pa.string()),
+        ("reason", pa.string())]),  # why the member left (LeaveReason), on member-left events
+    REBALANCES_CONVERGED: pa.schema([
         ("group", pa.string()), ("number", pa.int32()), ("from_epoch", pa.int32()), ("to_epoch", pa.int32()),
         ("causes", pa.list_(pa.string())), ("trigger", pa.string()), ("partition", pa.int32()),
         ("start_offset", pa.int64()), ("start_timestamp_ms", pa.int64()), ("started_at", TIMESTAMP),
@@ -77,74 +80,69 @@ SCHEMAS: dict[str, pa.Schema] = {
         ("members", pa.int32()), ("deferred", pa.int32()), ("items_deferred", pa.int32()),
         ("revoked", pa.int32()), ("released", pa.int32()), ("assigned", pa.int32()), ("items_moved", pa.int32()),
         ("moved", pa.list_(pa.struct([*_ITEM, ("from", pa.string()), ("to", pa.string())])))]),
-    OWNERSHIP: pa.schema([
+    OWNERSHIP_ENDED: pa.schema([
         ("group", pa.string()), *_ITEM, ("member", pa.string()), ("partition", pa.int32()),
         ("from_offset", pa.int64()), ("from_timestamp_ms", pa.int64()), ("since", TIMESTAMP),
         ("to_offset", pa.int64()), ("to_timestamp_ms", pa.int64()), ("until", TIMESTAMP),
         ("given_at_epoch", pa.int32()), ("ended_by", pa.string())]),
 }
-SCHEMAS[REBALANCES_OPEN] = SCHEMAS[REBALANCES]
-SCHEMAS[OWNERSHIP_OPEN] = SCHEMAS[OWNERSHIP]
+SCHEMAS[REBALANCES_OPEN] = SCHEMAS[REBALANCES_CONVERGED]
+SCHEMAS[OWNERSHIP_OPEN] = SCHEMAS[OWNERSHIP_ENDED]
 
-TYPED_TABLES = (GROUP_EPOCHS, TARGET_ASSIGNMENTS, CURRENT_ASSIGNMENTS)
-HISTORY_TABLES = (EVENTS, REBALANCES, OWNERSHIP)
-SNAPSHOT_TABLES = (REBALANCES_OPEN, OWNERSHIP_OPEN)
-ALL_TABLES = (RECORDS, *TYPED_TABLES, *HISTORY_TABLES, *SNAPSHOT_TABLES)
-
-
-# --- typed tables, from a batch of decoded records (Arrow, vectorised) ------------------------------
+APPENDED = (RECORDS, EVENTS, REBALANCES_CONVERGED, OWNERSHIP_ENDED)  # rows added by each batch
+REPLACED = (REBALANCES_OPEN, OWNERSHIP_OPEN)  # a snapshot, replaced by each batch that changes it
+TABLES = (*APPENDED, *REPLACED)
+VIEWS = (GROUP_EPOCHS, TARGET_ASSIGNMENTS, CURRENT_ASSIGNMENTS, REBALANCES, OWNERSHIP, MEMBER_EVENTS)
 
 
-def _explode(table: pa.Table, column: str) -> tuple[pa.Table, pa.StructArray]:
-    """One row per element of the list `column`, in row order; a row whose list is empty or null
-    keeps one row with a null element (a member that owns nothing still has a row)."""
-    lists = table.column(column).combine_chunks()
-    lengths = pc.fill_null(pc.list_value_length(lists), 0).to_numpy(zero_copy_only=False)
-    values = pc.list_flatten(lists)
-    empties = np.flatnonzero(lengths == 0)
-    rows = np.concatenate([pc.list_parent_indices(lists).to_numpy(zero_copy_only=False), empties])
-    order = np.argsort(rows, kind="stable")
-    items = pa.concat_arrays([values, pa.nulls(len(empties), values.type)]).take(pa.array(order))
-    return table.take(pa.array(rows[order])), items
+# --- views ----------------------------------------------------------------------------------------
+
+_ITEMS_TYPE = "STRUCT<Connectors: ARRAY<STRING>, Tasks: ARRAY<STRUCT<Connector: STRING, Task: INT>>>"
 
 
-def _where(table: pa.Table) -> list[pa.ChunkedArray]:
-    return [table.column("partition"), table.column("offset"), table.column("timestamp")]
+def _items_sql(struct: str) -> str:
+    """A ConnectorsAndTasks struct as a list of {item, connector, task}, `item` as replay names it."""
+    return (f"concat(transform({struct}.Connectors, c -> named_struct('item', c, 'connector', c, "
+            f"'task', CAST(NULL AS INT))), transform({struct}.Tasks, t -> named_struct('item', "
+            f"concat(t.Connector, '-', t.Task), 'connector', t.Connector, 'task', t.Task)))")
 
 
-def typed_tables(records: pa.Table) -> dict[str, pa.Table]:
-    """The typed tables' rows for a batch of `spark.decode.SCHEMA` records (corrupt ones skipped)."""
-    ok = records.filter(pc.is_null(records.column("error")))
-    types = ok.column("record_type")
-    out = {}
+_WHERE_SQL = "partition, offset, timestamp, batch_id"
 
-    epochs = ok.filter(pc.equal(types, 3))
-    out[GROUP_EPOCHS] = pa.Table.from_arrays(
-        [epochs.column("group_id"), epochs.column("group_epoch"), epochs.column("tombstone"), *_where(epochs)],
-        schema=SCHEMAS[GROUP_EPOCHS])
+# Each view's SQL, `{name}` standing for a table. Rows of corrupt records are left out of the typed
+# views (the records table has them, with the reason).
+_VIEWS: dict[str, str] = {
+    GROUP_EPOCHS: f"""
+        SELECT group_id, CAST(get_json_object(fields, '$.GroupEpoch') AS INT) AS group_epoch,
+               tombstone AS deleted, {_WHERE_SQL}
+        FROM {{records}} WHERE record_type = 3 AND error IS NULL""",
+    TARGET_ASSIGNMENTS: f"""
+        SELECT group_id, member_id, i.item, i.connector, i.task, tombstone AS removed, {_WHERE_SQL}
+        FROM (SELECT *, from_json(fields, 'Assignment {_ITEMS_TYPE}') AS v
+              FROM {{records}} WHERE record_type = 7 AND error IS NULL)
+        LATERAL VIEW OUTER explode({_items_sql('v.Assignment')}) AS i""",
+    CURRENT_ASSIGNMENTS: f"""
+        WITH current AS (
+            SELECT *, from_json(fields, 'MemberEpoch INT, PreviousMemberEpoch INT, State STRING,
+                                          Assignment {_ITEMS_TYPE}, PendingRevocation {_ITEMS_TYPE}') AS v
+            FROM {{records}} WHERE record_type = 8 AND error IS NULL)
+        SELECT group_id, member_id, v.MemberEpoch AS member_epoch, v.PreviousMemberEpoch AS previous_member_epoch,
+               v.State AS member_state, i.item, i.connector, i.task, false AS pending_revocation,
+               tombstone AS removed, {_WHERE_SQL}
+        FROM current LATERAL VIEW OUTER explode({_items_sql('v.Assignment')}) AS i
+        UNION ALL
+        SELECT group_id, member_id, v.MemberEpoch, v.PreviousMemberEpoch, v.State, i.item, i.connector, i.task,
+               true, tombstone, {_WHERE_SQL}
+        FROM current LATERAL VIEW explode({_items_sql('v.PendingRevocation')}) AS i""",
+    REBALANCES: "SELECT * FROM {rebalances_converged} UNION ALL SELECT * FROM {rebalances_open}",
+    OWNERSHIP: "SELECT * FROM {ownership_ended} UNION ALL SELECT * FROM {ownership_open}",
+    MEMBER_EVENTS: "SELECT * FROM {events} WHERE member IS NOT NULL",
+}
 
-    targets, items = _explode(ok.filter(pc.equal(types, 7)), "assignment")
-    out[TARGET_ASSIGNMENTS] = pa.Table.from_arrays(
-        [targets.column("group_id"), targets.column("member_id"), *_item_columns(items), targets.column("tombstone"),
-         *_where(targets)], schema=SCHEMAS[TARGET_ASSIGNMENTS])
 
-    currents = ok.filter(pc.equal(types, 8))
-    owned, owned_items = _explode(currents, "assignment")
-    revoking = currents.filter(pc.greater(pc.fill_null(pc.list_value_length(currents.column("pending_revocation")), 0), 0))
-    revoking, revoking_items = _explode(revoking, "pending_revocation")
-    parts = []
-    for rows, its, pending in ((owned, owned_items, False), (revoking, revoking_items, True)):
-        parts.append(pa.Table.from_arrays(
-            [rows.column("group_id"), rows.column("member_id"), rows.column("member_epoch"),
-             rows.column("previous_member_epoch"), rows.column("member_state"), *_item_columns(its),
-             pa.array([pending] * rows.num_rows, pa.bool_()), rows.column("tombstone"), *_where(rows)],
-            schema=SCHEMAS[CURRENT_ASSIGNMENTS]))
-    out[CURRENT_ASSIGNMENTS] = pa.concat_tables(parts)
-    return out
-
-
-def _item_columns(items: pa.StructArray) -> list[pa.Array]:
-    return [items.field("item"), items.field("connector"), items.field("task")]
+def view_sql(view: str, table_ref: Callable[[str], str]) -> str:
+    """The SELECT of `view`, each table named by `table_ref(table)` (a catalog name or a path)."""
+    return _VIEWS[view].format(**{table: table_ref(table) for table in TABLES})
 
 
 # --- history tables, from what replay.history kept -------------------------------------------------
@@ -169,7 +167,7 @@ def rebalance_rows(rebalances: Iterable[Rebalance]) -> pa.Table:
         for move, (item, _, _) in zip(row["moved"], r.moved):
             move["connector"], move["task"] = _item_parts(item)
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=SCHEMAS[REBALANCES])
+    return pa.Table.from_pylist(rows, schema=SCHEMAS[REBALANCES_CONVERGED])
 
 
 def ownership_rows(intervals: Iterable[Interval]) -> pa.Table:
@@ -180,7 +178,7 @@ def ownership_rows(intervals: Iterable[Interval]) -> pa.Table:
         row["connector"], row["task"] = _item_parts(i.item)
         row.update(since=_ts(row["from_timestamp_ms"]), until=_ts(row["to_timestamp_ms"]))
         rows.append(row)
-    return pa.Table.from_pylist(rows, schema=SCHEMAS[OWNERSHIP])
+    return pa.Table.from_pylist(rows, schema=SCHEMAS[OWNERSHIP_ENDED])
 
 
 def event_rows(events: Iterable[Event]) -> pa.Table:
@@ -188,6 +186,7 @@ def event_rows(events: Iterable[Event]) -> pa.Table:
     for e in events:
         row: dict[str, Any] = ev.event_json(e)
         del row["type"]
-        row.update(detail=orjson.dumps(row["detail"]).decode(), timestamp=_ts(row["timestamp_ms"]))
+        row.update(detail=orjson.dumps(row["detail"]).decode(), timestamp=_ts(row["timestamp_ms"]),
+                   reason=e.detail.get("reason") if e.kind == ev.MEMBER_LEFT else None)
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=SCHEMAS[EVENTS])

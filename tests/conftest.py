@@ -120,9 +120,11 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def spark_session(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a SparkSession
-    """One SparkSession for every test that needs Spark (it takes seconds to start; DESIGN §10)."""
+    """One SparkSession for every test that needs Spark (it takes seconds to start; DESIGN §10),
+    with a catalog in a warehouse of its own: each test audits into a database of its own there."""
     from spark.session import session
 
-    spark = session(tmp_path_factory.mktemp("spark"))
+    root = tmp_path_factory.mktemp("spark")
+    spark = session(root / "scratch", warehouse=root / "warehouse")
     yield spark
     spark.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import re
 import signal
@@ -19,10 +20,10 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
-import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
@@ -37,9 +38,8 @@ from coordinator.service.log import PartitionWriter
 from replay.history import History, interval_json, rebalance_json
 from replay.source import read_topic
 from spark import tables as t
-from spark.audit import Audit, parse_trigger
-from spark.decode import decode_batch, decode_kafka
-from spark.source import OffsetRange, OptionError, Options, limit_offsets, split_ranges
+from spark.audit import Audit, java_client_config, parse_trigger, source_options, warehouse_of
+from spark.decode import decode_arrow, decode_avro, decode_batch
 
 pytestmark = pytest.mark.integration
 
@@ -76,21 +76,38 @@ class Writers:
             w.close()
 
 
+@dataclass(frozen=True)
+class Where:
+    """Where an audit's tables are: a warehouse and a database in its catalog."""
+
+    warehouse: Path
+    database: str = "worker_coordinator"
+
+    def args(self) -> list[str]:
+        return ["--warehouse", str(self.warehouse), "--database", self.database]
+
+
+@pytest.fixture
+def where(spark_session) -> Where:  # noqa: ANN001
+    """A database of its own in the test session's warehouse (one Spark session has one catalog)."""
+    return Where(warehouse_of(spark_session), f"t_{uuid.uuid4().hex[:10]}")
+
+
 def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
 
 
-def audit(capsys, broker, topic: str, warehouse: Path, *extra: str) -> str:  # noqa: ANN001
+def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa: ANN001
     code, out, err = run(capsys, "audit", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                         "--warehouse", str(warehouse), "--trigger", "available-now", *extra)
+                         *where.args(), "--trigger", "available-now", *extra)
     assert code == 0, err
     return out
 
 
-def sql(capsys, warehouse: Path, query: str) -> list[dict]:  # noqa: ANN001
-    code, out, err = run(capsys, "sql", "--warehouse", str(warehouse), "--format", "json", query)
+def sql(capsys, where: Where, query: str) -> list[dict]:  # noqa: ANN001
+    code, out, err = run(capsys, "sql", *where.args(), "--format", "json", query)
     assert code == 0, err
     return [orjson.loads(line) for line in out.splitlines()]
 
@@ -101,7 +118,7 @@ def replayed(broker, topic: str) -> History:  # noqa: ANN001
     return history
 
 
-def assert_every_record_once(capsys, broker, topic: str, warehouse: Path) -> None:  # noqa: ANN001
+def assert_every_record_once(capsys, broker, topic: str, warehouse: Where) -> None:  # noqa: ANN001
     """The records table holds each record of the topic exactly once, with its bytes."""
     topic_records = {(r.partition, r.offset): (r.key, r.value) for r in read_topic(broker.client_config(), topic)}
     rows = sql(capsys, warehouse, "SELECT partition, offset, base64(key) AS k, base64(value) AS v FROM records")
@@ -122,7 +139,7 @@ def history_json(history: History) -> tuple[list[dict], list[dict]]:
     return rebalances, intervals
 
 
-def tables_json(capsys, warehouse: Path, rebalance_keys, interval_keys) -> tuple[list[dict], list[dict]]:  # noqa: ANN001
+def tables_json(capsys, warehouse: Where, rebalance_keys, interval_keys) -> tuple[list[dict], list[dict]]:  # noqa: ANN001
     """The audit's rebalances and ownership in replay's JSON shapes, in replay's order."""
     rebalances = sql(capsys, warehouse, "SELECT * FROM rebalances")
     intervals = sql(capsys, warehouse, "SELECT * FROM ownership")
@@ -134,7 +151,7 @@ def tables_json(capsys, warehouse: Path, rebalance_keys, interval_keys) -> tuple
     return rebalances, intervals
 
 
-def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Path) -> History:  # noqa: ANN001
+def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Where) -> History:  # noqa: ANN001
     history = replayed(broker, topic)
     want_rebalances, want_intervals = history_json(history)
     assert want_rebalances and want_intervals
@@ -149,7 +166,7 @@ def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Path) -> Hi
 
 
 @pytest.fixture(scope="module")
-def audited(kafka_broker, spark_session, tmp_path_factory):  # noqa: ANN001, ANN201
+def audited(kafka_broker, spark_session):  # noqa: ANN001, ANN201
     """The on-call story and another group's random history in a topic, audited with available-now."""
     topic = f"test-audit-{uuid.uuid4().hex[:8]}"
     make_topic(kafka_broker, topic)
@@ -158,9 +175,9 @@ def audited(kafka_broker, spark_session, tmp_path_factory):  # noqa: ANN001, ANN
     other = w.new_driver()
     random_story(7, OTHER, other)
     w.close()
-    warehouse = tmp_path_factory.mktemp("warehouse")
+    warehouse = Where(warehouse_of(spark_session), "audited")
     code = cli.main(["audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
-                     "--warehouse", str(warehouse), "--trigger", "available-now", "--quiet"])
+                     *warehouse.args(), "--trigger", "available-now", "--quiet"])
     assert code == 0
     return topic, warehouse, story, w.driver, other
 
@@ -230,18 +247,20 @@ def _items(assignment) -> set:  # noqa: ANN001
 
 def test_the_readmes_queries_run(capsys, audited) -> None:  # noqa: ANN001
     _, warehouse, _, _, _ = audited
-    text = README.read_text()
-    queries = re.findall(r"```sql\n(.*?)```", text[text.index("## Audit and Spark SQL"):], re.S)
+    queries = readme_queries()
     assert len(queries) >= 6
     answers = [sql(capsys, warehouse, q) for q in queries]
-    slowest, moved_per_day, _, per_hour, fenced, corrupt = answers[:6]
+    slowest, moved_per_day, _, per_hour, left, corrupt = answers[:6]
     assert slowest and slowest == sorted(slowest, key=lambda r: -r["duration_ms"])
     assert sum(r["tasks_moved"] for r in moved_per_day) == sql(
         capsys, warehouse, "SELECT count(*) AS n FROM rebalances LATERAL VIEW explode(moved) AS m "
                            "WHERE m.task IS NOT NULL")[0]["n"] > 0
     assert sum(r["rebalances"] for r in per_hour) == sql(capsys, warehouse, "SELECT count(*) AS n FROM rebalances")[0]["n"]
-    # W2 and W3 of the story were removed and joined again under the same member id.
-    assert {(r["group"], r["member"]) for r in fenced} >= {(GROUP, "W3")}
+    # W2 of the story crashed (fenced when its session timed out); W3 left and came back.
+    reasons = {(r["group"], r["member"]): r["reason"] for r in left}
+    assert reasons[(GROUP, "W2")] == "session-timeout" and (GROUP, "W3") in reasons
+    assert all(r["reason"] for r in left) and sum(r["times"] for r in left) == sql(
+        capsys, warehouse, "SELECT count(*) AS n FROM events WHERE kind = 'member-left'")[0]["n"]
     assert corrupt == []
 
 
@@ -263,28 +282,28 @@ def test_who_owned_a_task_at_a_time(capsys, kafka_broker, audited) -> None:  # n
 # --- restarts and crashes -----------------------------------------------------------------------------
 
 
-def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_broker, spark_session,
-                                                                unique_topic, tmp_path) -> None:  # noqa: ANN001
+def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_broker, unique_topic,
+                                                                where) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(21, "restart-a", w.driver)
-    out = audit(capsys, kafka_broker, unique_topic, tmp_path, "--max-offsets-per-trigger", "60")
+    out = audit(capsys, kafka_broker, unique_topic, where, "--max-offsets-per-trigger", "60")
     first_batches = out.count("batch ")
     assert first_batches > 1
     random_story(22, "restart-b", w.driver)  # new records in between, in other groups and the same ones
     random_story(23, "restart-a", w.driver)
     w.close()
-    out = audit(capsys, kafka_broker, unique_topic, tmp_path, "--max-offsets-per-trigger", "60")
+    out = audit(capsys, kafka_broker, unique_topic, where, "--max-offsets-per-trigger", "60")
     assert re.search(rf"^batch {first_batches}:", out, re.M), "the restart did not continue from the checkpoint"
-    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
-    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_every_record_once(capsys, kafka_broker, unique_topic, where)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
     # Nothing new: a third run reads nothing and changes nothing.
-    out = audit(capsys, kafka_broker, unique_topic, tmp_path)
+    out = audit(capsys, kafka_broker, unique_topic, where)
     assert not re.search(r"^batch \d+: [1-9]", out, re.M)
-    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_every_record_once(capsys, kafka_broker, unique_topic, where)
 
 
-def test_a_batch_that_fails_half_written_runs_again_whole(kafka_broker, spark_session, unique_topic, tmp_path,
+def test_a_batch_that_fails_half_written_runs_again_whole(kafka_broker, spark_session, unique_topic, where,
                                                           capsys, monkeypatch) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
@@ -292,42 +311,47 @@ def test_a_batch_that_fails_half_written_runs_again_whole(kafka_broker, spark_se
     random_story(32, "crash-b", w.driver)
     w.close()
     config = kafka_broker.client_config()
-    real_write = Audit._write
+    real_append = Audit._append
 
-    def failing_write(self, table, batch_id, rows):  # noqa: ANN001, ANN202
-        if batch_id == 2 and table == t.OWNERSHIP:
+    def failing_append(self, table, rows, batch_id):  # noqa: ANN001, ANN202
+        if batch_id == 2 and table == t.OWNERSHIP_ENDED:
             raise RuntimeError("disk full (injected)")
-        return real_write(self, table, batch_id, rows)
+        return real_append(self, table, rows, batch_id)
 
-    monkeypatch.setattr(Audit, "_write", failing_write)
-    first = Audit(spark_session, tmp_path, config, unique_topic, max_offsets_per_trigger=50)
+    monkeypatch.setattr(Audit, "_append", failing_append)
+    first = Audit(spark_session, config, unique_topic, database=where.database, max_offsets_per_trigger=50)
     query = first.start("available-now")
     with pytest.raises(StreamingQueryException, match="disk full"):
         query.awaitTermination(120)
-    assert (tmp_path / t.RECORDS / "batch_id=2").exists()  # batch 2 was half written
-    monkeypatch.setattr(Audit, "_write", real_write)
-    # No snapshot: the new audit must rebuild its history from the records table.
-    for snapshot in (tmp_path / "_history").glob("*.pickle"):
-        snapshot.unlink()
-    second = Audit(spark_session, tmp_path, config, unique_topic, max_offsets_per_trigger=50)
+    # Batch 2 was half written: its records and events are in, its ended holdings are not.
+    written = sql(capsys, where, "SELECT DISTINCT batch_id FROM records UNION SELECT DISTINCT batch_id FROM events")
+    assert {r["batch_id"] for r in written} >= {2}
+    assert sql(capsys, where, "SELECT count(*) AS n FROM ownership_ended WHERE batch_id = 2") == [{"n": 0}]
+    monkeypatch.setattr(Audit, "_append", real_append)
+    # A new Audit has no History in memory: it must rebuild it from the records table.
+    second = Audit(spark_session, config, unique_topic, database=where.database, max_offsets_per_trigger=50)
     query = second.start("available-now")
     query.awaitTermination(120)
     assert query.exception() is None
     assert second.reports[0].batch_id == 2
-    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
-    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, tmp_path)
+    assert_every_record_once(capsys, kafka_broker, unique_topic, where)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
 
 
-def test_a_killed_audit_process_resumes_where_it_stopped(capsys, kafka_broker, spark_session, unique_topic,
-                                                         tmp_path) -> None:  # noqa: ANN001
+def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(capsys, kafka_broker, unique_topic,
+                                                                               tmp_path) -> None:  # noqa: ANN001
+    """kill -9 in the middle, a restart, then a plain Spark session (no code of ours) that knows only
+    `coordinator spark-conf` runs every README query by name and gets what `coordinator sql` gets.
+    Processes of their own: the test session's Spark has its own catalog (Derby admits one JVM)."""
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     for seed in range(41, 45):
         random_story(seed, f"killed-{seed}", w.driver)
     w.close()
-    command = [str(Path(sys.executable).with_name("coordinator")), "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers,
-               "--topic", unique_topic, "--warehouse", str(tmp_path), "--trigger", "200ms",
-               "--max-offsets-per-trigger", "40"]
+    here = Where(tmp_path / "warehouse")
+    coordinator = str(Path(sys.executable).with_name("coordinator"))
+    command = [coordinator, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", unique_topic,
+               *here.args(), "--trigger", "200ms", "--max-offsets-per-trigger", "40"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
@@ -338,81 +362,114 @@ def test_a_killed_audit_process_resumes_where_it_stopped(capsys, kafka_broker, s
     finally:
         process.kill()
         process.wait(30)
-    audit(capsys, kafka_broker, unique_topic, tmp_path)
-    assert_every_record_once(capsys, kafka_broker, unique_topic, tmp_path)
-    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, tmp_path)
+    resumed = subprocess.run([*command[:-4], "--trigger", "available-now"], capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert re.search(r"^batch [1-9]\d*:", resumed.stdout, re.M), "the restart did not continue from the checkpoint"
+    assert_every_record_once(capsys, kafka_broker, unique_topic, here)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, here)
+
+    conf = subprocess.run([coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
+                          capture_output=True, text=True, timeout=600, check=True).stdout
+    queries = readme_queries()
+    plain = subprocess.run([sys.executable, "-c", _PLAIN_SESSION, conf, json.dumps(queries)], capture_output=True,
+                           text=True, timeout=600, cwd=tmp_path)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    answers = orjson.loads(plain.stdout.splitlines()[-1])
+    assert set(answers["tables"]) == set(t.TABLES) | set(t.VIEWS)
+    assert answers["records"] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
+    for query, rows in zip(queries, answers["rows"]):  # in any order where ORDER BY has ties
+        assert sorted(map(orjson.dumps, rows)) == sorted(map(orjson.dumps, sql(capsys, here, query))), query
 
 
-# --- the source -------------------------------------------------------------------------------------
+# A Spark session made with nothing but pyspark and the settings `coordinator spark-conf` printed.
+_PLAIN_SESSION = """
+import json, sys
+from pyspark.sql import SparkSession
+builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+           .config("spark.sql.session.timeZone", "UTC")
+           .config("spark.sql.jsonGenerator.ignoreNullFields", "false"))  # rows as coordinator sql prints them
+for key, value in json.loads(sys.argv[1]).items():
+    builder = builder.config(key, value)
+spark = builder.getOrCreate()
+spark.sparkContext.setLogLevel("ERROR")
+spark.sql("USE worker_coordinator")
+rows = []
+for query in json.loads(sys.argv[2]):
+    out = spark.sql(query)
+    rows.append([json.loads(r) for r in out.toJSON().collect()])
+tables = [r.tableName for r in spark.sql("SHOW TABLES IN worker_coordinator").collect()]
+count = spark.sql("SELECT count(*) FROM worker_coordinator.records").first()[0]
+print(json.dumps({"tables": tables, "records": count, "rows": rows}))
+"""
 
 
-def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(capsys, kafka_broker, spark_session,
-                                                                         unique_topic, tmp_path) -> None:  # noqa: ANN001
+def readme_queries() -> list[str]:
+    text = README.read_text()
+    return re.findall(r"```sql\n(.*?)```", text[text.index("## Audit and Spark SQL"):], re.S)
+
+
+def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(capsys, kafka_broker, unique_topic,
+                                                                         where) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     key, value = encode(Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(3)))
     producer = Producer(kafka_broker.client_config())
-    for k, v in ((key, value), (key, b"\x00\x00\xff"), (b"\x00\x63junk", b"x"), (key, None)):
+    for k, v in ((key, value), (key, b"\x00\x00\xff"), (b"\x00\x63junk", b"x"), (key, None), (b"\x00", b"x"),
+                 (key, b"\x00\x07\x02")):
         producer.produce(unique_topic, key=k, value=v, partition=0)
     assert producer.flush(10) == 0
-    audit(capsys, kafka_broker, unique_topic, tmp_path)
-    rows = sql(capsys, tmp_path, "SELECT offset, record_type, group_id, tombstone, error FROM records ORDER BY offset")
+    out = audit(capsys, kafka_broker, unique_topic, where)
+    assert "4 corrupt" in out
+    rows = sql(capsys, where, "SELECT offset, record_type, group_id, tombstone, error FROM records ORDER BY offset")
     assert [(r["record_type"], r["group_id"], r["tombstone"], r["error"] is None) for r in rows] == [
-        (3, "g", False, True), (3, None, False, False), (99, None, False, False), (3, "g", True, True)]
+        (3, "g", False, True), (3, None, False, False), (99, None, False, False), (3, "g", True, True),
+        (None, None, False, False), (3, None, False, False)]
     assert "value" in rows[1]["error"] and "unknown record type" in rows[2]["error"]
-    epochs = sql(capsys, tmp_path, "SELECT group_epoch, deleted FROM group_epochs ORDER BY offset")
+    assert "two-byte" in rows[4]["error"] and "unsupported version" in rows[5]["error"]
+    epochs = sql(capsys, where, "SELECT group_epoch, deleted FROM group_epochs ORDER BY offset")
     assert epochs == [{"group_epoch": 3, "deleted": False}, {"group_epoch": None, "deleted": True}]
 
 
-def test_the_source_reads_with_limits_and_starting_offsets(kafka_broker, spark_session, unique_topic, tmp_path) -> None:  # noqa: ANN001
+def test_the_audit_reads_with_limits_and_starting_offsets(capsys, kafka_broker, unique_topic, where) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(51, "source", w.driver)
     w.close()
     raw = list(read_topic(kafka_broker.client_config(), unique_topic))
     (partition,) = {r.partition for r in raw}
-    options = {"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "topic": unique_topic}
-
-    stream = spark_session.readStream.format("worker_offsets").options(**options, maxOffsetsPerTrigger="25").load()
-    query = (stream.writeStream.format("memory").queryName("limited").trigger(availableNow=True)
-             .option("checkpointLocation", str(tmp_path / "ck")).start())
-    query.awaitTermination(120)
-    assert query.exception() is None
-    rows = spark_session.sql("SELECT partition, offset FROM limited").collect()
-    assert sorted((r.partition, r.offset) for r in rows) == [(r.partition, r.offset) for r in raw]
-    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
-    assert len(sizes) > 1 and max(sizes) <= 25
-
     middle = raw[len(raw) // 2].offset
-    starting = orjson.dumps({unique_topic: {str(partition): middle}}).decode()
-    batch = spark_session.read.format("worker_offsets").options(**options, startingOffsets=starting).load()
-    assert [r.offset for r in batch.orderBy("offset").collect()] == [r.offset for r in raw if r.offset >= middle]
-    latest = spark_session.read.format("worker_offsets").options(**options, startingOffsets="latest").load()
-    assert latest.count() == 0
+    starting = orjson.dumps({unique_topic: {str(p): (middle if p == partition else -2) for p in range(PARTITIONS)}})
+    out = audit(capsys, kafka_broker, unique_topic, where, "--starting-offsets", starting.decode(),
+                "--max-offsets-per-trigger", "25")
+    sizes = [int(n) for n in re.findall(r"^batch \d+: (\d+) records", out, re.M)]
+    assert len(sizes) > 1 and max(sizes) <= 25
+    rows = sql(capsys, where, "SELECT offset FROM records ORDER BY offset")
+    assert [r["offset"] for r in rows] == [r.offset for r in raw if r.offset >= middle]
 
 
-def test_decode_kafka_gives_the_sources_rows(kafka_broker, spark_session, unique_topic) -> None:  # noqa: ANN001
+def test_the_jvm_decoder_agrees_with_the_python_decoder(kafka_broker, spark_session, unique_topic) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(61, "kafka-format", w.driver)
     w.close()
-    raw = list(read_topic(kafka_broker.client_config(), unique_topic))
-    # The official connector's shape: key, value, topic, partition, offset, timestamp, timestampType.
-    kafka_df = spark_session.createDataFrame(pa.table({
-        "key": pa.array([r.key for r in raw], pa.binary()), "value": pa.array([r.value for r in raw], pa.binary()),
-        "topic": [unique_topic] * len(raw), "partition": pa.array([r.partition for r in raw], pa.int32()),
-        "offset": [r.offset for r in raw],
-        "timestamp": pa.array([r.timestamp_ms for r in raw], pa.timestamp("ms", tz="UTC")),
-        "timestampType": pa.array([0] * len(raw), pa.int32())}))
-    ours = (spark_session.read.format("worker_offsets")
-            .options(**{"kafka.bootstrap.servers": kafka_broker.bootstrap_servers, "topic": unique_topic}).load())
-    assert decode_kafka(kafka_df).orderBy("offset").collect() == ours.orderBy("offset").collect()
+    producer = Producer(kafka_broker.client_config())
+    for k, v in ((b"\x00\x03\x02g", b"\x00\x00\xff"), (b"\x00\x63junk", b"x"), (b"\x00\x08\x02g", None)):
+        producer.produce(unique_topic, key=k, value=v, partition=0)
+    assert producer.flush(10) == 0
+    raw = (spark_session.read.format("kafka").options(**source_options(kafka_broker.client_config(), unique_topic))
+           .load())
+    jvm = [r.asDict() for r in decode_avro(raw).orderBy("partition", "offset").collect()]
+    python = [r.asDict() for r in decode_arrow(raw).orderBy("partition", "offset").collect()]
+    assert len(jvm) == len(python) == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
+    for a, b in zip(jvm, python):
+        fields = (a.pop("fields"), b.pop("fields"))
+        errors = (a.pop("error"), b.pop("error"))
+        assert a == b
+        assert (errors[0] is None) == (errors[1] is None), errors
+        assert (orjson.loads(fields[0]) if fields[0] else None) == (orjson.loads(fields[1]) if fields[1] else None)
+    assert sum(r["record_type"] == 8 for r in jvm) > 0
 
 
 def test_option_and_command_errors_are_one_line(capsys, kafka_broker, tmp_path) -> None:  # noqa: ANN001
-    with pytest.raises(OptionError, match="kafka.bootstrap.servers"):
-        Options.parse({"topic": "x"})
-    with pytest.raises(OptionError, match="maxoffsetspertrigger"):
-        Options.parse({"kafka.bootstrap.servers": "h:1", "maxOffsetsPerTrigger": "-3"})
     code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
                        f"missing-{uuid.uuid4().hex[:6]}", "--warehouse", str(tmp_path))
     assert code == 1 and err.count("\n") == 1 and "does not exist" in err
@@ -422,38 +479,70 @@ def test_option_and_command_errors_are_one_line(capsys, kafka_broker, tmp_path) 
     code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
                        str(tmp_path), "--trigger", "often")
     assert code == 2 and "--trigger" in err
+    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
+                       str(tmp_path), "--optimize-every", "soon")
+    assert code == 2 and "--optimize-every" in err
+    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
+                       str(tmp_path), "--kafka-config", "sasl.mechanism=GSSAPI", "--kafka-config", "sasl.username=u",
+                       "--kafka-config", "sasl.password=p")
+    assert code == 2 and err.count("\n") == 1 and "sasl.jaas.config" in err
     code, _, err = run(capsys, "sql", "--warehouse", str(tmp_path / "none"), "SELECT 1")
     assert code == 1 and "run coordinator audit" in err
 
 
 def test_sql_errors_are_one_line(capsys, audited) -> None:  # noqa: ANN001
     _, warehouse, _, _, _ = audited
-    code, out, err = run(capsys, "sql", "--warehouse", str(warehouse), "SELEC 1")
+    code, out, err = run(capsys, "sql", *warehouse.args(), "SELEC 1")
     assert code == 2 and out == "" and err.count("\n") == 1 and "PARSE_SYNTAX_ERROR" in err
-    code, _, err = run(capsys, "sql", "--warehouse", str(warehouse), "SELECT * FROM nope")
+    code, _, err = run(capsys, "sql", *warehouse.args(), "SELECT * FROM nope")
     assert code == 2 and err.count("\n") == 1 and "nope" in err
-    code, out, _ = run(capsys, "sql", "--warehouse", str(warehouse), "SELECT `group`, count(*) AS n FROM rebalances "
-                                                                     "GROUP BY 1 ORDER BY 1")
+    code, out, _ = run(capsys, "sql", *warehouse.args(), "SELECT `group`, count(*) AS n FROM rebalances "
+                                                         "GROUP BY 1 ORDER BY 1")
     assert code == 0 and out.splitlines()[0].split() == ["group", "n"] and GROUP in out
+
+
+def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(capsys, kafka_broker, spark_session, unique_topic,
+                                                                   where) -> None:  # noqa: ANN001
+    """Delta's idempotent writes, seen directly: a batch handed to the audit again (as Spark does
+    after a crash between the writes and its commit) adds no row; OPTIMIZE leaves one file per table."""
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    random_story(81, "rerun", w.driver)
+    w.close()
+    a = Audit(spark_session, kafka_broker.client_config(), unique_topic, database=where.database,
+              max_offsets_per_trigger=30, optimize_every_ms=3_600_000)
+    a.start("available-now").awaitTermination(120)
+    before = {table: spark_session.table(a.name(table)).count() for table in t.TABLES}
+    raw = spark_session.read.format("kafka").options(**a.options).load()
+    a.batch(raw, 0)  # batch 0 again, with the whole topic: every table already holds batch 0's write
+    assert {table: spark_session.table(a.name(table)).count() for table in t.TABLES} == before
+    assert before[t.RECORDS] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
+    a.optimize()
+    detail = spark_session.sql(f"DESCRIBE DETAIL {a.name(t.RECORDS)}").first()
+    assert detail["numFiles"] == 1
+    assert spark_session.table(a.name(t.RECORDS)).count() == before[t.RECORDS]
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
 
 
 # --- pure parts ---------------------------------------------------------------------------------------
 
 
-def test_limits_share_offsets_in_proportion_and_starve_no_partition() -> None:
-    start = {0: 0, 1: 100, 2: 50}
-    latest = {0: 1000, 1: 110, 2: 50}
-    limited = limit_offsets(start, latest, 101)
-    assert limited[2] == 50
-    assert limited[1] > 100  # a small lag still moves
-    assert sum(limited[p] - start[p] for p in start) <= 101 + len(start)
-    assert limit_offsets(start, latest, 10_000) == latest
-
-
-def test_ranges_split_to_use_every_core() -> None:
-    assert split_ranges({0: 0, 1: 5}, {0: 10, 1: 5}, 1) == [OffsetRange(0, 0, 10)]
-    parts = split_ranges({0: 0}, {0: 10}, 3)
-    assert [(r.start, r.end) for r in parts] == [(0, 4), (4, 8), (8, 10)]
+def test_librdkafka_security_settings_become_the_java_clients() -> None:
+    java = java_client_config({"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
+                               "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "ops", "sasl.password": 'p"w',
+                               "ssl.ca.location": "/ca.pem"})
+    assert java["sasl.mechanism"] == "SCRAM-SHA-512" and java["security.protocol"] == "SASL_SSL"
+    assert java["sasl.jaas.config"] == ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                        'username="ops" password="p\\"w";')
+    assert java["ssl.truststore.type"] == "PEM" and java["ssl.truststore.location"] == "/ca.pem"
+    assert not {"sasl.username", "sasl.password", "ssl.ca.location", "sasl.mechanisms"} & set(java)
+    pem = java_client_config({"ssl.certificate.location": "/me.pem", "ssl.key.location": "/me.pem",
+                              "ssl.key.password": "k", "enable.ssl.certificate.verification": "false"})
+    assert pem["ssl.keystore.location"] == "/me.pem" and pem["ssl.keystore.type"] == "PEM"
+    assert pem["ssl.endpoint.identification.algorithm"] == ""
+    options = source_options({"bootstrap.servers": "b:9093"}, "__worker_offsets", max_offsets_per_trigger=7)
+    assert options["kafka.isolation.level"] == "read_committed" and options["maxOffsetsPerTrigger"] == "7"
+    assert options["subscribe"] == "__worker_offsets" and options["kafka.bootstrap.servers"] == "b:9093"
 
 
 def test_triggers() -> None:
@@ -463,7 +552,7 @@ def test_triggers() -> None:
     assert parse_trigger("2m") == {"processingTime": "120000 milliseconds"}
 
 
-def test_decoding_a_batch_fills_the_typed_columns() -> None:
+def test_decoding_a_batch_gives_every_records_fields() -> None:
     d = StampedDriver()
     random_story(71, "decode", d)
     encoded = [encode(r) for r in d.log]
@@ -475,13 +564,15 @@ def test_decoding_a_batch_fills_the_typed_columns() -> None:
         assert row["tombstone"] == (record.value is None) and row["error"] is None
         v = record.value
         if record.record_type == 8 and v is not None:
-            assert row["member_epoch"] == v.member_epoch
-            assert {i["item"] for i in row["assignment"]} == {str(i) for i in _items(v.assignment)}
+            fields = orjson.loads(row["fields"])
+            assert fields["MemberEpoch"] == v.member_epoch
+            assert set(fields["Assignment"]["Connectors"]) == set(v.assignment.connectors)
         if record.record_type == 3 and v is not None:
-            assert row["group_epoch"] == v.group_epoch
-    typed = t.typed_tables(pa.Table.from_batches([batch]))
-    currents = [r for r in d.log if r.record_type == 8]
-    want = sum(max(1, len(_items(r.value.assignment))) + len(_items(r.value.pending_revocation))
-               if r.value is not None else 1 for r in currents)
-    assert typed[t.CURRENT_ASSIGNMENTS].num_rows == want
-    assert typed[t.GROUP_EPOCHS].num_rows == sum(r.record_type == 3 for r in d.log)
+            assert orjson.loads(row["fields"])["GroupEpoch"] == v.group_epoch
+
+
+def test_the_views_sql_names_only_tables() -> None:
+    for view in t.VIEWS:
+        text = t.view_sql(view, lambda table: f"db.{table}")
+        assert "{" not in text.replace("{}", "")
+        assert set(re.findall(r"db\.(\w+)", text)) <= set(t.TABLES)

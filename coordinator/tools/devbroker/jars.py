@@ -1,7 +1,7 @@
 """Apache Kafka's jars: resolved from Maven Central once, then taken from a cache.
 
 A pom lists them: `pom.xml` beside this file for the dev broker, and others for other Kafka programs
-(bench/vs_connect/pom.xml: Kafka Connect). The first use on a machine runs `mvn
+(bench/vs_connect/pom.xml: Kafka Connect; spark/pom.xml: Spark's Kafka, Avro and Delta connectors). The first use on a machine runs `mvn
 dependency:copy-dependencies` into `$XDG_CACHE_HOME/worker-coordinator/<artifactId>-<version>-<pom
 digest>/` (about 45 MB for the broker; Maven keeps its own copy in ~/.m2). A changed pom is a new
 directory, so an edit never mixes jars of two versions. The copy goes to a temporary directory that
@@ -38,11 +38,21 @@ def kafka_version(pom: Path = POM) -> str:
     return version
 
 
+def pinned_version(pom: Path) -> str:
+    """The version a pom is about: its kafka.version, else its first `*.version` property (the
+    Spark connectors' pom pins spark.version)."""
+    properties = ET.parse(pom).getroot().find("m:properties", _NS)
+    versions = [(p.tag.split("}")[-1], p.text) for p in ([] if properties is None else properties)
+                if p.tag.endswith(".version") and p.text]
+    assert versions, f"{pom} pins no version property"
+    return dict(versions).get("kafka.version", versions[0][1])
+
+
 def cache_dir(pom: Path = POM) -> Path:
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     digest = hashlib.sha256(pom.read_bytes()).hexdigest()[:12]
     name = "kafka" if pom == POM else ET.parse(pom).getroot().findtext("m:artifactId", namespaces=_NS)
-    return base / "worker-coordinator" / f"{name}-{kafka_version(pom)}-{digest}"
+    return base / "worker-coordinator" / f"{name}-{pinned_version(pom)}-{digest}"
 
 
 def libs(pom: Path = POM, marker: str = "kafka_2.13-*.jar", what: str = "Apache Kafka") -> Path:
@@ -55,7 +65,7 @@ def libs(pom: Path = POM, marker: str = "kafka_2.13-*.jar", what: str = "Apache 
     with (target.parent / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not target.is_dir():  # another process may have finished while this one waited
-            _resolve(target, pom, marker, f"{what} {kafka_version(pom)}")
+            _resolve(target, pom, marker, f"{what} {pinned_version(pom)}")
     return target
 
 
