@@ -95,7 +95,7 @@ bench-replay: install
 bench-service: install broker-up
 	$(BIN)/python bench/bench_service.py --bootstrap-servers $(BOOTSTRAP) $(SERVICE_ARGS)
 
-# `coordinator audit` (Spark) on a topic of 1,000,000 records with the local broker: raw records table,
+# `coordinator audit` (Spark) on a topic of 1,000,000 records in 16 partitions with the local broker: the no-decoding baseline, the raw records table (JVM and Python decoders),
 # the full audit, end-to-end lag with a processing-time trigger (`AUDIT_ARGS=--quick` to smoke-test).
 bench-audit: install broker-up
 	$(BIN)/python bench/bench_audit.py --bootstrap-servers $(BOOTSTRAP) $(AUDIT_ARGS)

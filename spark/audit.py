@@ -230,28 +230,34 @@ class Audit:
 
     def batch(self, df, batch_id: int) -> None:  # noqa: ANN001 - the micro-batch's DataFrame
         started = time.monotonic()
-        self._write(t.RECORDS, decode_avro(df), batch_id)
-        # The same offsets read again for the History: measured, cheaper than caching them in Spark
-        # for the two reads, and than reading them back from the records table.
-        records = df.select(*_RAW).toArrow()
-        history = self._history_before(batch_id)
+        # Read from Kafka once: cached, the batch's raw records go to the History on the driver while
+        # Spark decodes and writes them to the records table.
+        df.persist()
         try:
-            history.run(_raw(records))
-            corrupt = len(history.corrupt)
-            events, rebalances, intervals = history.take()  # corrupt records: the records table has them
+            records = df.select(*_RAW).toArrow()
+            records_written = self._pool.submit(self._write, t.RECORDS, decode_avro(df), batch_id)
+            try:
+                history = self._history_before(batch_id)
+                history.run(_raw(records))
+                corrupt = len(history.corrupt)
+                events, rebalances, intervals = history.take()  # corrupt records: the records table has them
+                rows = [(t.EVENTS, t.event_rows(events)), (t.REBALANCES_CONVERGED, t.rebalance_rows(rebalances)),
+                        (t.OWNERSHIP_ENDED, t.ownership_rows(intervals))]
+                snapshots = [(t.REBALANCES_OPEN, t.rebalance_rows(history.all_rebalances())),
+                             (t.OWNERSHIP_OPEN, t.ownership_rows(history.open_intervals()))]
+            finally:
+                records_written.result()  # the records go in first: a restart rebuilds the History from them
             # Five commits to five tables: a Delta commit is mostly waiting (on the log, on a small
             # job), so they go at once.
-            writes = [self._pool.submit(self._append, table, rows, batch_id) for table, rows in (
-                (t.EVENTS, t.event_rows(events)), (t.REBALANCES_CONVERGED, t.rebalance_rows(rebalances)),
-                (t.OWNERSHIP_ENDED, t.ownership_rows(intervals)))]
-            writes += [self._pool.submit(self._replace, table, rows, batch_id) for table, rows in (
-                (t.REBALANCES_OPEN, t.rebalance_rows(history.all_rebalances())),
-                (t.OWNERSHIP_OPEN, t.ownership_rows(history.open_intervals())))]
+            writes = [self._pool.submit(self._append, table, r, batch_id) for table, r in rows]
+            writes += [self._pool.submit(self._replace, table, r, batch_id) for table, r in snapshots]
             for write in writes:
                 write.result()
         except BaseException:
             self._history = None  # half applied: the next batch starts again from the tables
             raise
+        finally:
+            df.unpersist()
         self._history_batch = batch_id
         if time.monotonic() - self._optimized_at >= self.optimize_every_ms / 1000:
             self.optimize()

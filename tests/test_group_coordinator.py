@@ -798,20 +798,43 @@ def _departures(d: Driver) -> list[tuple[str, str | None, str]]:
     return [(x.member_id, x.instance_id, x.reason) for x in epoch.value.departures]
 
 
+def _told_everywhere(d: Driver, member: str, reason: str) -> None:
+    """The reason reaches `coordinator replay timeline` and the audit's events table (both read the
+    records the coordinator wrote)."""
+    from replay_scenarios import raw_records
+
+    from replay import events as ev
+    from replay.history import History
+    from spark.tables import event_rows
+
+    history = History()
+    history.run(raw_records(d.log, list(range(len(d.log)))))
+    left = [e for e in history.events if e.kind == ev.MEMBER_LEFT and e.member_id == member]
+    assert left and left[-1].detail.get("reason") == reason
+    # A static instance whose session expired has its own words for the same reason.
+    words = "expired after it left" if reason == LeaveReason.STATIC_LEAVE else leave_reason_text(reason)
+    assert words in ev.text(left[-1])
+    rows = [r for r in event_rows(history.events).to_pylist() if r["kind"] == ev.MEMBER_LEFT and r["member"] == member]
+    assert rows[-1]["reason"] == reason
+
+
 def test_every_way_of_leaving_is_written_with_its_reason() -> None:
     d, (w1, w2) = started({"A": 2, "B": 2})
     w2.leave()
     assert _departures(d) == [("W2", None, "leave")]
+    _told_everywhere(d, "W2", "leave")
 
     d, (w1, w2) = started({"A": 2, "B": 2})
     d.advance(6_000)
     w1.heartbeat()
     d.advance(5_000)  # W2 sent nothing for 11 s: session 10 s
     assert _departures(d) == [("W2", None, "session-timeout")]
+    _told_everywhere(d, "W2", "session-timeout")
 
     d, (w1, w2) = started({"A": 2, "B": 2})
     d.heartbeat(HeartbeatRequest(G, "W2", w2.member_epoch + 5))
     assert _departures(d) == [("W2", None, "fenced-epoch")]
+    _told_everywhere(d, "W2", "fenced-epoch")
 
     d, (w1, w2) = started({"A": 4, "B": 4}, rebalance_timeout_ms=2_000)
     w3 = SimWorker(d, G, "W3")
@@ -824,6 +847,7 @@ def test_every_way_of_leaving_is_written_with_its_reason() -> None:
         w1.heartbeat()
         w3.heartbeat()
     assert _departures(d) == [("W2", None, "rebalance-timeout")]
+    _told_everywhere(d, "W2", "rebalance-timeout")
 
     d, (w1, w2) = started({"A": 2}, instance_id=None)
     s = SimWorker(d, G, "S1", instance_id="i-1")
@@ -832,6 +856,7 @@ def test_every_way_of_leaving_is_written_with_its_reason() -> None:
     assert group_of(d).current("S1").member_epoch == -2
     SimWorker(d, G, "S1b", instance_id="i-1").heartbeat()
     assert _departures(d) == [("S1", "i-1", "replaced")]
+    _told_everywhere(d, "S1", "replaced")
     # An epoch bumped by something else carries no departures.
     d.set_connectors(G, {"A": 3})
     assert _departures(d) == []
@@ -848,6 +873,7 @@ def test_every_way_of_leaving_is_written_with_its_reason() -> None:
         w2.heartbeat()
     assert "S1" not in group_of(d).members
     assert _departures(d) == [("S1", "i-1", "static-leave")]
+    _told_everywhere(d, "S1", "static-leave")
     assert_replay_equals_live(d)
 
 
