@@ -79,7 +79,9 @@ def session(scratch: Path, app: str = "worker-coordinator", *, warehouse: Path |
     from pyspark.sql import SparkSession
 
     java = f"-Djava.io.tmpdir={scratch} -Dlog4j2.configurationFile={_LOG4J.as_uri()}"
-    conf = connectors_conf() if warehouse is None else catalog_conf(warehouse)
+    # Without a catalog, Spark would still make an empty `spark-warehouse` in the working directory.
+    conf = ({**connectors_conf(), "spark.sql.warehouse.dir": str(scratch / "spark-warehouse")} if warehouse is None
+            else catalog_conf(warehouse))
     conf["spark.driver.extraJavaOptions"] = f"{conf.get('spark.driver.extraJavaOptions', '')} {java}".strip()
     builder = (SparkSession.builder.appName(app)
                .master(os.environ.get("COORDINATOR_SPARK_MASTER", "local[*]"))

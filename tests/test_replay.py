@@ -180,7 +180,8 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     assert released["released"] == ["clicks-source", "clicks-source-1", "clicks-source-2"]
 
 
-def test_the_events_of_static_membership_takeovers_server_side_assignors_and_assignor_errors() -> None:
+def _static_instance_taken_over() -> tuple[StampedDriver, SimWorker, SimWorker]:
+    """W1 and static W2 (instance i-2); W2 leaves with -2 and its instance comes back as W2b."""
     d = StampedDriver()
     d.set_config("g", session_timeout_ms=10_000, heartbeat_interval_ms=1_000, scheduled_rebalance_max_delay_ms=5_000)
     d.set_connectors("g", {"A": 2})
@@ -191,6 +192,11 @@ def test_the_events_of_static_membership_takeovers_server_side_assignors_and_ass
     d.advance(1_000)
     back = SimWorker(d, "g", "W2b", instance_id="i-2")
     converge([w1, back], advance_ms=500)
+    return d, w1, back
+
+
+def test_the_events_of_static_membership_takeovers_server_side_assignors_and_assignor_errors() -> None:
+    d, w1, back = _static_instance_taken_over()
     texts = [ev.text(e) for e in history_of(raw_records(d.log, d.stamps), "g").events]
     assert any(t.startswith("W2 left as a static member; its assignment [") and t.endswith("waits for its return")
                for t in texts)
@@ -549,16 +555,7 @@ def test_plot_tooltips_say_why_a_member_left(story: Story, dumps: dict[str, Path
 
 
 def test_plot_tooltips_of_a_static_member_away_say_how_its_wait_ended() -> None:
-    d = StampedDriver()
-    d.set_config("g", session_timeout_ms=10_000, heartbeat_interval_ms=1_000, scheduled_rebalance_max_delay_ms=5_000)
-    d.set_connectors("g", {"A": 2})
-    w1 = SimWorker(d, "g", "W1", instance_id="i-1")
-    w2 = SimWorker(d, "g", "W2", instance_id="i-2")
-    converge([w1, w2], advance_ms=500)
-    w2.leave(static=True)
-    d.advance(1_000)
-    back = SimWorker(d, "g", "W2b", instance_id="i-2")  # its instance comes back: W2 is replaced
-    converge([w1, back], advance_ms=500)
+    d, w1, back = _static_instance_taken_over()  # W2's instance comes back as W2b: W2 is replaced
     back.leave(static=True)
     for _ in range(12):  # and does not come back again within its session
         d.advance(1_000)
