@@ -451,9 +451,13 @@ def main() -> int:
                       f"{rate / base_rate:.2f}x the baseline); goals >= {RAW_GOAL:,}/s and >= {RAW_RATIO_GOAL}x -> "
                       f"{_met(ok)}")
 
-            print("4. full audit (spark.audit.Audit, available-now, a fresh database each round)")
+            from spark.cli import MAX_OFFSETS_PER_TRIGGER
+
+            audit_max = args.max_offsets_per_trigger or MAX_OFFSETS_PER_TRIGGER
+            print(f"4. full audit (spark.audit.Audit, available-now, a fresh database each round, "
+                  f"maxOffsetsPerTrigger {audit_max:,} as coordinator audit's default)")
             bench_full_audit(spark, bootstrap, topic, run_id.replace("-", "_"), count, base_rate, sizes.rounds,
-                             args.min_partitions, args.max_offsets_per_trigger)
+                             args.min_partitions, audit_max)
 
             print(f"5. end-to-end lag: audit with trigger {sizes.lag_trigger} while {sizes.lag_rate:,} records/s "
                   f"arrive for {sizes.lag_seconds:g} s")

@@ -22,6 +22,11 @@ from coordinator.sdk.admin import table
 from coordinator.tools import kafka_config
 
 
+# A batch's records and history rows pass through the driver: this bounds its memory when the audit
+# starts far behind (a new audit of a long topic) and costs nothing once it has caught up.
+MAX_OFFSETS_PER_TRIGGER = 200_000
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     audit = subparsers.add_parser(
         "audit",
@@ -37,8 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit.add_argument("--starting-offsets", default="earliest",
                        help="where a new audit starts: earliest (default), latest, or JSON "
                             '{"<topic>": {"<partition>": offset}}; a restarted audit continues from its checkpoint')
-    audit.add_argument("--max-offsets-per-trigger", type=int, metavar="N",
-                       help="at most N offsets per micro-batch (default: all that is there)")
+    audit.add_argument("--max-offsets-per-trigger", type=int, metavar="N", default=MAX_OFFSETS_PER_TRIGGER,
+                       help=f"at most N offsets per micro-batch (default {MAX_OFFSETS_PER_TRIGGER:,}: it bounds the "
+                            "driver's memory when the audit starts far behind)")
     audit.add_argument("--min-partitions", type=int, metavar="N",
                        help="read each batch in at least N Spark tasks (default: one per Kafka partition)")
     audit.add_argument("--optimize-every", default="10m", metavar="INTERVAL",

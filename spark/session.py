@@ -1,6 +1,7 @@
 """The SparkSession the audit, `coordinator sql` and the tests use (DESIGN §10).
 
-Local mode on this machine's cores unless $COORDINATOR_SPARK_MASTER says otherwise. Spark's Python
+Local mode on this machine's cores unless $COORDINATOR_SPARK_MASTER says otherwise, with a 4 GB
+driver unless $COORDINATOR_SPARK_DRIVER_MEMORY says otherwise. Spark's Python
 workers run this interpreter (PYSPARK_PYTHON), where the project is installed. Scratch space
 (`spark.local.dir`, the JVM's java.io.tmpdir) goes under a directory the caller names, so a killed
 run leaves its debris there and nowhere else. Spark's own logging is cut to errors: a command prints
@@ -86,6 +87,9 @@ def session(scratch: Path, app: str = "worker-coordinator", *, warehouse: Path |
     builder = (SparkSession.builder.appName(app)
                .master(os.environ.get("COORDINATOR_SPARK_MASTER", "local[*]"))
                .config("spark.local.dir", str(scratch))
+               # The driver holds a micro-batch's records for the History and its rows for the history
+               # tables; Spark's 1 GB default ran out at a million records in one batch.
+               .config("spark.driver.memory", os.environ.get("COORDINATOR_SPARK_DRIVER_MEMORY", "4g"))
                .config("spark.executor.extraJavaOptions", java)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
