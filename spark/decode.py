@@ -7,8 +7,9 @@ fields from that JSON when queried: typed columns here would cost the audit more
 
 - `decode_avro(df)`: in the JVM, with Spark's `from_avro`, one expression per record type and value
   version generated from `records/schemas` (the two-byte headers pick it). The audit uses this one:
-  measured by `make bench-audit`, it decodes several times faster than Python can (no row leaves the
-  JVM).
+  it needs no Python worker beside the driver's, which replays the History on the same cores.
+  `make bench-audit` measures both decoders into the records table; on 2 cores they are within 30%
+  of each other and two runs ranked them differently (58k vs 52k records/s, then 67k vs 86k).
 - `decode_arrow(df)`: our Python decoder (`records.decode`, the coordinator's own) over Arrow
   batches with `mapInArrow`. It is the reference the JVM decoder is tested against, and what a
   reader uses who wants the records exactly as the coordinator reads them.
