@@ -143,11 +143,6 @@ def warehouse_of(spark) -> Path:  # noqa: ANN001
     return Path(spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:"))
 
 
-def table_path(warehouse: Path, database: str, table: str) -> Path:
-    """Where Spark keeps a managed table of `database` (its default location under the warehouse)."""
-    return Path(warehouse) / f"{database.lower()}.db" / table
-
-
 class Audit:
     """The audit of one topic into one database of the warehouse's catalog."""
 

@@ -21,7 +21,6 @@ from coordinator.errors import CliError
 from coordinator.sdk.admin import table
 from coordinator.tools import kafka_config
 
-
 # A batch's records and history rows pass through the driver: this bounds its memory when the audit
 # starts far behind (a new audit of a long topic) and costs nothing once it has caught up.
 MAX_OFFSETS_PER_TRIGGER = 200_000
@@ -190,9 +189,8 @@ def _first_line(error: BaseException) -> str:
 def _sql(args: argparse.Namespace) -> int:
     _require_spark()
     warehouse = _warehouse_dir(args)
-    from spark.audit import table_path
     from spark.sql import register_views
-    from spark.tables import RECORDS
+    from spark.tables import RECORDS, table_path
 
     if not (table_path(warehouse, args.database, RECORDS) / "_delta_log").is_dir():
         raise CliError(f"no audit tables of database {args.database} in {warehouse}: run coordinator audit "

@@ -12,13 +12,12 @@ from pathlib import Path
 
 from coordinator.errors import CliError
 from spark import tables as t
-from spark.audit import table_path
 
 
 def register_views(spark, warehouse: Path, database: str) -> list[str]:  # noqa: ANN001
     """Register every table and view of `database` in `warehouse`; returns their names."""
     for table in t.TABLES:
-        path = table_path(warehouse, database, table)
+        path = t.table_path(warehouse, database, table)
         if not (path / "_delta_log").is_dir():
             raise CliError(f"no audit table {table} in {path.parent}: run coordinator audit --warehouse {warehouse} "
                            f"--database {database} first")

@@ -31,8 +31,8 @@ The history rows are `replay.history`'s own JSON shapes (`rebalance_json`, `inte
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
-
 
 import orjson
 import pyarrow as pa
@@ -138,6 +138,11 @@ _VIEWS: dict[str, str] = {
     OWNERSHIP: "SELECT * FROM {ownership_ended} UNION ALL SELECT * FROM {ownership_open}",
     MEMBER_EVENTS: "SELECT * FROM {events} WHERE member IS NOT NULL",
 }
+
+
+def table_path(warehouse: Path, database: str, table: str) -> Path:
+    """Where Spark keeps a managed table of `database` (its default location under the warehouse)."""
+    return Path(warehouse) / f"{database.lower()}.db" / table
 
 
 def view_sql(view: str, table_ref: Callable[[str], str]) -> str:
