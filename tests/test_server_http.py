@@ -118,7 +118,7 @@ def test_metrics_count_what_happened(kafka_broker, unique_topic) -> None:  # noq
                 samples[name] = float(value)
         hb = '{api="/v1/connect-group/heartbeat"}'
         assert samples[f"coordinator_request_seconds_count{hb}"] == 2
-        assert samples['coordinator_errors_total{api="/v1/connect-group/heartbeat",code="110"}'] == 1
+        assert samples['coordinator_errors_total{api="/v1/connect-group/heartbeat",error="FENCED_MEMBER_EPOCH"}'] == 1
         partition = str(partition_for(G, 2))
         assert samples[f'coordinator_groups{{partition="{partition}"}}'] == 1
         assert samples[f'coordinator_members{{partition="{partition}"}}'] == 0  # fenced, so removed

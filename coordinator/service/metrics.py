@@ -11,10 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from importlib.metadata import PackageNotFoundError, version
+
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from coordinator.core.protocol import ErrorCode
 from records import ConnectGroupMetadataKey, Record
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -23,6 +36,25 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 
+# Codes that are steps of the protocol, not failures: a member asked to compute the target
+# (client-side assignment), a classic member told to rejoin or to join again with its new id. An
+# alert on coordinator_errors_total must not fire on a normal rebalance, so they are counted apart.
+SIGNALS = frozenset({ErrorCode.COMPUTE_ASSIGNMENT, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED})
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)  # a code this version does not know: its number, rather than nothing
+
+
+def _version() -> str:
+    try:
+        return version("worker-coordinator")
+    except PackageNotFoundError:
+        return "unknown"
+
 
 class Metrics:
     def __init__(self) -> None:
@@ -30,8 +62,15 @@ class Metrics:
         r = self.registry
         self.request_seconds = Histogram("coordinator_request_seconds", "Time to answer a request, by API",
                                          ["api"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.errors = Counter("coordinator_errors", "Responses with a non-zero ErrorCode, by API and code",
-                              ["api", "code"], registry=r)
+        self.errors = Counter("coordinator_errors", "Responses with an ErrorCode that is a failure, by API and "
+                              "error name", ["api", "error"], registry=r)
+        self.signals = Counter("coordinator_protocol_signals", "Responses with an ErrorCode that is a step of the "
+                               "protocol (COMPUTE_ASSIGNMENT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED), by API "
+                               "and name", ["api", "signal"], registry=r)
+        ProcessCollector(registry=r)  # process_*: CPU, RSS, open file descriptors, start time
+        PlatformCollector(registry=r)  # python_info
+        GCCollector(registry=r)  # python_gc_*
+        Info("coordinator_build", "The coordinator's version", registry=r).info({"version": _version()})
         self.batch_records = Histogram("coordinator_batch_records", "Records per committed transaction",
                                        ["partition"], buckets=_BATCH_BUCKETS, registry=r)
         self.commit_seconds = Histogram("coordinator_commit_seconds", "Time to write and commit one batch",
@@ -51,8 +90,10 @@ class Metrics:
 
     def observe_request(self, api: str, seconds: float, error_code: int) -> None:
         self.request_seconds.labels(api).observe(seconds)
-        if error_code:
-            self.errors.labels(api, str(error_code)).inc()
+        if error_code in SIGNALS:
+            self.signals.labels(api, _error_name(error_code)).inc()
+        elif error_code:
+            self.errors.labels(api, _error_name(error_code)).inc()
 
     def observe_commit(self, partition: int, batch: list[Record], seconds: float) -> None:
         label = str(partition)

@@ -1,0 +1,44 @@
+"""What `/metrics` exports, without a server: a normal rebalance counts no error, errors carry
+their names, and the process, platform and build series are there (issue 19, item 1)."""
+
+from __future__ import annotations
+
+from coordinator.core.protocol import ErrorCode
+from coordinator.service.metrics import Metrics
+
+HB = "/v1/connect-group/heartbeat"
+
+
+def _samples(metrics: Metrics) -> dict[str, float]:
+    out = {}
+    for line in metrics.exposition().decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_protocol_steps_are_signals_not_errors_and_errors_carry_their_names() -> None:
+    m = Metrics()
+    for code in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT, ErrorCode.COMPUTE_ASSIGNMENT,
+                 ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED):
+        m.observe_request(HB, 0.001, code)
+    samples = _samples(m)
+    assert not [name for name in samples if name.startswith("coordinator_errors_total")]
+    assert samples[f'coordinator_protocol_signals_total{{api="{HB}",signal="COMPUTE_ASSIGNMENT"}}'] == 2
+    assert samples[f'coordinator_protocol_signals_total{{api="{HB}",signal="REBALANCE_IN_PROGRESS"}}'] == 1
+    m.observe_request(HB, 0.001, ErrorCode.FENCED_MEMBER_EPOCH)
+    m.observe_request(HB, 0.001, 4242)  # a code this version does not know
+    samples = _samples(m)
+    assert samples[f'coordinator_errors_total{{api="{HB}",error="FENCED_MEMBER_EPOCH"}}'] == 1
+    assert samples[f'coordinator_errors_total{{api="{HB}",error="4242"}}'] == 1
+    assert samples[f'coordinator_request_seconds_count{{api="{HB}"}}'] == 7
+
+
+def test_process_platform_and_build_series_are_exported() -> None:
+    samples = _samples(Metrics())
+    assert samples["process_resident_memory_bytes"] > 0 and samples["process_open_fds"] > 0
+    assert any(name.startswith("python_info{") for name in samples)
+    assert any(name.startswith("python_gc_collections_total{") for name in samples)
+    (build,) = [name for name in samples if name.startswith("coordinator_build_info{")]
+    assert 'version="' in build and samples[build] == 1
