@@ -51,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_replay import PARTITIONS, build  # noqa: E402  (this directory is on sys.path)
 from bench_service import create_topic, delete_topics  # noqa: E402
+
 from replay.source import RawRecord  # noqa: E402
 
 RAW_GOAL = 150_000  # records/s into the raw records table
@@ -201,7 +202,7 @@ def audit_phases() -> Iterator[Phases]:
     from spark.audit import Audit
 
     phases = Phases()
-    phases.wrap(Audit, "batch", "foreachBatch, the rest (reading the batch back from Kafka)")
+    phases.wrap(Audit, "batch", "foreachBatch itself (Kafka read into the cache; waits on the writes)")
     phases.wrap(Audit, "_write", "Delta writes (records: read + decode + write; history tables)")
     phases.wrap(audit_module, "_raw", "records -> RawRecord list")
     phases.wrap(History, "run", "History.run (decode + replay, Python)")

@@ -5,10 +5,10 @@ Theory of operation
 The query reads the topic with Spark's own Kafka source (`format("kafka")`, read_committed) and
 hands each micro-batch to `Audit.batch` (foreachBatch), which
 
-1. decodes the batch in the JVM (`spark.decode.decode_avro`) and appends it to the `records` table
-   (the one distributed write: every record, decoded in parallel);
-2. reads the batch's raw records back from that table and feeds them, in offset order per
-   partition, to a `replay.history.History`, the same object `coordinator replay` uses;
+1. caches the batch (read from Kafka once) and, while Spark decodes it in the JVM
+   (`spark.decode.decode_avro`) and appends it to the `records` table (the one distributed write),
+2. feeds its raw records, in offset order per partition, to a `replay.history.History` on the
+   driver, the same object `coordinator replay` uses;
 3. appends what the History reports (events, rebalances that converged, holdings that ended) and
    replaces the snapshots of what is still open when they changed;
 4. every so often compacts the tables' small files (Delta's OPTIMIZE) and drops replaced snapshot
@@ -51,7 +51,7 @@ from coordinator.errors import CliError
 from replay.history import History
 from replay.source import RawRecord
 from spark import tables as t
-from spark.decode import decode_avro
+from spark.decode import decode_avro, spark_schema
 
 SCRATCH = "_tmp"
 AUDITS = "_audit"
@@ -108,7 +108,8 @@ def java_client_config(kafka: Mapping[str, str]) -> dict[str, str]:
             raise CliError(f"sasl.mechanism {mechanism}: only PLAIN and SCRAM credentials (sasl.username, "
                            "sasl.password) translate to Spark's Kafka client; pass sasl.jaas.config instead",
                            exit_code=2)
-        user, password = (kafka[k].replace("\\", "\\\\").replace('"', '\\"') for k in ("sasl.username", "sasl.password"))
+        user, password = (kafka[k].replace("\\", "\\\\").replace('"', '\\"')
+                          for k in ("sasl.username", "sasl.password"))
         out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
     if "ssl.ca.location" in kafka:
         out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": kafka["ssl.ca.location"]})
@@ -213,7 +214,7 @@ class Audit:
                            for table in t.TABLES}
 
     def _create(self, table: str) -> None:
-        schema = _spark_schema(t.SCHEMAS[table].append(pa.field("batch_id", pa.int64())))
+        schema = spark_schema(t.SCHEMAS[table].append(pa.field("batch_id", pa.int64())))
         properties = {"delta.appendOnly": "true"} if table in t.APPENDED else {
             # Replaced snapshots are worth keeping an hour, for readers still on an older one.
             "delta.deletedFileRetentionDuration": "interval 1 hours"}
@@ -277,17 +278,16 @@ class Audit:
         if self._history is not None and self._history_batch == batch_id - 1:
             return self._history
         history = History()
-        history.run(_raw(self._records(0, batch_id)))
+        history.run(_raw(self._records_before(batch_id)))
         history.take()  # written when those batches ran
         self._history, self._history_batch = history, batch_id - 1
         return history
 
-    def _records(self, first: int, end: int) -> pa.Table:
-        """The raw records of batches [first, end), from the records table."""
+    def _records_before(self, batch_id: int) -> pa.Table:
+        """The raw records of the batches before `batch_id`, from the records table."""
         from pyspark.sql import functions as F
 
-        batches = F.col("batch_id").between(first, end - 1)
-        return self.spark.table(self.name(t.RECORDS)).where(batches).select(*_RAW).toArrow()
+        return self.spark.table(self.name(t.RECORDS)).where(F.col("batch_id") < batch_id).select(*_RAW).toArrow()
 
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -311,7 +311,7 @@ class Audit:
         if table in self._open_written and self._open_written[table].equals(rows):
             return
         frame = self.spark.createDataFrame(rows) if rows.num_rows else self.spark.createDataFrame(
-            [], schema=_spark_schema(t.SCHEMAS[table]))
+            [], schema=spark_schema(t.SCHEMAS[table]))
         self._write(table, frame, batch_id, mode="overwrite")
         self._open_written[table] = rows
 
@@ -324,12 +324,6 @@ class Audit:
             newest = int((now_us - bounds["max"].value) / 1000)
             oldest = int((now_us - bounds["min"].value) / 1000)
         return BatchReport(batch_id, records.num_rows, corrupt, rebalances, intervals, seconds, newest, oldest)
-
-
-def _spark_schema(schema: pa.Schema):  # noqa: ANN202 - a StructType
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    return from_arrow_schema(schema)
 
 
 def _raw(records: pa.Table) -> list[RawRecord]:

@@ -62,10 +62,12 @@ _DECODED = [name for name in SCHEMA.names if name not in RAW_COLUMNS]
 _NAMES = {t: spec.name for t, spec in RECORD_TYPES.items()}
 
 
-def spark_schema():  # noqa: ANN201 - a pyspark StructType; pyspark is imported only where Spark runs
+def spark_schema(schema: pa.Schema = SCHEMA):  # noqa: ANN201 - a pyspark StructType
+    """An Arrow schema (the records table's by default) as Spark's; pyspark is imported only here,
+    where Spark runs."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(SCHEMA)
+    return from_arrow_schema(schema)
 
 
 # --- the Python decoder ----------------------------------------------------------------------------
@@ -211,8 +213,8 @@ def _avro_projections() -> tuple[list, list, list]:
     name = F.element_at(names, t)
     what = F.concat(F.lit("record type "), t.cast("string"), F.lit(" ("), name, F.lit(")"))
     error = (F.when(t.isNull(), F.lit("cannot decode key of record: shorter than its two-byte record type"))
-             .when(name.isNull(),
-                   F.concat(F.lit("cannot decode key of record type "), t.cast("string"), F.lit(": unknown record type")))
+             .when(name.isNull(), F.concat(F.lit("cannot decode key of record type "), t.cast("string"),
+                                           F.lit(": unknown record type")))
              .when(~key_ok, F.concat(F.lit("cannot decode key of "), what, F.lit(": not valid Avro for its schema")))
              .when(tombstone, F.lit(None))
              .when(version.isNull(), F.concat(F.lit("cannot decode value of "), what,

@@ -58,7 +58,6 @@ REBALANCES = "rebalances"
 OWNERSHIP = "ownership"
 MEMBER_EVENTS = "member_events"
 
-_WHERE = [("partition", pa.int32()), ("offset", pa.int64()), ("timestamp", TIMESTAMP)]
 _ITEM = [("item", pa.string()), ("connector", pa.string()), ("task", pa.int32())]
 
 # The tables' schemas (without the `batch_id` every table adds); the records table's is spark.decode's.
