@@ -26,7 +26,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[test,spark,plot]'
 	touch $(STAMP)
 
 # The main job: a local Apache Kafka, the compacted topic, a coordinator, a fleet of workers and a

@@ -227,6 +227,10 @@ def _read_summary(history: History, read: _Read) -> str:
 def _timeline(args: argparse.Namespace) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".html", ".htm", ".svg"):
         raise CliError(f"--plot {args.plot}: the picture is a .png, or an .html (or .svg) page", exit_code=2)
+    if args.plot and Path(args.plot).suffix.lower() == ".png":
+        from replay import plot
+
+        plot.require_matplotlib()  # the extra `plot`: said before the log is read, not after
     read = _Read(args, args.group)
     history = History(args.group, strict=args.strict)
     history.run(read)
@@ -242,7 +246,7 @@ def _timeline(args: argparse.Namespace) -> int:
     else:
         _print_timeline(history, read, rebalances)
     if args.plot:
-        from replay import plot  # matplotlib is imported only when a picture is asked for
+        from replay import plot  # matplotlib (the extra `plot`) is imported only when a PNG is asked for
 
         plot.write(args.plot, history, args.group)
         print(f"plot written to {args.plot}", file=sys.stderr)

@@ -295,14 +295,26 @@ def _label_levels(xs: list[float], min_gap: float) -> list[int]:
     return levels
 
 
-def _png(picture: Layout, path: str) -> None:
-    try:
-        import matplotlib
+# matplotlib is the optional extra `plot` (pyproject.toml): the server image does not install it.
+PNG_NEEDS_MATPLOTLIB = ("a .png plot needs matplotlib: pip install 'worker-coordinator[plot]' "
+                        "(an .html or .svg plot needs nothing)")
 
-        matplotlib.use("Agg")  # no display: files only
-        import matplotlib.pyplot as plt
+
+def require_matplotlib() -> None:
+    """CliError in one line unless matplotlib imports: checked before the log is read, so a missing
+    extra is said at once rather than after a long replay."""
+    try:
+        import matplotlib  # noqa: F401
     except ImportError:
-        raise CliError("a .png plot needs matplotlib (pip install matplotlib); an .html plot needs nothing") from None
+        raise CliError(PNG_NEEDS_MATPLOTLIB) from None
+
+
+def _png(picture: Layout, path: str) -> None:
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
 
     tops = _lane_tops(picture)
     height = _height(picture)

@@ -97,12 +97,25 @@ def test_only_the_sources_are_copied_and_no_extras_installed() -> None:
             *sources, _ = arguments.split()
             copied.update(s.rstrip("/") for s in sources if not s.startswith("--"))
         if instruction == "RUN":
-            assert "[spark" not in arguments and "[test" not in arguments, arguments
+            assert "[spark" not in arguments and "[test" not in arguments and "[plot" not in arguments, arguments
     assert copied <= ALLOWED_SOURCES, f"the image copies {sorted(copied - ALLOWED_SOURCES)}"
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     needed = {p.split(".")[0] for p in listed_packages()} | {"pyproject.toml", project["project"]["readme"]}
     assert needed <= copied, f"pip install . needs {sorted(needed - copied)} in the image"
     assert [a for i, a in final if i == "COPY"] == ["--from=build /opt/coordinator /opt/coordinator"]
+
+
+def test_the_image_needs_no_matplotlib() -> None:
+    """The image installs pyproject.toml's dependencies alone; matplotlib (PNG plots) is the extra
+    `plot`. Every module the image's smoke test imports must import without it, as it does there."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not any(d.lower().startswith("matplotlib") for d in project["dependencies"])
+    assert any(d.lower().startswith("matplotlib") for d in project["optional-dependencies"]["plot"])
+    smoke = next(a for i, a in stages()[0] if i == "RUN" and "walk_packages" in a)
+    statement = shlex.split(smoke.rpartition("python -c ")[2])[0]
+    blocked = "import sys; sys.modules['matplotlib'] = None; " + statement
+    result = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
 
 
 def test_every_package_is_in_the_wheel() -> None:

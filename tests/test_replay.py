@@ -10,6 +10,7 @@ the topic).
 from __future__ import annotations
 
 import io
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -524,6 +525,22 @@ def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001
     code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
                      str(png))
     assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+
+
+def test_a_png_without_matplotlib_says_to_install_the_extra(capsys, dumps, tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    """matplotlib is the extra `plot` (the server image has none): a PNG asked for without it is one
+    line naming the extra, exit 1, and no file; the .html plot still works."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    png = tmp_path / "story.png"
+    code, out, err = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
+                         str(png))
+    assert code == 1 and out == "" and not png.exists()
+    assert err.count("\n") == 1 and "pip install 'worker-coordinator[plot]'" in err, err
+    assert err.startswith("coordinator replay: error: a .png plot needs matplotlib"), err
+    page = tmp_path / "story.html"
+    code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
+                     str(page))
+    assert code == 0 and page.read_text().startswith("<!DOCTYPE html>")
 
 
 def _ends(picture: plot.Layout, lane: str) -> set[str]:
