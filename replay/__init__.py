@@ -18,6 +18,10 @@ loading the topic would have had there.
     progress.py    progress of long reads on stderr
     cli.py         `coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`
 
-Arrows point one way: replay -> coordinator -> records; nothing of `coordinator` imports this
-package except the command line, which lists its commands.
+Two layers. The pure history (`positions`, `history`, `events`, `invariants`, `plot`, `progress`)
+imports only `coordinator.core`, `coordinator.errors` and `records`, and lies below the service:
+the coordinator's group page (`coordinator.service.pages`) replays a group's records and draws its
+timeline with it. `source` (which reads Kafka through `coordinator.service.log`) and `cli` lie above
+the service and the SDK; nothing of `coordinator` imports them, except the command line, which lists
+the commands (`tests/test_layers.py` holds both to it).
 """

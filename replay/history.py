@@ -40,8 +40,7 @@ from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.errors import CliError
 from replay import events as ev
 from replay.events import Event, GroupTrack
-from replay.positions import Point, Position
-from replay.source import RawRecord
+from replay.positions import Point, Position, RawRecord
 
 
 class CorruptRecordError(CliError):

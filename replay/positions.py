@@ -1,4 +1,5 @@
-"""Where in the log: a record's position, the window a read covers, the points questions are asked at.
+"""Where in the log: a record's position, the record read there, the window a read covers, the points
+questions are asked at.
 
 A position is (partition, offset, timestamp). Offsets are per partition, and a group lives in one
 partition (`coordinator.service.log.partition_for`), so "offset 1234" is unambiguous for a group's
@@ -25,6 +26,17 @@ class Position(NamedTuple):
     partition: int
     offset: int
     timestamp_ms: int
+
+
+class RawRecord(NamedTuple):
+    """One record of the topic, undecoded, where it was read: what `replay.source` reads (the topic
+    or a dump file) and `replay.history` replays. `value` None is a tombstone."""
+
+    partition: int
+    offset: int
+    timestamp_ms: int
+    key: bytes
+    value: bytes | None
 
 
 @dataclass(slots=True, frozen=True)

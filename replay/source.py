@@ -33,14 +33,14 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any
 
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from coordinator.errors import CliError
-from coordinator.service.log import READ_DEFAULTS, LogError, batches_to_end
-from replay.positions import Window
+from coordinator.service.log import LogError, read_range, reader_config
+from replay.positions import RawRecord, Window
 
 DUMP_FORMATS = ("binary", "jsonl")
 _MAGIC = b"WCDUMP\r\n\x1a\n"  # like PNG's: a text-mode copy or a truncated download shows at once
@@ -58,16 +58,6 @@ _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BR
 
 # Called with (units done, units in all) as a read goes; units are offsets or bytes.
 ProgressFn = Callable[[int, int], None]
-
-
-class RawRecord(NamedTuple):
-    """One record of the topic, undecoded. `value` None is a tombstone."""
-
-    partition: int
-    offset: int
-    timestamp_ms: int
-    key: bytes
-    value: bytes | None
 
 
 class SourceError(CliError):
@@ -129,9 +119,8 @@ def open_consumer(config: Mapping[str, str]) -> Consumer:
     try:
         # fetch.wait.max.ms: a read goes partition after partition, and each switch otherwise waits
         # out the fetch left pending on the finished one (0.5 s by default; 8 s on 16 partitions).
-        return Consumer({**READ_DEFAULTS, "fetch.wait.max.ms": 10, **config, "group.id": "worker-coordinator-replay",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "allow.auto.create.topics": False, "enable.partition.eof": False, "logger": _LIBRDKAFKA_LOG})
+        return Consumer({**reader_config(config, "worker-coordinator-replay", **{"fetch.wait.max.ms": 10}),
+                         "logger": _LIBRDKAFKA_LOG})
     except KafkaException as e:
         raise SourceError(f"invalid Kafka client configuration: {e.args[0].str()}", exit_code=2) from None
 
@@ -171,26 +160,11 @@ def _range(consumer: Consumer, topic: str, partition: int, window: Window, timeo
 
 def read_partition(consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
                ) -> Iterator[RawRecord]:
-    tp = TopicPartition(topic, partition)
-    consumer.assign([TopicPartition(topic, partition, start)])
     try:
-        last_progress = time.monotonic()
-        for messages in batches_to_end(consumer, tp, end):
-            for message in messages:
-                offset = message.offset()
-                if offset >= end:
-                    return
-                yield RawRecord(partition, offset, message.timestamp()[1], message.key() or b"", message.value())
-            if messages:
-                last_progress = time.monotonic()
-            elif time.monotonic() - last_progress > timeout_s:
-                (position,) = consumer.position([tp])
-                raise SourceError(f"reading {topic}[{partition}] stalled at offset {position.offset} "
-                                  f"for {timeout_s:g}s before its end offset {end}")
+        for message in read_range(consumer, topic, partition, start, end, timeout_s):
+            yield RawRecord(partition, message.offset(), message.timestamp()[1], message.key() or b"", message.value())
     except LogError as e:
         raise SourceError(str(e)) from None
-    finally:
-        consumer.unassign()
 
 
 def kafka_message(e: KafkaException, config: Mapping[str, str], timeout_s: float) -> str:

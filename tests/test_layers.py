@@ -1,6 +1,11 @@
 """The layers of `coordinator/` (its `__init__` says which) import one way: a module imports only
 modules of its own layer or of the layers below it, and no module-level import cycle exists.
-The command line imports a subcommand's module only when that subcommand runs."""
+The command line imports a subcommand's module only when that subcommand runs.
+
+`replay` is two layers (its `__init__` says so): its pure history (replaying records, their events,
+the invariants, the picture), built on the state machine alone, lies below the service, whose group
+page draws the timeline with it; its Kafka and dump-file reading (`replay.source`) and its commands
+(`replay.cli`) lie above the service and the SDK, as tools built on the coordinator."""
 
 from __future__ import annotations
 
@@ -13,8 +18,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# What each layer may import besides itself. `replay` and `spark` are tools built on the
-# coordinator; the coordinator never imports them (DESIGN §2).
+# What each layer may import besides itself; a module is in the longest key it is, or is inside.
+# `replay` is the pure history (state machine and records only), which the service may import for
+# the group page; `replay.source` and `replay.cli` read Kafka through the service and are tools
+# above it, as `spark` is. Nothing of the coordinator imports them (DESIGN §2).
 ALLOWED = {
     "records": set(),
     "coordinator.errors": set(),
@@ -22,15 +29,17 @@ ALLOWED = {
     "coordinator.api": {"records", "coordinator.core"},
     "coordinator.tools": {"coordinator.errors"},
     "coordinator.service": {"records", "coordinator.core", "coordinator.api", "coordinator.tools",
-                            "coordinator.errors"},
+                            "coordinator.errors", "replay"},
     "coordinator.sdk": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.errors"},
     "coordinator.cli": {"coordinator.errors"},
     "coordinator.__main__": {"coordinator.cli"},
     "coordinator": set(),
-    "replay": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.service",
-               "coordinator.sdk", "coordinator.errors"},
+    "replay": {"records", "coordinator.core", "coordinator.errors"},
+    "replay.source": {"coordinator.errors", "coordinator.service", "replay"},
+    "replay.cli": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.service",
+                   "coordinator.sdk", "coordinator.errors", "replay", "replay.source"},
     "spark": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.service",
-              "coordinator.sdk", "coordinator.errors", "replay"},
+              "coordinator.sdk", "coordinator.errors", "replay", "replay.source", "replay.cli"},
 }
 
 
@@ -114,6 +123,13 @@ def test_the_command_line_imports_no_subcommand_until_one_runs() -> None:
     loaded = _imported_after("import coordinator.cli")
     assert not {m for m in loaded if m.split(".")[0] in ("replay", "spark", "pyspark", "aiohttp", "confluent_kafka")}
     assert not {m for m in loaded if m.startswith(("coordinator.service", "coordinator.sdk", "coordinator.core"))}
+
+
+def test_the_pure_history_of_replay_reads_no_kafka() -> None:
+    """What the service may import of `replay` loads neither Kafka's client nor the service."""
+    loaded = _imported_after("import replay.history, replay.events, replay.plot, replay.invariants")
+    assert not {m for m in loaded if m.split(".")[0] in ("confluent_kafka", "aiohttp", "matplotlib")
+                or m.startswith(("coordinator.service", "coordinator.sdk", "replay.source", "replay.cli"))}
 
 
 def test_help_lists_every_subcommand_without_importing_them() -> None:

@@ -83,6 +83,15 @@ def _fenced(e: KafkaException) -> bool:
 READ_DEFAULTS = {"max.partition.fetch.bytes": 16 * 1024 * 1024}
 
 
+def reader_config(config: Mapping[str, str], group_id: str, **settings: object) -> dict:
+    """A consumer's settings for reading partitions as the coordinator loads them: read_committed,
+    assigned (nothing committed, no group membership), no topic created by asking. `settings` go
+    between READ_DEFAULTS and the user's `config`; the read's own rules win over both. Loading,
+    `coordinator replay` and the group page read so."""
+    return {**READ_DEFAULTS, **settings, **config, "group.id": group_id, "enable.auto.commit": False,
+            "isolation.level": "read_committed", "allow.auto.create.topics": False, "enable.partition.eof": False}
+
+
 @dataclass(slots=True)
 class LoadResult:
     """What loading a partition found: how much, how long, and the records that did not decode."""
@@ -102,9 +111,7 @@ def load_partition(config: Mapping[str, str], topic: str, partition: int, state:
     must not keep every other group of the partition from being served."""
     started = time.monotonic()
     result = LoadResult(partition)
-    consumer = Consumer({**READ_DEFAULTS, **config, "group.id": f"worker-coordinator-load-{topic}",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "allow.auto.create.topics": False, "enable.partition.eof": False})
+    consumer = Consumer(reader_config(config, f"worker-coordinator-load-{topic}"))
     try:
         tp = TopicPartition(topic, partition)
         try:
@@ -160,6 +167,31 @@ def batches_to_end(consumer: Consumer, tp: TopicPartition, end: int) -> Iterator
             return
         if not messages:
             yield messages
+
+
+def read_range(consumer: Consumer, topic: str, partition: int, start: int, end: int, stall_s: float
+               ) -> Iterator[Message]:
+    """The messages of `topic[partition]` from offset `start` to before `end` (captured by the caller),
+    as the consumer reads them (`reader_config`: read_committed). LogError when nothing arrives for
+    `stall_s` before the end. The partition is assigned for the read and unassigned after it, also
+    when the caller stops early. Shared by `coordinator replay` and the group page."""
+    tp = TopicPartition(topic, partition)
+    consumer.assign([TopicPartition(topic, partition, start)])
+    try:
+        last_progress = time.monotonic()
+        for messages in batches_to_end(consumer, tp, end):
+            for message in messages:
+                if message.offset() >= end:
+                    return
+                yield message
+            if messages:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > stall_s:
+                (position,) = consumer.position([tp])
+                raise LogError(f"reading {topic}[{partition}] stalled at offset {position.offset} "
+                               f"for {stall_s:g}s before its end offset {end}")
+    finally:
+        consumer.unassign()
 
 
 class PartitionWriter:
