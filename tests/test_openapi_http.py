@@ -196,7 +196,7 @@ def test_answers_are_closed_and_requests_open() -> None:
     and no other; a request may carry unknown properties (ignored)."""
     schemas = DOCUMENT["components"]["schemas"]
     for name in ("HeartbeatResponse", "Assignment", "PrepareAssignmentResponse", "GroupMember", "GroupDescription",
-                 "MemberDescription", "ErrorResponse", "Health"):
+                 "MemberDescription", "ErrorResponse", "Health", "Liveness"):
         assert schemas[name]["additionalProperties"] is False, name
         assert set(schemas[name]["required"]) == set(schemas[name]["properties"]), name
     for name in ("HeartbeatRequest", "ClientAssignor", "ConnectorsAndTasks", "TaskId", "InstallAssignmentRequest"):
@@ -329,6 +329,7 @@ def test_refusals_match_the_document(live: Live) -> None:
             assert response.status_code in (200, 400), (op_id, response.text)
             _conforms(live, braces, response)
     assert ("heartbeat", 403) in seen and ("health", 200) in seen
+    assert ("healthReady", 200) in seen and ("healthLive", 200) in seen  # the probes are open as well
     assert not live.errors
 
 

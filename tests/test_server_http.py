@@ -4,6 +4,7 @@ assignor), the admin routes, and bad input answered with 400/INVALID_REQUEST, ne
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -11,6 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.service.log import partition_for
+from coordinator.service.runtime import Status
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 
 pytestmark = pytest.mark.integration
@@ -128,3 +130,45 @@ def test_metrics_count_what_happened(kafka_broker, unique_topic) -> None:  # noq
         assert samples['coordinator_partition_loads_total{partition="0"}'] == 1
 
     _serve(kafka_broker, unique_topic, scenario)
+
+
+def test_live_while_a_partition_loads_and_not_ready(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Kubernetes' two probes: /health/live is 200 whatever the partitions do (a liveness probe that
+    failed during a load would restart the pod, which would load again elsewhere); /health/ready and
+    /health are 503 until every partition this process holds serves. The load of partition 1 is held
+    by a gate queued on its own I/O thread (it runs the fence and the load, one job at a time), so the
+    partition is loading for certain while the probes are asked; then it loads from Kafka."""
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", "2", "--replication-factor", "1"]) == 0
+
+    async def run() -> None:
+        server = CoordinatorServer(kafka_broker.client_config(), unique_topic, 2, [0], "http://127.0.0.1:0")
+        await server.start()
+        client = TestClient(TestServer(server.app()))
+        await client.start_server()
+        gate = threading.Event()
+        try:
+            assert (await client.get("/health/ready")).status == 200
+            assigning = asyncio.create_task(server.assign([1]))
+            await asyncio.sleep(0)  # assign has made the runtime, and queued no Kafka call yet
+            held = server.runtimes[1]._io.submit(gate.wait)
+            live = await client.get("/health/live")
+            assert live.status == 200 and live.content_type == "application/json"
+            assert await live.json() == {"Status": "alive", "Url": "http://127.0.0.1:0", "Partitions": 2}
+            for path in ("/health/ready", "/health"):
+                ready = await client.get(path)
+                assert ready.status == 503, path
+                assert await ready.json() == {"Status": "degraded", "Url": "http://127.0.0.1:0",
+                                              "Partitions": {"0": "active", "1": "loading"}}
+            gate.set()
+            await asyncio.wrap_future(held)
+            await assigning
+            assert server.runtimes[1].status is Status.ACTIVE
+            assert (await client.get("/health/ready")).status == 200
+            assert (await client.get("/health/live")).status == 200
+        finally:
+            gate.set()
+            await client.close()
+            await server.close()
+
+    asyncio.run(run())

@@ -263,7 +263,7 @@ def _close_answers(components: Schema, requests: set[str], answers: set[str]) ->
 
 def _document() -> dict:
     types = {t for op in OPERATIONS for t in (*op.answers, op.request) if t is not None}
-    types |= {wire.Health, wire.InvalidRequest, wire.AuthorizationFailed}
+    types |= {wire.Health, wire.Liveness, wire.InvalidRequest, wire.AuthorizationFailed}
     _, components = msgspec.json.schema_components(sorted(types, key=lambda t: t.__name__),
                                                    ref_template="#/components/schemas/{name}")
     for schema in components.values():  # docstrings, as one line each
@@ -286,6 +286,15 @@ def _document() -> dict:
         "health", "Health", "This process's partitions and their status; needs no credentials.",
         {"200": _json("Every partition is active.", _ref("Health")),
          "503": _json("A partition is loading, failed or closed.", _ref("Health"))})}
+    paths["/health/ready"] = {"get": _open(
+        "healthReady", "Readiness", "As /health, for a readiness probe: 200 once every partition this process holds "
+        "is active, 503 while one is loading, failed or closed; needs no credentials.",
+        {"200": _json("Every partition is active.", _ref("Health")),
+         "503": _json("A partition is loading, failed or closed.", _ref("Health"))})}
+    paths["/health/live"] = {"get": _open(
+        "healthLive", "Liveness", "For a liveness probe: 200 whenever the process's event loop answers, never 503 "
+        "because a partition loads; needs no credentials.",
+        {"200": _json("The process answers.", _ref("Liveness"))})}
     paths["/metrics"] = {"get": _open(
         "metrics", "Prometheus metrics", "Requests, errors, batches, commits, loads, rebalances, groups, members and "
         "epochs in the Prometheus text exposition format; needs no credentials.",

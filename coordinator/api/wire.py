@@ -782,6 +782,15 @@ class Health(Body):
                           doc("Partition number -> status.")]
 
 
+class Liveness(Body):
+    """This process answers: its event loop runs. Says nothing about its partitions (see Health)."""
+
+    status: Annotated[Literal["alive"], doc("Always alive: an answer at all is the news.")]
+    url: Annotated[str, doc("This coordinator's advertised URL.")]
+    partitions: Annotated[int, Meta(ge=0, le=2**31 - 1, extra_json_schema={"format": "int32"}),
+                          doc("How many partitions this process holds, in any status.")]
+
+
 class InvalidRequest(Body):
     """The body is not JSON, breaks the schema, or is too large."""
 

@@ -5,7 +5,8 @@ the schema is HTTP 400 with INVALID_REQUEST; nothing ever answers 500 with a tra
 unexpected failure is logged and answered COORDINATOR_NOT_AVAILABLE.
 
 Requests to `/v1/` are authenticated (bearer token, or ANONYMOUS when allowed) and authorized per
-group (`coordinator.service.auth`); `/health`, `/metrics` and `/openapi.json` are open.
+group (`coordinator.service.auth`); `/health` (also `/health/ready`), `/health/live`, `/metrics` and
+`/openapi.json` are open.
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ class CoordinatorServer:
             web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
             web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
             web.get("/health", self.health),
+            web.get("/health/live", self.live),
+            web.get("/health/ready", self.health),
             web.get("/metrics", self.metrics_text),
             web.get("/openapi.json", self.openapi_document),
         ])
@@ -260,6 +263,11 @@ class CoordinatorServer:
         healthy = all(r.status is Status.ACTIVE for r in self.runtimes.values())
         return _answer(wire.Health(status="ok" if healthy else "degraded", url=self.advertised_url,
                                    partitions=partitions), 200 if healthy else 503)
+
+    async def live(self, request: web.Request) -> web.Response:
+        """Liveness: 200 whenever the event loop answers, whatever its partitions are doing (a pod
+        that restarts because a partition loads would only load it again elsewhere)."""
+        return _answer(wire.Liveness(status="alive", url=self.advertised_url, partitions=len(self.runtimes)))
 
     async def metrics_text(self, request: web.Request) -> web.Response:
         return web.Response(body=self.metrics.exposition(), headers={"Content-Type": metrics.CONTENT_TYPE})
