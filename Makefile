@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration soak clean
 
 install: $(STAMP)
 
@@ -94,6 +94,13 @@ bench-replay: install
 # join/leave churn, kill -9 failover, partition load (`SERVICE_ARGS=--quick` to smoke-test).
 bench-service: install broker-up
 	$(BIN)/python bench/bench_service.py --bootstrap-servers $(BOOTSTRAP) $(SERVICE_ARGS)
+
+# One `coordinator serve` for 10 minutes under steady heartbeats from 50 groups x 4 SDK workers plus churn
+# (a leave, a join, a task count change, a kill without a leave, every 2 s), with the local broker: RSS, open
+# fds, heartbeat p50/p99, requests and rebalances every minute, their growth, then every task owned once
+# (bench/soak.py; `SOAK_ARGS="--minutes 1 --groups 10"` for a short one).
+soak: install broker-up
+	$(BIN)/python bench/soak.py --bootstrap-servers $(BOOTSTRAP) $(SOAK_ARGS)
 
 # `coordinator audit` (Spark) on a topic of 1,000,000 records in 16 partitions with the local broker: the no-decoding baseline, the raw records table (JVM and Python decoders),
 # the full audit, end-to-end lag with a processing-time trigger (`AUDIT_ARGS=--quick` to smoke-test).
