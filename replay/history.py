@@ -34,9 +34,9 @@ from typing import Any
 
 from records import RECORD_TYPES, RecordDecodeError, decode
 
-from coordinator.core.group_coordinator import group_state
 from coordinator.core.items import Item
 from coordinator.core.state import ConnectGroup, CoordinatorState
+from coordinator.core.views import rebalance_converged
 from coordinator.errors import CliError
 from replay import events as ev
 from replay.events import Event, GroupTrack
@@ -201,7 +201,7 @@ class History:
         events = ev.derive(gh.track, key, before, after, group, at)
         for event in events:
             self._follow(gh, event, group)
-        if gh.rebalance is not None and _converged(group):
+        if gh.rebalance is not None and rebalance_converged(group):
             self._close(gh, at)
         return events  # type: ignore[return-value]
 
@@ -389,12 +389,6 @@ def _moved(before: dict[Item, str | None], holders: dict[Item, dict[str, _Holdin
             moved.append((item, was, now))
     return sorted(moved, key=lambda m: ev.item_order(m[0]))
 
-
-def _converged(group: ConnectGroup | None) -> bool:
-    if group is None:
-        return True
-    state = group_state(group)
-    return state == "STABLE" or (state == "EMPTY" and not group.currents)
 
 
 def _ended_by(e: Event) -> str:

@@ -95,7 +95,7 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
         with pytest.raises(NotServing) as refused:
             await first.call(heartbeat(HeartbeatRequest(G, "W4", 0, rebalance_timeout_ms=5_000)))
         assert refused.value.code == ErrorCode.NOT_COORDINATOR
-        assert first.status is Status.CLOSED
+        assert first.status is Status.FENCED
         with pytest.raises(NotServing):
             await first.call(heartbeat(HeartbeatRequest(G, "W1", epoch)))
         # Nothing the fenced owner tried to write is visible.

@@ -35,6 +35,16 @@ def group_state(group: ConnectGroup) -> str:
     return "STABLE"
 
 
+def rebalance_converged(group: ConnectGroup | None) -> bool:
+    """Whether a rebalance of the group (from an epoch bump) has ended: the group is STABLE, or
+    empty with nobody still holding work, or gone. The one definition of the live
+    `coordinator_rebalance_duration_seconds` and of `replay.history`'s rebalances, so the two agree."""
+    if group is None:
+        return True
+    state = group_state(group)
+    return state == "STABLE" or (state == "EMPTY" and not group.currents)
+
+
 # A classic group's state in Kafka's words, as `kafka-consumer-groups --describe --state` shows them.
 CLASSIC_STATES = {CLASSIC_EMPTY: "EMPTY", PREPARING_REBALANCE: "PREPARING_REBALANCE",
                   COMPLETING_REBALANCE: "COMPLETING_REBALANCE", "Stable": "STABLE"}

@@ -9,9 +9,8 @@ one process (tests, benchmarks) do not mix their figures.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
-
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -27,14 +26,21 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from coordinator.core.protocol import ErrorCode
 from records import ConnectGroupMetadataKey, Record
+
+from coordinator.core.protocol import ErrorCode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Heartbeats answered from memory take tens of microseconds; durable ones wait for a commit (ms).
 _LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+# From an epoch bump to convergence: a heartbeat interval or two when nothing must be revoked, up
+# to a rebalance timeout (Connect's default 60 s) or a scheduled rebalance delay (5 min) when it is.
+_REBALANCE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
+# The partition's status as `/health` and the alert rules name it (the runtime's ACTIVE is "serving").
+PARTITION_STATUSES = {"loading": "loading", "active": "serving", "failed": "failed", "fenced": "fenced",
+                      "closed": "closed"}
 
 # Codes that are steps of the protocol, not failures: a member asked to compute the target
 # (client-side assignment), a classic member told to rejoin or to join again with its new id. An
@@ -83,9 +89,14 @@ class Metrics:
                              "write failure)", ["partition"], registry=r)
         self.rebalances = Counter("coordinator_rebalances", "Group epoch bumps written (each starts a rebalance)",
                                   ["partition"], registry=r)
+        self.rebalance_seconds = Histogram("coordinator_rebalance_duration_seconds", "Rebalances from the group "
+                                           "epoch bump to convergence (every member at the new epoch with nothing "
+                                           "to revoke), as they converge", ["partition"],
+                                           buckets=_REBALANCE_BUCKETS, registry=r)
 
     def watch(self, partitions: Callable[[], Mapping[int, Any]]) -> None:
-        """Report groups, members and epochs of the partitions `partitions()` returns when scraped."""
+        """Report the status of the partitions (runtimes) `partitions()` returns when scraped, and the
+        groups, members, epochs and rebalances in progress of those serving."""
         self.registry.register(_StateCollector(partitions))
 
     def observe_request(self, api: str, seconds: float, error_code: int) -> None:
@@ -102,6 +113,9 @@ class Metrics:
         bumps = sum(1 for r in batch if r.key.__class__ is ConnectGroupMetadataKey and r.value is not None)
         if bumps:
             self.rebalances.labels(label).inc(bumps)
+
+    def observe_rebalance(self, partition: int, seconds: float) -> None:
+        self.rebalance_seconds.labels(str(partition)).observe(seconds)
 
     def observe_load(self, partition: int, seconds: float, records: int) -> None:
         label = str(partition)
@@ -123,11 +137,24 @@ class _StateCollector(Collector):
         group_epoch = GaugeMetricFamily("coordinator_group_epoch", "Group epoch", labels=["group"])
         assignment_epoch = GaugeMetricFamily("coordinator_assignment_epoch", "Epoch of the installed target "
                                              "assignment", labels=["group"])
+        status = GaugeMetricFamily("coordinator_partition_status", "1 for the status each partition this process "
+                                   "owns is in (loading, serving, failed, fenced), 0 for the others",
+                                   labels=["partition", "status"])
+        in_progress = GaugeMetricFamily("coordinator_rebalance_in_progress_seconds", "Seconds since each group "
+                                        "rebalancing now had its epoch bumped (since the partition loaded, for a "
+                                        "rebalance open then)", labels=["group"])
         for partition, runtime in sorted(self.partitions().items()):
+            current = PARTITION_STATUSES[runtime.status.value]
+            for name in ("loading", "serving", "failed", "fenced"):
+                status.add_metric([str(partition), name], 1.0 if name == current else 0.0)
+            if current != "serving":
+                continue
+            for group_id, seconds in runtime.observer.in_progress(runtime.now_ms()).items():
+                in_progress.add_metric([group_id], seconds)
             state = runtime.coordinator.state
             groups.add_metric([str(partition)], len(state.groups))
             members.add_metric([str(partition)], sum(len(g.members) for g in state.groups.values()))
             for group in state.groups.values():
                 group_epoch.add_metric([group.group_id], group.group_epoch)
                 assignment_epoch.add_metric([group.group_id], group.assignment_epoch)
-        yield from (groups, members, group_epoch, assignment_epoch)
+        yield from (groups, members, group_epoch, assignment_epoch, status, in_progress)

@@ -40,8 +40,10 @@ from records import Record
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.protocol import ErrorCode, Parked, ParkKey, Result, Timer, TimerKey
 from coordinator.core.state import CoordinatorState
+from coordinator.service.events import Observer, Told
 from coordinator.service.log import LoadResult, LogError, PartitionWriter, load_partition
 from coordinator.service.metrics import Metrics
+from coordinator.tools.logs import event
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +57,7 @@ class Status(Enum):
     LOADING = "loading"
     ACTIVE = "active"
     FAILED = "failed"
+    FENCED = "fenced"  # another coordinator took the partition over: closed, waiting to be revoked
     CLOSED = "closed"
 
 
@@ -89,6 +92,9 @@ class PartitionRuntime:
         self._queue: asyncio.Queue[tuple[Callable[[int], Any], asyncio.Future | None]] = asyncio.Queue()
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self._batch: list[Record] = []
+        self._told: list[Told] = []  # what the open batch's changes mean, told once it is committed
+        self.observer = Observer(partition, None if metrics is None else functools.partial(
+            metrics.observe_rebalance, partition))
         self._waiting: list[tuple[asyncio.Future, Any]] = []
         self._parked: dict[ParkKey, asyncio.Future] = {}
         self._commits = 0  # batches handed to the writer and not yet confirmed
@@ -159,9 +165,14 @@ class PartitionRuntime:
             return
         self._writer = writer
         for corrupt in self.last_load.corrupt:
-            log.error("%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt)
-        log.info("%s[%d] loaded: %d records in %.3f s", self.topic, self.partition, self.last_load.records,
-                 self.last_load.seconds)
+            event(log, "record-skipped", "%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt,
+                  level=logging.ERROR, partition=self.partition, offset=corrupt[0])
+        state = self.coordinator.state
+        event(log, "partition-loaded", "%s[%d] loaded: %d records in %.3f s", self.topic, self.partition,
+              self.last_load.records, self.last_load.seconds, partition=self.partition,
+              records=self.last_load.records, seconds=round(self.last_load.seconds, 6), groups=len(state.groups),
+              members=sum(len(g.members) for g in state.groups.values()))
+        self.observer.loaded(state, self.now_ms())
         if self.metrics is not None:
             self.metrics.observe_load(self.partition, self.last_load.seconds, self.last_load.records)
         self._arm(self.coordinator.timers(self.now_ms()))
@@ -169,8 +180,9 @@ class PartitionRuntime:
             self._loop_task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
         self.status = Status.ACTIVE
 
-    async def close(self) -> None:
-        self.status = Status.CLOSED
+    async def close(self, status: Status = Status.CLOSED) -> None:
+        """Stop serving (CLOSED: revoked or shutting down; FENCED: taken over by another owner)."""
+        self.status = status
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
@@ -228,7 +240,10 @@ class PartitionRuntime:
                 if future is not None and not future.done():
                     future.set_exception(e)
                 continue
+            seen = self.observer.before(self.coordinator.state, result.records) if result.records else None
             self.coordinator.apply(result)
+            if seen is not None:
+                self._told += self.observer.after(self.coordinator.state, seen, self.now_ms())
             self._arm(result.timers)
             answers = [(parked, response) for key, response in result.deliveries
                        if (parked := self._parked.pop(key, None)) is not None]
@@ -270,18 +285,20 @@ class PartitionRuntime:
             return
         batch, self._batch = self._batch, []
         waiting, self._waiting = self._waiting, []
+        told, self._told = self._told, []
         self._commits += 1
-        asyncio.create_task(self._commit(batch, waiting))
+        asyncio.create_task(self._commit(batch, waiting, told))
 
-    async def _commit(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+    async def _commit(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]) -> None:
         try:
-            await self._write_batch(batch, waiting)
+            await self._write_batch(batch, waiting, told)
         finally:
             self._commits -= 1
         if self.status is Status.ACTIVE and (self._batch or self._waiting):
             self._start_flush()  # these waited a whole commit already: no linger
 
-    async def _write_batch(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]]) -> None:
+    async def _write_batch(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]],
+                           told: list[Told]) -> None:
         if self.status is not Status.ACTIVE or self._writer is None:
             for future, _ in waiting:
                 if not future.done():
@@ -301,17 +318,20 @@ class PartitionRuntime:
             for future, _ in waiting:
                 if not future.done():
                     future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, str(e)))
-            if self.status is Status.CLOSED:
+            if self.status in (Status.CLOSED, Status.FENCED):
                 return  # revoked or shutting down while the batch was written: nothing to load again
             if e.fenced:
                 # Another coordinator owns the partition now: loading it again would fence
                 # that one in turn. Stop serving it.
-                log.error("%s; partition %d was taken over, no longer serving it", e, self.partition)
-                await self.close()
+                event(log, "partition-fenced", "%s; partition %d was taken over, no longer serving it", e,
+                      self.partition, level=logging.ERROR, partition=self.partition)
+                await self.close(Status.FENCED)
                 return
-            log.error("%s; dropping partition %d and loading it again", e, self.partition)
+            event(log, "partition-reloading", "%s; dropping partition %d and loading it again", e, self.partition,
+                  level=logging.ERROR, partition=self.partition)
             await self._reload()
             return
+        self.observer.tell(told)
         for future, response in waiting:
             if not future.done():
                 future.set_result(response)
@@ -334,6 +354,7 @@ class PartitionRuntime:
 
     def _fail_waiting(self, code: ErrorCode, message: str) -> None:
         self._batch = []
+        self._told = []
         waiting, self._waiting = self._waiting, []
         parked, self._parked = self._parked, {}
         for future in [f for f, _ in waiting] + list(parked.values()):

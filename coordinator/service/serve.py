@@ -13,10 +13,10 @@ import logging
 import os
 import signal
 import ssl
-import sys
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from coordinator.core.assignors import ASSIGNORS
@@ -24,7 +24,7 @@ from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.errors import CliError
 from coordinator.service.auth import Authorizer, ConfigError
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
-from coordinator.tools import kafka_config
+from coordinator.tools import kafka_config, logs
 
 log = logging.getLogger("coordinator.service.serve")
 
@@ -139,8 +139,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--connect-timeout", type=_number(float), default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
                         metavar="SECONDS", help="give up when Kafka does not answer within this (env "
                                                 "COORDINATOR_CONNECT_TIMEOUT, default 120)")
-    parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),
-                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(env COORDINATOR_LOG_LEVEL)")
+    logs_ = parser.add_argument_group("logs")
+    logs_.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),
+                       choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(env COORDINATOR_LOG_LEVEL)")
+    logs_.add_argument("--log-format", default=env("COORDINATOR_LOG_FORMAT", "auto"), choices=logs.FORMATS,
+                       help="json: one JSON object per line, with event, group, member, epoch and partition "
+                            "fields for joins, leaves, fencings, rebalances, ownership moves and partition "
+                            "loads; text: for people; auto: text on a terminal, json otherwise (env "
+                            "COORDINATOR_LOG_FORMAT, default auto)")
+    logs_.add_argument("--access-log", action="store_true", default=env_flag("COORDINATOR_ACCESS_LOG"),
+                       help="log every HTTP request (method, path, status, milliseconds, client) as an "
+                            "`http-request` event (env COORDINATOR_ACCESS_LOG)")
     parser.set_defaults(func=run)
 
 
@@ -179,8 +188,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    logs.configure(args.log_level, args.log_format)
     if args.ownership == "group" and args.peer:
         raise CliError("--peer (COORDINATOR_PEERS) is for static ownership only: in group ownership "
                        "find-coordinator asks the consumer group who owns a partition; remove it", exit_code=2)
@@ -189,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
     # client asks metadata about, and librdkafka's producers and admin clients ask for that unless told
     # not to: the topic must come from `coordinator topic create` (compacted), never from a lookup.
     config.setdefault("allow.auto.create.topics", "false")
+    # librdkafka's own lines go through our logging too (confluent-kafka's `logger`), so that in
+    # JSON every line of the process is one object, not JSON mixed with librdkafka's `%6|...` text.
+    config["logger"] = logging.getLogger("kafka")
     host, port = parse_listen(args.listen)
     chosen = parse_partitions(args.partitions)
     tls = _tls_context(args)
@@ -209,6 +220,19 @@ def run(args: argparse.Namespace) -> int:
     server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer,
                                max_body_bytes=args.max_request_bytes)
     return asyncio.run(_serve(server, args, config, host, port, tls))
+
+
+class AccessLog(AbstractAccessLogger):
+    """One `http-request` event per request, fields for machines, a line for people."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        ms = round(time * 1000, 3)
+        logs.event(access, "http-request", "%s %s %d %.3f ms", request.method, request.path, response.status, ms,
+                   method=request.method, path=request.path, status=response.status, ms=ms,
+                   client=request.remote)
+
+
+access = logging.getLogger("coordinator.access")
 
 
 def _reachable(host: str) -> str:
@@ -260,7 +284,9 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    runner = web.AppRunner(server.app(), handle_signals=False,
+                           **({"access_log_class": AccessLog, "access_log": log} if args.access_log
+                              else {"access_log": None}))
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True).start()

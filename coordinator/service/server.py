@@ -78,7 +78,7 @@ class CoordinatorServer:
         self.max_body_bytes = max_body_bytes
         self.metrics = Metrics()
         self.runtimes: dict[int, PartitionRuntime] = {}
-        self.metrics.watch(lambda: {p: r for p, r in self.runtimes.items() if r.status is Status.ACTIVE})
+        self.metrics.watch(lambda: dict(self.runtimes))
         self.locate: Callable[[int], Awaitable[str | None]] | None = None
         self._owned = list(owned)
 
@@ -111,7 +111,7 @@ class CoordinatorServer:
     def runtime_for(self, group_id: str) -> PartitionRuntime:
         partition = partition_for(group_id, self.partitions)
         runtime = self.runtimes.get(partition)
-        if runtime is None or runtime.status is Status.CLOSED:
+        if runtime is None or runtime.status in (Status.CLOSED, Status.FENCED):
             raise NotServing(ErrorCode.NOT_COORDINATOR, f"group {group_id} (partition {partition}) is not served here")
         return runtime
 
