@@ -166,7 +166,9 @@ def test_served_document_is_valid_openapi_and_names_every_route(live: Live) -> N
         if route.method == "HEAD":  # aiohttp adds HEAD to every GET
             continue
         info = route.resource.get_info()
-        registered.add((route.method, info.get("path") or info["formatter"]))
+        path = info.get("path") or info["formatter"]
+        if not path.startswith("/ui/"):  # the HTML pages are for people, not part of the API
+            registered.add((route.method, path))
     assert operations == registered
 
 
@@ -305,7 +307,8 @@ def test_refusals_match_the_document(live: Live) -> None:
         op = result.ok()
         op_id = op.definition.raw["operationId"]
         secured = bool(op.definition.raw["security"])
-        path_parameters = {"group_id": "other"} if "{group_id}" in op.path else None
+        path_parameters = ({"group_id": "other", **({"connector": "A"} if "{connector}" in op.path else {})}
+                           if "{group_id}" in op.path else None)
         body = {"body": bodies[op_id], "media_type": "application/json"} if op_id in bodies else {}
         case = op.Case(path_parameters=path_parameters, **body)
         for headers, expected in ([({}, 401), ({"Authorization": "Bearer nope"}, 401),
@@ -324,7 +327,7 @@ def test_refusals_match_the_document(live: Live) -> None:
             assert big.status_code == 413, (op_id, big.text)
             _conforms(live, case, big)
         if path_parameters:  # any group id reaches its route, braces included
-            braces = op.Case(path_parameters={"group_id": "a{b}"}, **body)
+            braces = op.Case(path_parameters={**path_parameters, "group_id": "a{b}"}, **body)
             response = braces.call(base_url=live.url, headers=AUTH)
             assert response.status_code in (200, 400), (op_id, response.text)
             _conforms(live, braces, response)
@@ -363,9 +366,12 @@ def _conforms(live: Live, case, response) -> None:  # noqa: ANN001
                                              _no_internal_error(live)])
 
 
-def _call(live: Live, method: str, path: str, body: Any = None, group_id: str | None = None) -> Any:
+def _call(live: Live, method: str, path: str, body: Any = None, group_id: str | None = None,
+          connector: str | None = None) -> Any:
     operation = SCHEMA[path][method]
     kwargs: dict[str, Any] = {"path_parameters": {"group_id": group_id}} if group_id is not None else {}
+    if connector is not None:
+        kwargs["path_parameters"]["connector"] = connector
     if body is not None:
         kwargs.update(body=body, media_type="application/json")
     case = operation.Case(**kwargs)
@@ -433,12 +439,24 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
     described = settle()
     assert {m["MemberId"] for m in described["Members"]} == {"W1", "W2"}
     assert described["Assignor"] == "incremental_cooperative" and described["AssignorKind"] == "client"
+    status = "/v1/groups/{group_id}/connectors/{connector}/status"
+    a = _call(live, "GET", status, group_id=group, connector="A")
+    assert a["name"] == "A" and [t["id"] for t in a["tasks"]] == [0, 1] and a["type"] == "unknown", a
+    holders = {m["MemberId"]: m["InstanceId"] for m in described["Members"]}
+    for place in (a["connector"], *a["tasks"]):
+        assert place["state"] == "ASSIGNED" and holders[place["worker_id"]] == place["instance_id"], a
+    assert _call(live, "GET", status, group_id=group, connector="Z")["ErrorCode"] == ErrorCode.UNKNOWN_CONNECTOR
     # W2 leaves holding work: the next assignment defers it, and the group schedules a rebalance.
     heartbeat("W2", {"MemberEpoch": -1})
     del workers["W2"]
     described = settle()
     assert described["Deferred"]["Connectors"] or described["Deferred"]["Tasks"], described
     assert described["ScheduledRebalanceAtMs"] is not None
+    deferred = [*described["Deferred"]["Connectors"], *((t["Connector"], t["Task"]) for t in described["Deferred"]["Tasks"])]
+    waiting = [place for name in ("A", "B") for s in [_call(live, "GET", status, group_id=group, connector=name)]
+               for place in ((name, s["connector"]), *(((name, t["id"]), t) for t in s["tasks"]))]
+    assert sorted(str(i) for i, p in waiting if p["state"] == "UNASSIGNED") == sorted(map(str, deferred)), waiting
+    assert all(p["deferred_until"] and p["worker_id"] is None for i, p in waiting if p["state"] == "UNASSIGNED")
     assert seen == {"compute", "departed", "assignment"}
     listed = _call(live, "GET", "/v1/groups")
     assert group in [g["GroupId"] for g in listed["Groups"]]

@@ -49,6 +49,7 @@ ERRORS: dict[ErrorCode, str] = {
     ErrorCode.COMPUTE_ASSIGNMENT: "the member has been selected by the coordinator to compute the new target "
                                   "assignment of the group (the heartbeat itself took effect)",
     ErrorCode.INVALID_ASSIGNMENT: "the installed assignment is not valid for the group epoch it was computed at",
+    ErrorCode.UNKNOWN_CONNECTOR: "the group neither runs the connector nor has a worker holding it",
 }
 
 
@@ -143,6 +144,13 @@ OPERATIONS: tuple[Operation, ...] = (
         "Required ACL: Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, "
         "GROUP_ID_NOT_FOUND.", (wire.GroupDescription, wire.ErrorResponse), tag="admin"),
     Operation(
+        "get", "/v1/groups/{group_id}/connectors/{connector}/status", "connectorStatus", "A connector's status",
+        "Shaped like Kafka Connect's `GET /connectors/{name}/status`, claiming only what the coordinator knows: "
+        "which worker holds the connector and each task (ASSIGNED), is giving it up (REVOKING) or that none does "
+        "(UNASSIGNED, with when the coordinator rebalances for it if the target deferred it). Required ACL: "
+        "Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, "
+        "UNKNOWN_CONNECTOR.", (wire.ConnectorStatus, wire.ErrorResponse), tag="admin"),
+    Operation(
         "delete", "/v1/groups/{group_id}", "deleteGroup", "Delete a group",
         "Deletes a group that has no members (a tombstone for each of its records). Required ACL: Delete. Errors "
         "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST (empty id), "
@@ -199,6 +207,10 @@ def _operation(op: Operation) -> Schema:
         out["parameters"] = [{"name": "group_id", "in": "path", "required": True,
                               "description": "The group identifier, percent-encoded.",
                               "schema": {"type": "string", "minLength": 1}}]
+    if "{connector}" in op.path:
+        out["parameters"].append({"name": "connector", "in": "path", "required": True,
+                                  "description": "The connector's name, percent-encoded.",
+                                  "schema": {"type": "string", "minLength": 1}})
     if op.request is not None:
         media: Schema = {"schema": _ref(op.request.__name__)}
         if op.example is not None:

@@ -21,6 +21,7 @@ non-empty ids, version ranges) answer HTTP 200 with an ErrorCode, as the seed's 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
@@ -738,6 +739,72 @@ class GroupDescription(Body):
             initial_assignment_delay_ms=d.initial_assignment_delay_ms, group_type=d.group_type,
             generation=d.generation, protocol_name=d.protocol_name, leader=d.leader,
             departures=[Departure.of(x) for x in d.departures])
+
+
+# --- Kafka Connect's status, as far as the coordinator knows -------------------------------------------
+
+_ITEM_STATE = Annotated[Literal["ASSIGNED", "REVOKING", "UNASSIGNED"], doc(
+    "ASSIGNED: a worker owns it; REVOKING: its owner is giving it up and no other worker holds it yet; "
+    "UNASSIGNED: no worker holds it. Never RUNNING or FAILED: whether it runs is the worker's to say.")]
+_WORKER_ID = Annotated[str | None, doc(
+    "The member id of the worker holding it (Kafka Connect gives the worker's host:port; the coordinator knows "
+    "the member id, and its Url is in describe), or null when UNASSIGNED.")]
+_INSTANCE_ID = Annotated[str | None, doc("That worker's static instance id, or null (dynamic, or UNASSIGNED).")]
+_DEFERRED_UNTIL = Annotated[str | None, doc(
+    "When UNASSIGNED because the target deferred it: when the coordinator rebalances for it (ISO 8601, UTC); "
+    "else null.")]
+
+
+def _iso(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class ConnectorState(Struct, kw_only=True, gc=False):
+    """Where the connector itself is (Kafka Connect's `connector`)."""
+
+    state: _ITEM_STATE
+    worker_id: _WORKER_ID
+    instance_id: _INSTANCE_ID
+    deferred_until: _DEFERRED_UNTIL
+
+    @classmethod
+    def of(cls, s: protocol.ItemStatus) -> ConnectorState:
+        return cls(state=s.state, worker_id=s.member_id, instance_id=s.instance_id,
+                   deferred_until=_iso(s.deferred_until_ms))
+
+
+class TaskState(Struct, kw_only=True, gc=False):
+    """Where a task is (an entry of Kafka Connect's `tasks`)."""
+
+    id: Annotated[Int32, doc("The task number.")]
+    state: _ITEM_STATE
+    worker_id: _WORKER_ID
+    instance_id: _INSTANCE_ID
+    deferred_until: _DEFERRED_UNTIL
+
+
+class ConnectorStatus(Struct, kw_only=True, gc=False):
+    """A connector's status shaped like Kafka Connect's `GET /connectors/{name}/status`
+    (ConnectorStateInfo: Connect's lower-case field names, so Connect's tools read it), claiming only what
+    the coordinator knows: who holds the connector and each task, not whether they run. ErrorCode is 0, as
+    in every answer of this API."""
+
+    error_code: Annotated[Literal[0], doc("0: no error.")] = msgspec.field(name="ErrorCode")
+    name: Annotated[str, doc("The connector's name.")]
+    connector: ConnectorState
+    tasks: Annotated[list[TaskState], doc("By task number: the configured tasks, and any a worker still holds "
+                                          "beyond them.")]
+    type: Annotated[Literal["unknown"], doc(
+        "Kafka Connect's connector type (source or sink); the coordinator does not know it: always unknown.")]
+
+    @classmethod
+    def of(cls, s: protocol.ConnectorStatus) -> ConnectorStatus:
+        return cls(error_code=0, name=s.name, connector=ConnectorState.of(s.connector),
+                   tasks=[TaskState(id=n, state=t.state, worker_id=t.member_id, instance_id=t.instance_id,
+                                    deferred_until=_iso(t.deferred_until_ms)) for n, t in s.tasks],
+                   type="unknown")
 
 
 class SetConnectorsRequest(Body):

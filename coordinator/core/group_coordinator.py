@@ -66,6 +66,7 @@ from coordinator.core.protocol import (
     SCHEDULED_REBALANCE,
     SERVER_ASSIGNMENT,
     ClassicHeartbeatRequest,
+    ConnectorStatus,
     DeleteGroupRequest,
     ErrorCode,
     ErrorResponse,
@@ -342,6 +343,9 @@ class GroupCoordinator:
 
     def list_groups(self) -> list[GroupListing]:
         return views.list_groups(self.state)
+
+    def connector_status(self, group_id: str, connector: str) -> ConnectorStatus | ErrorResponse:
+        return views.connector_status(self.state, self.config, group_id, connector)
 
     def on_timer(self, key: TimerKey, now: int) -> Result[None]:
         """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""

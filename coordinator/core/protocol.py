@@ -53,6 +53,7 @@ class ErrorCode(IntEnum):
     UNSUPPORTED_ASSIGNOR = 112
     COMPUTE_ASSIGNMENT = 1000
     INVALID_ASSIGNMENT = 1001
+    UNKNOWN_CONNECTOR = 1002
 
 
 class LeaveReason:
@@ -402,6 +403,34 @@ class GroupListing:
     group_epoch: int
     state: str
     members: int
+
+
+# Where a connector or task is, as far as the coordinator knows (Kafka Connect's status words where
+# they fit; whether it runs or failed only the worker knows, so never RUNNING or FAILED).
+ASSIGNED = "ASSIGNED"  # a member owns it
+REVOKING = "REVOKING"  # its owner is revoking it, and no other member holds it yet
+UNASSIGNED = "UNASSIGNED"  # no member holds it (deferred, waiting for a target, or for its owner to release it)
+
+
+@dataclass(slots=True, frozen=True)
+class ItemStatus:
+    """A connector's or a task's place: its state, the member holding it (None when UNASSIGNED),
+    that member's instance id, and when the coordinator rebalances for it if it is deferred."""
+
+    state: str
+    member_id: str | None = None
+    instance_id: str | None = None
+    deferred_until_ms: int | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class ConnectorStatus:
+    """A connector of a group and its tasks (by task number), as Kafka Connect's status shows them."""
+
+    group_id: str
+    name: str
+    connector: ItemStatus
+    tasks: tuple[tuple[int, ItemStatus], ...]
 
 
 # --- handler results -------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from records import ConnectorsAndTasks
+from records import ConnectorsAndTasks, TaskId
 from records.connect_protocol import ConnectProtocolError, decode_assignment
 
 from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup
@@ -11,9 +11,16 @@ from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
 from coordinator.core.migration import settled
 from coordinator.core.protocol import (
+    ASSIGNED,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+    REVOKING,
+    UNASSIGNED,
+    ConnectorStatus,
+    ErrorCode,
+    ErrorResponse,
     GroupDescription,
     GroupListing,
+    ItemStatus,
     MemberDescription,
     MemberState,
 )
@@ -131,3 +138,39 @@ def list_groups(state: CoordinatorState) -> list[GroupListing]:
         if connect is None or not connect.members:
             listed[g.group_id] = GroupListing(g.group_id, g.generation, CLASSIC_STATES[g.state], len(g.members))
     return [listed[g] for g in sorted(listed)]
+
+
+def connector_status(state: CoordinatorState, config: CoordinatorConfig, group_id: str, connector: str
+                     ) -> ConnectorStatus | ErrorResponse:
+    """Where a connector of the group and each of its tasks is (`protocol.ConnectorStatus`), from
+    describe's view of the group, so a classic group answers too: ASSIGNED to the member that owns
+    it, REVOKING while its owner gives it up and nobody else holds it, else UNASSIGNED, with the
+    time of the scheduled rebalance when the target deferred it. The tasks are the configured ones,
+    and any a member still holds or revokes beyond them. GROUP_ID_NOT_FOUND, or UNKNOWN_CONNECTOR
+    when the group neither runs nor holds the connector."""
+    described = describe_group(state, config, group_id)
+    if described is None:
+        return ErrorResponse(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
+    owned: dict = {}
+    revoking: dict = {}
+    for m in described.members:
+        for items, into in ((m.assignment, owned), (m.pending_revocation, revoking)):
+            for item in (*items.connectors, *items.tasks):
+                into.setdefault(item, m)
+    tasks = {t.task for held in (owned, revoking) for t in held if not isinstance(t, str) and t.connector == connector}
+    configured = next((c.tasks for c in described.connectors if c.name == connector), None)
+    if configured is None and connector not in owned and connector not in revoking and not tasks:
+        return ErrorResponse(ErrorCode.UNKNOWN_CONNECTOR, f"group {group_id} runs no connector {connector}")
+    deferred = set(described.deferred.connectors) | set(described.deferred.tasks)
+
+    def place(item: object) -> ItemStatus:
+        for held, status in ((owned, ASSIGNED), (revoking, REVOKING)):
+            m = held.get(item)
+            if m is not None:
+                return ItemStatus(status, m.member_id, m.instance_id)
+        return ItemStatus(UNASSIGNED, deferred_until_ms=described.scheduled_rebalance_at_ms if item in deferred
+                          else None)
+
+    numbers = sorted(tasks | set(range(configured or 0)))
+    return ConnectorStatus(group_id, connector, place(connector),
+                           tuple((n, place(TaskId(connector, n))) for n in numbers))

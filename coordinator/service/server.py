@@ -131,6 +131,7 @@ class CoordinatorServer:
             web.get("/v1/groups", self.list_groups),
             web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
             web.put("/v1/groups/{group_id:[^/]+}/connectors", self.set_connectors),
+            web.get("/v1/groups/{group_id:[^/]+}/connectors/{connector:[^/]+}/status", self.connector_status),
             web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
             web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
             web.get("/health", self.health),
@@ -256,6 +257,15 @@ class CoordinatorServer:
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         return _answer(wire.GroupDescription.of(description))
+
+    async def connector_status(self, request: web.Request) -> web.Response:
+        """Kafka Connect's status of one connector, as far as the coordinator knows (`views.connector_status`)."""
+        group_id = self._group_id(request, Operation.DESCRIBE)
+        connector = request.match_info["connector"]
+        status = await self.runtime_for(group_id).query(lambda c: c.connector_status(group_id, connector))
+        if isinstance(status, ErrorResponse):
+            return _error(ErrorCode(status.error_code), status.error_message or "")
+        return _answer(wire.ConnectorStatus.of(status))
 
     async def health(self, request: web.Request) -> web.Response:
         """This process's partitions and their status; 503 while any of them cannot serve."""
