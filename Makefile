@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration soak clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration soak promtool clean
 
 install: $(STAMP)
 
@@ -43,8 +43,21 @@ run: install
 
 # The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
 # broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.
-test: install
+test: install promtool
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# promtool, for tests/test_ops_files.py's `promtool check rules`: Debian's prometheus package, fetched
+# with apt-get download and unpacked into ~/.cache (nothing installed system-wide, no service started).
+# Best effort: without apt the test that runs it is skipped, saying why.
+PROMTOOL := $(HOME)/.cache/worker-coordinator/promtool/promtool
+promtool:
+	@if [ -x "$(PROMTOOL)" ] || command -v promtool >/dev/null 2>&1; then exit 0; fi; \
+	dir=$$(mktemp -d) && chmod 755 $$dir && cd $$dir && \
+	{ apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq >/dev/null 2>&1 && apt-get download prometheus >/dev/null 2>&1; }; } && \
+	dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && \
+	mkdir -p "$(dir $(PROMTOOL))" && mv usr/bin/promtool "$(PROMTOOL)"; \
+	rm -rf $$dir; \
+	[ -x "$(PROMTOOL)" ] || echo "make promtool: Debian's prometheus package could not be fetched; the promtool test will be skipped" >&2
 
 # The property tests at many times their CI example counts (the stateful state-machine test most).
 test-long: install
