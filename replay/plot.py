@@ -189,6 +189,11 @@ def _item_key(bar: Bar) -> tuple:
     return (bar.connector, -1 if bar.is_connector else int(task) if task.isdigit() else 0)
 
 
+def svg(history: History, group_id: str) -> str:
+    """The picture as one SVG element, to put in a page (the coordinator's group page does)."""
+    return _svg(layout(history, group_id))
+
+
 def write(path: str, history: History, group_id: str) -> None:
     suffix = Path(path).suffix.lower()
     picture = layout(history, group_id)

@@ -6,7 +6,8 @@ unexpected failure is logged and answered COORDINATOR_NOT_AVAILABLE.
 
 Requests to `/v1/` are authenticated (bearer token, or ANONYMOUS when allowed) and authorized per
 group (`coordinator.service.auth`); `/health` (also `/health/ready`), `/health/live`, `/metrics` and
-`/openapi.json` are open.
+`/openapi.json` are open. The HTML pages under `/ui/` (`coordinator.service.pages`) authenticate and
+authorize themselves.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.log import partition_for
 from coordinator.service.metrics import Metrics
+from coordinator.service.pages import Pages
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 
 log = logging.getLogger(__name__)
@@ -81,6 +83,7 @@ class CoordinatorServer:
         self.metrics.watch(lambda: dict(self.runtimes))
         self.locate: Callable[[int], Awaitable[str | None]] | None = None
         self._owned = list(owned)
+        self.pages = Pages(self)
 
     async def start(self) -> None:
         await self.assign(self._owned)
@@ -139,6 +142,7 @@ class CoordinatorServer:
             web.get("/health/ready", self.health),
             web.get("/metrics", self.metrics_text),
             web.get("/openapi.json", self.openapi_document),
+            *self.pages.routes(),
         ])
         return app
 

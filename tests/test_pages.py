@@ -1,0 +1,207 @@
+"""The coordinator's HTML pages and the Connect-style status, against a running coordinator on the
+session broker with a real group of SDK workers: the group page shows the members, their tasks and
+the timeline's SVG, escapes what users named, answers 404, 401 and 403 as pages, and the list
+hides what the principal may not describe; headless Chromium loads the page and saves a screenshot
+(`.run/screenshots/group-page.png`)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import requests
+from aiohttp import web
+
+from coordinator.api import wire
+from coordinator.cli import main as coordinator
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.protocol import ErrorCode
+from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.worker import Worker
+from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
+from coordinator.service.server import CoordinatorServer
+
+pytestmark = pytest.mark.integration
+
+G = "page-group"
+OTHER = "alice-group"
+EVIL = "<script>alert(1)</script>"
+OPS, ALICE = "pages-ops-token", "pages-alice-token"
+SCREENSHOT = Path(__file__).resolve().parents[1] / ".run" / "screenshots" / "group-page.png"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@dataclass
+class Live:
+    url: str
+    workers: list[Worker]
+    loop: asyncio.AbstractEventLoop
+
+
+def _get(live: Live, path: str, token: str | None = OPS, **kw) -> requests.Response:  # noqa: ANN003
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    return requests.get(live.url + path, headers=headers, timeout=30, allow_redirects=False, **kw)
+
+
+@pytest.fixture(scope="module")
+def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
+    topic = f"test-pages-{uuid.uuid4().hex[:8]}"
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
+                        "--partitions", "1", "--replication-factor", "1"]) == 0
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    # ops may do everything; alice only her own groups; anonymous visitors (the browser) may look at page-*.
+    authorizer = Authorizer({OPS: "User:ops", ALICE: "User:alice"},
+                            [Acl("User:ops", frozenset({Operation.ALL}), "*"),
+                             Acl("User:alice", frozenset({Operation.READ}), "alice-*"),
+                             Acl(ANONYMOUS, frozenset({Operation.DESCRIBE}), "page-*")], allow_anonymous=True)
+    server = CoordinatorServer(kafka_broker.client_config(), topic, 1, [0], url,
+                               CoordinatorConfig(heartbeat_interval_ms=200, initial_assignment_delay_ms=0),
+                               authorizer=authorizer)
+    runner = web.AppRunner(server.app())
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="pages-live-server", daemon=True)
+    thread.start()
+    workers: list[Worker] = []
+
+    async def start() -> None:
+        await server.start()
+        await runner.setup()
+        await web.SockSite(runner, sock).start()
+        client = CoordinatorClient(url, token=OPS, retry_for_s=10)
+        body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name="orders-sink", tasks=3),
+                                                     wire.ConnectorTaskCount(name=EVIL, tasks=1)])
+        assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)).error_code == 0
+        for member, instance in (("worker-1", None), ("worker-2", "pod-2")):
+            w = Worker(client, G, member_id=member, instance_id=instance, url=f"http://{member}:8083")
+            await w.start()
+            workers.append(w)
+        for _ in range(300):
+            if all(w.stable for w in workers) and sum(len(w.owned) for w in workers) == 6:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the group did not converge")
+
+    async def stop() -> None:
+        for w in workers:
+            await w.stop()
+        await workers[0].client.close()
+        await runner.cleanup()
+        await server.close()
+
+    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=60)
+    try:
+        yield Live(url, workers, loop)
+    finally:
+        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=60)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+
+
+# --- the status endpoint ------------------------------------------------------------------------------
+
+
+def test_connector_status_over_http(live: Live) -> None:
+    status = _get(live, f"/v1/groups/{G}/connectors/orders-sink/status").json()
+    assert status["name"] == "orders-sink" and status["type"] == "unknown" and status["ErrorCode"] == 0
+    owner = {str(i): w for w in live.workers for i in w.owned}
+    for place, item in [(status["connector"], "orders-sink"),
+                        *((t, f"orders-sink-{t['id']}") for t in status["tasks"])]:
+        assert place["state"] == "ASSIGNED" and place["worker_id"] == owner[item].member_id, status
+        assert place["instance_id"] == owner[item].instance_id and place["deferred_until"] is None
+    assert [t["id"] for t in status["tasks"]] == [0, 1, 2]
+    evil = _get(live, f"/v1/groups/{G}/connectors/{requests.utils.quote(EVIL, safe='')}/status").json()
+    assert evil["name"] == EVIL and len(evil["tasks"]) == 1
+    assert _get(live, f"/v1/groups/{G}/connectors/nope/status").json()["ErrorCode"] == ErrorCode.UNKNOWN_CONNECTOR
+    assert _get(live, "/v1/groups/nope/connectors/A/status").json()["ErrorCode"] == ErrorCode.GROUP_ID_NOT_FOUND
+    refused = _get(live, f"/v1/groups/{G}/connectors/orders-sink/status", token=ALICE)
+    assert refused.status_code == 403 and refused.json()["ErrorCode"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+# --- the pages -------------------------------------------------------------------------------------------
+
+
+def test_group_page_shows_members_their_work_and_the_timeline(live: Live) -> None:
+    response = _get(live, f"/ui/groups/{G}")
+    assert response.status_code == 200 and response.headers["Content-Type"].startswith("text/html")
+    page = response.text
+    assert '<meta http-equiv="refresh" content="5">' in page
+    for w in live.workers:
+        assert f'data-member="{w.member_id}"' in page
+        for item in w.owned:
+            if EVIL not in str(item):
+                assert str(item) in page
+    assert "pod-2" in page and "<svg" in page and "Timeline" in page
+    # What users named is escaped everywhere: the connector's name never becomes a tag.
+    assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+def test_a_refresh_reads_only_what_was_written_since(live: Live) -> None:
+    _get(live, f"/ui/groups/{G}")
+    started = time.monotonic()
+    again = _get(live, f"/ui/groups/{G}")
+    assert again.status_code == 200 and "<svg" in again.text
+    assert time.monotonic() - started < 5  # the kept history, not a whole new read
+
+
+def test_basic_credentials_carry_the_token(live: Live) -> None:
+    basic = base64.b64encode(f"anyone:{OPS}".encode()).decode()
+    response = requests.get(f"{live.url}/ui/groups/{G}", headers={"Authorization": f"Basic {basic}"}, timeout=30)
+    assert response.status_code == 200 and "worker-1" in response.text
+
+
+def test_unknown_group_is_a_404_page(live: Live) -> None:
+    response = _get(live, "/ui/groups/page-nobody")
+    assert response.status_code == 404 and "text/html" in response.headers["Content-Type"]
+    assert "no such group" in response.text
+
+
+def test_the_pages_respect_the_acls(live: Live) -> None:
+    refused = _get(live, f"/ui/groups/{G}", token=ALICE)
+    assert refused.status_code == 403 and "text/html" in refused.headers["Content-Type"]
+    assert "worker-1" not in refused.text
+    listed = _get(live, "/ui/groups", token=ALICE)
+    assert listed.status_code == 200 and G not in listed.text
+    assert G in _get(live, "/ui/groups").text and f'href="/ui/groups/{G}"' in _get(live, "/ui/groups").text
+    unknown = _get(live, f"/ui/groups/{G}", token="not-a-token")
+    assert unknown.status_code == 401 and unknown.headers["WWW-Authenticate"].startswith("Basic")
+    assert G in _get(live, "/ui/groups", token=None).text  # anonymous may describe page-*
+    assert _get(live, f"/ui/groups/{OTHER}", token=None).status_code == 403
+
+
+def test_a_group_id_with_markup_is_escaped(live: Live) -> None:
+    response = _get(live, "/ui/groups/" + requests.utils.quote("page-<b>x</b>", safe=""))
+    assert response.status_code == 404 and "<b>x</b>" not in response.text and "&lt;b&gt;x&lt;/b&gt;" in response.text
+
+
+# --- in a browser ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install chromium)")
+def test_group_page_in_headless_chromium(live: Live) -> None:
+    url = f"{live.url}/ui/groups/{G}"
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+             "--hide-scrollbars", f"--user-data-dir={SCREENSHOT.parent / 'chromium-profile'}"]
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
+    for w in live.workers:
+        assert w.member_id in dom
+        assert any(str(item) in dom for item in w.owned if EVIL not in str(item))
+    assert "<svg" in dom and "orders-sink-0" in dom and EVIL not in dom
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    SCREENSHOT.unlink(missing_ok=True)
+    subprocess.run([*flags, f"--screenshot={SCREENSHOT}", "--window-size=1280,1600", url], capture_output=True,
+                   timeout=120, check=True)
+    assert SCREENSHOT.stat().st_size > 10_000
+    print(f"screenshot: {SCREENSHOT}")
