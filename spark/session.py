@@ -43,10 +43,10 @@ def connector_jars() -> list[Path]:
     """The Kafka, Avro and Delta connectors' jars that pyspark does not ship (resolved once)."""
     import pyspark
 
-    from coordinator.tools.devbroker import jars
+    from coordinator.tools import maven
 
     shipped = {_artifact(j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    libs = jars.libs(POM, "spark-sql-kafka-0-10_2.13-*.jar", "Spark's Kafka, Avro and Delta connectors")
+    libs = maven.libs(POM, "spark-sql-kafka-0-10_2.13-*.jar", "Spark's Kafka, Avro and Delta connectors")
     return sorted(j for j in libs.glob("*.jar") if _artifact(j.name) not in shipped)
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import orjson
 
 from bench.vs_connect.timeline import DOWN, REBALANCE, START, STOP, Timeline
-from coordinator.tools.devbroker import free_port, jars
+from coordinator.tools import maven
+from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
 
 HERE = Path(__file__).resolve().parent
@@ -144,7 +145,7 @@ class ConnectSystem(System):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
-        self.libs = jars.libs(CONNECT_POM, "connect-runtime-*.jar", "Kafka Connect")
+        self.libs = maven.libs(CONNECT_POM, "connect-runtime-*.jar", "Kafka Connect")
         self.ports: dict[str, int] = {}
         self.names_by_id: dict[str, str] = {}
         self.status_topic = f"{self.key}-status"
@@ -178,7 +179,7 @@ class ConnectSystem(System):
         return path
 
     def _command(self, name: str) -> list[str]:
-        return [jars.java(), *CONNECT_JVM, f"-Dlog4j2.configurationFile={CONNECT_LOG4J}", "-cp", f"{self.libs}/*",
+        return [maven.java(), *CONNECT_JVM, f"-Dlog4j2.configurationFile={CONNECT_LOG4J}", "-cp", f"{self.libs}/*",
                 "org.apache.kafka.connect.cli.ConnectDistributed", str(self._properties(name))]
 
     def _url(self, name: str | None = None) -> str:
