@@ -117,8 +117,6 @@ class Timelines:
             if start < end:
                 deadline = time.monotonic() + self.read_s
                 timeline.history.run(self._records(consumer, timeline, partition, start, end, deadline))
-                if timeline.next_offset >= end - 1:
-                    timeline.next_offset = end  # the rest were transaction markers
         except (KafkaException, LogError) as e:
             return timeline.svg, f"the topic could not be read to its end: {e}"
         finally:
@@ -139,6 +137,7 @@ class Timelines:
             timeline.next_offset = message.offset() + 1  # applied: History asks for the next one only then
             if time.monotonic() > deadline:
                 return
+        timeline.next_offset = end  # read to the end: what follows the last record were transaction markers
 
 
 # --- the pages ---------------------------------------------------------------------------------------
