@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import web
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -43,15 +43,12 @@ from records import ConnectorsAndTasks
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import items_of
 from coordinator.core.protocol import GroupDescription, MemberDescription
-from coordinator.service.auth import AuthError, Operation
+from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.log import LogError, partition_for, read_range, reader_config
-from coordinator.service.runtime import NotServing, Status
+from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from replay import plot
 from replay.history import History
 from replay.positions import RawRecord, format_duration
-
-if TYPE_CHECKING:
-    from coordinator.service.server import CoordinatorServer
 
 log = logging.getLogger(__name__)
 
@@ -259,10 +256,23 @@ def _message(title: str, text: str, status: int, *, refresh: bool = False,
     return _answer(page(_esc(title), f"<h1>{_esc(title)}</h1><p>{text}</p>", refresh=refresh), status, headers)
 
 
-class Pages:
-    """The pages' routes over a `CoordinatorServer`'s partitions, authorizer and locator."""
+class Served(Protocol):
+    """What the pages need of the server (`CoordinatorServer` is one): its partitions and their
+    runtimes, who may see what, and where a partition not served here is."""
 
-    def __init__(self, server: CoordinatorServer) -> None:
+    kafka_config: dict[str, str]
+    topic: str
+    partitions: int
+    advertised_url: str
+    runtimes: dict[int, PartitionRuntime]
+    authorizer: Authorizer
+    locate: Callable[[int], Awaitable[str | None]] | None
+
+
+class Pages:
+    """The pages' routes over a server's partitions, authorizer and locator."""
+
+    def __init__(self, server: Served) -> None:
         self.server = server
         self.timelines = Timelines(server.kafka_config, server.topic)
 
