@@ -8,12 +8,18 @@ the worker SDK, and a coordinator that fails over does not pay for them at start
 
 Errors a user can cause (bad flags, an unreachable broker, a missing topic) are reported as one
 clear line on stderr with a non-zero exit code, never as a traceback.
+
+Flags mean one thing everywhere: `--format table|json` is always a table (or text) for people or
+JSON for scripts; Kafka's connection flags are Kafka's (`--bootstrap-server`, `--command-config`).
+`coordinator --version` prints the installed version; `coordinator completion bash|zsh` prints a
+completion script generated from this very parser (shtab), every subcommand loaded.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
@@ -42,7 +48,10 @@ COMMANDS: dict[str, Command] = {
     "audit": Command("spark.cli", "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"),
     "sql": Command("spark.cli", "query the audit's tables with Spark SQL"),
     "spark-conf": Command("spark.cli", "print the Spark settings that find the audit's tables by name"),
+    "completion": Command("coordinator.cli", "print a shell completion script: eval \"$(coordinator completion bash)\""),
 }
+
+DISTRIBUTION = "worker-coordinator"
 
 
 class _Subcommands:
@@ -62,6 +71,7 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
         prog="coordinator",
         description="Event-sourced group coordinator for Kafka Connect-style worker groups.",
     )
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     actions = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     wanted = set(COMMANDS) if load is None else set(load) & set(COMMANDS)
     for module in dict.fromkeys(COMMANDS[name].module for name in COMMANDS if name in wanted):
@@ -70,6 +80,38 @@ def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
         if name not in actions.choices:
             actions.add_parser(name, help=command.help)
     return parser
+
+
+class _Version(argparse.Action):
+    """`--version`: the installed distribution's version, looked up only when asked for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        try:
+            version = importlib.metadata.version(DISTRIBUTION)
+        except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
+            version = "unknown (not installed)"
+        sys.stdout.write(f"{parser.prog} {version}\n")
+        parser.exit()
+
+
+def register(subparsers: _Subcommands) -> None:
+    """`coordinator completion`: this module is its own subcommand's module."""
+    completion = subparsers.add_parser(
+        "completion", description="Prints a completion script for the shell, generated from the command line's "
+                                  "own parser. bash: eval \"$(coordinator completion bash)\" in ~/.bashrc; zsh: "
+                                  "coordinator completion zsh > \"${fpath[1]}/_coordinator\".")
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(func=_completion)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    sys.stdout.write(shtab.complete(build_parser(), shell=args.shell))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ first one with exit code 1.
 from __future__ import annotations
 
 import argparse
+import base64
 import itertools
 import os
 import sys
@@ -24,6 +25,7 @@ from typing import Any
 import msgspec
 import orjson
 
+import records
 from records import TaskId
 
 from coordinator.api import wire
@@ -31,7 +33,7 @@ from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import GroupDescription
 from coordinator.errors import CliError
-from coordinator.sdk.admin import table
+from coordinator.sdk.admin import iso_time, table
 from coordinator.service.log import partition_for
 from coordinator.tools import kafka_config
 from replay import events as ev
@@ -89,11 +91,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     dump = subparsers.add_parser(
         "dump",
         description="Writes partition, offset, timestamp, key and value bytes of every record read, as JSON "
-                    "lines or a compact binary form; `coordinator replay --file` reads either.")
+                    "lines or a compact binary form; `coordinator replay --file` reads either. With --decode, "
+                    "prints each record (of the topic or a dump file) decoded instead, one line each, as Kafka's "
+                    "`kafka-dump-log --offsets-decoder` does: offset, time (ISO 8601, UTC), record type, key and "
+                    "value fields or tombstone; a corrupt record is printed as such, with why.")
     _source_arguments(dump)
     dump.add_argument("--output", "-o", metavar="FILE", help="the dump file (default: standard output)")
-    dump.add_argument("--format", choices=DUMP_FORMATS,
-                      help="default: jsonl for a .jsonl/.json file or standard output, binary otherwise")
+    dump.add_argument("--dump-format", choices=DUMP_FORMATS,
+                      help="the dump file's format; default: jsonl for a .jsonl/.json file or standard output, "
+                           "binary otherwise")
+    dump.add_argument("--decode", action="store_true",
+                      help="print each record decoded, one line each, instead of writing a dump")
+    dump.add_argument("--format", type=_dump_format_flag, metavar="{table,json}",
+                      help="with --decode: one line of text per record (default), or one JSON object per line "
+                           "(binary and jsonl: the former spelling of --dump-format, deprecated)")
     dump.set_defaults(func=_errors_in_one_line(_dump))
 
 
@@ -122,6 +133,12 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
                         help="wait this long for Kafka per request (default 30)")
     source.add_argument("--no-progress", dest="progress", action="store_false",
                         help="no progress bar on stderr")
+
+
+def _dump_format_flag(text: str) -> str:
+    if text not in ("table", "json", *DUMP_FORMATS):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'table', 'json')")
+    return text
 
 
 def _offset(text: str) -> int:
@@ -191,8 +208,8 @@ class _Read:
             self.progress.close()
 
 
-def _print_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value).decode() + "\n")
+def _print_json(value: Any, default: Callable[[Any], Any] | None = None) -> None:
+    sys.stdout.write(orjson.dumps(value, default=default).decode() + "\n")
 
 
 def _report_corrupt(history: History, args: argparse.Namespace) -> None:
@@ -556,10 +573,22 @@ def _verify(args: argparse.Namespace) -> int:
 
 
 def _dump(args: argparse.Namespace) -> int:
+    if args.format in DUMP_FORMATS:  # before --format meant table|json everywhere
+        if args.dump_format is not None and args.dump_format != args.format:
+            raise CliError(f"--format {args.format} and --dump-format {args.dump_format} disagree", exit_code=2)
+        print(f"warning: --format {args.format} is deprecated: use --dump-format {args.format}", file=sys.stderr)
+        args.dump_format, args.format = args.format, None
+    if args.decode:
+        if args.output is not None or args.dump_format is not None:
+            raise CliError("--decode prints to standard output: no --output or --dump-format", exit_code=2)
+        return _decode(args)
+    if args.format is not None:
+        raise CliError(f"--format {args.format} goes with --decode; a dump file's format is --dump-format",
+                       exit_code=2)
     output = args.output
-    fmt = args.format or ("jsonl" if output is None or Path(output).suffix in (".jsonl", ".json") else "binary")
+    fmt = args.dump_format or ("jsonl" if output is None or Path(output).suffix in (".jsonl", ".json") else "binary")
     if output is None and fmt == "binary" and sys.stdout.isatty():
-        raise CliError("a binary dump is not for a terminal: pass --output FILE, or --format jsonl", exit_code=2)
+        raise CliError("a binary dump is not for a terminal: pass --output FILE, or --dump-format jsonl", exit_code=2)
     args.strict = False
     read = _Read(args)
     header = dump_header(read.description, None if args.file else args.topic, args.partition)
@@ -578,6 +607,51 @@ def _dump(args: argparse.Namespace) -> int:
     print(f"dumped {count} records from {read.description} to {output or 'standard output'} ({fmt})",
           file=sys.stderr)
     return 0
+
+
+def _decode(args: argparse.Namespace) -> int:
+    """`dump --decode`: each record read, decoded through the records package, one line each."""
+    read = _Read(args)
+    count = corrupt = 0
+    out = sys.stdout
+    for raw in read:
+        count += 1
+        try:
+            record = records.decode(raw.key, raw.value)
+        except records.RecordDecodeError as e:
+            corrupt += 1
+            if args.format == "json":
+                _print_json({"partition": raw.partition, "offset": raw.offset, "timestamp_ms": raw.timestamp_ms,
+                             "corrupt": str(e), "key": _b64(raw.key), "value": _b64(raw.value)})
+            else:
+                out.write(f"partition: {raw.partition} offset: {raw.offset} time: {iso_time(raw.timestamp_ms)} "
+                          f"corrupt: {e}\n")
+            continue
+        d = records.to_dict(record)
+        if args.format == "json":
+            _print_json({"partition": raw.partition, "offset": raw.offset, "timestamp_ms": raw.timestamp_ms,
+                         "type": d["RecordType"], "name": d["Name"], "version": d["Version"], "key": d["Key"],
+                         "value": d["Value"], "tombstone": d["Value"] is None}, default=_bytes_b64)
+        else:
+            value = "tombstone" if d["Value"] is None else (
+                f"value(v{d['Version']}): " + orjson.dumps(d["Value"], default=_bytes_b64).decode())
+            out.write(f"partition: {raw.partition} offset: {raw.offset} time: {iso_time(raw.timestamp_ms)} "
+                      f"type: {d['Name']}({d['RecordType']}) key: {orjson.dumps(d['Key'], default=_bytes_b64).decode()} "
+                      f"{value}\n")
+    out.flush()
+    print(f"decoded {count - corrupt} records from {read.description}"
+          + (f", {corrupt} corrupt" if corrupt else ""), file=sys.stderr)
+    return 0
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def _bytes_b64(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 __all__ = ["interval_json", "parse_item", "rebalance_json", "register"]

@@ -68,10 +68,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Prints the Spark settings under which any Spark session (spark-sql, pyspark, a notebook) finds "
                     "the audit's tables by name: the connectors' jars, Delta's catalog and the warehouse's metastore.")
     _warehouse(conf, database=False)
-    conf.add_argument("--format", choices=("args", "properties", "json"), default="args",
-                      help="--conf KEY=VALUE arguments for spark-sql/pyspark (default), spark-defaults.conf "
-                           "lines, or JSON")
+    conf.add_argument("--as", dest="syntax", choices=("args", "properties"), default=None,
+                      help="as --conf KEY=VALUE arguments for spark-sql/pyspark (default), or spark-defaults.conf "
+                           "lines")
+    conf.add_argument("--format", type=_conf_format, default="table", metavar="{table,json}",
+                      help="text for Spark as --as says (default), or JSON (args and properties: the former "
+                           "spelling of --as, deprecated)")
     conf.set_defaults(func=_spark_conf)
+
+
+def _conf_format(text: str) -> str:
+    if text not in ("table", "json", "args", "properties"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'table', 'json')")
+    return text
 
 
 def _warehouse(parser: argparse.ArgumentParser, *, database: bool = True) -> None:
@@ -226,10 +235,15 @@ def _spark_conf(args: argparse.Namespace) -> int:
     _require_spark()
     from spark.session import catalog_conf
 
+    if args.format in ("args", "properties"):  # before --format meant table|json everywhere
+        if args.syntax is not None and args.syntax != args.format:
+            raise CliError(f"--format {args.format} and --as {args.syntax} disagree", exit_code=2)
+        print(f"warning: --format {args.format} is deprecated: use --as {args.format}", file=sys.stderr)
+        args.syntax, args.format = args.format, "table"
     conf = catalog_conf(_warehouse_dir(args))
     if args.format == "json":
         print(orjson.dumps(conf, option=orjson.OPT_INDENT_2).decode())
-    elif args.format == "properties":
+    elif args.syntax == "properties":
         for key, value in conf.items():
             print(f"{key} {value}")
     else:

@@ -7,7 +7,7 @@ import argparse
 import pytest
 
 from coordinator.errors import CliError
-from coordinator.tools.kafka_config import add_arguments, client_config, parse_properties
+from coordinator.tools.kafka_config import add_arguments, client_config, java_to_librdkafka, parse_properties
 
 
 def test_parse_properties_reads_java_properties_syntax():
@@ -64,3 +64,49 @@ def test_kafka_config_option_must_be_key_value(bad, capsys):
         parser.parse_args(["--kafka-config", bad])
     assert e.value.code == 2
     assert "expected KEY=VALUE" in capsys.readouterr().err
+
+
+def test_kafka_flag_spellings_and_command_config_translate_java_keys(tmp_path):
+    # A --command-config file as Kafka's Java tools take it: the keys librdkafka names or writes
+    # otherwise are translated; librdkafka's own keys pass unchanged.
+    properties = tmp_path / "client.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\n"
+        "sasl.mechanism=SCRAM-SHA-512\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" '
+        'password="p\\\\"w";\n'
+        "ssl.truststore.type=PEM\n"
+        "ssl.truststore.location=/etc/kafka/ca.pem\n"
+        "ssl.keystore.type=PKCS12\n"
+        "ssl.keystore.location=/etc/kafka/client.p12\n"
+        "ssl.keystore.password=secret\n"
+        "ssl.endpoint.identification.algorithm=\n"
+    )
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    for spelling in (["--bootstrap-server", "h:1", "--command-config"], ["--bootstrap-servers", "h:1",
+                                                                         "--kafka-config-file"]):
+        args = parser.parse_args([*spelling, str(properties)])
+        assert client_config(args) == {
+            "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "svc",
+            "sasl.password": 'p"w', "ssl.ca.location": "/etc/kafka/ca.pem",
+            "ssl.keystore.location": "/etc/kafka/client.p12", "ssl.keystore.password": "secret",
+            "ssl.endpoint.identification.algorithm": "none", "bootstrap.servers": "h:1"}
+    # A PEM keystore is librdkafka's certificate and key, in one file.
+    assert java_to_librdkafka({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"}, "f") == {
+        "ssl.certificate.location": "/k.pem", "ssl.key.location": "/k.pem"}
+
+
+@pytest.mark.parametrize(("config", "says"), [
+    ({"ssl.truststore.location": "/t.jks"}, "f: ssl.truststore.location: librdkafka reads no JKS truststore"),
+    ({"ssl.keystore.location": "/k.jks", "ssl.keystore.type": "JKS"}, "f: ssl.keystore.location: librdkafka reads no JKS"),
+    ({"ssl.truststore.password": "x"}, "f: ssl.truststore.password: without ssl.truststore.location"),
+    ({"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
+     "f: sasl.jaas.config: only a PlainLoginModule or ScramLoginModule"),
+    ({"sasl.login.callback.handler.class": "x.Y"}, "f: sasl.login.callback.handler.class: a Java client setting"),
+    ({"ssl.enabled.protocols": "TLSv1.3"}, "f: ssl.enabled.protocols: a Java client setting"),
+])
+def test_java_only_settings_are_refused_naming_the_key(config, says):
+    with pytest.raises(CliError) as e:
+        java_to_librdkafka(config, "f")
+    assert str(e.value).startswith(says) and e.value.exit_code == 2 and "\n" not in str(e.value)

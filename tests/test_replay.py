@@ -18,6 +18,7 @@ import orjson
 import pytest
 from replay_scenarios import GROUP, T0, StampedDriver, Story, on_call_story, random_story, raw_records, replayed
 
+import records
 from records import (
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
@@ -508,6 +509,25 @@ def test_dump_converts_a_dump_and_defaults_its_format_from_the_name(capsys, dump
     assert code == 0 and "dumped 78 records" in err and "(jsonl)" in err
     assert list(read_dump(target)) == story.raw()[10:]
     assert not (tmp_path / "copy.jsonl.partial").exists()
+
+
+def test_dump_decode_reads_a_dump_file_as_the_topic(capsys, dumps, story) -> None:  # noqa: ANN001
+    # Like `kafka-dump-log --offsets-decoder`: a line per record, decoded by the records package.
+    raw = story.raw()
+    for fmt in ("binary", "jsonl"):
+        code, out, err = run(capsys, "dump", "--file", str(dumps[fmt]), "--decode", "--no-progress")
+        lines = out.splitlines()
+        assert code == 0 and len(lines) == len(raw) and f"decoded {len(raw)} records" in err
+        for line, r in zip(lines, raw, strict=True):
+            decoded = records.to_dict(records.decode(r.key, r.value))
+            assert line.startswith(f"partition: {r.partition} offset: {r.offset} time: "
+                                   f"{format_time(r.timestamp_ms).replace(' ', 'T')}Z type: {decoded['Name']}(")
+            assert line.endswith("tombstone") == (r.value is None)
+        code, out, _ = run(capsys, "dump", "--file", str(dumps[fmt]), "--decode", "--no-progress", "--format", "json")
+        rows = json_lines(out)
+        assert [(x["offset"], x["timestamp_ms"], x["tombstone"]) for x in rows] == [
+            (r.offset, r.timestamp_ms, r.value is None) for r in raw]
+        assert rows[0]["key"] == records.to_dict(records.decode(raw[0].key, raw[0].value))["Key"]
 
 
 def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001

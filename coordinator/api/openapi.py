@@ -140,6 +140,12 @@ OPERATIONS: tuple[Operation, ...] = (
         "The groups of the partitions this process serves and that the caller may Describe (others are left out, "
         "never refused).", (wire.ListGroupsResponse,), tag="admin"),
     Operation(
+        "get", "/v1/partitions", "listPartitions", "Where each partition is served",
+        "Every partition of the topic and the URL of the instance serving it, as this process knows it (its own, "
+        "and in group mode or static mode with peers the others'; null when no one is known to serve it): "
+        "`coordinator groups list` asks each instance named here. Needs an authenticated principal; no group "
+        "ACL.", (wire.PartitionOwnersResponse,), tag="admin"),
+    Operation(
         "get", "/v1/groups/{group_id}", "describeGroup", "Describe a group",
         "Required ACL: Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, "
         "GROUP_ID_NOT_FOUND.", (wire.GroupDescription, wire.ErrorResponse), tag="admin"),
@@ -197,8 +203,8 @@ def _operation(op: Operation) -> Schema:
     for status, (schema, about) in _REFUSALS.items():
         if status in ("400", "413") and op.request is None:
             continue
-        if status == "403" and op.operation_id == "listGroups":
-            continue  # groups the caller may not describe are left out, never refused
+        if status == "403" and op.operation_id in ("listGroups", "listPartitions"):
+            continue  # groups the caller may not describe are left out, never refused; partitions are no group's
         responses[status] = _json(about, _ref(schema))
     responses["401"]["headers"] = {"WWW-Authenticate": {"description": "Bearer.", "schema": {"type": "string"}}}
     out: Schema = {"operationId": op.operation_id, "summary": op.summary, "description": op.description,

@@ -646,6 +646,22 @@ class ListGroupsResponse(Body):
     groups: Annotated[list[GroupListing], doc("By group id.")]
 
 
+class PartitionOwner(Body):
+    """A partition of the topic and where it is served."""
+
+    partition: Annotated[Int32, doc("The partition number.")]
+    url: Annotated[str | None, doc("The base URL of the coordinator serving it, or null when none is known.")]
+
+
+class PartitionOwnersResponse(Body):
+    """Where every partition of the topic is served, as this process knows it: its own partitions, and
+    the others from the ownership consumer group (group mode) or its peers (static mode with --peer)."""
+
+    error_code: Annotated[Literal[0], doc("0: no error.")]
+    url: Annotated[str, doc("This coordinator's advertised URL.")]
+    partitions: Annotated[list[PartitionOwner], doc("Every partition of the topic, by number.")]
+
+
 class MemberDescription(Body):
     """A member of the group."""
 
@@ -718,9 +734,14 @@ class GroupDescription(Body):
     departures: Annotated[list[Departure], doc(
         "The members the change that wrote GroupEpoch removed, and why; empty when it removed none (a join, new "
         "connectors, a scheduled rebalance). Earlier departures: `coordinator replay timeline`.")]
+    coordinator: Annotated[str | None, doc(
+        "The base URL of the coordinator serving the group (the one that answered), or null where unknown.")]
+    partition: Annotated[Int32 | None, doc(
+        "The partition of the topic the group lives in (murmur2(GroupId) % partitions), or null where unknown.")]
 
     @classmethod
-    def of(cls, d: protocol.GroupDescription) -> GroupDescription:
+    def of(cls, d: protocol.GroupDescription, *, coordinator: str | None = None,
+           partition: int | None = None) -> GroupDescription:
         items = ConnectorsAndTasks.of
         return cls(
             error_code=0, group_id=d.group_id, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
@@ -738,7 +759,7 @@ class GroupDescription(Body):
             scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms,
             initial_assignment_delay_ms=d.initial_assignment_delay_ms, group_type=d.group_type,
             generation=d.generation, protocol_name=d.protocol_name, leader=d.leader,
-            departures=[Departure.of(x) for x in d.departures])
+            departures=[Departure.of(x) for x in d.departures], coordinator=coordinator, partition=partition)
 
 
 # --- Kafka Connect's status, as far as the coordinator knows -------------------------------------------

@@ -2,7 +2,11 @@
 
 They talk to any coordinator instance (`--url`, env COORDINATOR_URL); a group's requests go to
 its coordinator through find-coordinator, and are retried while partitions move or load
-(`coordinator.sdk.client`). Output is a readable table, or JSON with `--format json`.
+(`coordinator.sdk.client`). Output is a readable table, or JSON with `--format json`. Shaped like
+Kafka's `kafka-consumer-groups`: the group is `--group GROUP` (or the first argument), `describe`
+has `--members [--verbose]`, `--state` and a per-task view `--tasks`, and `--watch` redraws it.
+Times in tables are ISO 8601 (UTC, milliseconds); JSON keeps milliseconds since the epoch.
+`groups list` asks every instance: `/v1/partitions` says who serves each partition.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -29,11 +34,31 @@ DEFAULT_URL = "http://127.0.0.1:8400"
 def register(subparsers: argparse._SubParsersAction) -> None:
     groups = subparsers.add_parser("groups")
     groups_sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
-    listing = groups_sub.add_parser("list", help="the groups of every partition the instance serves")
+    listing = groups_sub.add_parser(
+        "list", help="the groups of every partition, asked of every instance that serves one",
+        description="Lists the groups of every partition of the topic: the instance at --url says who serves each "
+                    "partition (its own, and in group mode or with --peer the others'), and each instance is asked "
+                    "for its groups. Partitions nobody answered for are named on stderr.")
     _common(listing)
     listing.set_defaults(func=_runner(_list))
-    describe = groups_sub.add_parser("describe", help="a group's members, epochs and assignments")
-    describe.add_argument("group")
+    describe = groups_sub.add_parser(
+        "describe", help="a group's members, epochs and assignments",
+        description="A group as `kafka-consumer-groups --describe` shows one. Without a view flag: its epochs, "
+                    "assignor, connectors, deferred work and members. Times are ISO 8601, UTC.")
+    _group_argument(describe)
+    view = describe  # one view at a time: checked in _describe, so that a clash is one line
+    view.add_argument("--members", action="store_true",
+                      help="one row per member: member and instance id, client id, host, protocol, epoch, state")
+    view.add_argument("--state", action="store_true",
+                      help="the group's coordinator (URL and partition), assignor, state, epochs and member count")
+    view.add_argument("--tasks", action="store_true",
+                      help="one row per connector and task: the member running it, the member revoking it, its "
+                           "target, or unassigned / deferred until a time")
+    describe.add_argument("--verbose", action="store_true",
+                          help="with --members: also what each member owns, is revoking and is given as its target")
+    describe.add_argument("--watch", nargs="?", type=_seconds, const=2.0, metavar="SECONDS",
+                          help="redraw every SECONDS (default 2) until Ctrl-C; with --format json, one JSON line "
+                               "per redraw")
     _common(describe)
     describe.set_defaults(func=_runner(_describe))
 
@@ -41,17 +66,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     connectors_sub = connectors.add_subparsers(dest="action", metavar="ACTION", required=True)
     set_connectors = connectors_sub.add_parser(
         "set", help="replace the group's connectors (creates the group; bumps its epoch when the set changes)")
-    set_connectors.add_argument("group")
+    _group_argument(set_connectors)
     set_connectors.add_argument("connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
                                 help="each connector and its task count; none removes them all")
     _common(set_connectors)
-    set_connectors.set_defaults(func=_runner(_set_connectors))
+    set_connectors.set_defaults(func=_runner(_set_connectors), connectors_follow=True)
 
     config = subparsers.add_parser("config")
     config_sub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
     set_config = config_sub.add_parser("set", help="replace the group's timeouts; a flag left out means the "
                                                    "server's default")
-    set_config.add_argument("group")
+    _group_argument(set_config)
     for flag in ("--session-timeout-ms", "--heartbeat-interval-ms", "--rebalance-timeout-ms",
                  "--scheduled-rebalance-max-delay-ms", "--initial-assignment-delay-ms"):
         set_config.add_argument(flag, type=int, metavar="MS")
@@ -71,6 +96,47 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
+def _group_argument(parser: argparse.ArgumentParser) -> None:
+    """The group, as Kafka's tools take it (`--group GROUP`) or as the first argument: one of the two."""
+    parser.add_argument("group", nargs="?", metavar="GROUP", help="the group id (or --group)")
+    parser.add_argument("--group", dest="group_flag", metavar="GROUP", help="the group id, as Kafka's tools take it")
+
+
+def _the_group(args: argparse.Namespace) -> None:
+    """Settles `args.group` from the positional form or --group; one and only one of them."""
+    if not hasattr(args, "group_flag"):
+        return
+    flag, positional = args.group_flag, args.group
+    if flag is not None and positional is not None:
+        if not getattr(args, "connectors_follow", False):
+            raise CliError(f"the group is given twice ({positional!r} and --group {flag!r}): give one of them",
+                           exit_code=2)
+        try:  # `connectors set --group G A=2 B=1`: the first word after the flags is a connector
+            args.connectors.insert(0, connector_count(positional))
+        except argparse.ArgumentTypeError as e:
+            raise CliError(f"with --group, every argument is a connector: {e}", exit_code=2) from None
+    group = flag if flag is not None else positional
+    if not group:
+        raise CliError("which group? pass --group GROUP (or the group id as the first argument)", exit_code=2)
+    args.group = group
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value <= 86_400:
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, 86400], got {text!r}")
+    return value
+
+
+def iso_time(ms: int) -> str:
+    """`2026-03-01T03:12:00.250Z`: a time in milliseconds since the epoch as ISO 8601 text, UTC."""
+    return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000) \
+        .isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def connector_count(text: str) -> tuple[str, int]:
     """`NAME=TASKS`: a connector and its task count, as `connectors set` and the fleet take them."""
     name, equals, tasks = text.rpartition("=")
@@ -82,6 +148,7 @@ def connector_count(text: str) -> tuple[str, int]:
 def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[int]]
             ) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        _the_group(args)
         context = None
         if args.ca_file:
             try:
@@ -98,6 +165,10 @@ def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[
                 return await action(client, args)
         try:
             return asyncio.run(go())
+        except KeyboardInterrupt:
+            if getattr(args, "watch", None) is None:
+                raise
+            return 0  # --watch runs until Ctrl-C: that is how it ends, not a failure
         except ApiError as e:
             raise CliError(str(e)) from None
         except Unavailable as e:
@@ -128,46 +199,217 @@ def _items(cat: wire.ConnectorsAndTasks) -> str:
     return ",".join([*cat.connectors, *(f"{t.connector}-{t.task}" for t in cat.tasks)]) or "-"
 
 
+class _Described(wire.GroupDescription):
+    """A description as any coordinator sends it: one from before Coordinator and Partition were
+    added lacks them."""
+
+    coordinator: str | None = None
+    partition: int | None = None
+
+
 async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    answer = await client.request("GET", "/v1/groups", wire.ListGroupsResponse)
-    if isinstance(answer, wire.ErrorResponse):
-        return _protocol_error(answer)
+    """The groups of every partition: the instance at --url says who serves each partition, each
+    instance named lists its own; a group seen twice (a partition moving meanwhile) is listed once,
+    at its newest epoch."""
+    try:
+        owners = await client.request("GET", "/v1/partitions", wire.PartitionOwnersResponse)
+    except ApiError as e:
+        if e.status != 404:
+            raise
+        owners = None  # a coordinator from before /v1/partitions: its own groups only
+    this = owners.url.rstrip("/") if owners else None
+    urls = list(dict.fromkeys(p.url.rstrip("/") for p in owners.partitions if p.url)) if owners else [None]
+    unanswered = [p.partition for p in owners.partitions if not p.url] if owners else []
+    groups: dict[str, wire.GroupListing] = {}
+    for url in urls:
+        try:
+            answer = await client.request("GET", "/v1/groups", wire.ListGroupsResponse,
+                                          url=None if url == this else url)
+        except (aiohttp.ClientError, TimeoutError, OSError, ApiError) as e:
+            if url is None:
+                raise
+            failed = [p.partition for p in owners.partitions if p.url and p.url.rstrip("/") == url]
+            print(f"warning: {url} (partitions {_numbers(failed)}) did not answer: {e}", file=sys.stderr)
+            unanswered += failed
+            continue
+        if isinstance(answer, wire.ErrorResponse):
+            return _protocol_error(answer)
+        for g in answer.groups:
+            if g.group_id not in groups or g.group_epoch > groups[g.group_id].group_epoch:
+                groups[g.group_id] = g
+    if unanswered:
+        print(f"warning: no coordinator answered for partitions {_numbers(sorted(unanswered))}: their groups are "
+              "not listed", file=sys.stderr)
+    listed = [groups[g] for g in sorted(groups)]
     if args.format == "json":
-        _print_json(answer.groups)
+        _print_json(listed)
     else:
-        print(table([[g.group_id, g.group_epoch, g.state, g.members] for g in answer.groups],
+        print(table([[g.group_id, g.group_epoch, g.state, g.members] for g in listed],
                     ["GROUP", "EPOCH", "STATE", "MEMBERS"]))
     return 0
 
 
+def _numbers(values: list[int]) -> str:
+    return ", ".join(map(str, values))
+
+
 async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    a = await client.call(args.group, "GET", f"/v1/groups/{args.group}", wire.GroupDescription)
+    views = [flag for flag in ("members", "state", "tasks") if getattr(args, flag)]
+    if len(views) > 1:
+        raise CliError(f"one view at a time: --{views[0]} or --{views[1]}", exit_code=2)
+    if args.verbose and not args.members:
+        raise CliError("--verbose goes with --members", exit_code=2)
+    if args.watch is None:
+        out, err, code = await _frame(client, args)
+        if out is not None:
+            sys.stdout.write(out + "\n")
+        if err is not None:
+            print(err, file=sys.stderr)
+        return code
+    # Until Ctrl-C (the runner turns it into exit code 0). A failure is shown in the frame and
+    # the next redraw tries again: a watch outlives a coordinator moving or restarting.
+    terminal = sys.stdout.isatty()
+    first = True
+    while True:
+        try:
+            out, err, _ = await _frame(client, args)
+        except (ApiError, Unavailable, aiohttp.ClientError, TimeoutError, OSError) as e:
+            out, err = None, f"error: {e}"
+        now = iso_time(int(datetime.now(UTC).timestamp() * 1000))
+        if args.format == "json":  # JSON lines: one object per redraw, nothing between them
+            sys.stdout.write((out if out is not None else orjson.dumps({"error": err, "at": now}).decode()) + "\n")
+        else:
+            header = f"every {args.watch:g}s: group {args.group} at {now}"
+            body = out if out is not None else err
+            sys.stdout.write(("\x1b[H\x1b[2J" if terminal else "" if first else "\n") + header + "\n\n" + body + "\n")
+        sys.stdout.flush()
+        first = False
+        await asyncio.sleep(args.watch)
+
+
+async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[str | None, str | None, int]:
+    """One rendering of the group: (standard output, standard error, exit code)."""
+    a = await client.call(args.group, "GET", f"/v1/groups/{args.group}", _Described)
     if isinstance(a, wire.ErrorResponse):
-        return _protocol_error(a)
+        return None, f"error {a.error_code}: {a.error_message}", 1
     if args.format == "json":
-        _print_json(a)
-        return 0
+        value: Any = (_members_json(a) if args.members else _state_json(a) if args.state
+                      else _tasks_json(a) if args.tasks else msgspec.to_builtins(a))
+        option = 0 if args.watch is not None else orjson.OPT_INDENT_2
+        return orjson.dumps(value, option=option).decode(), None, 0
+    if args.members:
+        return _members_table(a, args.verbose), None, 0
+    if args.state:
+        return _state_table(a), None, 0
+    if args.tasks:
+        return _tasks_table(a), None, 0
+    return _description_text(a), None, 0
+
+
+def _description_text(a: wire.GroupDescription) -> str:
+    lines = []
     if a.group_type == "classic":
-        print(f"group {a.group_id} (classic): {a.state}, generation {a.generation}, protocol {a.protocol_name}, "
-              f"leader {a.leader}")
+        lines.append(f"group {a.group_id} (classic): {a.state}, generation {a.generation}, protocol "
+                     f"{a.protocol_name}, leader {a.leader}")
     else:
-        print(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch {a.assignment_epoch}, "
-              f"assignor {a.assignor} ({a.assignor_kind})")
-    print("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
+        lines.append(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch "
+                     f"{a.assignment_epoch}, assignor {a.assignor} ({a.assignor_kind})")
+    lines.append("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
     if a.deferred.connectors or a.deferred.tasks:
-        print(f"deferred: {_items(a.deferred)} until {a.scheduled_rebalance_at_ms} ms")
+        lines.append(f"deferred: {_items(a.deferred)} until {_when(a.scheduled_rebalance_at_ms)}")
     if a.assignment_error:
-        print(f"assignment error {a.assignment_error}: {a.assignment_error_message}")
-    print()
-    print(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
-                  _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+        lines.append(f"assignment error {a.assignment_error}: {a.assignment_error_message}")
+    lines.append("")
+    lines.append(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
+                         _items(m.pending_revocation), _items(m.target)] for m in a.members],
+                       ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
     if a.departures:
-        print()
-        print(f"removed by the change to group epoch {a.group_epoch}:")
-        print(table([[d.member_id, d.instance_id, d.reason_text] for d in a.departures],
-                    ["MEMBER", "INSTANCE", "WHY"]))
-    return 0
+        lines.append("")
+        lines.append(f"removed by the change to group epoch {a.group_epoch}:")
+        lines.append(table([[d.member_id, d.instance_id, d.reason_text] for d in a.departures],
+                           ["MEMBER", "INSTANCE", "WHY"]))
+    return "\n".join(lines)
+
+
+def _when(ms: int | None) -> str:
+    return "a time not yet set" if ms is None else iso_time(ms)
+
+
+def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
+    header = ["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PROTOCOL", "EPOCH", "STATE"]
+    rows = []
+    for m in a.members:
+        row: list[Any] = [m.member_id, m.instance_id, m.client_id or None, m.client_host or None, m.protocol,
+                          m.member_epoch, m.state]
+        if verbose:
+            row += [_items(m.assignment), _items(m.pending_revocation), _items(m.target)]
+        rows.append(row)
+    if verbose:
+        header += ["OWNS", "REVOKING", "TARGET"]
+    return table(rows, header) if rows else f"group {a.group_id} has no members"
+
+
+def _members_json(a: wire.GroupDescription) -> list[Any]:
+    return msgspec.to_builtins(a.members)
+
+
+def _state_json(a: _Described) -> dict[str, Any]:
+    return {"GroupId": a.group_id, "GroupType": a.group_type, "Coordinator": a.coordinator, "Partition": a.partition,
+            "Assignor": a.assignor, "AssignorKind": a.assignor_kind, "State": a.state, "GroupEpoch": a.group_epoch,
+            "AssignmentEpoch": a.assignment_epoch, "Members": len(a.members)}
+
+
+def _state_table(a: _Described) -> str:
+    assignor = None if a.assignor is None else f"{a.assignor} ({a.assignor_kind})" if a.assignor_kind else a.assignor
+    return table([[a.group_id, a.coordinator, a.partition, assignor, a.state, a.group_epoch, a.assignment_epoch,
+                   len(a.members)]],
+                 ["GROUP", "COORDINATOR", "PARTITION", "ASSIGNOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH",
+                  "MEMBERS"])
+
+
+def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
+    """One row per connector and task the group runs (and any still held that it no longer runs):
+    who runs it, who is revoking it, whose target it is, and its status."""
+    owner: dict[tuple[str, int | None], str] = {}
+    revoking: dict[tuple[str, int | None], str] = {}
+    target: dict[tuple[str, int | None], str] = {}
+    for m in a.members:
+        for where, cat in ((owner, m.assignment), (revoking, m.pending_revocation), (target, m.target)):
+            for key in _keys(cat):
+                where[key] = m.member_id
+    deferred = set(_keys(a.deferred))
+    items: list[tuple[str, int | None]] = []
+    for c in a.connectors:
+        items += [(c.name, None), *((c.name, t) for t in range(c.tasks))]
+    items += sorted({*owner, *revoking} - set(items), key=lambda k: (k[0], -1 if k[1] is None else k[1]))
+    rows = []
+    for key in items:
+        status = ("running" if key in owner else "revoking" if key in revoking
+                  else "deferred" if key in deferred else "unassigned")
+        rows.append({"Connector": key[0], "Task": key[1], "Member": owner.get(key), "Revoking": revoking.get(key),
+                     "Target": target.get(key), "Status": status,
+                     "DeferredUntilMs": a.scheduled_rebalance_at_ms if status == "deferred" else None})
+    return rows
+
+
+def _keys(cat: wire.ConnectorsAndTasks) -> list[tuple[str, int | None]]:
+    return [*((c, None) for c in cat.connectors), *((t.connector, t.task) for t in cat.tasks)]
+
+
+def _tasks_json(a: wire.GroupDescription) -> list[dict[str, Any]]:
+    return _task_rows(a)
+
+
+def _tasks_table(a: wire.GroupDescription) -> str:
+    rows = []
+    for r in _task_rows(a):
+        member = r["Member"]
+        if member is None and r["Revoking"] is None:
+            member = f"deferred until {_when(r['DeferredUntilMs'])}" if r["Status"] == "deferred" else "unassigned"
+        rows.append([r["Connector"], "-" if r["Task"] is None else r["Task"], member, r["Revoking"], r["Target"]])
+    if not rows:
+        return f"group {a.group_id} runs no connectors"
+    return table(rows, ["CONNECTOR", "TASK", "MEMBER", "REVOKING", "TARGET"])
 
 
 async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -> int:

@@ -53,6 +53,14 @@ from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import RebalanceListener, RebalanceMetrics, Worker
 
 ACTIONS = ("join", "scale-out", "scale-in", "bounce", "crash", "connectors", "upgrade", "downgrade", "stop")
+# `coordinator worker --help` shows the scenario format: the module's own example (without its
+# column heads, which are no line of a scenario) and the rules under it, as written.
+_EXAMPLE, _RULES = __doc__.split("\n\n")[2:4]
+SCENARIO_HELP = (
+    "The scenario (--scenario FILE): one event per line, AT ACTION [ARGS], AT in seconds from the start.\n"
+    "Actions: join N [connect|classic], scale-out N, scale-in N, bounce NAME SECONDS, crash NAME,\n"
+    "connectors NAME=TASKS..., upgrade NAME, downgrade NAME, stop. For example:\n\n"
+    + _EXAMPLE.split("\n", 1)[1] + "\n\n" + _RULES)
 PROTOCOLS = ("connect", "classic")
 
 
@@ -316,9 +324,10 @@ def _connector_counts(args: tuple[str, ...]) -> dict[str, int]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("worker",
-                                   description="Run N workers of a group in one process; a scenario file or "
-                                               "flags drive events on a timeline. " + __doc__.split("\n\n")[1])
+    parser = subparsers.add_parser("worker", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                   description="Run N workers of a group in one process; a scenario file or flags "
+                                               "drive events on a timeline.",
+                                   epilog=SCENARIO_HELP)
     parser.add_argument("--group", required=True)
     parser.add_argument("--count", type=int, default=None,
                         help="workers that join at the start, named worker-N (default 3, or 0 with --names)")
@@ -336,7 +345,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--assignor", choices=sorted(ASSIGNORS), default="incremental_cooperative")
     parser.add_argument("--connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
                         help="set the group's connectors first")
-    parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (see the module's help)")
+    parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (its format: below)")
     parser.add_argument("--duration", type=float, default=None,
                         help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)")
     parser.add_argument("--events", metavar="FILE",

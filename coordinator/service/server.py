@@ -132,6 +132,7 @@ class CoordinatorServer:
             web.post("/v1/classic-group/leave", self.leave_group),
             web.post("/v1/find-coordinator", self.find_coordinator),
             web.get("/v1/groups", self.list_groups),
+            web.get("/v1/partitions", self.partition_owners),
             web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
             web.put("/v1/groups/{group_id:[^/]+}/connectors", self.set_connectors),
             web.get("/v1/groups/{group_id:[^/]+}/connectors/{connector:[^/]+}/status", self.connector_status),
@@ -235,12 +236,25 @@ class CoordinatorServer:
         group_id = (await _decode(request, wire.FindCoordinatorRequest)).group_id
         self._authorize(request, Operation.DESCRIBE, group_id)
         partition = partition_for(group_id, self.partitions)
-        runtime = self.runtimes.get(partition)
-        url = self.advertised_url if runtime is not None and runtime.status in (Status.ACTIVE, Status.LOADING) \
-            else await self.locate(partition) if self.locate is not None else None
+        url = await self._owner_of(partition)
         if url is None:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator known for partition {partition}")
         return _answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=partition, url=url))
+
+    async def _owner_of(self, partition: int) -> str | None:
+        """The URL of the instance serving `partition`: this one, or whom `locate` names, or None."""
+        runtime = self.runtimes.get(partition)
+        if runtime is not None and runtime.status in (Status.ACTIVE, Status.LOADING):
+            return self.advertised_url
+        return await self.locate(partition) if self.locate is not None else None
+
+    async def partition_owners(self, request: web.Request) -> web.Response:
+        """Where each partition is served, so that a client can ask every instance (`coordinator
+        groups list`). Asked together: one lookup of the owners answers them all (Locator's cache)."""
+        urls = await asyncio.gather(*(self._owner_of(p) for p in range(self.partitions)))
+        return _answer(wire.PartitionOwnersResponse(
+            error_code=0, url=self.advertised_url,
+            partitions=[wire.PartitionOwner(partition=p, url=url) for p, url in enumerate(urls)]))
 
     async def list_groups(self, request: web.Request) -> web.Response:
         principal = request[PRINCIPAL]
@@ -257,10 +271,12 @@ class CoordinatorServer:
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = self._group_id(request, Operation.DESCRIBE)
-        description = await self.runtime_for(group_id).query(lambda c: c.describe_group(group_id))
+        runtime = self.runtime_for(group_id)
+        description = await runtime.query(lambda c: c.describe_group(group_id))
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-        return _answer(wire.GroupDescription.of(description))
+        return _answer(wire.GroupDescription.of(description, coordinator=self.advertised_url,
+                                                partition=runtime.partition))
 
     async def connector_status(self, request: web.Request) -> web.Response:
         """Kafka Connect's status of one connector, as far as the coordinator knows (`views.connector_status`)."""

@@ -1,16 +1,25 @@
 """Kafka client settings shared by every command that talks to Kafka.
 
-Every such command takes `--bootstrap-servers` (default: $KAFKA_BOOTSTRAP_SERVERS), repeated
-`--kafka-config KEY=VALUE` options and `--kafka-config-file FILE` (Java properties syntax), so that
-security settings (security.protocol, sasl.*, ssl.*) and any other librdkafka property reach the
-client unchanged. Later options win over earlier ones; the file is read first, so a command-line
+Every such command takes Kafka's own flag names, as `kafka-topics` or `kafka-consumer-groups` take
+them: `--bootstrap-server` (default: $KAFKA_BOOTSTRAP_SERVERS; `--bootstrap-servers` is the older
+spelling, still accepted) and `--command-config FILE`, a Java properties file of client settings
+(`--kafka-config-file` is the older spelling), plus repeated `--kafka-config KEY=VALUE` options, so
+that security settings (security.protocol, sasl.*, ssl.*) and any other librdkafka property reach
+the client. Later options win over earlier ones; the file is read first, so a command-line
 `--kafka-config` overrides it.
+
+A file written for Kafka's Java tools means the same here (`java_to_librdkafka`): the Java keys
+whose librdkafka name or form differs are translated (a PLAIN or SCRAM `sasl.jaas.config` becomes
+sasl.username/sasl.password, a PEM truststore ssl.ca.location, a PKCS#12 or PEM keystore its
+librdkafka settings, an empty ssl.endpoint.identification.algorithm `none`), and the Java-only ones
+librdkafka has no counterpart for are refused in one line naming the key.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from pathlib import Path
 
 import javaproperties
@@ -23,9 +32,12 @@ DEFAULT_TOPIC = "__worker_offsets"
 def add_arguments(parser: argparse.ArgumentParser, *, topic: bool = True) -> None:
     group = parser.add_argument_group("Kafka connection")
     group.add_argument(
+        "--bootstrap-server",
         "--bootstrap-servers",
+        dest="bootstrap_servers",
         default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS"),
-        help="Kafka bootstrap servers, host:port[,host:port] (env KAFKA_BOOTSTRAP_SERVERS)",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="Kafka bootstrap servers (env KAFKA_BOOTSTRAP_SERVERS; --bootstrap-servers is an alias)",
     )
     if topic:
         group.add_argument(
@@ -42,10 +54,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, topic: bool = True) -> Non
         help="a Kafka client property, e.g. security.protocol=SASL_SSL (repeatable)",
     )
     group.add_argument(
+        "--command-config",
         "--kafka-config-file",
+        dest="kafka_config_file",
         default=os.environ.get("KAFKA_CONFIG_FILE"),
         metavar="FILE",
-        help="a properties file of Kafka client settings (env KAFKA_CONFIG_FILE)",
+        help="a Java properties file of Kafka client settings, as Kafka's tools take it; Java keys are translated "
+             "to librdkafka's (env KAFKA_CONFIG_FILE; --kafka-config-file is an alias)",
     )
 
 
@@ -71,17 +86,75 @@ def client_config(args: argparse.Namespace) -> dict[str, str]:
     """The librdkafka configuration a command's arguments describe."""
     if not args.bootstrap_servers:
         raise CliError(
-            "no Kafka bootstrap servers: pass --bootstrap-servers or set KAFKA_BOOTSTRAP_SERVERS",
+            "no Kafka bootstrap servers: pass --bootstrap-server or set KAFKA_BOOTSTRAP_SERVERS",
             exit_code=2,
         )
     config: dict[str, str] = {}
+    source = "--kafka-config"
     if args.kafka_config_file:
         path = Path(args.kafka_config_file)
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
-            raise CliError(f"cannot read Kafka config file {path}: {e.strerror}", exit_code=2) from None
+            raise CliError(f"cannot read Kafka config file {path} (--command-config): {e.strerror}", exit_code=2) from None
         config.update(parse_properties(text, str(path)))
+        source = str(path)
     config.update(args.kafka_config)
+    config = java_to_librdkafka(config, source)
     config["bootstrap.servers"] = args.bootstrap_servers
     return config
+
+
+# Java client keys librdkafka has no counterpart for: refused, since dropping one silently could
+# weaken security (a protocol pin) or hide a setting the user relies on.
+_JAVA_ONLY = {
+    "ssl.protocol", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
+    "ssl.provider", "ssl.secure.random.implementation", "security.providers", "default.api.timeout.ms",
+    "sasl.login.refresh.window.factor", "sasl.kerberos.ticket.renew.window.factor",
+}
+_JAAS = re.compile(r'^\s*org\.apache\.kafka\.common\.security\.(?:plain\.PlainLoginModule|scram\.ScramLoginModule)'
+                   r'\s+required\s+(?P<options>.*?);?\s*$', re.DOTALL)
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def java_to_librdkafka(config: dict[str, str], source: str) -> dict[str, str]:
+    """`config` with the keys of Kafka's Java clients that librdkafka names or writes otherwise
+    translated; a Java-only key is a CliError naming it (and `source`, where it came from)."""
+    out = dict(config)
+
+    def refuse(key: str, why: str) -> CliError:
+        return CliError(f"{source}: {key}: {why}", exit_code=2)
+
+    for key in out:
+        if key in _JAVA_ONLY or key.endswith((".class", ".classes")):
+            raise refuse(key, "a Java client setting librdkafka has no counterpart for; remove it")
+    jaas = out.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        match = _JAAS.match(jaas)
+        options = dict(_JAAS_OPTION.findall(match.group("options"))) if match else {}
+        if not match or "username" not in options or "password" not in options:
+            raise refuse("sasl.jaas.config", "only a PlainLoginModule or ScramLoginModule with username and password "
+                                             "translates (to sasl.username, sasl.password); set those instead")
+        out.setdefault("sasl.username", re.sub(r"\\(.)", r"\1", options["username"]))
+        out.setdefault("sasl.password", re.sub(r"\\(.)", r"\1", options["password"]))
+    if out.get("ssl.endpoint.identification.algorithm") == "":
+        out["ssl.endpoint.identification.algorithm"] = "none"  # Java's empty value: no host name check
+    truststore_type = out.pop("ssl.truststore.type", "JKS").upper()
+    truststore_password = out.pop("ssl.truststore.password", None)
+    if "ssl.truststore.location" in out:
+        if truststore_type != "PEM":
+            raise refuse("ssl.truststore.location", f"librdkafka reads no {truststore_type} truststore: convert it to "
+                                                    "PEM and set ssl.truststore.type=PEM (or ssl.ca.location)")
+        out["ssl.ca.location"] = out.pop("ssl.truststore.location")
+    elif truststore_password is not None:
+        raise refuse("ssl.truststore.password", "without ssl.truststore.location it means nothing")
+    keystore_type = out.pop("ssl.keystore.type", "JKS").upper()
+    if "ssl.keystore.location" in out:
+        if keystore_type == "PEM":  # the certificate and its key in one PEM file
+            location = out.pop("ssl.keystore.location")
+            out.pop("ssl.keystore.password", None)
+            out["ssl.certificate.location"] = out["ssl.key.location"] = location
+        elif keystore_type != "PKCS12":  # librdkafka's ssl.keystore.location is a PKCS#12 file
+            raise refuse("ssl.keystore.location", f"librdkafka reads no {keystore_type} keystore: convert it to "
+                                                  "PKCS12 (ssl.keystore.type=PKCS12) or PEM")
+    return out

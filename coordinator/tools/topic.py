@@ -385,12 +385,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
     describe = _add_command(commands, "describe", _describe, "print the topic's partitions and configs")
-    describe.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+    describe.add_argument("--format", type=_table_or_json, default="table", metavar="{table,json}",
+                          help="text for people (default) or JSON (text: the former name of table)")
 
     validate = _add_command(
         commands, "validate", _validate, "check that the topic is fit for the coordinator; exit 1 if not"
     )
     validate.add_argument("--partitions", type=_positive_int, help="the partition count the topic must have")
+
+
+def _table_or_json(text: str) -> str:
+    """--format as every command takes it; `text`, this command's former name for table, still works."""
+    if text not in ("table", "json", "text"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from 'table', 'json')")
+    return "table" if text == "text" else text
 
 
 def _add_command(
