@@ -12,9 +12,10 @@ killed (stops heartbeating without a leave: the coordinator finds out at its ses
 a worker joins. The number of live workers stays where it started.
 
 Every `--report-every` seconds (a minute by default) one line: the elapsed minutes; the
-coordinator's resident memory (VmRSS in /proc/PID/status) and open file descriptors (/proc/PID/fd);
-the heartbeats' p50 and p99 latency measured in the workers (one HTTP exchange, from sending the
-request to reading the answer), over that interval; the requests the coordinator answered
+coordinator's resident memory (VmRSS in /proc/PID/status) and open file descriptors (/proc/PID/fd,
+and how many are sockets: the workers' HTTP connections, Kafka's); the heartbeats' p50 and p99
+latency measured in the workers (one HTTP exchange, from sending the request to reading the
+answer), over that interval; the requests the coordinator answered
 (`coordinator_request_seconds_count` of its /metrics), the rebalances it started
 (`coordinator_rebalances_total`), the CPU it used, and the churn events. At the end, the growth from
 the first line to the last (RSS, descriptors, p99).
@@ -81,7 +82,7 @@ class TimedClient(CoordinatorClient):
         started = time.perf_counter()
         try:
             got = await super().request(method, path, answer, body, url, timeout_s)
-        except BaseException:
+        except Exception:  # not CancelledError: a worker stopped by the churn mid-heartbeat failed nothing
             self.failures += 1
             raise
         self.latencies.append(time.perf_counter() - started)
@@ -102,8 +103,16 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def open_fds(pid: int) -> int:
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def open_fds(pid: int) -> tuple[int, int]:
+    """(open file descriptors, of which sockets)."""
+    fds = sockets = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        fds += 1
+        try:
+            sockets += os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+        except OSError:
+            pass  # closed meanwhile
+    return fds, sockets
 
 
 def cpu_seconds(pid: int) -> float:
@@ -133,6 +142,7 @@ class Sample:
     at_s: float
     rss: int
     fds: int
+    sockets: int
     cpu_s: float
     requests: float
     rebalances: float
@@ -141,7 +151,7 @@ class Sample:
 def sample(serve: ServeProcess, started: float) -> Sample:
     pid = serve.process.pid
     sums = metric_sums(serve.url, (REQUESTS, REBALANCES))
-    return Sample(clock() - started, rss_bytes(pid), open_fds(pid), cpu_seconds(pid), sums[REQUESTS],
+    return Sample(clock() - started, rss_bytes(pid), *open_fds(pid), cpu_seconds(pid), sums[REQUESTS],
                   sums[REBALANCES])
 
 
@@ -157,6 +167,7 @@ class Line:
     minute: float
     rss: int
     fds: int
+    sockets: int
     p50_ms: float
     p99_ms: float
     heartbeats: int
@@ -166,7 +177,8 @@ class Line:
     churn: int
 
     def text(self) -> str:
-        return (f"minute {self.minute:5.2f}: RSS {self.rss / 2**20:6.1f} MiB  fds {self.fds:4d}  "
+        return (f"minute {self.minute:5.2f}: RSS {self.rss / 2**20:6.1f} MiB  fds {self.fds:4d} "
+                f"({self.sockets} sockets)  "
                 f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats)  "
                 f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
                 f"coordinator CPU {self.cpu * 100:3.0f}%  churn events {self.churn}")
@@ -331,7 +343,7 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Line:
     span = max(1e-9, b.at_s - a.at_s)
-    return Line(b.at_s / 60, b.rss, b.fds, percentile(latencies, 0.5) * 1e3, percentile(latencies, 0.99) * 1e3,
+    return Line(b.at_s / 60, b.rss, b.fds, b.sockets, percentile(latencies, 0.5) * 1e3, percentile(latencies, 0.99) * 1e3,
                 len(latencies), round(b.requests - a.requests), round(b.rebalances - a.rebalances),
                 (b.cpu_s - a.cpu_s) / span, churn)
 

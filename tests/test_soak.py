@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LINE = re.compile(r"^minute +(\d+\.\d\d): RSS +\d+\.\d MiB +fds +(\d+) +heartbeat p50 +\d+\.\d\d ms +"
+LINE = re.compile(r"^minute +(\d+\.\d\d): RSS +\d+\.\d MiB +fds +(\d+) \(\d+ sockets\) +heartbeat p50 +\d+\.\d\d ms +"
                   r"p99 +\d+\.\d\d ms +\(([\d,]+) heartbeats\) +requests served ([\d,]+) +rebalances ([\d,]+) +"
                   r"coordinator CPU +\d+% +churn events (\d+)$", re.MULTILINE)
 
