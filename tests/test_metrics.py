@@ -3,8 +3,12 @@ their names, and the process, platform and build series are there (issue 19, ite
 
 from __future__ import annotations
 
+import pytest
+
 from coordinator.core.protocol import ErrorCode
 from coordinator.service.metrics import Metrics
+
+pytestmark = pytest.mark.ops
 
 HB = "/v1/connect-group/heartbeat"
 
@@ -42,3 +46,35 @@ def test_process_platform_and_build_series_are_exported() -> None:
     assert any(name.startswith("python_gc_collections_total{") for name in samples)
     (build,) = [name for name in samples if name.startswith("coordinator_build_info{")]
     assert 'version="' in build and samples[build] == 1
+
+
+def test_partition_status_and_rebalances_in_progress_are_read_when_scraped() -> None:
+    from types import SimpleNamespace
+
+    from coordinator.core.state import CoordinatorState
+    from coordinator.service.events import Observer, OpenRebalance
+    from coordinator.service.runtime import Status
+
+    def runtime(status: Status, open_since_ms: dict[str, int]) -> SimpleNamespace:
+        observer = Observer(0)
+        observer.open = {g: OpenRebalance(ms, 1) for g, ms in open_since_ms.items()}
+        return SimpleNamespace(status=status, observer=observer, now_ms=lambda: 10_000,
+                               coordinator=SimpleNamespace(state=CoordinatorState()))
+
+    runtimes = {0: runtime(Status.ACTIVE, {"g": 4_000}), 1: runtime(Status.LOADING, {}),
+                2: runtime(Status.FENCED, {"stale": 0})}
+    m = Metrics()
+    m.watch(lambda: runtimes)
+    samples = _samples(m)
+    for partition, current in ((0, "serving"), (1, "loading"), (2, "fenced")):
+        for status in ("loading", "serving", "failed", "fenced"):
+            assert samples[f'coordinator_partition_status{{partition="{partition}",status="{status}"}}'] == (
+                1 if status == current else 0)
+    # Only a serving partition's rebalances are shown: a fenced one's are someone else's now.
+    assert samples['coordinator_rebalance_in_progress_seconds{group="g"}'] == 6.0
+    assert not [name for name in samples if 'group="stale"' in name]
+    m.observe_rebalance(0, 1.7)
+    samples = _samples(m)
+    assert samples['coordinator_rebalance_duration_seconds_count{partition="0"}'] == 1
+    assert samples['coordinator_rebalance_duration_seconds_bucket{le="2.5",partition="0"}'] == 1
+    assert samples['coordinator_rebalance_duration_seconds_bucket{le="1.0",partition="0"}'] == 0

@@ -36,6 +36,8 @@ import yaml
 
 from coordinator.cli import main as coordinator
 
+pytestmark = pytest.mark.ops
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
 DASHBOARD = DOCKER / "grafana" / "coordinator-dashboard.json"

@@ -20,11 +20,14 @@ from serve_workers import Ledger, Worker, converge, wait_for
 from records import TaskId
 
 from coordinator.cli import main as coordinator
-from coordinator.core.driver import Driver, SimWorker, converge as converge_sim
+from coordinator.core.driver import Driver, SimWorker
+from coordinator.core.driver import converge as converge_sim
 from coordinator.core.protocol import LeaveReason
 from coordinator.service.events import Observer, Told
 from coordinator.tools import logs
 from coordinator.tools.process import ServeProcess
+
+pytestmark = pytest.mark.ops
 
 G = "g"
 

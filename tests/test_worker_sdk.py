@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp.test_utils import TestServer
+from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.api import wire
 from coordinator.cli import main as coordinator
@@ -109,6 +110,7 @@ def _check_history(events: list) -> None:
                 del owner[item]
 
 
+@pytest.mark.ops
 @pytest.mark.parametrize("server_side", [False, True], ids=["client-side", "server-side"])
 def test_scale_out_revokes_before_assigning(kafka_broker, unique_topic, server_side: bool) -> None:  # noqa: ANN001
     tasks = {"A": 4, "B": 2}
@@ -137,6 +139,16 @@ def test_scale_out_revokes_before_assigning(kafka_broker, unique_topic, server_s
             assert snapshot["rebalance-latency-max"] >= snapshot["rebalance-latency-avg"] > 0
             await w.stop()
         assert [e[2] for e in events[-3:]] == ["revoked"] * 3  # a graceful stop revokes everything
+        # What an operator's alert sees of it (issue 19): a normal rebalance is no error, even when
+        # the members compute the target themselves (COMPUTE_ASSIGNMENT is a signal), and each
+        # rebalance that converged is in the live histogram.
+        scraped = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for f in text_string_to_metric_families(server.metrics.exposition().decode()) for s in f.samples}
+        assert not [k for k in scraped if k[0] == "coordinator_errors_total"], scraped
+        signals = sum(v for k, v in scraped.items() if k[0] == "coordinator_protocol_signals_total"
+                      and ("signal", "COMPUTE_ASSIGNMENT") in k[1])
+        assert (signals > 0) is not server_side
+        assert scraped[("coordinator_rebalance_duration_seconds_count", (("partition", "0"),))] >= 2
 
     _run(kafka_broker, unique_topic, scenario, server_assignment_interval_ms=0)
 
