@@ -33,6 +33,7 @@ from pathlib import Path
 import orjson
 import pytest
 from confluent_kafka import Producer
+from serve_workers import served, wait_for
 
 import records
 
@@ -146,19 +147,6 @@ class Fleet:
     log_dir: Path
 
 
-def _served(server: ServeProcess) -> set[int]:
-    try:
-        _, body = server.request("GET", "/health", timeout=2)
-    except OSError:
-        return set()
-    return {int(p) for p, s in body["Partitions"].items() if s == "active"}
-
-
-def _wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        time.sleep(0.2)
 
 
 def _cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
@@ -179,10 +167,10 @@ def fleet(kafka_broker, tmp_path_factory) -> Iterator[Fleet]:
     workers = None
     try:
         a.start()
-        _wait_for(lambda: _served(a) == set(range(PARTITIONS)), 60, "the first instance to take every partition")
+        wait_for(lambda: served(a) == set(range(PARTITIONS)), 60, "the first instance to take every partition")
         b.start()
-        _wait_for(lambda: _served(a) | _served(b) == set(range(PARTITIONS)) and _served(b)
-                  and not _served(a) & _served(b), 60, "the partitions to be shared")
+        wait_for(lambda: served(a) | served(b) == set(range(PARTITIONS)) and served(b)
+                  and not served(a) & served(b), 60, "the partitions to be shared")
         # WATCHED: two workers (the client-side incremental cooperative assignor), worker-2 crashes at 4 s:
         # its session (2 s) ends and its work waits, deferred, for the scheduled rebalance (2 min away).
         assert coordinator(["config", "set", "--group", WATCHED, "--session-timeout-ms", "2000",
@@ -213,7 +201,7 @@ def _described(fleet: Fleet) -> dict:
 
 def _deferred(fleet: Fleet) -> dict:
     """WATCHED once worker-2's work is deferred (worker-1 runs the rest)."""
-    _wait_for(lambda: (d := _described(fleet)).get("Deferred", {}).get("Tasks") and len(d["Members"]) == 1
+    wait_for(lambda: (d := _described(fleet)).get("Deferred", {}).get("Tasks") and len(d["Members"]) == 1
               and d["State"] == "STABLE", 60, "worker-2's work to be deferred")
     return _described(fleet)
 
@@ -247,7 +235,7 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
     (member,) = d["Members"]
     owner = fleet.a if _described(fleet)["Coordinator"] == fleet.a.url else fleet.b
     assert d["Coordinator"] == owner.url and d["Partition"] == partition_for(WATCHED, PARTITIONS)
-    assert partition_for(WATCHED, PARTITIONS) in _served(owner)
+    assert partition_for(WATCHED, PARTITIONS) in served(owner)
 
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--members", *url)
     lines = out.splitlines()
@@ -374,10 +362,10 @@ def test_groups_list_asks_every_instance(fleet: Fleet, capsys: pytest.CaptureFix
     for group in groups.values():
         assert _cli(capsys, "connectors", "set", "--group", group, "A=1", "--url", fleet.a.url)[0] == 0
     # Each instance alone serves some partitions only; listing from either gives every group.
-    assert _served(fleet.a) != set(range(PARTITIONS)) and _served(fleet.b) != set(range(PARTITIONS))
+    assert served(fleet.a) != set(range(PARTITIONS)) and served(fleet.b) != set(range(PARTITIONS))
     _, owners = fleet.b.request("GET", "/v1/partitions")
     assert owners["Url"] == fleet.b.url and {p["Partition"]: p["Url"] for p in owners["Partitions"]} == {
-        p: fleet.a.url if p in _served(fleet.a) else fleet.b.url for p in range(PARTITIONS)}
+        p: fleet.a.url if p in served(fleet.a) else fleet.b.url for p in range(PARTITIONS)}
     for asked in (fleet.a, fleet.b):
         code, out, err = _cli(capsys, "groups", "list", "--url", asked.url)
         listed = [line.split()[0] for line in out.splitlines()[1:]]
@@ -386,12 +374,12 @@ def test_groups_list_asks_every_instance(fleet: Fleet, capsys: pytest.CaptureFix
         code, out, _ = _cli(capsys, "groups", "list", "--url", asked.url, "--format", "json")
         assert set(groups.values()) <= {g["GroupId"] for g in orjson.loads(out)}
     # An instance that stops answering: the list says which partitions nobody answered for.
-    gone = _served(fleet.b)
+    gone = served(fleet.b)
     fleet.b.kill()
     code, out, err = _cli(capsys, "groups", "list", "--url", fleet.a.url)
     listed = {line.split()[0] for line in out.splitlines()[1:]}
     assert code == 0 and {groups[p] for p in set(range(PARTITIONS)) - gone} <= listed
-    if not _served(fleet.a) >= gone:  # not taken over yet (the ownership session is 6 s): named as unanswered
+    if not served(fleet.a) >= gone:  # not taken over yet (the ownership session is 6 s): named as unanswered
         assert f"no coordinator answered for partitions {', '.join(map(str, sorted(gone)))}" in err, err
     fleet.b.start()
 
@@ -405,7 +393,7 @@ def test_dump_decode_prints_each_record_of_the_topic(fleet: Fleet, capsys: pytes
         owner = fleet.a if found.get("Url") == fleet.a.url else fleet.b
         return owner.request("DELETE", "/v1/groups/short-lived")[1]["ErrorCode"] in (0, 69)  # 69: gone already
 
-    _wait_for(deleted, 60, "the group to be deleted")
+    wait_for(deleted, 60, "the group to be deleted")
     partition = str(partition_for("short-lived", PARTITIONS))
     # Kafka's flags, the client settings in a Java properties file as Kafka's tools take them.
     config = tmp_path / "client.properties"

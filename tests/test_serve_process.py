@@ -18,7 +18,7 @@ import orjson
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
-from serve_workers import items
+from serve_workers import items, served, wait_for
 
 from records import TaskId
 
@@ -292,10 +292,10 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
         _arm_gate(gate, commits=1)
         heartbeating = Heartbeating(first, workers).start()
         try:
-            _wait_for(gate.with_name("gate.blocked").exists, 60, "a batch to be held open")
+            wait_for(gate.with_name("gate.blocked").exists, 60, "a batch to be held open")
             # The responses to the committed batches were sent before the held batch began, and
             # no request is answered any more: once every worker waits on a heartbeat, kill.
-            _wait_for(lambda: all(w.in_flight for w in workers), 60, "every worker to wait on a heartbeat")
+            wait_for(lambda: all(w.in_flight for w in workers), 60, "every worker to wait on a heartbeat")
             first.kill()
         finally:
             heartbeating.stop()
@@ -348,7 +348,7 @@ def test_static_instances_find_each_other_through_peer(kafka_broker, unique_topi
                 assert status == 200 and (found["ErrorCode"], found["Url"]) == (0, owner.url), (p, found)
         b.stop()
         # Once the answer cached for a second is gone: COORDINATOR_NOT_AVAILABLE, nobody serves it now.
-        _wait_for(lambda: a.request("POST", "/v1/find-coordinator",
+        wait_for(lambda: a.request("POST", "/v1/find-coordinator",
                                     {"GroupId": _group_on_partition(1, 2)})[1]["ErrorCode"] == 15,
                   30, "find-coordinator to know that the stopped peer serves nothing")
     finally:
@@ -376,19 +376,6 @@ def _described_owners(broker, topic: str) -> dict[str, set[int]]:  # noqa: ANN00
                           if tp.topic == topic} for m in description.members}
 
 
-def _wait_for(condition, timeout: float, what: str) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
-def _served(server: ServeProcess) -> set[int]:
-    try:
-        _, body = server.request("GET", "/health", timeout=2)
-    except OSError:
-        return set()
-    return {int(p) for p, s in body["Partitions"].items() if s == "active"}
 
 
 def _group_on_partition(partition: int, partitions: int) -> str:
@@ -401,13 +388,13 @@ def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(kafk
     a, b = _group_instances(kafka_broker, unique_topic, tmp_path)
     try:
         a.start()
-        _wait_for(lambda: _served(a) == {0, 1, 2, 3}, 30, "the only instance to take every partition")
+        wait_for(lambda: served(a) == {0, 1, 2, 3}, 30, "the only instance to take every partition")
         b.start()
-        _wait_for(lambda: _served(a) | _served(b) == {0, 1, 2, 3} and _served(b) and not _served(a) & _served(b),
+        wait_for(lambda: served(a) | served(b) == {0, 1, 2, 3} and served(b) and not served(a) & served(b),
                   30, "the partitions to be shared")
         # The broker describes the group as the instances serve it: each member's client.id is
         # its advertised URL, listed with its partitions. That is all find-coordinator has to go on.
-        _wait_for(lambda: _described_owners(kafka_broker, unique_topic) == {a.url: _served(a), b.url: _served(b)},
+        wait_for(lambda: _described_owners(kafka_broker, unique_topic) == {a.url: served(a), b.url: served(b)},
                   30, "the consumer group's description to show who serves what")
         groups = {p: _group_on_partition(p, 4) for p in range(4)}
         for p, group in groups.items():
@@ -415,12 +402,12 @@ def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(kafk
             # the other serves, from the consumer group's description (neither was told of the other).
             for asked in (a, b):
                 _, found = asked.request("POST", "/v1/find-coordinator", {"GroupId": group})
-                assert found["Url"] == (a.url if p in _served(a) else b.url), (p, found)
-            owner = a if p in _served(a) else b
+                assert found["Url"] == (a.url if p in served(a) else b.url), (p, found)
+            owner = a if p in served(a) else b
             assert owner.request("PUT", f"/v1/groups/{group}/connectors",
                                  {"Connectors": [{"Name": f"C{p}", "Tasks": 1}]})[1]["ErrorCode"] == 0
         b.kill()
-        _wait_for(lambda: _served(a) == {0, 1, 2, 3}, 30, "the survivor to take the killed instance's partitions")
+        wait_for(lambda: served(a) == {0, 1, 2, 3}, 30, "the survivor to take the killed instance's partitions")
         for p, group in groups.items():
             _, described = a.request("GET", f"/v1/groups/{group}")
             assert described["Connectors"] == [{"Name": f"C{p}", "Tasks": 1}], described
@@ -434,15 +421,15 @@ def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique
     a, b = _group_instances(kafka_broker, unique_topic, tmp_path)
     try:
         a.start()
-        _wait_for(lambda: _served(a) == {0, 1, 2, 3}, 30, "the first instance to take every partition")
+        wait_for(lambda: served(a) == {0, 1, 2, 3}, 30, "the first instance to take every partition")
         b.start()
-        _wait_for(lambda: _served(b) and _served(a) | _served(b) == {0, 1, 2, 3}, 30, "the partitions to be shared")
-        taken = min(_served(b))
+        wait_for(lambda: served(b) and served(a) | served(b) == {0, 1, 2, 3}, 30, "the partitions to be shared")
+        taken = min(served(b))
         group = _group_on_partition(taken, 4)
         assert b.request("PUT", f"/v1/groups/{group}/connectors",
                          {"Connectors": [{"Name": "old", "Tasks": 1}]})[1]["ErrorCode"] == 0
         b.signal(signal.SIGSTOP)
-        _wait_for(lambda: taken in _served(a), 40, "the other instance to take the stopped one's partitions")
+        wait_for(lambda: taken in served(a), 40, "the other instance to take the stopped one's partitions")
         assert a.request("PUT", f"/v1/groups/{group}/connectors",
                          {"Connectors": [{"Name": "new", "Tasks": 1}]})[1]["ErrorCode"] == 0
         b.signal(signal.SIGCONT)
@@ -451,7 +438,7 @@ def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique
         status, body = b.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "zombie",
                                                                                           "Tasks": 1}]})
         assert status == 200 and body["ErrorCode"] in (15, 16), body
-        _wait_for(lambda: taken not in _served(b), 20, "the woken instance to stop serving the partition")
+        wait_for(lambda: taken not in served(b), 20, "the woken instance to stop serving the partition")
         # The truth is the new owner's; reload it from the topic to be sure nothing of the zombie's got in.
         a.stop()
         c = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
