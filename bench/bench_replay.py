@@ -35,7 +35,7 @@ from bench_state import median_seconds, scenario  # noqa: E402
 from records import Record, encode  # noqa: E402
 
 from coordinator import cli  # noqa: E402
-from coordinator.service.log import partition_for  # noqa: E402
+from coordinator.tools.partitions import partition_for  # noqa: E402
 from replay.history import group_key_prefix  # noqa: E402
 from replay.source import RawRecord, dump_header, read_dump, write_dump  # noqa: E402
 

@@ -495,7 +495,7 @@ def print_broker_commits(bootstrap: str, topic: str, partitions: int, records_pe
 
 def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, float]:
     """Join/leave churn; returns (records per commit, changes per commit) as the server reported them."""
-    from coordinator.service.log import partition_for
+    from coordinator.tools.partitions import partition_for
 
     groups = [f"churn-{g:03d}" for g in range(sizes.churn_groups)]
     for g in groups:
@@ -568,7 +568,7 @@ def bench_churn_cluster3(sizes: Sizes, partitions: int, log_dir: Path) -> None:
 
 
 def groups_in_partition(prefix: str, count: int, partition: int, partitions: int) -> list[str]:
-    from coordinator.service.log import partition_for
+    from coordinator.tools.partitions import partition_for
 
     out, i = [], 0
     while len(out) < count:
@@ -724,7 +724,7 @@ def group_template(rng: random.Random) -> list[Record]:
 def large_log(count: int, partition: int, partitions: int) -> tuple[list[tuple[bytes, bytes | None]], int]:
     """At least `count` encoded records: the template's history copied under many group ids, all in
     `partition`. Values are encoded once per template record (only keys name the group)."""
-    from coordinator.service.log import partition_for
+    from coordinator.tools.partitions import partition_for
 
     rng = random.Random(848)
     templates = [group_template(rng) for _ in range(4)]

@@ -18,10 +18,9 @@ loading the topic would have had there.
     progress.py    progress of long reads on stderr
     cli.py         `coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`
 
-Two layers. The pure history (`positions`, `history`, `events`, `invariants`, `plot`, `progress`)
-imports only `coordinator.core`, `coordinator.errors` and `records`, and lies below the service:
-the coordinator's group page (`coordinator.service.pages`) replays a group's records and draws its
-timeline with it. `source` (which reads Kafka through `coordinator.service.log`) and `cli` lie above
-the service and the SDK; nothing of `coordinator` imports them, except the command line, which lists
-the commands (`tests/test_layers.py` holds both to it).
+Where it stands. `replay` stands on the state machine (`coordinator.core`), the wire types and the
+Kafka tooling (`coordinator.tools.partitions` reads a partition as a coordinator loads it), and
+below the service: the coordinator's group page (`coordinator.service.pages`) replays a group's
+records and draws its timeline with `history` and `plot`, which load neither Kafka's client nor
+matplotlib (`tests/test_layers.py` holds it to that).
 """

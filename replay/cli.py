@@ -4,7 +4,7 @@ Every subcommand reads the records from one source, the live topic (`--bootstrap
 `--topic`, `--partition`, Kafka settings as every command takes them) or a dump file (`--file`),
 within an optional window (`--from-offset`, `--to-offset`, `--from-time`, `--to-time`), and replays
 them through `replay.history.History`. A question about one group reads only the group's partition
-of the topic (`coordinator.service.log.partition_for`) and decodes only its records.
+of the topic (`coordinator.tools.partitions.partition_for`) and decodes only its records.
 
 Output is a table for people, or JSON lines (`--format json`) for scripts; failures are one line on
 stderr and a non-zero exit code. Corrupt records are reported and skipped; `--strict` stops at the
@@ -33,9 +33,9 @@ from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import GroupDescription
 from coordinator.errors import CliError
-from coordinator.sdk.admin import iso_time, table
-from coordinator.service.log import partition_for
 from coordinator.tools import kafka_config
+from coordinator.tools.partitions import partition_for
+from coordinator.tools.text import iso_time, table
 from replay import events as ev
 from replay.history import History, Rebalance, interval_json, rebalance_json
 from replay.invariants import Invariants

@@ -2,7 +2,7 @@
 questions are asked at.
 
 A position is (partition, offset, timestamp). Offsets are per partition, and a group lives in one
-partition (`coordinator.service.log.partition_for`), so "offset 1234" is unambiguous for a group's
+partition (`coordinator.tools.partitions.partition_for`), so "offset 1234" is unambiguous for a group's
 questions. Times are the records' Kafka timestamps: the producer's clock when the coordinator wrote
 the batch, in epoch milliseconds; they are shown in UTC.
 """

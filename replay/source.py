@@ -39,7 +39,7 @@ import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from coordinator.errors import CliError
-from coordinator.service.log import LogError, read_range, reader_config
+from coordinator.tools.partitions import LogError, read_range, reader_config
 from replay.positions import RawRecord, Window
 
 DUMP_FORMATS = ("binary", "jsonl")

@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from coordinator.errors import CliError
-from coordinator.sdk.admin import table
 from coordinator.tools import kafka_config
+from coordinator.tools.text import table
 
 # A batch's records and history rows pass through the driver: this bounds its memory when the audit
 # starts far behind (a new audit of a long topic) and costs nothing once it has caught up.

@@ -28,7 +28,7 @@ from coordinator.api import wire
 from coordinator.core.items import connectors_and_tasks, describe, items_of
 from coordinator.core.member import Member
 from coordinator.core.protocol import HeartbeatRequest, HeartbeatResponse
-from coordinator.service.log import partition_for
+from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 
 # Answers that say "not now, ask again (maybe elsewhere)": the request may or may not have taken effect.

@@ -43,7 +43,7 @@ from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.sdk.fleet import parse_scenario
-from coordinator.service.log import partition_for
+from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 
 G = "connect-cluster"

@@ -43,9 +43,10 @@ from coordinator.cli import main as coordinator
 from coordinator.core.items import items_of
 from coordinator.core.protocol import ErrorCode, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
-from coordinator.service.log import batches_to_end, load_partition
+from coordinator.service.log import load_partition
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.tools.devbroker import Cluster
+from coordinator.tools.partitions import batches_to_end
 from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration

@@ -40,7 +40,7 @@ from coordinator import cli
 from coordinator.api import wire
 from coordinator.core.member import Member
 from coordinator.core.state import CoordinatorState
-from coordinator.service.log import batches_to_end, partition_for
+from coordinator.tools.partitions import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,8 @@ from records import ConnectGroupMetadataKey, ConnectGroupMetadataValue, Record, 
 from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.state import CoordinatorState
-from coordinator.service.log import LogError, PartitionWriter, load_partition, murmur2, partition_for
+from coordinator.service.log import PartitionWriter, load_partition
+from coordinator.tools.partitions import LogError, murmur2, partition_for
 
 # Kafka's own test vectors for Utils.murmur2 (clients UtilsTest).
 MURMUR2 = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,

@@ -9,7 +9,6 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from golden_cases import CASES
 
-from coordinator.cli import main as coordinator
 from records import (
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
@@ -18,6 +17,8 @@ from records import (
     decode,
     encode,
 )
+
+from coordinator.cli import main as coordinator
 
 pytestmark = pytest.mark.integration
 

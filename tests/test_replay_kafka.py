@@ -12,7 +12,8 @@ from confluent_kafka import Producer
 from replay_scenarios import GROUP, StampedDriver, WritingDriver, on_call_story, random_story
 
 from coordinator import cli
-from coordinator.service.log import PartitionWriter, partition_for
+from coordinator.service.log import PartitionWriter
+from coordinator.tools.partitions import partition_for
 from replay.history import History
 from replay.positions import Point
 from replay.source import read_dump, read_topic

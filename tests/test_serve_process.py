@@ -27,8 +27,8 @@ from coordinator.cli import main as coordinator
 from coordinator.core.items import describe
 from coordinator.core.member import Member
 from coordinator.core.protocol import HeartbeatResponse
-from coordinator.service.log import batches_to_end, partition_for
 from coordinator.tools.devbroker import free_port
+from coordinator.tools.partitions import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration

@@ -11,9 +11,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.service.log import partition_for
 from coordinator.service.runtime import Status
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
+from coordinator.tools.partitions import partition_for
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"

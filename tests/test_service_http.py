@@ -51,8 +51,9 @@ from coordinator.core.items import Item, items_of
 from coordinator.core.member import Assign, ComputeAssignment, Lose, Member, Revoke
 from coordinator.core.protocol import HeartbeatResponse, PrepareAssignmentResponse
 from coordinator.core.state import CoordinatorState
-from coordinator.service.log import load_partition, partition_for
+from coordinator.service.log import load_partition
 from coordinator.service.server import CoordinatorServer
+from coordinator.tools.partitions import partition_for
 from coordinator.tools.topic import topic_configs
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,6 @@ non-empty ids, version ranges) answer HTTP 200 with an ErrorCode, as the seed's 
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import msgspec
@@ -31,6 +30,7 @@ import records
 
 from coordinator.core import assignors, protocol
 from coordinator.core.protocol import ErrorCode
+from coordinator.tools.text import iso_time
 
 T = TypeVar("T")
 _new_tuple = tuple.__new__
@@ -777,9 +777,7 @@ _DEFERRED_UNTIL = Annotated[str | None, doc(
 
 
 def _iso(ms: int | None) -> str | None:
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None if ms is None else iso_time(ms)
 
 
 class ConnectorState(Struct, kw_only=True, gc=False):

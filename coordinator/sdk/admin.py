@@ -27,6 +27,7 @@ import orjson
 from coordinator.api import wire
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
+from coordinator.tools.text import iso_time, table
 
 DEFAULT_URL = "http://127.0.0.1:8400"
 
@@ -131,11 +132,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-def iso_time(ms: int) -> str:
-    """`2026-03-01T03:12:00.250Z`: a time in milliseconds since the epoch as ISO 8601 text, UTC."""
-    return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000) \
-        .isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
 
 def connector_count(text: str) -> tuple[str, int]:
     """`NAME=TASKS`: a connector and its task count, as `connectors set` and the fleet take them."""
@@ -188,11 +184,6 @@ def _protocol_error(answer: wire.ErrorResponse) -> int:
 def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(msgspec.to_builtins(value), option=orjson.OPT_INDENT_2).decode() + "\n")
 
-
-def table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells)
 
 
 def _items(cat: wire.ConnectorsAndTasks) -> str:

@@ -14,7 +14,7 @@ that reloads. Nothing answers 500: an unexpected failure is logged and shown as 
 
 Every string a user chose (group ids, member and instance ids, connector names, hosts, URLs) is
 escaped (`html.escape`). The timeline is `replay.plot`'s SVG of `replay.history` over the group's
-partition, read read_committed to its end offset (`coordinator.service.log.read_range`) in a thread,
+partition, read read_committed to its end offset (`coordinator.tools.partitions.read_range`) in a thread,
 within `TIMELINE_READ_S` per page; each group's history is kept (`Timelines`, the last `KEEP`
 groups asked for) with the offset it reached, so a reload reads only the records written since,
 and nothing at all when the partition's end offset has not moved.
@@ -32,7 +32,6 @@ import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Protocol
 
 from aiohttp import web
@@ -44,8 +43,9 @@ from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import items_of
 from coordinator.core.protocol import GroupDescription, MemberDescription
 from coordinator.service.auth import AuthError, Authorizer, Operation
-from coordinator.service.log import LogError, partition_for, read_range, reader_config
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+from coordinator.tools.partitions import LogError, partition_for, read_range, reader_config
+from coordinator.tools.text import iso_time
 from replay import plot
 from replay.history import History
 from replay.positions import RawRecord, format_duration
@@ -62,9 +62,7 @@ def _esc(text: object) -> str:
 
 
 def _iso(ms: int | None) -> str:
-    if ms is None:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return "-" if ms is None else iso_time(ms)
 
 
 def _group_href(group_id: str) -> str:

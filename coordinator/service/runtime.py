@@ -41,9 +41,10 @@ from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinat
 from coordinator.core.protocol import ErrorCode, Parked, ParkKey, Result, Timer, TimerKey
 from coordinator.core.state import CoordinatorState
 from coordinator.service.events import Observer, Told
-from coordinator.service.log import LoadResult, LogError, PartitionWriter, load_partition
+from coordinator.service.log import LoadResult, PartitionWriter, load_partition
 from coordinator.service.metrics import Metrics
 from coordinator.tools.logs import event
+from coordinator.tools.partitions import LogError
 
 log = logging.getLogger(__name__)
 

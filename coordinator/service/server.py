@@ -27,10 +27,10 @@ from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinat
 from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, ErrorResponse, RequestContext, Result
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
-from coordinator.service.log import partition_for
 from coordinator.service.metrics import Metrics
 from coordinator.service.pages import Pages
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+from coordinator.tools.partitions import partition_for
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import logging
 import sys
-from datetime import UTC, datetime
 from typing import Any, TextIO
 
 import orjson
+
+from coordinator.tools.text import iso_time
 
 FORMATS = ("auto", "text", "json")
 # The attribute `event` puts its fields under on a LogRecord (any name the logging module does not use).
@@ -33,14 +34,9 @@ def event(logger: logging.Logger, name: str, message: str, *args: Any, level: in
         logger.log(level, message, *args, extra={_FIELDS: kept})
 
 
-def iso_time(seconds: float) -> str:
-    """UTC, milliseconds, `Z`: what every line and every CLI time is written as."""
-    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {"time": iso_time(record.created), "level": record.levelname, "logger": record.name,
+        line: dict[str, Any] = {"time": iso_time(int(record.created * 1000)), "level": record.levelname, "logger": record.name,
                                 "message": record.getMessage()}
         line.update(getattr(record, _FIELDS, ()))
         if record.exc_info:
