@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration soak promtool clean
+.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity soak promtool clean
 
 install: $(STAMP)
 
@@ -70,7 +70,7 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down $(BROKER)
 
-bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-audit bench-vs-connect bench-migration
+bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-capacity bench-audit bench-vs-connect bench-migration
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
@@ -107,6 +107,11 @@ bench-replay: install
 # join/leave churn, kill -9 failover, partition load (`SERVICE_ARGS=--quick` to smoke-test).
 bench-service: install broker-up
 	$(BIN)/python bench/bench_service.py --bootstrap-servers $(BOOTSTRAP) $(SERVICE_ARGS)
+
+# What one `coordinator serve` answers, for the README's "Capacity": steady heartbeats at rising offered rates
+# (open loop) against a p99 bound, memory per member, and join/leave churn on a one-partition topic.
+bench-capacity: install broker-up
+	$(BIN)/python bench/bench_capacity.py --bootstrap-servers $(BOOTSTRAP) $(CAPACITY_ARGS)
 
 # One `coordinator serve` for 10 minutes under steady heartbeats from 50 groups x 4 SDK workers plus churn
 # (a leave, a join, a task count change, a kill without a leave, every 2 s), with the local broker: RSS, open
