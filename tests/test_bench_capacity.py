@@ -1,0 +1,36 @@
+"""`make bench-capacity` (bench/bench_capacity.py) made tiny: the harness, not the figures. It starts
+`coordinator serve` on the session's broker, drives members to a stable state, runs the open-loop
+ladder on two connection counts and the one-partition churn, and prints a row per step and a
+verdict per ladder. Timings are not asserted (two shared cores)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.integration
+def test_a_tiny_capacity_run_prints_its_ladders_and_the_churn(kafka_broker) -> None:  # noqa: ANN001
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_capacity.py"), "--bootstrap-servers",
+         kafka_broker.bootstrap_servers, "--groups", "4", "--members", "5", "--rates", "100,200",
+         "--connections", "4,20", "--seconds", "1", "--warmup", "0.3", "--partitions", "4"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT)
+    out = result.stdout
+    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
+    assert "20 members in 4 groups stable" in out and "KiB per member" in out
+    assert "on 4 connections:" in out and "on 20 connections (one per member, as a fleet holds them):" in out
+    rows = re.findall(r"^ +(100|200) +(\d[\d,]*) +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\dc", out, re.MULTILINE)
+    assert [offered for offered, _ in rows] == ["100", "200", "100", "200"], out
+    # Every offered heartbeat was answered, with ErrorCode 0 (a row says "errors N" otherwise).
+    ladders = out.partition("3. writes")[0]
+    assert all(answered == offered for offered, answered in rows) and "errors" not in ladders, out
+    assert len(re.findall(r"-> on \d+ connections one instance answers \d+ steady heartbeats/s", out)) == 2 or \
+        "no step met the bound" in out, out
+    assert re.search(r"acknowledged changes +: +[\d,]+ /s .* errors 0", out), out
