@@ -39,6 +39,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_service as svc  # noqa: E402  (this directory is on sys.path; it puts the project there too)
+from soak import rss_bytes  # noqa: E402
 
 HEARTBEAT = svc.HEARTBEAT
 
@@ -145,12 +146,6 @@ def run_open_loop(port: int, bodies: list[bytes], rate: float, seconds: float, w
 
 # --- 1. and 2.: steady heartbeats, memory -------------------------------------------------------------
 
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def steady(server: svc.Serve, args: argparse.Namespace) -> None:
