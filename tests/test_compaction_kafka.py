@@ -236,9 +236,13 @@ def _departed(key, departed: set[tuple[str, str]]) -> bool:  # noqa: ANN001 - a 
 
 
 def _served(server: ServeProcess) -> dict:
-    """Everything the coordinator serves about its groups: the list, and each group described."""
+    """Everything the coordinator serves about its groups: the list, and each group described (but
+    `Coordinator`, the URL of the instance answering, which is another one after a failover)."""
     listed = _ok(server, "GET", "/v1/groups")
-    return {"list": listed, "groups": {g["GroupId"]: _describe(server, g["GroupId"]) for g in listed["Groups"]}}
+    described = {g["GroupId"]: _describe(server, g["GroupId"]) for g in listed["Groups"]}
+    for d in described.values():
+        assert d.pop("Coordinator") == server.url
+    return {"list": listed, "groups": described}
 
 
 def _records_loaded(server: ServeProcess) -> dict[int, int]:
