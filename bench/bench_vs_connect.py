@@ -111,8 +111,13 @@ class Run:
 
     async def scale_out(self) -> tuple[float, float]:
         await self.stable_group()
-        await self.system.launch([f"w{len(self.names) + 1}"])
+        new = f"w{len(self.names) + 1}"
+        launched = time.time()
+        await self.system.launch([new])
         t0 = time.time()  # from when the new worker is up: a JVM takes seconds to start, Python less than one
+        # Settle only once it has joined: on a loaded machine the join can take longer than the quiet
+        # time settle waits for, and the group "stable" before it would measure nothing (moved 0).
+        await joined(self.system, new, launched, self.short)
         return t0, await settle(self.system, self.expected, t0, self.short)
 
     async def crash(self) -> tuple[float, float]:
