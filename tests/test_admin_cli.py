@@ -356,6 +356,19 @@ def test_watch_on_a_terminal_clears_the_screen_for_each_frame(fleet: Fleet) -> N
         os.close(main)
 
 
+def test_a_group_page_asked_of_another_instance_redirects_to_the_one_serving_it(fleet: Fleet) -> None:
+    import requests
+
+    owner_url = _described(fleet)["Coordinator"]
+    other = fleet.b if owner_url == fleet.a.url else fleet.a
+    moved = requests.get(f"{other.url}/ui/groups/{WATCHED}", timeout=30, allow_redirects=False)
+    assert moved.status_code == 307 and moved.headers["Location"] == f"{owner_url}/ui/groups/{WATCHED}"
+    assert owner_url in moved.text  # the body says where, for a client that does not follow
+    page = requests.get(f"{other.url}/ui/groups/{WATCHED}", timeout=30)  # a browser follows it
+    assert page.status_code == 200 and page.url == f"{owner_url}/ui/groups/{WATCHED}"
+    assert WATCHED in page.text and "<svg" in page.text
+
+
 def test_groups_list_asks_every_instance(fleet: Fleet, capsys: pytest.CaptureFixture) -> None:
     groups = {p: next(f"listed-{i}" for i in range(10_000) if partition_for(f"listed-{i}", PARTITIONS) == p)
               for p in range(PARTITIONS)}
