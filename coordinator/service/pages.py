@@ -14,7 +14,7 @@ that reloads. Nothing answers 500: an unexpected failure is logged and shown as 
 
 Every string a user chose (group ids, member and instance ids, connector names, hosts, URLs) is
 escaped (`html.escape`). The timeline is `replay.plot`'s SVG of `replay.history` over the group's
-partition, read read_committed to its end offset (`coordinator.tools.partitions.read_range`) in a thread,
+partition, read read_committed to its end offset (`replay.source.read_partition`) in a thread,
 within `TIMELINE_READ_S` per page; each group's history is kept (`Timelines`, the last `KEEP`
 groups asked for) with the offset it reached, so a reload reads only the records written since,
 and nothing at all when the partition's end offset has not moved.
@@ -39,16 +39,16 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from records import ConnectorsAndTasks
 
-from coordinator.core.group_coordinator import GroupCoordinator
-from coordinator.core.items import items_of
-from coordinator.core.protocol import GroupDescription, MemberDescription
+from coordinator.core.items import describe, items_of
+from coordinator.core.protocol import GroupDescription, GroupListing, MemberDescription
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
-from coordinator.tools.partitions import LogError, partition_for, read_range, reader_config
+from coordinator.tools.partitions import partition_for, reader_config
 from coordinator.tools.text import iso_time
 from replay import plot
 from replay.history import History
 from replay.positions import RawRecord, format_duration
+from replay.source import SourceError, read_partition
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,7 @@ class Timelines:
             if start < end:
                 deadline = time.monotonic() + self.read_s
                 timeline.history.run(self._records(consumer, timeline, partition, start, end, deadline))
-        except (KafkaException, LogError) as e:
+        except (KafkaException, SourceError) as e:
             return timeline.svg, f"the topic could not be read to its end: {e}"
         finally:
             consumer.close()
@@ -127,9 +127,9 @@ class Timelines:
 
     def _records(self, consumer: Consumer, timeline: _Timeline, partition: int, start: int, end: int,
                  deadline: float) -> Iterator[RawRecord]:
-        for message in read_range(consumer, self.topic, partition, start, end, self.read_s):
-            yield RawRecord(partition, message.offset(), message.timestamp()[1], message.key() or b"", message.value())
-            timeline.next_offset = message.offset() + 1  # applied: History asks for the next one only then
+        for record in read_partition(consumer, self.topic, partition, start, end, self.read_s):
+            yield record
+            timeline.next_offset = record.offset + 1  # applied: History asks for the next one only then
             if time.monotonic() > deadline:
                 return
         timeline.next_offset = end  # read to the end: what follows the last record were transaction markers
@@ -170,10 +170,8 @@ def page(title: str, body: str, *, refresh: bool = True) -> str:
 
 
 def _items(items: ConnectorsAndTasks) -> str:
-    held = sorted(items_of(items), key=lambda item: (item, -1) if isinstance(item, str) else item)
-    if not held:
-        return '<span class="none">nothing</span>'
-    return ", ".join(_esc(item) for item in held)
+    held = items_of(items)
+    return _esc(describe(held)) if held else '<span class="none">nothing</span>'
 
 
 def _state(state: str) -> str:
@@ -256,7 +254,7 @@ def _message(title: str, text: str, status: int, *, refresh: bool = False,
 
 class Served(Protocol):
     """What the pages need of the server (`CoordinatorServer` is one): its partitions and their
-    runtimes, who may see what, and where a partition not served here is."""
+    runtimes, who may see what, the groups a principal may see, and where a partition is served."""
 
     kafka_config: dict[str, str]
     topic: str
@@ -264,7 +262,10 @@ class Served(Protocol):
     advertised_url: str
     runtimes: dict[int, PartitionRuntime]
     authorizer: Authorizer
-    locate: Callable[[int], Awaitable[str | None]] | None
+
+    async def owner_of(self, partition: int) -> str | None: ...
+
+    async def listed_groups(self, principal: str) -> list[GroupListing]: ...
 
 
 class Pages:
@@ -320,18 +321,9 @@ class Pages:
                             refresh=True)
 
     async def _groups(self, request: web.Request, principal: str) -> web.Response:
-        listed = []
-        for runtime in list(self.server.runtimes.values()):
-            if runtime.status is Status.ACTIVE:
-                try:
-                    groups = await runtime.query(GroupCoordinator.list_groups)
-                except NotServing:
-                    continue
-                listed += [g for g in groups
-                           if self.server.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
+        listed = await self.server.listed_groups(principal)
         partitions = {p: r.status.value for p, r in self.server.runtimes.items()}
-        return _answer(groups_page(sorted(listed, key=lambda g: g.group_id), partitions,
-                                   self.server.advertised_url, int(time.time() * 1000)))
+        return _answer(groups_page(listed, partitions, self.server.advertised_url, int(time.time() * 1000)))
 
     async def _group(self, request: web.Request, principal: str) -> web.Response:
         group_id = request.match_info["group_id"]
@@ -339,7 +331,7 @@ class Pages:
         partition = partition_for(group_id, self.server.partitions)
         runtime = self.server.runtimes.get(partition)
         if runtime is None or runtime.status not in (Status.ACTIVE, Status.LOADING):
-            url = await self.server.locate(partition) if self.server.locate is not None else None
+            url = await self.server.owner_of(partition)
             if url is not None and url.rstrip("/") != self.server.advertised_url.rstrip("/"):
                 target = url.rstrip("/") + _group_href(group_id)
                 raise web.HTTPTemporaryRedirect(target, text=page("moved", f'<p>served by <a href="{_esc(target)}">'

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, ErrorResponse, RequestContext, Result
+from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, ErrorResponse, GroupListing, RequestContext, Result
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.metrics import Metrics
@@ -236,12 +236,12 @@ class CoordinatorServer:
         group_id = (await _decode(request, wire.FindCoordinatorRequest)).group_id
         self._authorize(request, Operation.DESCRIBE, group_id)
         partition = partition_for(group_id, self.partitions)
-        url = await self._owner_of(partition)
+        url = await self.owner_of(partition)
         if url is None:
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator known for partition {partition}")
         return _answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=partition, url=url))
 
-    async def _owner_of(self, partition: int) -> str | None:
+    async def owner_of(self, partition: int) -> str | None:
         """The URL of the instance serving `partition`: this one, or whom `locate` names, or None."""
         runtime = self.runtimes.get(partition)
         if runtime is not None and runtime.status in (Status.ACTIVE, Status.LOADING):
@@ -251,13 +251,14 @@ class CoordinatorServer:
     async def partition_owners(self, request: web.Request) -> web.Response:
         """Where each partition is served, so that a client can ask every instance (`coordinator
         groups list`). Asked together: one lookup of the owners answers them all (Locator's cache)."""
-        urls = await asyncio.gather(*(self._owner_of(p) for p in range(self.partitions)))
+        urls = await asyncio.gather(*(self.owner_of(p) for p in range(self.partitions)))
         return _answer(wire.PartitionOwnersResponse(
             error_code=0, url=self.advertised_url,
             partitions=[wire.PartitionOwner(partition=p, url=url) for p, url in enumerate(urls)]))
 
-    async def list_groups(self, request: web.Request) -> web.Response:
-        principal = request[PRINCIPAL]
+    async def listed_groups(self, principal: str) -> list[GroupListing]:
+        """The groups of the partitions this process serves that `principal` may describe, by group
+        id (`GET /v1/groups` and the groups page)."""
         groups = []
         for runtime in list(self.runtimes.values()):
             if runtime.status is Status.ACTIVE:
@@ -265,9 +266,12 @@ class CoordinatorServer:
                     listed = await runtime.query(GroupCoordinator.list_groups)
                 except NotServing:
                     continue  # moved away meanwhile: its new owner lists it
-                groups += [wire.GroupListing.of(g) for g in listed
-                           if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
-        return _answer(wire.ListGroupsResponse(error_code=0, groups=sorted(groups, key=lambda g: g.group_id)))
+                groups += [g for g in listed if self.authorizer.allowed(principal, Operation.DESCRIBE, g.group_id)]
+        return sorted(groups, key=lambda g: g.group_id)
+
+    async def list_groups(self, request: web.Request) -> web.Response:
+        groups = await self.listed_groups(request[PRINCIPAL])
+        return _answer(wire.ListGroupsResponse(error_code=0, groups=[wire.GroupListing.of(g) for g in groups]))
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = self._group_id(request, Operation.DESCRIBE)
