@@ -52,7 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench_replay import PARTITIONS, build  # noqa: E402  (this directory is on sys.path)
 from bench_service import create_topic, delete_topics  # noqa: E402
 
-from replay.source import RawRecord  # noqa: E402
+from replay.positions import RawRecord  # noqa: E402
 
 RAW_GOAL = 150_000  # records/s into the raw records table
 RAW_RATIO_GOAL = 0.5  # of the no-decoding baseline

@@ -37,7 +37,8 @@ from records import Record, encode  # noqa: E402
 from coordinator import cli  # noqa: E402
 from coordinator.tools.partitions import partition_for  # noqa: E402
 from replay.history import group_key_prefix  # noqa: E402
-from replay.source import RawRecord, dump_header, read_dump, write_dump  # noqa: E402
+from replay.positions import RawRecord  # noqa: E402
+from replay.source import dump_header, read_dump, write_dump  # noqa: E402
 
 PARTITIONS = 16
 T0 = 1_772_334_000_000  # 2026-03-01 03:00:00 UTC

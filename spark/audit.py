@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 
 from coordinator.errors import CliError
 from replay.history import History
-from replay.source import RawRecord
+from replay.positions import RawRecord
 from spark import tables as t
 from spark.decode import decode_avro, spark_schema
 

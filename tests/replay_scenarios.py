@@ -18,7 +18,7 @@ from records import Record, encode
 from coordinator.core.driver import Driver, SimWorker
 from coordinator.core.state import CoordinatorState
 from coordinator.tools.partitions import partition_for
-from replay.source import RawRecord
+from replay.positions import RawRecord
 
 T0 = 1_772_334_000_000  # 2026-03-01 03:00:00 UTC
 GROUP = "connect-prod"

@@ -42,8 +42,8 @@ from replay import plot
 from replay.cli import parse_item
 from replay.history import History
 from replay.invariants import EPOCH_WENT_BACK, HELD_TWICE, INVALID_TARGET, Invariants
-from replay.positions import Point, format_duration, format_time, parse_point, parse_time
-from replay.source import RawRecord, SourceError, dump_header, read_dump, write_dump
+from replay.positions import Point, RawRecord, format_duration, format_time, parse_point, parse_time
+from replay.source import SourceError, dump_header, read_dump, write_dump
 
 
 @pytest.fixture(scope="module")

@@ -215,12 +215,7 @@ class Observer:
 
 
 def _pending(current: CurrentMemberAssignmentValue | None) -> frozenset[Item]:
-    if current is None:
-        return frozenset()
-    p = current.pending_revocation
-    if not (p.connectors or p.tasks):
-        return frozenset()
-    return items_of(p)
+    return frozenset() if current is None else items_of(current.pending_revocation)
 
 
 def _names(items: frozenset[Item]) -> list[str]:
