@@ -82,13 +82,15 @@ async def settle(system: System, expected: list[str], since: float, timeout: flo
         await asyncio.sleep(0.1)
 
 
-async def joined(system: System, name: str, since: float, timeout: float = 180.0) -> None:
+async def joined(system: System, name: str, since: float, timeout: float = 180.0) -> float:
+    """When `name` joined at or after `since`, once it has."""
     deadline = time.monotonic() + timeout
-    while not system.joined_since(name, since):
+    while (at := system.joined_since(name, since)) is None:
         system.refresh()
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name} did not join again within {timeout:g} s")
         await asyncio.sleep(0.1)
+    return at
 
 
 # --- scenarios --------------------------------------------------------------------------------------
@@ -114,10 +116,12 @@ class Run:
         new = f"w{len(self.names) + 1}"
         launched = time.time()
         await self.system.launch([new])
-        t0 = time.time()  # from when the new worker is up: a JVM takes seconds to start, Python less than one
+        up = time.time()  # when the new worker is up: a JVM takes seconds to start, Python less than one
         # Settle only once it has joined: on a loaded machine the join can take longer than the quiet
         # time settle waits for, and the group "stable" before it would measure nothing (moved 0).
-        await joined(self.system, new, launched, self.short)
+        # The action starts when it is up, or when it joined if that came first (a loaded Connect
+        # worker can join and take tasks before its REST API answers): what moved is counted from then.
+        t0 = min(up, await joined(self.system, new, launched, self.short))
         return t0, await settle(self.system, self.expected, t0, self.short)
 
     async def crash(self) -> tuple[float, float]:

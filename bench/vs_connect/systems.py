@@ -124,8 +124,10 @@ class System:
         """The worker that computes assignments, where one does it for the whole group."""
         return None
 
-    def joined_since(self, name: str, t: float) -> bool:
-        return any(e.kind == REBALANCE and e.worker == name and e.t >= t for e in self.timeline.events())
+    def joined_since(self, name: str, t: float) -> float | None:
+        """When `name` first joined (its first rebalance) at or after `t`; None if it has not yet."""
+        return next((e.t for e in self.timeline.events() if e.kind == REBALANCE and e.worker == name and e.t >= t),
+                    None)
 
     async def close(self) -> None:
         await asyncio.gather(*(self.kill(name) for name in list(self.processes)))
