@@ -1,21 +1,21 @@
 """Classic workers (`ClassicWorker`, Kafka Connect's WorkerCoordinator) against the pure
-coordinator: the leader assigns with the connect protocol's assignors in SyncGroup, cooperative
-rounds never give an item another worker still runs, deferred work waits for its owner, eager
-stops everything first. No item is ever owned by two workers, checked after every step."""
+coordinator, in Kafka Connect's protocols and bytes: the leader assigns in SyncGroup, cooperative
+rounds (`sessioned`, `compatible`) never give an item another worker still runs and say only what
+is added, deferred work waits for its owner, eager (`default`) stops everything first. No item is ever owned by two workers, checked after every step."""
 
 from __future__ import annotations
 
 from collections import Counter
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, TaskId
-from records.connect_protocol import WorkerAssignment, WorkerMetadata, decode_assignment, encode_metadata
+from records.connect_protocol import WorkerAssignment, WorkerMetadata, decode_assignment, decode_metadata, encode_metadata
 
 from coordinator.core.classic_group import STABLE
 from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.driver import Driver, SimClassicWorker, step_all
 from coordinator.core.items import configured_work
 from coordinator.core.member import Assign, Lose, Revoke
-from coordinator.core.protocol import ErrorCode, JoinGroupMember, JoinGroupResponse
+from coordinator.core.protocol import ErrorCode, ErrorResponse, JoinGroupMember, JoinGroupRequest, JoinGroupResponse
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}
@@ -66,7 +66,7 @@ def test_three_workers_share_the_work_and_the_leader_assigned_it() -> None:
     tasks = [sum(1 for i in w.owned if isinstance(i, TaskId)) for w in workers]
     assert max(tasks) - min(tasks) <= 1 and all(w.owned for w in workers)  # 7 tasks and 2 connectors over 3
     group = d.state.classic_groups[G]
-    assert group.protocol == "incremental_cooperative" and group.leader in {w.member_id for w in workers}
+    assert group.protocol == "sessioned" and group.leader in {w.member_id for w in workers}
     leader = next(w for w in workers if w.member_id == group.leader)
     assert leader.worker.memory.targets  # the leader remembers what it gave
 
@@ -123,9 +123,9 @@ def test_a_crashed_worker_is_timed_out_and_its_work_given_out_after_the_delay() 
 
 
 def test_eager_stops_everything_before_every_rebalance() -> None:
-    d, workers = started(["w1", "w2"], protocols=("eager",))
-    assert d.state.classic_groups[G].protocol == "eager"
-    workers += fleet(d, ["w3"], protocols=("eager",))
+    d, workers = started(["w1", "w2"], connect_protocol="default")
+    assert d.state.classic_groups[G].protocol == "default"
+    workers += fleet(d, ["w3"], connect_protocol="default")
     run(workers, 3_000)
     assert converged(workers)
     revoked = [a for a in workers[0].log if isinstance(a, Revoke)]
@@ -162,7 +162,9 @@ def test_a_coordinator_failover_in_the_middle_of_a_rebalance_converges() -> None
 def test_errors_that_no_retry_fixes_give_up_and_stop_the_work() -> None:
     w = ClassicWorker(G)
     _, join = w.poll(0)
-    assert join.member_id == "" and [p.name for p in join.protocols] == ["incremental_cooperative", "eager"]
+    assert join.member_id == "" and [p.name for p in join.protocols] == ["sessioned", "compatible", "default"]
+    first = decode_metadata(join.protocols[0].metadata)
+    assert first.allocation is None and first.version == 2  # a first join: no assignment yet, as Connect's
     actions = w.joined(JoinGroupResponse(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "no"), 1)
     assert w.given_up and w.poll(2) == ([], None)
     assert actions[-1].reason.startswith("INCONSISTENT_GROUP_PROTOCOL")
@@ -172,16 +174,33 @@ def test_the_leader_never_assigns_what_another_member_still_runs() -> None:
     w = ClassicWorker(G, url="http://w1")
     w.poll(0)
     a_tasks = ConnectorsAndTasks(("A",), tuple(TaskId("A", i) for i in range(4)))
-    members = (JoinGroupMember("w1", None, encode_metadata(WorkerMetadata("http://w1", -1, ConnectorsAndTasks()))),
-               JoinGroupMember("w2", None, encode_metadata(WorkerMetadata("http://w2", -1, a_tasks))))
-    w.joined(JoinGroupResponse(ErrorCode.NONE, None, 5, "connect", "incremental_cooperative", "w1", False, "w1",
+    members = (JoinGroupMember("w1", None, encode_metadata(WorkerMetadata("http://w1", 7), "sessioned")),
+               JoinGroupMember("w2", None, encode_metadata(
+                   WorkerMetadata("http://w2", 9, WorkerAssignment("w2", "http://w2", 9, a_tasks)), "sessioned")))
+    w.joined(JoinGroupResponse(ErrorCode.NONE, None, 5, "connect", "sessioned", "w1", False, "w1",
                                members), 10, (ConnectorTaskCount("A", 4),))
     _, sync = w.poll(10)
     given = {a.member_id: decode_assignment(a.assignment) for a in sync.assignments}
     assert given["w1"].assigned == ConnectorsAndTasks() and given["w1"].leader == "w1"
+    assert given["w1"].leader_url == "http://w1" and given["w2"].version == 2
+    assert {g.config_offset for g in given.values()} == {9}  # never behind any member
     revoked = given["w2"].revoked
     assert revoked.connectors or revoked.tasks  # w2 gives up a share, to be assigned next round
-    assert isinstance(given["w2"], WorkerAssignment)
+    assert given["w2"].assigned == ConnectorsAndTasks()  # a difference: it keeps the rest without being told
+
+
+def test_a_worker_applies_an_assignment_as_connect_does() -> None:
+    """compatible/sessioned: Assigned is added to what the worker runs, after Revoked stops; the
+    next JoinGroup's allocation says everything it runs."""
+    d, workers = started(["w1", "w2"])
+    for w in workers:
+        _, heartbeat = w.worker.poll(d.now + 100)
+        w.worker.heartbeat_answered(ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "join again"), d.now + 100)
+        _, join = w.worker.poll(d.now + 100)
+        assert isinstance(join, JoinGroupRequest) and w.worker.owned  # cooperative: it keeps its work
+        said = decode_metadata(join.protocols[0].metadata)
+        assert said.allocation is not None and frozenset(said.owned.connectors) | frozenset(said.owned.tasks) == \
+            w.worker.owned
 
 
 def test_self_fencing_stops_the_work_when_the_coordinator_stops_answering() -> None:

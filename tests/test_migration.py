@@ -217,8 +217,33 @@ def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_n
     assert G in d.state.classic_groups  # nothing changed
 
     d = Driver()
-    first = d.join_group(JoinGroupRequest(G, "", "connect", (ClassicProtocol("eager", b"junk"),), 10_000),
+    d.set_connectors(G, CONNECTORS)
+    first = d.join_group(JoinGroupRequest(G, "", "connect", (ClassicProtocol("default", b"junk"),), 10_000),
                          RequestContext(fresh_id="c1"))
-    d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("eager", b"junk"),), 10_000))
+    d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("default", b"junk"),), 10_000))
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "cannot be read" in answer.error_message
+
+
+def test_a_classic_group_whose_connectors_the_coordinator_does_not_know_is_not_upgraded() -> None:
+    """A real Connect cluster keeps its connectors in its own config topic: without them the first
+    connect target would hold no work and revoke everything. The connect joiner is refused, with what
+    to do; the classic members go on untouched."""
+    d = Driver()
+    m = Mixed(d)
+    for name in ("c1", "c2"):
+        m.add_classic(name)
+    m.run(3_000)
+    before = {n: w.owned for n, w in m.classic.items()}
+    classic = d.state.classic_groups[G]
+    assert classic.state == STABLE
+    answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
+    assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "connectors set" in answer.error_message
+    assert d.state.classic_groups[G] is classic
+    assert G not in d.state.groups or not d.state.groups[G].members
+    m.run(2_000)
+    assert {n: w.owned for n, w in m.classic.items()} == before
+    d.set_connectors(G, CONNECTORS)  # now it can
+    m.add_connect("n1")
+    m.run(6_000)
+    assert m.converged() and G not in d.state.classic_groups

@@ -66,10 +66,14 @@ class MixedMachine(RuleBasedStateMachine):
 
     # --- the fleet --------------------------------------------------------------------------------
 
-    def start(self, name: str, protocol: str) -> None:
+    def start(self, name: str, protocol: str, connect_protocol: str = "sessioned") -> None:
         self.serial += 1
         if protocol == "classic":
-            self.classic[name] = SimClassicWorker(self.d, G, f"{name}.{self.serial}", instance_id=name, **TIMEOUTS)
+            # What a real Kafka Connect worker sends: its protocols by connect.protocol, its REST URL
+            # and config offset, its allocation, in Connect's bytes.
+            self.classic[name] = SimClassicWorker(self.d, G, f"{name}.{self.serial}", instance_id=name,
+                                                  connect_protocol=connect_protocol, url=f"http://{name}:8083/",
+                                                  config_offset=self.serial, **TIMEOUTS)
         else:
             self.connect[name] = SimWorker(self.d, G, f"{name}.{self.serial}", instance_id=name,
                                            rebalance_timeout_ms=TIMEOUTS["rebalance_timeout_ms"],
@@ -94,8 +98,9 @@ class MixedMachine(RuleBasedStateMachine):
     def join(self, protocol: str, data: st.DataObject) -> None:
         free = [n for n in NAMES if n not in self.classic and n not in self.connect]
         name = data.draw(st.sampled_from(free))
-        note(f"{name} starts on the {protocol} protocol")
-        self.start(name, protocol)
+        connect_protocol = data.draw(st.sampled_from(("sessioned", "sessioned", "compatible", "default")))
+        note(f"{name} starts on the {protocol} protocol" + (f" ({connect_protocol})" if protocol == "classic" else ""))
+        self.start(name, protocol, connect_protocol)
 
     @precondition(lambda self: self.classic or self.connect)
     @rule(data=st.data(), how=st.sampled_from(("leave", "crash", "switch", "switch", "static_switch")))

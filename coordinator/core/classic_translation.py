@@ -4,11 +4,22 @@ are in `coordinator.core.migration`'s docstring)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from records import ClassicMemberMetadata, CurrentMemberAssignmentValue, MemberMetadataValue
-from records.connect_protocol import ConnectProtocolError, WorkerAssignment, decode_metadata, encode_assignment
+from records.connect_protocol import (
+    VERSIONS,
+    ConnectProtocolError,
+    WorkerAssignment,
+    WorkerMetadata,
+    decode_metadata,
+    encode_assignment,
+    version_of,
+)
 
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.heartbeat import connect_group_heartbeat
+from coordinator.core.items import connectors_and_tasks, items_of
 from coordinator.core.migration import CONNECT, is_classic, scratch_state, settled
 from coordinator.core.protocol import (
     JOIN_GROUP_MEMBER_EPOCH,
@@ -16,6 +27,7 @@ from coordinator.core.protocol import (
     NO_CONTEXT,
     SESSION,
     ClassicHeartbeatRequest,
+    ClassicProtocol,
     ErrorCode,
     ErrorResponse,
     HeartbeatRequest,
@@ -37,50 +49,90 @@ from coordinator.core.state import ConnectGroup, CoordinatorState
 
 def join_group(state: CoordinatorState, config: CoordinatorConfig, request: JoinGroupRequest, now: int,
                context: RequestContext) -> Result:
-    """A classic member's JoinGroup in a connect group: a full heartbeat, answered at once."""
+    """A classic member's JoinGroup in a connect group: a full heartbeat, answered at once, as Kafka
+    answers a classic consumer in a consumer group: a follower (no leader, no SkipAssignment, which
+    Connect's onLeaderElected refuses), a dynamic member first given its id (MEMBER_ID_REQUIRED)."""
     group = state.groups[request.group_id]
+    if request.protocol_type != CONNECT:
+        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                            f"group {request.group_id} is a connect group; ProtocolType must be connect")
+    protocol = _chosen_protocol(request.protocols)
+    if protocol is None:
+        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                            f"group {request.group_id} is a connect group: none of the protocols offered "
+                            f"({', '.join(p.name for p in request.protocols)}) is Kafka Connect's")
     member_id = request.member_id or context.fresh_id
     if not member_id:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "no member id could be made for this JoinGroup")
+    if not request.member_id and request.instance_id is None:
+        # KIP-394, as Kafka's classicGroupJoinToConsumerGroup: the id first, then the join proper.
+        return Result(JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, "join again with this member id",
+                                        member_id=member_id))
     member = group.members.get(member_id)
     if member is not None and not is_classic(member):
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"member {member_id} speaks the connect protocol, not the classic one")
-    if request.member_id and member is None:
-        raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no member {member_id}")
     if member is not None and request.instance_id is not None and member.instance_id != request.instance_id:
         raise ProtocolError(ErrorCode.FENCED_INSTANCE_ID, f"member {member_id} is not instance {request.instance_id}")
-    if request.protocol_type != CONNECT:
-        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"group {request.group_id} is a connect group; ProtocolType must be connect")
     try:
-        metadata = decode_metadata(request.protocols[0].metadata)
+        metadata = decode_metadata(next(p.metadata for p in request.protocols if p.name == protocol))
     except ConnectProtocolError as e:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"the metadata of protocol {request.protocols[0].name} cannot be read: {e}") from None
+                            f"the metadata of protocol {protocol} cannot be read: {e}") from None
+    # A member id the group does not know (handed out above, or of a member since removed) joins
+    # anew, as Kafka's getOrMaybeSubscribe does; a join resets what it owns to what it says it runs.
     epoch = group.current(member_id).member_epoch if member is not None else JOIN_GROUP_MEMBER_EPOCH
     heartbeat = HeartbeatRequest(
         request.group_id, member_id, epoch, instance_id=request.instance_id,
         rebalance_timeout_ms=request.session_timeout_ms if request.rebalance_timeout_ms == -1
         else request.rebalance_timeout_ms,
-        client_assignors=() if member is None else None, owned=metadata.owned, url=metadata.url,
+        client_assignors=() if member is None else None, owned=metadata.owned, url=metadata.url or None,
         classic=ClassicMemberMetadata(request.session_timeout_ms, request.protocols))
     try:
         result = connect_group_heartbeat(state, config, heartbeat, now, context)
     except ProtocolError as e:
-        # The instance is still held by a connect member (it has not left or timed out yet): the
-        # classic protocol has no UNRELEASED_INSTANCE_ID, so the member is told to join again later.
-        if e.code == ErrorCode.UNRELEASED_INSTANCE_ID:
-            raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, e.message) from None
-        raise
+        raise ProtocolError(*_classic_error(e.code, e.message)) from None
     answer = result.response
     if answer.error_code not in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
-        result.response = JoinGroupResponse(answer.error_code, answer.error_message, member_id=member_id)
+        code, message = _classic_error(answer.error_code, answer.error_message)
+        result.response = JoinGroupResponse(code, message, member_id=member_id)
         return result
-    result.response = JoinGroupResponse(
-        ErrorCode.NONE, None, answer.member_epoch, CONNECT, request.protocols[0].name, leader=member_id,
-        skip_assignment=True, member_id=member_id)
+    result.response = JoinGroupResponse(ErrorCode.NONE, None, answer.member_epoch, CONNECT, protocol, leader="",
+                                        skip_assignment=False, member_id=member_id)
     return result
+
+
+def _chosen_protocol(protocols: Iterable[ClassicProtocol]) -> str | None:
+    """The member's first Kafka Connect protocol: in a connect group the coordinator assigns, so no
+    vote is needed, and each member reads its assignment in its own protocol's bytes."""
+    return next((p.name for p in protocols if p.name in VERSIONS), None)
+
+
+def _classic_error(code: int, message: str | None) -> tuple[ErrorCode, str | None]:
+    """A connect-protocol refusal as an answer a classic client survives. The instance still held by
+    a connect member (it has not left or timed out yet) has no classic code: join again later."""
+    if code in (ErrorCode.UNRELEASED_INSTANCE_ID, ErrorCode.COMPUTE_ASSIGNMENT):
+        return ErrorCode.REBALANCE_IN_PROGRESS, message
+    if code in (ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID):
+        return ErrorCode.UNKNOWN_MEMBER_ID, message
+    if code in _CLASSIC_CODES:
+        return ErrorCode(code), message
+    return ErrorCode.UNKNOWN_MEMBER_ID, f"{_name(code)}: {message}"  # Connect joins again with a new id
+
+
+# What a connect-protocol handler may refuse with that means the same to a classic client.
+_CLASSIC_CODES = frozenset({
+    ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION, ErrorCode.FENCED_INSTANCE_ID,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED, ErrorCode.INCONSISTENT_GROUP_PROTOCOL, ErrorCode.INVALID_GROUP_ID,
+})
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
 
 
 def _classic_member(state: CoordinatorState, group_id: str, member_id: str, instance_id: str | None,
@@ -102,24 +154,73 @@ def _classic_member(state: CoordinatorState, group_id: str, member_id: str, inst
 
 
 def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: SyncGroupRequest, now: int) -> Result:
-    """A classic member's SyncGroup in a connect group: what it owns now, and what to revoke."""
+    """A classic member's SyncGroup in a connect group: its assignment in Connect's bytes for its
+    protocol. On `default` that is everything it may run (an eager worker stopped all before it
+    joined); on `compatible` and `sessioned` it is a difference from what its JoinGroup said it
+    runs: `Revoked` what it must stop, `Assigned` what it may start (onJoinComplete adds it). The
+    leader it is told of is one classic member, stable while it stays, because Connect's herder
+    forwards REST writes to its leader and the leader writes the session keys; the config offset is
+    the highest any member reported, so no worker finds itself ahead of its leader."""
     group, member, current = _classic_member(state, request.group_id, request.member_id, request.instance_id,
                                              request.generation_id)
     settings = config.for_group(group.config)
+    meta = member.classic_member_metadata
+    assert meta is not None
+    protocol = request.protocol_name if request.protocol_name in VERSIONS else _chosen_protocol(meta.protocols)
+    if protocol is None:
+        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                            f"member {request.member_id} offered none of Kafka Connect's protocols")
+    runs = items_of(current.assignment)
+    reported = items_of(_metadata(meta.protocols, protocol).owned)
+    leader, leader_url = _leader(group)
+    scheduled = group.target_metadata.scheduled_rebalance_at_ms if group.target_metadata is not None else None
+    full = version_of(protocol) == 0
     assignment = encode_assignment(WorkerAssignment(
-        leader=request.member_id, assigned=current.assignment, revoked=current.pending_revocation))
-    protocol = member.classic_member_metadata.protocols[0].name if member.classic_member_metadata.protocols else None
-    return Result(SyncGroupResponse(ErrorCode.NONE, None, CONNECT, request.protocol_name or protocol, assignment),
+        leader=leader, leader_url=leader_url, config_offset=_config_offset(group),
+        assigned=connectors_and_tasks(runs if full else runs - reported),
+        revoked=connectors_and_tasks(frozenset() if full else reported - runs),
+        delay_ms=max(0, scheduled - now) if scheduled is not None else 0), protocol)
+    return Result(SyncGroupResponse(ErrorCode.NONE, None, CONNECT, protocol, assignment),
                   timers=[Timer(timer_key(SESSION, group.group_id, request.member_id),
                                 now + settings.member_session_timeout_ms(member))])
+
+
+def _metadata(protocols: Iterable[ClassicProtocol], protocol: str) -> WorkerMetadata:
+    try:
+        return decode_metadata(next(p.metadata for p in protocols if p.name == protocol))
+    except (StopIteration, ConnectProtocolError):
+        return WorkerMetadata()
+
+
+def _classic_members(group: ConnectGroup) -> list[tuple[str, MemberMetadataValue]]:
+    return sorted((m, v) for m, v in group.members.items() if is_classic(v))
+
+
+def _leader(group: ConnectGroup) -> tuple[str, str]:
+    """The classic member Connect workers take for their leader: the lowest member id among them,
+    which stays the leader while it stays in the group (until a member with a lower id joins)."""
+    members = _classic_members(group)
+    if not members:
+        return "", ""
+    member_id, member = members[0]
+    return member_id, member.url or ""
+
+
+def _config_offset(group: ConnectGroup) -> int:
+    offsets = [-1]
+    for _, member in _classic_members(group):
+        meta = member.classic_member_metadata
+        assert meta is not None
+        offsets += [_metadata(meta.protocols, p.name).config_offset for p in meta.protocols[:1]]
+    return max(offsets)
 
 
 def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: ClassicHeartbeatRequest, now: int
               ) -> Result[ErrorResponse]:
     """A classic member's Heartbeat in a connect group: REBALANCE_IN_PROGRESS while its assignment
     must still change, so that it joins again (which is how it moves a step)."""
-    group, member, current = _classic_member(state, request.group_id, request.member_id, request.instance_id,
-                                             request.generation_id)
+    group, member, _ = _classic_member(state, request.group_id, request.member_id, request.instance_id,
+                                       request.generation_id)
     settings = config.for_group(group.config)
     timers = [Timer(timer_key(SESSION, group.group_id, request.member_id),
                     now + settings.member_session_timeout_ms(member))]

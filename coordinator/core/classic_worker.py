@@ -7,20 +7,22 @@ into actions (`Revoke`, `Assign`, `Lose`, `GiveUp`, the same as `Member`'s).
 
 The round, as a Connect worker runs it:
 
-1. **Join** with its metadata for every protocol it supports, by preference (an assignor name
-   each: `incremental_cooperative`, `eager`), the metadata saying where its REST API listens and
-   what it runs. On the eager protocol it first stops everything (Connect's onJoinPrepare).
+1. **Join** with Kafka Connect's protocols by preference (`sessioned`, `compatible`, `default`
+   for `connect.protocol=sessioned`) and each one's metadata in Connect's own bytes
+   (`records.connect_protocol`): where its REST API listens, the config offset, and (all but
+   `default`) its last assignment with everything it runs in it. On `default` (eager) it first
+   stops everything (Connect's onJoinPrepare).
 2. The **leader** (the coordinator says who) computes everyone's assignment from the members'
-   metadata and the group's connectors with the chosen protocol's assignor, the same assignors
-   the connect protocol runs, and remembers its result, as Connect's leader does: the previous
-   targets, work whose owner left and waits for it, and when to give that work out.
-3. **Sync**: every member gets its assignment: what to run (`Assigned`, the whole set, not a
-   difference, so a static member back from a restart is told everything it had), what to stop
-   first (`Revoked`), and `DelayMs` when deferred work will be given out. On the cooperative
-   protocol an item another member still runs is never assigned in the same round: that member
-   stops it and joins again at once, and the next round gives it out (Connect's two rounds).
+   metadata and the group's connectors, as Connect's leader does for the chosen protocol, and
+   remembers its result: the previous targets, work whose owner left and waits for it, and when to
+   give that work out.
+3. **Sync**: every member gets its assignment in Connect's bytes. On `default` `Assigned` is the
+   whole set; on `compatible` and `sessioned` it is what is added, after the member stops `Revoked`
+   (`holdings`), and `Delay` says when deferred work will be given out. An item another member
+   still runs is never assigned in the same round: that member stops it and joins again at once,
+   and the next round gives it out (Connect's two rounds).
 4. **Heartbeat**; REBALANCE_IN_PROGRESS means join again (keeping the work, on the cooperative
-   protocol); a member whose delay passes joins again too.
+   protocols); a member whose delay passes joins again too.
 
 Errors: MEMBER_ID_REQUIRED joins again with the id given; UNKNOWN_MEMBER_ID and ILLEGAL_GENERATION
 lose everything and join again (with a new id, or the same); FENCED_INSTANCE_ID,
@@ -35,6 +37,9 @@ from dataclasses import dataclass, field, replace
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember
 from records.connect_protocol import (
+    DEFAULT,
+    OFFERED,
+    SESSIONED,
     ConnectProtocolError,
     WorkerAssignment,
     WorkerMetadata,
@@ -42,6 +47,7 @@ from records.connect_protocol import (
     decode_metadata,
     encode_assignment,
     encode_metadata,
+    holdings,
 )
 
 from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupSpec, MemberAssignment
@@ -64,7 +70,9 @@ from coordinator.core.protocol import (
 )
 
 PROTOCOL_TYPE = "connect"
-EAGER = "eager"
+# The assignor each of Connect's protocols runs at the leader.
+LEADER_ASSIGNORS = {DEFAULT: "eager"}
+COOPERATIVE_ASSIGNOR = "incremental_cooperative"
 # After an answer that can be retried (the coordinator moving, loading), ask again this much later.
 RETRY_BACKOFF_MS = 200
 
@@ -88,17 +96,18 @@ class LeaderMemory:
 class ClassicWorker:
     """One classic member of one group. See the module docstring."""
 
-    def __init__(self, group_id: str, *, instance_id: str | None = None, protocols: Iterable[str] = (
-            "incremental_cooperative", EAGER), url: str | None = None, session_timeout_ms: int = 10_000,
-            rebalance_timeout_ms: int = 60_000, heartbeat_interval_ms: int = 3_000,
-            scheduled_rebalance_max_delay_ms: int = 300_000) -> None:
+    def __init__(self, group_id: str, *, instance_id: str | None = None, connect_protocol: str = SESSIONED,
+                 url: str | None = None, session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000,
+                 heartbeat_interval_ms: int = 3_000, scheduled_rebalance_max_delay_ms: int = 300_000,
+                 config_offset: int = -1) -> None:
         self.group_id = group_id
         self.instance_id = instance_id
-        self.protocols = tuple(protocols)
-        unknown = [p for p in self.protocols if p not in ASSIGNORS]
-        if not self.protocols or unknown:
-            raise ValueError(f"protocols must be assignors of {sorted(ASSIGNORS)}, not {unknown or 'none'}")
-        self.url = url
+        if connect_protocol not in OFFERED:
+            raise ValueError(f"connect_protocol must be one of Kafka Connect's ({', '.join(OFFERED)}), "
+                             f"not {connect_protocol!r}")
+        self.protocols = OFFERED[connect_protocol]  # Connect's connect.protocol: what it offers, by preference
+        self.url = url or ""
+        self.config_offset = config_offset
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
@@ -109,6 +118,9 @@ class ClassicWorker:
         self.leader: str | None = None
         self.state = UNJOINED
         self.owned: frozenset[Item] = frozenset()
+        # Connect's assignment snapshot: the last assignment, with everything the worker runs in it,
+        # which its JoinGroup metadata carries (None before a first assignment, and on `default`).
+        self.snapshot: WorkerAssignment | None = None
         self.given_up: str | None = None
         self.memory = LeaderMemory()
         self._join_at_ms: int | None = 0  # join (again) once the clock reaches this
@@ -137,12 +149,13 @@ class ClassicWorker:
             return [], None
         actions = self._self_fence(now)
         if self._join_at_ms is not None and now >= self._join_at_ms:
-            if self.protocol == EAGER and self.owned:
+            if self.protocol == DEFAULT:
                 actions += self._revoke(self.owned)  # Connect's eager onJoinPrepare: stop everything first
+                self.snapshot = None
             self.state = PREPARING_REBALANCE
             return actions, self._sent(now, JoinGroupRequest(
                 self.group_id, self.member_id, PROTOCOL_TYPE,
-                tuple(ClassicProtocol(name, self._metadata()) for name in self.protocols), self.session_timeout_ms,
+                tuple(ClassicProtocol(name, self._metadata(name)) for name in self.protocols), self.session_timeout_ms,
                 self.rebalance_timeout_ms, self.instance_id))
         if self._sync_at_ms is not None and now >= self._sync_at_ms:
             return actions, self._sent(now, SyncGroupRequest(
@@ -177,8 +190,11 @@ class ClassicWorker:
         self._sent_ms = now
         return request
 
-    def _metadata(self) -> bytes:
-        return encode_metadata(WorkerMetadata(self.url, -1, connectors_and_tasks(self.owned)))
+    def _metadata(self, protocol: str) -> bytes:
+        snapshot = self.snapshot
+        if snapshot is not None and items_of(snapshot.assigned) != self.owned:
+            snapshot = replace(snapshot, assigned=connectors_and_tasks(self.owned))  # lost or stopped since
+        return encode_metadata(WorkerMetadata(self.url, self.config_offset, snapshot), protocol)
 
     # --- what came back -------------------------------------------------------------------------------
 
@@ -223,12 +239,15 @@ class ClassicWorker:
             return self.refused(f"the leader's assignment cannot be read: {e}")
         self.state = STABLE
         self._heartbeat_at_ms = now + self.heartbeat_interval_ms
-        given = items_of(assignment.assigned)
-        actions = self._revoke(self.owned & items_of(assignment.revoked) | self.owned - given)
-        added = given - self.owned
+        # Connect's onJoinComplete: stop what is revoked, then run what the protocol's rule says.
+        runs = items_of(holdings(connectors_and_tasks(self.owned), assignment))
+        actions = self._revoke(self.owned - runs)
+        added = runs - self.owned
         if added:
             self.owned |= added
             actions.append(Assign(connectors_and_tasks(added), MemberAssignment(connectors_and_tasks(self.owned))))
+        if self.protocol != DEFAULT:
+            self.snapshot = replace(assignment, assigned=connectors_and_tasks(self.owned))
         if assignment.revoked.connectors or assignment.revoked.tasks:
             self._join_at_ms = now  # stopped what another member waits for: the next round gives it out
         elif assignment.delay_ms > 0:
@@ -301,6 +320,7 @@ class ClassicWorker:
     def _lose(self, reason: str) -> list[Action]:
         lost = self.owned
         self.owned = frozenset()
+        self.snapshot = None
         self._reset_generation()
         return [Lose(connectors_and_tasks(lost), reason)] if lost else []
 
@@ -326,9 +346,12 @@ class ClassicWorker:
                 ) -> tuple[SyncGroupAssignment, ...]:
         """Everyone's assignment for this generation, by the chosen protocol's assignor."""
         owned: dict[str, frozenset[Item]] = {}
+        offsets: dict[str, int] = {}
         for m in members:
             try:
-                owned[m.member_id] = items_of(decode_metadata(m.metadata).owned)
+                metadata = decode_metadata(m.metadata)
+                owned[m.member_id] = items_of(metadata.owned)
+                offsets[m.member_id] = metadata.config_offset
             except ConnectProtocolError:
                 owned[m.member_id] = frozenset()  # unreadable: it is told to run what it is given
         memory = self.memory
@@ -351,7 +374,7 @@ class ClassicWorker:
                                         if d.member_id not in present and d.instance_id not in present),
                          deferred=memory.deferred, scheduled_rebalance_at_ms=memory.scheduled_at_ms,
                          scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms, now_ms=now)
-        result = ASSIGNORS[self.protocol or self.protocols[0]].assign(spec)
+        result = ASSIGNORS[LEADER_ASSIGNORS.get(self.protocol or "", COOPERATIVE_ASSIGNOR)].assign(spec)
         if result.error:
             targets = {m.member_id: owned[m.member_id] for m in members}  # keep everyone's work (seed 000)
             delay = 0
@@ -367,14 +390,19 @@ class ClassicWorker:
         memory.targets = {m: connectors_and_tasks(t) for m, t in targets.items()}
         memory.instances = {m.member_id: m.instance_id for m in members}
         holder = {item: member_id for member_id, items in owned.items() for item in items}
+        protocol = self.protocol or self.protocols[0]
+        offset = max([self.config_offset, *offsets.values()])  # the leader reads the config from us: never behind
         assignments = []
         for m in members:
             mine, target = owned[m.member_id], targets[m.member_id]
             # Never given while another member still runs it: that one stops it and joins again.
             given = target & mine | {i for i in target - mine if holder.get(i, m.member_id) == m.member_id}
+            # `default` says everything the member runs; the others only what it adds (Connect's delta).
+            assigned = given if protocol == DEFAULT else given - mine
             assignments.append(SyncGroupAssignment(m.member_id, encode_assignment(WorkerAssignment(
-                leader=self.member_id, leader_url=self.url, assigned=connectors_and_tasks(given),
-                revoked=connectors_and_tasks(mine - target), delay_ms=delay))))
+                leader=self.member_id, leader_url=self.url, config_offset=offset,
+                assigned=connectors_and_tasks(assigned), revoked=connectors_and_tasks(mine - target),
+                delay_ms=delay), protocol)))
         return tuple(assignments)
 
 

@@ -2,7 +2,8 @@
 the New Protocol"), in the manner of Kafka's KIP-848 consumer group migration.
 
 Upgrade. When the first worker speaking the connect protocol joins a classic group that has
-members, the group becomes a connect group in that same request: the type 2 record is deleted and
+members, and the coordinator knows the group's connectors (a real Connect cluster keeps them in its
+config topic: they must be set for it first), the group becomes a connect group in that same request: the type 2 record is deleted and
 the classic members are written as connect members (types 5, 7, 8) at a group epoch, target
 assignment epoch and member epochs equal to the classic generation. What each classic member runs
 becomes its current assignment and its target, so the group starts out stable, and the joiner's
@@ -13,10 +14,13 @@ now into the connect group.
 Classic members of a connect group keep speaking the classic protocol; their requests are
 translated into the connect protocol's steps (`join_group` and the rest below):
 
-- JoinGroup is a full heartbeat: it says what the member runs (its metadata's `Owned`), moves it one
-  reconciliation step, and is answered at once with its member epoch as the generation, the member
-  as its own leader and SkipAssignment (the coordinator assigns, not a classic leader);
-- SyncGroup answers what it owns now and what it must revoke (Connect's ExtendedAssignment);
+- JoinGroup is a full heartbeat: it says what the member runs (its allocation, in Connect's
+  metadata), moves it one reconciliation step, and is answered at once with its member epoch as the
+  generation, as a follower (no leader, no SkipAssignment: Connect's leader would refuse that), a
+  dynamic member first getting its id with MEMBER_ID_REQUIRED, as Kafka answers a classic consumer;
+- SyncGroup answers its assignment in Connect's bytes for its protocol (`Assigned` a difference
+  from what it said it runs for `compatible` and `sessioned`, `Revoked`, the delay until deferred
+  work), naming one classic member as leader;
 - Heartbeat answers REBALANCE_IN_PROGRESS while its assignment must still change (a new target, a
   revocation not yet acknowledged, work waiting to be released), which makes it join again: that
   rejoin is how it acknowledges a revocation and how it receives new work, revoke-before-assign
@@ -45,6 +49,7 @@ from dataclasses import replace
 
 from records import (
     ClassicMemberMetadata,
+    ConnectorsAndTasks,
     CurrentMemberAssignmentValue,
     MemberMetadataKey,
     MemberMetadataValue,
@@ -53,11 +58,13 @@ from records import (
     TargetAssignmentMetadataValue,
 )
 from records.connect_protocol import (
+    DEFAULT,
     ConnectProtocolError,
     WorkerAssignment,
     decode_assignment,
     decode_metadata,
     encode_assignment,
+    holdings,
 )
 
 from coordinator.core import record_helpers
@@ -113,10 +120,16 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     if classic.members and classic.protocol_type != CONNECT:
         raise ProtocolError(ErrorCode.INVALID_GROUP_ID, f"group {g} is a classic group of protocol type "
                             f"{classic.protocol_type!r}, not connect: it cannot be upgraded online")
+    live = state.groups.get(g)
+    if classic.members and (live is None or not live.connector_counts):
+        # A real Connect cluster keeps its connectors in its own config topic; without them the first
+        # connect target would hold no work and revoke everything the classic members run.
+        raise ProtocolError(ErrorCode.INVALID_GROUP_ID, f"group {g} cannot be upgraded to the connect protocol "
+                            f"before the coordinator knows its connectors and task counts: set them first "
+                            f"(coordinator connectors set --group {g} ...); the classic members are left as they are")
     records: list[Record] = []
     if classic.record is not None:
         records.append(record_helpers.classic_group(g, None))
-    live = state.groups.get(g)
     # The epochs start at the generation (seed 000), or past it if the group's connectors or
     # configuration moved its epoch meanwhile: a group's version never goes back.
     generation = max(classic.generation, live.group_epoch if live is not None else 0)
@@ -129,7 +142,7 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
         revoking = owned - mine
         metadata = MemberMetadataValue(
             group_epoch=generation, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-            url=_url(m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
+            url=_url(classic, m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
             client_assignors=(), classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols))
         records.append(record_helpers.member_metadata(g, member_id, metadata))
         records.append(record_helpers.target_member(
@@ -154,25 +167,26 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
 
 
 def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
-    """What a classic member runs: what its JoinGroup said, when it has joined since the leader
-    last assigned; else what the leader's assignment gave it. Bytes that cannot be read refuse the
-    upgrade (as Kafka does): taking the member for idle could give its work to another while it
-    still runs it."""
+    """What a classic member runs, by Connect's rule: what its JoinGroup said, when it has joined
+    since the leader last assigned (an eager `default` member said nothing: it stopped everything);
+    else what that said with the leader's assignment applied (`holdings`). Bytes that cannot be read
+    refuse the upgrade (as Kafka does): taking the member for idle could give its work to another
+    while it still runs it."""
     fresh = classic.state == COMPLETING_REBALANCE or (classic.state == PREPARING_REBALANCE and m.joined)
     try:
-        if fresh:
-            return items_of(decode_metadata(m.metadata(classic.protocol) if classic.state == COMPLETING_REBALANCE
-                                            else m.protocols[0].metadata).owned)
-        return items_of(decode_assignment(m.assignment).assigned) if m.assignment else frozenset()
-    except (ConnectProtocolError, IndexError) as e:
+        reported = decode_metadata(m.metadata(classic.protocol)).owned if m.protocols else ConnectorsAndTasks()
+        if fresh or not m.assignment:
+            return items_of(reported)
+        return items_of(holdings(reported, decode_assignment(m.assignment)))
+    except ConnectProtocolError as e:
         raise ProtocolError(ErrorCode.INVALID_GROUP_ID,
                             f"group {classic.group_id} cannot be upgraded online: what member {m.member_id} runs "
-                            f"cannot be read ({e or 'no metadata'})") from None
+                            f"cannot be read ({e})") from None
 
 
-def _url(m: ClassicMember) -> str | None:
+def _url(classic: ClassicGroup, m: ClassicMember) -> str | None:
     try:
-        return decode_metadata(m.protocols[0].metadata).url if m.protocols else None
+        return decode_metadata(m.metadata(classic.protocol)).url or None
     except ConnectProtocolError:
         return None
 
@@ -216,7 +230,9 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
         members[member_id] = ClassicMember(
             member_id=member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
             rebalance_timeout_ms=m.rebalance_timeout_ms, session_timeout_ms=meta.session_timeout_ms,
-            protocols=meta.protocols, assignment=encode_assignment(WorkerAssignment(leader="", assigned=runs)))
+            # Only for the record (the members join again before any leader assigns): the whole of what
+            # it runs, in `default`'s bytes, whose Assigned is a whole assignment, not a difference.
+            protocols=meta.protocols, assignment=encode_assignment(WorkerAssignment(assigned=runs), DEFAULT))
     protocol = ClassicGroup(group_id).with_members(members).select_protocol()
     classic = ClassicGroup(group_id, state=PREPARING_REBALANCE, generation=group.group_epoch + 1,
                            protocol_type=CONNECT, protocol=protocol, leader=None,

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from records import ConnectorsAndTasks
+from records.connect_protocol import DEFAULT, SESSIONED
 
 from coordinator.api import wire
 from coordinator.core.assignors import ConnectAssignor
@@ -51,15 +52,19 @@ class ClassicGroupWorker(WorkerShell):
                  listener: RebalanceListener | None = None, rebalance_timeout_ms: int = 60_000,
                  session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
                  scheduled_rebalance_max_delay_ms: int = 300_000, url: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 connect_protocol: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         if server_side:
             raise ValueError("a classic group's leader assigns: there is no server-side assignor")
         # The coordinator gives a classic member its id (MEMBER_ID_REQUIRED); `member_id` and
         # `rack_id` are the connect protocol's and are not sent.
+        # Kafka Connect's connect.protocol: `sessioned` (which offers compatible and default too), or
+        # `default` for a worker whose first assignor is the eager one, as Connect's eager workers.
         names = [a if isinstance(a, str) else a.name for a in assignors]
+        if connect_protocol is None:
+            connect_protocol = DEFAULT if names[:1] == ["eager"] else SESSIONED
         super().__init__(listener, clock)
         self.client = client
-        self.classic = ClassicWorker(group_id, instance_id=instance_id, protocols=names, url=url,
+        self.classic = ClassicWorker(group_id, instance_id=instance_id, connect_protocol=connect_protocol, url=url,
                                      session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
                                      heartbeat_interval_ms=heartbeat_interval_ms,
                                      scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms)
