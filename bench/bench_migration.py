@@ -2,8 +2,8 @@
 the connect protocol, against a rolling restart that stays classic, in the same run.
 
 Both run on the pure state machine (`coordinator.core.driver`) on a virtual clock, with Kafka
-Connect's classic workers (`ClassicWorker`: the leader assigns with incremental_cooperative in
-SyncGroup) and connect workers (`Member`), so time is exact and the figures repeat:
+Connect's classic workers (`ClassicWorker`: Connect's `sessioned` protocol and bytes, the leader
+assigning in SyncGroup) and connect workers (`Member`), so time is exact and the figures repeat:
 
 - **restart (baseline)**: each of N classic workers in turn stops (LeaveGroup) and a new classic
   process with the same instance id starts `--pause` seconds later; the next waits until the group
