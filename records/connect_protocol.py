@@ -152,7 +152,7 @@ def _assignment_head(a: WorkerAssignment) -> bytes:
 
 
 def _string(value: str, what: str) -> bytes:
-    data = value.encode()
+    data = value.encode(errors="replace")  # as Java's String.getBytes(UTF_8): a lone surrogate is "?"
     if len(data) > 0x7FFF:
         raise ConnectProtocolError(f"{what} is {len(data)} bytes, more than a Kafka string holds")
     return _INT16.pack(len(data)) + data
@@ -167,7 +167,8 @@ def _task_assignments(items: ConnectorsAndTasks, *, java_connector_order: bool) 
     connector in order of first appearance (ConnectProtocol.Assignment.asMap)."""
     connectors = _distinct(items.connectors)
     by_connector: dict[str, list[int]] = {}
-    for c in _java_hash_set_order(connectors) if java_connector_order else connectors:
+    # Java sizes the HashSet for the list it copies, duplicates included.
+    for c in _java_hash_set_order(connectors, len(items.connectors)) if java_connector_order else connectors:
         by_connector.setdefault(c, []).append(CONNECTOR_TASK)
     for t in items.tasks:
         by_connector.setdefault(t.connector, []).append(t.task)
@@ -186,17 +187,21 @@ def _distinct(values: Iterable[str]) -> list[str]:
 
 def _java_string_hash(s: str) -> int:
     h = 0
-    data = s.encode("utf-16-be")
+    data = s.encode("utf-16-be", errors="surrogatepass")  # Java's chars, a lone surrogate too
     for i in range(0, len(data), 2):
         h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
     return h
 
 
-def _java_hash_set_order(values: list[str]) -> list[str]:
-    """The iteration order of `new HashSet<>(values)` in Java: by bucket (the string's hash, spread
-    as HashMap.hash does, masked by the table size the copy constructor picks), then insertion."""
+def _java_hash_set_order(values: list[str], copied: int) -> list[str]:
+    """The iteration order of `new HashSet<>(c)` in Java, `values` being the distinct elements of a
+    collection of `copied` elements: by bucket (the string's hash, spread as HashMap.hash does,
+    masked by the table size the copy constructor picks for `copied` elements), then insertion.
+    The table size is Java 17's (size / .75 + 1); Java 19 and later size for ceil(size / .75), which
+    halves the table at 12, 24, 48... elements: the same set in another order. (A bucket of more
+    than 8 colliding names, which would resize or treeify the table, is not reproduced.)"""
     capacity = 1
-    while capacity < max(int(len(values) / 0.75) + 1, 16):
+    while capacity < max(int(copied / 0.75) + 1, 16):
         capacity <<= 1
     def bucket(s: str) -> int:
         h = _java_string_hash(s)
@@ -242,7 +247,7 @@ class _Reader:
 
     def nullable_bytes(self, name: str) -> bytes | None:
         n = self.int32(name)
-        return None if n == -1 else bytes(self._take(n, name))
+        return None if n < 0 else bytes(self._take(n, name))  # Kafka's NULLABLE_BYTES: any negative size
 
     def at_end(self) -> bool:
         return self.pos >= len(self.data)
@@ -271,33 +276,30 @@ def decode_metadata(data: bytes) -> WorkerMetadata:
 
 
 def decode_assignment(data: bytes) -> WorkerAssignment:
-    """A leader's SyncGroup assignment, of any of the three protocols (the header says which)."""
+    """A leader's SyncGroup assignment, of any of the three protocols (the header says which),
+    read as WorkerCoordinator.onJoinComplete reads every one, with IncrementalCooperativeConnectProtocol's
+    layout, whose trailing fields may be missing: v0 bytes are a prefix of it."""
     r = _Reader(data, "Connect assignment")
     version = _version(r)
     error = r.int16("error")
     leader = r.string("leader")
     leader_url = r.string("leader url")
     offset = r.int64("config offset")
-    if version == 0:
-        assigned = _read_task_assignments(r, "assignment", nullable=False)
-        return WorkerAssignment(leader, leader_url, offset, assigned, _EMPTY, 0, error, version)
     assigned = revoked = _EMPTY
     delay = 0
     if not r.at_end():
-        assigned = _read_task_assignments(r, "assignment", nullable=True)
+        assigned = _read_task_assignments(r, "assignment")
     if not r.at_end():
-        revoked = _read_task_assignments(r, "revoked", nullable=True)
+        revoked = _read_task_assignments(r, "revoked")
     if not r.at_end():
         delay = r.int32("delay")
     return WorkerAssignment(leader, leader_url, offset, assigned, revoked, delay, error, version)
 
 
-def _read_task_assignments(r: _Reader, name: str, *, nullable: bool) -> ConnectorsAndTasks:
+def _read_task_assignments(r: _Reader, name: str) -> ConnectorsAndTasks:
     count = r.int32(name)
-    if count == -1 and nullable:
+    if count < 0:  # Kafka's nullable ArrayOf: any negative size is null
         return _EMPTY
-    if count < 0:
-        raise ConnectProtocolError(f"{r.what}: {name} has {count} entries")
     connectors: list[str] = []
     tasks: list[TaskId] = []
     for _ in range(count):

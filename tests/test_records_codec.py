@@ -32,7 +32,6 @@ from records import (
     TaskId,
     UnknownRecordTypeError,
     UnsupportedVersionError,
-    connect_protocol,
     decode,
     encode,
     to_dict,
@@ -150,20 +149,7 @@ def test_every_schema_file_is_in_use() -> None:
     used = {spec.key_schema for spec in RECORD_TYPES.values()}
     used |= {name for spec in RECORD_TYPES.values() for name in spec.value_schemas.values()}
     shared = {"worker_offsets.TaskId", "worker_offsets.ConnectorsAndTasks"}
-    assert {p.stem for p in SCHEMA_DIR.glob("*.avsc")} == used | shared | set(connect_protocol.SCHEMAS)
-
-
-def test_connect_protocol_bytes_round_trip_and_bad_bytes_are_named() -> None:
-    owned = ConnectorsAndTasks(("A",), (TaskId("A", 0), TaskId("B", 3)))
-    metadata = connect_protocol.WorkerMetadata("http://w1:8083", -1, owned)
-    raw = connect_protocol.encode_metadata(metadata)
-    assert raw[:2] == b"\x00\x00" and connect_protocol.decode_metadata(raw) == metadata
-    assignment = connect_protocol.WorkerAssignment("w1", None, owned, ConnectorsAndTasks(("B",), ()), 300_000)
-    assert connect_protocol.decode_assignment(connect_protocol.encode_assignment(assignment)) == assignment
-    for bad, why in ((b"\x00", "too short"), (b"\x00\x07" + raw[2:], "version 7"), (raw + b"\x00", "after the body"),
-                     (raw[:-3], "ConnectProtocolMetadata")):
-        with pytest.raises(connect_protocol.ConnectProtocolError, match=why):
-            connect_protocol.decode_metadata(bad)
+    assert {p.stem for p in SCHEMA_DIR.glob("*.avsc")} == used | shared
 
 
 @pytest.mark.parametrize("record_type", sorted(RECORD_TYPES))
