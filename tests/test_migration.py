@@ -247,3 +247,21 @@ def test_a_classic_group_whose_connectors_the_coordinator_does_not_know_is_not_u
     m.add_connect("n1")
     m.run(6_000)
     assert m.converged() and G not in d.state.classic_groups
+
+
+def test_a_classic_group_of_the_previous_releases_dialect_is_not_upgraded() -> None:
+    """The previous release's classic workers offered `incremental_cooperative` and `eager` with Avro
+    bodies; some of those bytes read as a Connect worker that runs nothing. The group's protocol name
+    refuses the upgrade, so no running work is taken for idle."""
+    from coordinator.core.protocol import ClassicProtocol, JoinGroupRequest, RequestContext
+
+    d = Driver()
+    d.set_connectors(G, CONNECTORS)
+    old = b"\x00\x00\x00\x01\x00\x00"  # int16 0, then an Avro body with a null Url: reads as `default` bytes
+    first = d.join_group(JoinGroupRequest(G, "", "connect", (ClassicProtocol("eager", old),), 10_000),
+                         RequestContext(fresh_id="c1"))
+    d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("eager", old),), 10_000))
+    answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
+    assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "'eager' is not a Kafka Connect protocol" in \
+        answer.error_message
+    assert G in d.state.classic_groups

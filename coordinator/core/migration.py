@@ -65,6 +65,7 @@ from records.connect_protocol import (
     decode_metadata,
     encode_assignment,
     holdings,
+    version_of,
 )
 
 from coordinator.core import record_helpers
@@ -174,6 +175,9 @@ def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
     while it still runs it."""
     fresh = classic.state == COMPLETING_REBALANCE or (classic.state == PREPARING_REBALANCE and m.joined)
     try:
+        # A group of the previous release's dialect (protocols `incremental_cooperative`, `eager`) is
+        # refused by its name: some of its bytes would read as a Connect worker that runs nothing.
+        version_of(classic.protocol)
         reported = decode_metadata(m.metadata(classic.protocol)).owned if m.protocols else ConnectorsAndTasks()
         if fresh or not m.assignment:
             return items_of(reported)
