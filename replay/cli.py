@@ -256,7 +256,8 @@ def _timeline(args: argparse.Namespace) -> int:
     opened_at = {(r.start.partition, r.start.offset): r for r in rebalances}
     if args.format == "json":
         for e in history.events:
-            rebalance = opened_at.get((e.at.partition, e.at.offset)) if e.kind == ev.GROUP_EPOCH else None
+            rebalance = opened_at.pop((e.at.partition, e.at.offset), None) if e.kind in (
+                ev.GROUP_EPOCH, ev.CLASSIC_GROUP) else None
             if rebalance is not None:
                 _print_json(rebalance_json(rebalance))
             _print_json(ev.event_json(e))
@@ -283,6 +284,10 @@ def _counts(r: Rebalance) -> str:
     return ", ".join(counts) or "nothing revoked or assigned"
 
 
+def _epoch_word(r: Rebalance) -> str:
+    return "generation" if r.protocol == "classic" else "epoch"
+
+
 def _print_timeline(history: History, read: _Read, rebalances: list[Rebalance]) -> None:
     print(f"group {history.group_id}: {_read_summary(history, read)}")
     if not history.events:
@@ -305,12 +310,12 @@ def _print_timeline(history: History, read: _Read, rebalances: list[Rebalance]) 
             rows.append(["", "", f"┌ rebalance {inside.number}: {', '.join(inside.causes) or 'cause not recorded'}"])
         else:
             r = line[1]
-            rows.append(["", "", f"└ converged at epoch {r.to_epoch} after {format_duration(r.duration_ms)}: "
-                                 f"{_counts(r)}; moved {_moves(r)}"])
+            rows.append(["", "", (f"└ converged at {_epoch_word(r)} {r.to_epoch} after "
+                                  f"{format_duration(r.duration_ms)}: {_counts(r)}; moved {_moves(r)}")])
             inside = None
     if inside is not None:
-        rows.append(["", "", f"└ not converged where the read ended (epoch {inside.to_epoch}); so far moved "
-                             f"{_moves(inside)}"])
+        rows.append(["", "", (f"└ not converged where the read ended ({_epoch_word(inside)} {inside.to_epoch}); "
+                              f"so far moved {_moves(inside)}")])
     print()
     print(table(rows, ["TIME (UTC)", "OFFSET", "EVENT"]))
     done = [r for r in rebalances if r.end is not None]
@@ -318,7 +323,7 @@ def _print_timeline(history: History, read: _Read, rebalances: list[Rebalance]) 
         total = sum(r.duration_ms for r in done)
         longest = max(done, key=lambda r: r.duration_ms)
         print(f"\n{len(done)} rebalances converged, {format_duration(total)} in all; the longest, rebalance "
-              f"{longest.number} (epoch {longest.from_epoch} -> {longest.to_epoch}), took "
+              f"{longest.number} ({_epoch_word(longest)} {longest.from_epoch} -> {longest.to_epoch}), took "
               f"{format_duration(longest.duration_ms)}" + (f"; {len(rebalances) - len(done)} not converged"
                                                            if len(done) < len(rebalances) else ""))
 
@@ -346,6 +351,9 @@ def _state(args: argparse.Namespace) -> int:
 
 
 def _print_description(d: GroupDescription, history: History) -> None:
+    if d.group_type == "classic":
+        _print_classic_description(d)
+        return
     print(f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}, {d.state}"
           + (f", assignor {d.assignor} ({d.assignor_kind}-side)" if d.assignor else ""))
     print("connectors: " + (", ".join(f"{c.name} ({c.tasks} tasks)" for c in d.connectors) or "none"))
@@ -368,6 +376,20 @@ def _print_description(d: GroupDescription, history: History) -> None:
              ev.show(items_of(m.pending_revocation)) if m.pending_revocation.connectors or m.pending_revocation.tasks
              else "-", ev.show(items_of(m.target))] for m in d.members]
     print(table(rows, ["MEMBER", "INSTANCE", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]) if rows else "no members")
+
+
+def _print_classic_description(d: GroupDescription) -> None:
+    """A classic group: its generation, and who each worker is and what it runs by Kafka Connect's
+    rule over its bytes (coordinator.core.classic_holdings)."""
+    print(f"classic group, generation {d.generation}, {d.state}, protocol {d.protocol_name}, leader {d.leader or '-'}")
+    print("connectors: " + (", ".join(f"{c.name} ({c.tasks} tasks)" for c in d.connectors) or "none"))
+    print()
+    rows = [[m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state,
+             ev.show(items_of(m.assignment))] for m in d.members]
+    print(table(rows, ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "RUNS"]) if rows else "no members")
+    for m in d.members:
+        if getattr(m, "note", None):
+            print(f"{m.member_id}: {m.note}")
 
 
 # --- diff --------------------------------------------------------------------------------------------

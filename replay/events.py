@@ -28,12 +28,20 @@ type, listed in `_DERIVE`, says what a change of that slot means:
     2     classic group             the classic group's generation, state and members; its
                                     conversion to the connect type (seen at the join of the first
                                     connect member that follows its deletion) and back (a classic
-                                    record right after the connect group's epoch was deleted)
+                                    record right after the connect group's epoch was deleted); per
+                                    member, what it runs by Kafka Connect's rule over its bytes
+                                    (`coordinator.core.classic_holdings`): a member joined, left,
+                                    joined a new generation, was assigned or revoked work
 
 Every event carries what it changed in *ownership*: `gained` and `released` are the items a
-member started or stopped holding (owning, or still revoking: `coordinator.core.state.held_items`).
-Ownership intervals, "what moved" in a rebalance and the no-double-ownership check are all built
-from those two sets, so they agree with each other and with the state.
+member started or stopped holding (owning, or still revoking: `coordinator.core.state.held_items`;
+a classic member: what it runs). Ownership intervals, "what moved" in a rebalance and the
+no-double-ownership check are all built from those two sets, so they agree with each other and
+with the state.
+
+A group changing protocol moves its members' work from one kind of record to the other in one
+batch: the releases of that move say `handover` in their detail and the gains `takeover`, so that
+`replay.history` keeps a worker's holding whole across it (the worker never stopped).
 
 A `GroupTrack` is what derivation remembers about a group between records: the changes seen since
 the last group epoch record (they are why the epoch moves: a handler writes member and connector
@@ -49,6 +57,7 @@ from typing import Any
 
 from records import (
     ClassicGroupMetadataKey,
+    ClassicGroupMetadataValue,
     ConnectGroupMetadataKey,
     ConnectorsTasksMetadataKey,
     CurrentMemberAssignmentKey,
@@ -60,6 +69,7 @@ from records import (
     TargetAssignmentMetadataKey,
 )
 
+from coordinator.core.classic_holdings import ClassicHoldings, classic_member_holdings
 from coordinator.core.items import Item, describe, items_of
 from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, LeaveReason, MemberState, leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState, held_items
@@ -82,6 +92,10 @@ MEMBER_EPOCH = "member-epoch"
 STATIC_LEAVE = "static-leave"
 RELEASED = "released"
 CLASSIC_GROUP = "classic-group"
+# A member of a classic group (type 2), what it runs by Kafka Connect's rule over its bytes.
+CLASSIC_MEMBER_JOINED = "classic-member-joined"
+CLASSIC_MEMBER_LEFT = "classic-member-left"
+CLASSIC_MEMBER = "classic-member"  # joined a new generation, was assigned or revoked work, or its note changed
 CONVERTED = "converted"  # the group changed protocol (seed 000's migration)
 
 NOTHING: frozenset[Item] = frozenset()
@@ -116,6 +130,10 @@ class GroupTrack:
     left: dict[str, Event] = field(default_factory=dict)  # member-left events waiting for their epoch's reasons
     upgrading_from: int | None = None  # a classic group with members was deleted at this generation
     deleted_epoch: int | None = None  # the connect group's epoch was just deleted (a downgrade, maybe)
+    # Members of a classic group being upgraded, whose connect records are being written.
+    handed_over: set[str] = field(default_factory=set)
+    # Classic members of a connect group removed since its last epoch record (a downgrade, maybe).
+    classic_removed: set[str] = field(default_factory=set)
 
 
 # --- slots -----------------------------------------------------------------------------------------
@@ -170,6 +188,9 @@ def _group_epoch(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         track.causes.clear()
         track.deleted_epoch = before.group_epoch
         return (Event(at, key.group_id, GROUP_DELETED, epoch=before.group_epoch),)
+    # An epoch record ends the batch of an upgrade, and follows the members a removal tombstones.
+    track.handed_over.clear()
+    track.classic_removed.clear()
     previous = before.group_epoch if before is not None else None
     if previous == after.group_epoch:
         return ()
@@ -254,6 +275,8 @@ def _member(track, key, before, after, group, at):  # noqa: ANN001, ANN202
             detail["while_revoking"] = items_of(current.pending_revocation)
         if before.instance_id:
             track.left_instances[before.instance_id] = member_id
+        if before.classic_member_metadata is not None:
+            track.classic_removed.add(member_id)
         track.causes.append(f"{member_id} left")
         left = track.left[member_id] = Event(at, key.group_id, MEMBER_LEFT, member_id, detail=detail)
         return (left,)
@@ -318,8 +341,13 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if after is None:
         if not held_before:
             return ()
+        detail = _departure(group, member_id)
+        if member_id in track.classic_removed and group is not None and not group.members:
+            # Every member gone and the last ones classic, without an epoch record between: the
+            # group is going back to the classic protocol, whose record follows with their work.
+            detail["handover"] = True
         return (Event(at, g, RELEASED, member_id, epoch=None, previous_epoch=before.member_epoch,
-                      released=held_before, detail=_departure(group, member_id)),)
+                      released=held_before, detail=detail),)
     held_after = held_items(after)
     gained = held_after - held_before
     released = held_before - held_after
@@ -341,6 +369,9 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         return ()
     detail = {"state": after.state,
               "revoked": bool(released) and before is not None and released <= items_of(before.pending_revocation)}
+    if before is None and member_id in track.handed_over:
+        track.handed_over.discard(member_id)
+        detail["takeover"] = True  # a classic member of the group being upgraded: it ran this already
     if after.state == MemberState.UNRELEASED:
         target = group.targets.get(member_id)
         waiting = (items_of(target.assignment) if target is not None else NOTHING) - held_after
@@ -364,20 +395,108 @@ def _departure(group: ConnectGroup | None, member_id: str) -> dict[str, str]:
 
 
 def _classic_group(track, key, before, after, group, at):  # noqa: ANN001, ANN202
+    g = key.group_id
+    was = _classic_members(before)
+    now = _classic_members(after)
     if after is None:
         if before is not None and before.members:
             track.upgrading_from = before.generation  # the connect join that follows converted it
-            return ()
-        return (Event(at, key.group_id, CLASSIC_GROUP, detail={}),)
+            # Its members' work goes on in the connect records written next, in the same batch.
+            track.handed_over = set(was)
+            return tuple(Event(at, g, CLASSIC_MEMBER_LEFT, m, previous_epoch=before.generation,
+                               released=items_of(held.runs), detail={
+                                   "instance_id": member.group_instance_id, "generation": before.generation,
+                                   "runs": items_of(held.runs), "handover": True})
+                         for m, (member, held) in sorted(was.items()) if held.runs.connectors or held.runs.tasks)
+        return (Event(at, g, CLASSIC_GROUP, detail={}),)
+    converted = before is None and track.deleted_epoch is not None
     detail = {"generation": after.generation, "protocol": after.protocol, "members": len(after.members),
-              "state": after.state}
+              "state": after.state, "leader": after.leader,
+              "joined": sorted(now.keys() - was.keys()), "left": sorted(was.keys() - now.keys()),
+              "converted": converted}
     events = []
-    if before is None and track.deleted_epoch is not None:
-        events.append(Event(at, key.group_id, CONVERTED, epoch=after.generation, previous_epoch=track.deleted_epoch,
+    if converted:
+        events.append(Event(at, g, CONVERTED, epoch=after.generation, previous_epoch=track.deleted_epoch,
                             detail={"to": "classic", "generation": after.generation, "members": len(after.members)}))
+    # Back from the connect protocol: the generation goes on from the group epoch just deleted.
+    previous = before.generation if before is not None else (track.deleted_epoch if converted else None)
     track.deleted_epoch = None
-    events.append(Event(at, key.group_id, CLASSIC_GROUP, epoch=after.generation, detail=detail))
+    track.classic_removed.clear()
+    events.append(Event(at, g, CLASSIC_GROUP, epoch=after.generation, previous_epoch=previous, detail=detail))
+    events.extend(_classic_member_events(g, before, after, was, now, at, converted))
     return tuple(events)
+
+
+def _classic_members(value: ClassicGroupMetadataValue | None) -> dict[str, tuple]:
+    """member id -> (its ClassicGroupMember, what it runs: `ClassicHoldings`)."""
+    if value is None:
+        return {}
+    return {m.member_id: (m, classic_member_holdings(value.protocol, m.subscription, m.assignment))
+            for m in value.members}
+
+
+def _runs(entry: tuple | None) -> frozenset[Item]:
+    return items_of(entry[1].runs) if entry is not None else NOTHING
+
+
+def _classic_member_events(g: str, before: ClassicGroupMetadataValue | None, after: ClassicGroupMetadataValue,
+                           was: dict[str, tuple], now: dict[str, tuple], at: Position,
+                           converted: bool) -> list[Event]:
+    """One event per member whose place in the record changed. Work moving between members in
+    one record is released before it is given (an item a member gives up and another gets in the
+    same record is never held twice): a member's gains of items another member releases here come
+    in a second event of its own, after every release."""
+    changes = {m: (_runs(now.get(m)) - _runs(was.get(m)), _runs(was.get(m)) - _runs(now.get(m)))
+               for m in sorted(was.keys() | now.keys())}
+    released_here = {item: m for m, (_, released) in changes.items() for item in released}
+    first: list[Event] = []
+    later: list[Event] = []
+    previous_generation = before.generation if before is not None else None
+    left_instances = {entry[0].group_instance_id: m for m, entry in was.items()
+                      if m not in now and entry[0].group_instance_id}
+    for member_id, (gained, released) in changes.items():
+        old, new = was.get(member_id), now.get(member_id)
+        waiting = frozenset(i for i in gained if released_here.get(i, member_id) != member_id)
+        gained_now = gained - waiting
+        if new is None:
+            first.append(Event(at, g, CLASSIC_MEMBER_LEFT, member_id, previous_epoch=previous_generation,
+                               released=released, detail={"instance_id": old[0].group_instance_id,
+                                                          "generation": after.generation, "runs": _runs(old)}))
+            continue
+        member, held = new
+        detail = _classic_detail(after, member, held, released)
+        if old is None:
+            kind = CLASSIC_MEMBER_JOINED
+            detail["took_over"] = left_instances.get(member.group_instance_id) if member.group_instance_id else None
+            if converted:
+                detail["takeover"] = True  # the group came back to the classic protocol: it ran this already
+        else:
+            old_held = old[1]
+            same = (not gained and not released and previous_generation == after.generation
+                    and old_held.synced == held.synced and old_held.note == held.note
+                    and old[0].assignment == member.assignment)
+            if same:
+                continue
+            kind = CLASSIC_MEMBER
+        event = Event(at, g, kind, member_id, epoch=after.generation,
+                      previous_epoch=previous_generation if old is not None else None,
+                      gained=gained_now, released=released, detail=detail)
+        first.append(event)
+        if waiting:
+            later.append(Event(at, g, CLASSIC_MEMBER, member_id, epoch=after.generation,
+                               previous_epoch=after.generation, gained=waiting, detail={**detail, "rest": True}))
+    return first + later
+
+
+def _classic_detail(after: ClassicGroupMetadataValue, member: object, held: ClassicHoldings,
+                    released: frozenset[Item]) -> dict[str, Any]:
+    revoked = items_of(held.revoked)
+    return {"instance_id": member.group_instance_id, "client_id": member.client_id,
+            "client_host": member.client_host, "generation": after.generation, "state": after.state,
+            "protocol": after.protocol, "url": held.url, "config_offset": held.config_offset,
+            "runs": items_of(held.runs), "synced": held.synced, "assigned": items_of(held.assigned),
+            "revoked": revoked, "revoked_released": bool(released) and held.synced and released <= revoked,
+            "leader": held.leader, "error": held.error, "note": held.note}
 
 
 _DERIVE = {
@@ -511,6 +630,9 @@ def _text_member_epoch(e: Event, d: dict) -> str:
         parts.append(f"was assigned {show(e.gained)}")
     if e.previous_epoch is None:  # a new member's first current assignment
         parts[parts.index(f"moved to epoch {e.epoch}")] = f"starts at epoch {e.epoch}"
+    if d.get("takeover"):
+        parts = [(f"starts at epoch {e.epoch} on the connect protocol, running {show(e.gained)} as it did on the "
+                  "classic one")]
     out = f"{e.member_id} " + (" and ".join(parts) or f"is at epoch {e.epoch}")
     if d.get("waiting"):
         holders = f" (held by {', '.join(d['held_by'])})" if d["held_by"] else ""
@@ -525,6 +647,8 @@ def _text_static_leave(e: Event, d: dict) -> str:
 
 
 def _text_released(e: Event, d: dict) -> str:
+    if d.get("handover"):
+        return f"{e.member_id} carries {show(e.released)} back to the classic protocol"
     return f"{e.member_id} no longer holds {show(e.released)}: it is out of the group"
 
 
@@ -536,7 +660,62 @@ def _text_classic(e: Event, d: dict) -> str:
     if not d:
         return "classic group deleted"
     state = f", {d['state']}" if d.get("state") else ""
-    return f"classic group: generation {d['generation']}, protocol {d['protocol']}, {d['members']} members{state}"
+    leader = f", leader {d['leader']}" if d.get("leader") else ""
+    return (f"classic group: generation {d['generation']}, protocol {d['protocol']}, {d['members']} members"
+            f"{state}{leader}")
+
+
+def _text_classic_joined(e: Event, d: dict) -> str:
+    out = f"{e.member_id} joined the classic group"
+    if d.get("takeover"):
+        out = f"{e.member_id} is a classic member again"
+    if d["instance_id"]:
+        out += f" as instance {d['instance_id']}"
+    if d.get("took_over"):
+        out += f", taking over from {d['took_over']}"
+    out += f" at generation {d['generation']}" + _classic_who(d)
+    return out + f", runs {show(d['runs'])}" + _classic_note(d)
+
+
+def _classic_who(d: dict) -> str:
+    parts = ([f"url {d['url']}"] if d.get("url") else []) + (
+        [f"config offset {d['config_offset']}"] if d.get("config_offset") is not None else [])
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def _classic_note(d: dict) -> str:
+    return f"; {d['note']}" if d.get("note") else ""
+
+
+def _text_classic_left(e: Event, d: dict) -> str:
+    if d.get("handover"):
+        return f"{e.member_id} carries {show(d['runs'])} over to the connect protocol"
+    out = f"{e.member_id} left the classic group"
+    return out + (f", no longer runs {show(e.released)}" if e.released else "")
+
+
+def _text_classic_member(e: Event, d: dict) -> str:
+    if d.get("rest"):
+        return f"{e.member_id} was assigned {show(e.gained)} at generation {e.epoch}, once released by the others"
+    parts = []
+    if e.released:
+        parts.append(f"{'revoked' if d['revoked_released'] else 'stopped'} {show(e.released)}")
+    if e.gained:
+        parts.append(f"{'was assigned' if d['synced'] else 'reports it runs'} {show(e.gained)}")
+    if e.epoch != e.previous_epoch and not d["synced"]:
+        parts.append(f"joined generation {e.epoch}")
+        where = ""
+    else:
+        where = f" at generation {e.epoch}"
+    leader = f" (leader {d['leader']})" if d["synced"] and d.get("leader") else ""
+    error = f", assignment error {d['error']}" if d.get("error") else ""
+    if d["synced"] and not e.gained and not e.released:
+        return (f"{e.member_id} got its assignment of generation {e.epoch}{leader}{error}: nothing changes, runs "
+                f"{show(d['runs'])}" + _classic_note(d))
+    if not parts:
+        parts.append("changed its metadata")
+    return (f"{e.member_id} {' and '.join(parts)}{where}{leader}{error}, runs {show(d['runs'])}"
+            + _classic_note(d))
 
 
 def _text_converted(e: Event, d: dict) -> str:
@@ -552,7 +731,8 @@ _TEXT = {
     MEMBER_LEFT: _text_left, TARGET_INSTALLED: _text_installed, TARGET_FAILED: _text_failed,
     TARGET_UPDATED: _text_target_updated, REVOKING: _text_revoking, MEMBER_EPOCH: _text_member_epoch,
     STATIC_LEAVE: _text_static_leave, RELEASED: _text_released, CLASSIC_GROUP: _text_classic,
-    CONVERTED: _text_converted,
+    CONVERTED: _text_converted, CLASSIC_MEMBER_JOINED: _text_classic_joined,
+    CLASSIC_MEMBER_LEFT: _text_classic_left, CLASSIC_MEMBER: _text_classic_member,
 }
 
 

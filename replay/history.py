@@ -14,7 +14,13 @@ change means. From the events it keeps, per group:
 - **rebalances**: a rebalance opens at a group epoch bump and closes at the first record after
   which the group is converged: every member at the group epoch with nothing to revoke or wait for
   (`coordinator.core.group_coordinator`'s STABLE), or no members and no holdings left. Bumps while one
-  is open extend it. What moved is the holder of each item at its close against its opening;
+  is open extend it. What moved is the holder of each item at its close against its opening. A
+  classic group's rebalance opens at a record in PreparingRebalance or CompletingRebalance and
+  closes at the first one Stable (the leader's assignments are in) or Empty, its epochs the
+  generations;
+- **conversions**: when a group changes protocol, its members' work moves from one kind of record
+  to the other in one batch (`events`' handover and takeover): a worker that goes on running an
+  item keeps one holding of it, from when it got it, not two;
 - **corrupt records**: reported with their position and skipped (`strict` stops at the first), as
   a coordinator loading the partition does.
 
@@ -32,8 +38,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from records import RECORD_TYPES, RecordDecodeError, decode
+from records import RECORD_TYPES, ClassicGroupMetadataKey, ConnectGroupMetadataKey, RecordDecodeError, decode
 
+from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
+from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
 from coordinator.core.items import Item
 from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.core.views import rebalance_converged
@@ -84,6 +92,7 @@ class Rebalance:
     installed: Position | None = None  # the last target assignment installed while it was open
     deferred: int = 0  # items that target deferred (held back for departed members)
     members: int = 0  # members in the group at its end (where the read ended, if open)
+    protocol: str = "connect"  # or "classic": its epochs are generations
     # Each item's holder before its first change in this rebalance: what moved is read from it.
     owners_at_start: dict[Item, str | None] = field(default_factory=dict, repr=False)
 
@@ -99,11 +108,20 @@ class _Holding:
 
 
 @dataclass(slots=True)
+class _Handed:
+    """A holding that a change of protocol moved off its records, until its new record takes it."""
+
+    holding: _Holding
+    released: Event
+
+
+@dataclass(slots=True)
 class _GroupHistory:
     track: GroupTrack = field(default_factory=GroupTrack)
     holders: dict[Item, dict[str, _Holding]] = field(default_factory=dict)
     rebalance: Rebalance | None = None
     rebalances: int = 0
+    handed: dict[Item, dict[str, _Handed]] = field(default_factory=dict)  # item -> member -> its holding
 
 
 class History:
@@ -201,7 +219,9 @@ class History:
         events = ev.derive(gh.track, key, before, after, group, at)
         for event in events:
             self._follow(gh, event, group)
-        if gh.rebalance is not None and rebalance_converged(group):
+        if gh.handed and after is not None and key.__class__ in _CONVERSION_ENDS:
+            self._end_handed(gh)
+        if gh.rebalance is not None and _converged(state, group_id, group):
             self._close(gh, at)
         return events  # type: ignore[return-value]
 
@@ -228,6 +248,30 @@ class History:
             gh.rebalance.deferred = len(e.detail["deferred"])
         elif kind == ev.GROUP_DELETED and gh.rebalance is not None:
             self._close(gh, e.at)
+        elif kind == ev.CLASSIC_GROUP and e.detail:
+            self._classic_rebalance(gh, e)
+
+    def _classic_rebalance(self, gh: _GroupHistory, e: Event) -> None:
+        """A classic group's record: a join round in progress opens (or extends) a rebalance; the
+        leader's SyncGroup (Stable) is its target installed."""
+        d = e.detail
+        rebalance = gh.rebalance
+        if d["state"] in (PREPARING_REBALANCE, COMPLETING_REBALANCE) or (
+                e.previous_epoch is not None and e.epoch != e.previous_epoch):
+            causes = [f"{m} joined" for m in d["joined"]] + [f"{m} left" for m in d["left"]]
+            if d.get("converted"):
+                causes = ["the group went back to the classic protocol"]
+            if not causes and e.epoch != e.previous_epoch and e.previous_epoch is not None:
+                causes = ["the members joined again"]
+            if rebalance is None or rebalance.protocol != "classic":
+                gh.rebalance = Rebalance(e.group_id, gh.rebalances + 1, e.at, e.previous_epoch, e.epoch, causes,
+                                         protocol="classic")
+            else:
+                rebalance.to_epoch = e.epoch
+                if causes != ["the members joined again"]:  # the round a departure started, going on
+                    rebalance.causes.extend(c for c in causes if c not in rebalance.causes)
+        if d["state"] == STABLE and gh.rebalance is not None and gh.rebalance.protocol == "classic":
+            gh.rebalance.installed = e.at
 
     def _ownership(self, gh: _GroupHistory, e: Event) -> None:
         member_id = e.member_id
@@ -238,38 +282,65 @@ class History:
             before = rebalance.owners_at_start
             for item in e.released | e.gained:
                 if item not in before:
-                    before[item] = _owner(holders.get(item))
+                    before[item] = _holder(gh, item)
+        handover = e.detail.get("handover", False)
+        takeover = e.detail.get("takeover", False)
         for item in e.released:
             held = holders.get(item)
             holding = held.pop(member_id, None) if held is not None else None
             if held is not None and not held:
                 del holders[item]
-            if holding is not None and keeps is not None and keeps(item):
+            if holding is not None and handover:
+                gh.handed.setdefault(item, {})[member_id] = _Handed(holding, e)
+            elif holding is not None and keeps is not None and keeps(item):
                 self.intervals.append(Interval(e.group_id, item, member_id, holding.since, holding.epoch, e.at,
                                                _ended_by(e)))
+        carried = 0
         for item in e.gained:
+            handed = None
+            if takeover and item in gh.handed:
+                handed = gh.handed[item].pop(member_id, None)
+                if not gh.handed[item]:
+                    del gh.handed[item]
+            if handed is not None:
+                carried += 1
+            mine = handed.holding if handed is not None else _Holding(e.at, e.epoch)
             held = holders.get(item)
             if held is None:
-                holders[item] = {member_id: _Holding(e.at, e.epoch)}
+                holders[item] = {member_id: mine}
                 continue
             if self.checker is not None:
                 for other, holding in held.items():
                     if other != member_id:
                         self.checker.held_twice(e, item, other, holding.since)
-            held[member_id] = _Holding(e.at, e.epoch)
+            held[member_id] = mine
         if rebalance is not None:
-            if e.detail.get("revoked"):
+            if handover:
+                pass  # not given up: carried over to the other protocol's records
+            elif e.detail.get("revoked") or e.detail.get("revoked_released"):
                 rebalance.revoked += len(e.released)
             else:
                 rebalance.released += len(e.released)
-            rebalance.assigned += len(e.gained)
+            rebalance.assigned += len(e.gained) - carried
+
+    def _end_handed(self, gh: _GroupHistory) -> None:
+        """The change of protocol is written: holdings it moved that no new record took ended
+        where they were moved off."""
+        keeps = self._keeps
+        for item, by_member in gh.handed.items():
+            if keeps is not None and keeps(item):
+                for member_id, handed in by_member.items():
+                    e = handed.released
+                    self.intervals.append(Interval(e.group_id, item, member_id, handed.holding.since,
+                                                   handed.holding.epoch, e.at, _ended_by(e)))
+        gh.handed.clear()
 
     def _close(self, gh: _GroupHistory, at: Position) -> None:
         rebalance = gh.rebalance
         gh.rebalance = None
         rebalance.end = at
-        rebalance.moved = _moved(rebalance.owners_at_start, gh.holders)
-        rebalance.members = _members(self.state.groups.get(rebalance.group_id))
+        rebalance.moved = _moved(rebalance.owners_at_start, gh)
+        rebalance.members = _members(self.state, rebalance.group_id)
         rebalance.owners_at_start = {}
         if rebalance.end == rebalance.start and not rebalance.moved:
             return  # the epoch of a group without members moved (its connectors were set): nothing to rebalance
@@ -297,16 +368,25 @@ class History:
                     out.extend(Interval(group_id, item, m, h.since, h.epoch) for m, h in held.items())
         return out
 
+    def handed_intervals(self) -> list[Interval]:
+        """Holdings a change of protocol moved off their records where the read ended, its new
+        records not read yet: ended there, as far as this read shows."""
+        keeps = self._keeps
+        return [Interval(group_id, item, member_id, h.holding.since, h.holding.epoch, h.released.at,
+                         _ended_by(h.released))
+                for group_id, gh in self._groups.items() for item, by_member in gh.handed.items()
+                if keeps is not None and keeps(item) for member_id, h in by_member.items()]
+
     def all_intervals(self) -> list[Interval]:
-        return sorted([*self.intervals, *self.open_intervals()],
+        return sorted([*self.intervals, *self.handed_intervals(), *self.open_intervals()],
                       key=lambda i: (i.group_id, ev.item_order(i.item), i.start.partition, i.start.offset))
 
     def all_rebalances(self) -> list[Rebalance]:
         """Converged rebalances, then any still open where the read ended."""
         open_ = [gh.rebalance for gh in self._groups.values() if gh.rebalance is not None]
         for rebalance in open_:
-            rebalance.moved = _moved(rebalance.owners_at_start, self._groups[rebalance.group_id].holders)
-            rebalance.members = _members(self.state.groups.get(rebalance.group_id))
+            rebalance.moved = _moved(rebalance.owners_at_start, self._groups[rebalance.group_id])
+            rebalance.members = _members(self.state, rebalance.group_id)
         return sorted([*self.rebalances, *open_], key=lambda r: (r.group_id, r.number))
 
     @property
@@ -365,7 +445,27 @@ def _every_item(item: Item) -> bool:
     return True  # a function, not a lambda: a History is pickled as the audit's snapshot
 
 
-def _members(group: ConnectGroup | None) -> int:
+_CONVERSION_ENDS = (ClassicGroupMetadataKey, ConnectGroupMetadataKey)  # with a value: the batch of a conversion ends
+
+
+def _classic_only(state: CoordinatorState, group_id: str, group: ConnectGroup | None):  # noqa: ANN202
+    """The classic group `group_id` is, when it is one (no connect members)."""
+    classic = state.classic_groups.get(group_id)
+    return classic if classic is not None and (group is None or not group.members) else None
+
+
+def _converged(state: CoordinatorState, group_id: str, group: ConnectGroup | None) -> bool:
+    classic = _classic_only(state, group_id, group)
+    if classic is not None:
+        return classic.state in (STABLE, CLASSIC_EMPTY)
+    return rebalance_converged(group)
+
+
+def _members(state: CoordinatorState, group_id: str) -> int:
+    group = state.groups.get(group_id)
+    classic = _classic_only(state, group_id, group)
+    if classic is not None:
+        return len(classic.members)
     return 0 if group is None else len(group.members)
 
 
@@ -380,11 +480,15 @@ def _owners(gh: _GroupHistory) -> dict[Item, str | None]:
     return {item: _owner(held) for item, held in gh.holders.items()}
 
 
-def _moved(before: dict[Item, str | None], holders: dict[Item, dict[str, _Holding]]
-           ) -> list[tuple[Item, str | None, str | None]]:
+def _holder(gh: _GroupHistory, item: Item) -> str | None:
+    """Who holds an item, counting a holding a change of protocol is carrying over."""
+    return _owner(gh.holders.get(item) or gh.handed.get(item))
+
+
+def _moved(before: dict[Item, str | None], gh: _GroupHistory) -> list[tuple[Item, str | None, str | None]]:
     moved = []
     for item, was in before.items():
-        now = _owner(holders.get(item))
+        now = _holder(gh, item)
         if now != was:
             moved.append((item, was, now))
     return sorted(moved, key=lambda m: ev.item_order(m[0]))
@@ -392,8 +496,19 @@ def _moved(before: dict[Item, str | None], holders: dict[Item, dict[str, _Holdin
 
 
 def _ended_by(e: Event) -> str:
+    d = e.detail
+    if d.get("handover"):
+        return "moved to the other protocol's records"
     if e.kind == ev.RELEASED:
         return "member left the group"
+    if e.kind == ev.CLASSIC_MEMBER_LEFT:
+        return "member left the classic group"
+    if e.kind == ev.CLASSIC_MEMBER:
+        if d.get("revoked_released"):
+            return f"revoked (generation {e.epoch})"
+        if not d.get("synced") and e.epoch != e.previous_epoch:
+            return f"stopped to join generation {e.epoch}"
+        return f"released (generation {e.epoch})"
     if e.kind == ev.MEMBER_EPOCH:
         return f"revoked (epoch {e.epoch})" if e.detail.get("revoked") else f"released (epoch {e.epoch})"
     if e.kind == ev.STATIC_LEAVE:

@@ -3,9 +3,12 @@
 The protocol promises three things a log must show (seed 000; `coordinator.core.reconciliation`):
 
 - **no item held twice**: an item is handed to a member only when no other member holds it, owned
-  or still revoking. Checked from the events' `gained` sets against the holders `History` keeps.
+  or still revoking (a classic member: what it runs by Kafka Connect's rule over its bytes, so a
+  task that two classic workers run at once is caught too). Checked from the events' `gained` sets
+  against the holders `History` keeps.
 - **epochs never go back**: the group epoch, the assignment epoch, and each member's epoch (a
-  member that leaves and joins again starts over, and -2, the static leave, is not an epoch).
+  member that leaves and joins again starts over, and -2, the static leave, is not an epoch); a
+  classic group's generation.
 - **targets valid for their epoch**: an installed target assigns every item configured at the
   group epoch it was computed for exactly once, or defers it with a deadline, and nothing else.
   A target installed for an epoch the group has already left may lack the work of members that
@@ -86,6 +89,10 @@ class Invariants:
                 self._violation(EPOCH_WENT_BACK, e, f"assignment epoch went back from {previous} to {e.epoch}")
             if kind == ev.TARGET_INSTALLED:
                 self._check_target(e, group)
+        elif kind == ev.CLASSIC_GROUP:
+            if previous is not None and e.epoch is not None and e.epoch < previous:
+                self._violation(EPOCH_WENT_BACK, e, f"generation of classic group {e.group_id} went back from "
+                                                    f"{previous} to {e.epoch}")
         elif kind == ev.MEMBER_EPOCH or kind == ev.REVOKING:
             if (previous is not None and previous != LEAVE_GROUP_STATIC_MEMBER_EPOCH and e.epoch < previous):
                 self._violation(EPOCH_WENT_BACK, e, f"member epoch of {e.member_id} went back from {previous} to "

@@ -135,7 +135,8 @@ def layout(history: History, group_id: str) -> Layout:
         bars.extend(bars_by_lane[lane])
     # A static member that comes back under a new member id is the same worker: say so on its lane.
     instances = {e.member_id: e.detail["instance_id"] for e in history.events
-                 if e.kind == ev.MEMBER_JOINED and e.group_id == group_id and e.detail["instance_id"]}
+                 if e.kind in (ev.MEMBER_JOINED, ev.CLASSIC_MEMBER_JOINED) and e.group_id == group_id
+                 and e.detail["instance_id"]}
     away = []
     gone: dict[str, int] = {}
     for e in history.events:
@@ -159,7 +160,8 @@ def layout(history: History, group_id: str) -> Layout:
             moved += f", ... +{len(r.moved) - 15} more"
         state = f"converged in {format_duration(r.duration_ms)}" if r.end is not None else "not converged"
         bands.append(Band(r.start.timestamp_ms, end, r.to_epoch, why, r.end is not None,
-                          f"rebalance {r.number}: epoch {r.from_epoch} -> {r.to_epoch}, {state}\n"
+                          f"rebalance {r.number}: {'generation' if r.protocol == 'classic' else 'epoch'} "
+                          f"{r.from_epoch} -> {r.to_epoch}, {state}\n"
                           f"{format_time(r.start.timestamp_ms)} (offset {r.start.offset})\n{why}\n"
                           f"moved: {moved or 'nothing'}"))
     title = (f"group {group_id}: who held what, {format_time(t0)} to {format_clock(t1)} UTC, "

@@ -205,3 +205,74 @@ def test_group_page_in_headless_chromium(live: Live) -> None:
                    timeout=120, check=True)
     assert SCREENSHOT.stat().st_size > 10_000
     print(f"screenshot: {SCREENSHOT}")
+
+
+# --- a classic group (issue 27, item 3) --------------------------------------------------------------------
+
+
+def test_the_page_of_a_classic_group_shows_each_workers_url_config_offset_and_work() -> None:
+    """What a classic member runs is Kafka Connect's rule over its bytes, its URL and config offset
+    its JoinGroup metadata's; a member whose bytes are not Connect's runs nothing known, with why."""
+    from test_classic_views import T0, classic, classic_log, member, raw, replayed_state, url
+    from test_classic_views import G as CLASSIC
+
+    from coordinator.core.group_coordinator import GroupCoordinator
+    from coordinator.service.pages import group_page
+    from replay import plot
+    from replay.history import History
+
+    log = classic_log()[:6]
+    log.append(classic(4, "Stable", "sessioned", *log[-1].value.members, member("X9", b"\x00\x02junk", b"")))
+    described = GroupCoordinator(replayed_state(log)).describe_group(CLASSIC)
+    history = History(CLASSIC)
+    history.run(raw(log))
+    html = group_page(described, plot.svg(history, CLASSIC), "read to the end", coordinator="http://c", partition=0,
+                      now_ms=T0)
+    tables = {m: html[html.index(f'data-member="{m}"'):] for m in ("W1", "W2", "W3", "X9")}
+    for m, runs in (("W1", "A, A-0"), ("W2", "A-1"), ("W3", "A-2")):
+        table = tables[m][:tables[m].index("</table>")]
+        assert f'<td class="k">url</td><td>{url(m)}</td>' in table
+        assert '<td class="k">config offset</td><td>12</td>' in table
+        assert f'<td class="k">runs</td><td>{runs}</td>' in table and '<td class="k">note</td>' not in table
+    x9 = tables["X9"][:tables["X9"].index("</table>")]
+    assert '<td class="k">runs</td><td><span class="none">nothing</span></td>' in x9
+    assert "its JoinGroup metadata cannot be read" in x9
+    # The timeline draws a lane per worker and a bar per task it ran.
+    assert all(f">{m}<" in html for m in ("W1", "W2", "W3")) and "A-2" in html
+
+
+def test_the_live_page_of_a_classic_group(live: Live) -> None:
+    """A Connect worker on the classic protocol, through the HTTP API with Connect's bytes: the
+    page shows its URL, config offset and what the leader's assignment gave it, and its timeline."""
+    from test_classic_views import assignment, cat, metadata, url
+
+    group = "page-classic"
+    sub = metadata("C1", "sessioned", offset=33)
+    headers = {"Authorization": f"Bearer {OPS}"}
+    joined = requests.post(f"{live.url}/v1/classic-group/join", headers=headers, timeout=30, json={
+        "GroupId": group, "GroupInstanceId": "pod-c1", "ProtocolType": "connect",
+        "Protocols": [{"Name": "sessioned", "Metadata": base64.b64encode(sub).decode()}],
+        "SessionTimeoutMs": 30_000, "RebalanceTimeoutMs": 30_000}).json()
+    assert joined["ErrorCode"] == 0 and joined["Leader"] == joined["MemberId"], joined
+    given = assignment("sessioned", cat("sink", ("sink", 0), ("sink", 1)))
+    synced = requests.post(f"{live.url}/v1/classic-group/sync", headers=headers, timeout=30, json={
+        "GroupId": group, "MemberId": joined["MemberId"], "GenerationId": joined["GenerationId"],
+        "GroupInstanceId": "pod-c1",
+        "Assignments": [{"MemberId": joined["MemberId"], "Assignment": base64.b64encode(given).decode()}]}).json()
+    assert synced["ErrorCode"] == 0, synced
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            page = _get(live, f"/ui/groups/{group}").text
+            if "<svg" in page or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        table = page[page.index(f'data-member="{joined["MemberId"]}"'):]
+        table = table[:table.index("</table>")]
+        assert f'<td class="k">url</td><td>{url("C1")}</td>' in table
+        assert '<td class="k">config offset</td><td>33</td>' in table
+        assert '<td class="k">runs</td><td>sink, sink-0, sink-1</td>' in table
+        assert "pod-c1" in table and "<svg" in page and "sink-1" in page[page.index("<svg"):]
+    finally:
+        requests.post(f"{live.url}/v1/classic-group/leave", headers=headers, timeout=30, json={
+            "GroupId": group, "Members": [{"MemberId": joined["MemberId"], "GroupInstanceId": "pod-c1"}]})

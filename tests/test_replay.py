@@ -686,3 +686,29 @@ def test_the_timeline_tells_a_migration_both_ways() -> None:
     converted = [r for r in rows if r["kind"] == "converted"]
     assert [orjson.loads(r["detail"])["to"] for r in converted] == ["connect", "classic"]
     assert converted[0]["member"] == "n1" and converted[0]["epoch"] == generation
+
+
+
+def test_a_migration_keeps_each_workers_holding_whole_across_the_change_of_protocol() -> None:
+    """Two Connect workers on the classic protocol (Connect's bytes, through JoinGroup and SyncGroup)
+    run their work by Connect's rule over the type 2 record; a connect worker's join upgrades the
+    group, moving that work to connect records, and its leave downgrades it back, in one batch
+    each. A worker never stops running what it keeps: who-owned shows one holding, not one per
+    protocol, verify finds nothing, and no rebalance counts the move as work changing hands."""
+    from test_classic_views import G, cat, migrated
+
+    d = StampedDriver()
+    c1, c2 = migrated(d)
+    checker = Invariants()
+    history = history_of(raw_records(d.log, d.stamps), G, checker=checker)
+    assert checker.violations == []
+    texts = [ev.text(e) for e in history.events]
+    assert f"{c1} carries [A, A-0, A-1] over to the connect protocol" in texts
+    assert f"{c1} carries [A, A-0, A-1] back to the classic protocol" in texts
+    assert any(t.startswith(f"{c2} starts at epoch") and "as it did on the classic one" in t for t in texts)
+    intervals = history.all_intervals()
+    assert {(str(i.item), i.member_id, i.end) for i in intervals} == {
+        *((str(x), c1, None) for x in items_of(cat("A", ("A", 0), ("A", 1)))),
+        *((str(x), c2, None) for x in items_of(cat("B", ("B", 0))))}
+    assert all(a != b for r in history.all_rebalances() for _, a, b in r.moved)
+    assert history.owners(G) == {item: i.member_id for i in intervals for item in [i.item]}

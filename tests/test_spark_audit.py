@@ -576,3 +576,40 @@ def test_the_views_sql_names_only_tables() -> None:
         text = t.view_sql(view, lambda table: f"db.{table}")
         assert "{" not in text.replace("{}", "")
         assert set(re.findall(r"db\.(\w+)", text)) <= set(t.TABLES)
+
+
+def test_the_audit_tells_who_ran_what_in_a_classic_group(capsys, kafka_broker, unique_topic, where) -> None:  # noqa: ANN001
+    """A classic group of Kafka Connect workers (type 2 records with Connect's own bytes): the
+    events and ownership tables say who ran what, by Connect's rule, as `coordinator replay` does."""
+    from test_classic_views import G as CLASSIC
+    from test_classic_views import classic_log, url
+
+    from coordinator.tools.partitions import partition_for
+
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    for record in classic_log():  # one transaction per record, as the coordinator writes each change
+        w.writers[partition_for(CLASSIC, PARTITIONS)].write([record])
+    w.close()
+    audit(capsys, kafka_broker, unique_topic, where)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
+    owned = sql(capsys, where, f"SELECT item, connector, task, member, given_at_epoch, until IS NULL AS open, ended_by "
+                               f"FROM ownership WHERE `group` = '{CLASSIC}' ORDER BY item, since")
+    assert [tuple(r.values()) for r in owned] == [
+        ("A", "A", None, "W1", 1, True, None), ("A-0", "A", 0, "W1", 1, True, None),
+        ("A-1", "A", 1, "W2", 1, False, "member left the classic group"),
+        ("A-2", "A", 2, "W2", 1, False, "revoked (generation 2)"), ("A-2", "A", 2, "W3", 3, True, None)]
+    events = sql(capsys, where, f"""
+        SELECT kind, member, epoch, gained, released, get_json_object(detail, '$.url') AS url,
+               CAST(get_json_object(detail, '$.config_offset') AS INT) AS config_offset
+        FROM events WHERE `group` = '{CLASSIC}' AND kind LIKE 'classic-member%' ORDER BY offset, member""")
+    joined = [e for e in events if e["kind"] == "classic-member-joined"]
+    assert [(e["member"], e["url"], e["config_offset"]) for e in joined] == [
+        ("W1", url("W1"), 12), ("W2", url("W2"), 12), ("W3", url("W3"), 12)]
+    assert [(e["member"], e["epoch"], e["released"]) for e in events if e["released"]] == [
+        ("W2", 2, ["A-2"]), ("W2", None, ["A-1"])]
+    assert [(e["member"], e["gained"]) for e in events if e["gained"]] == [
+        ("W1", ["A", "A-0"]), ("W2", ["A-1", "A-2"]), ("W3", ["A-2"])]
+    (rebalances,) = sql(capsys, where, f"SELECT count(*) AS n, max(to_epoch) AS generation FROM rebalances "
+                                       f"WHERE `group` = '{CLASSIC}'")
+    assert rebalances == {"n": 4, "generation": 3}

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from records import ConnectorsAndTasks, TaskId
-from records.connect_protocol import ConnectProtocolError, decode_assignment
+from dataclasses import dataclass
 
-from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup
+from records import TaskId
+
+from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup, ClassicMember
 from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
+from coordinator.core.classic_holdings import ClassicHoldings, classic_member_holdings, worker_identity
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
 from coordinator.core.migration import settled
@@ -26,6 +28,16 @@ from coordinator.core.protocol import (
 )
 from coordinator.core.selection import group_assignor
 from coordinator.core.state import ConnectGroup, CoordinatorState
+
+
+@dataclass(slots=True, frozen=True)
+class ClassicMemberDescription(MemberDescription):
+    """A member speaking the classic protocol (of a classic group, or translated in a connect
+    group), with what its Kafka Connect metadata says besides its URL: the config topic offset it
+    had read to when it joined, and why what it runs is not known when its bytes cannot be read."""
+
+    config_offset: int | None = None
+    note: str | None = None
 
 
 def group_state(group: ConnectGroup) -> str:
@@ -72,10 +84,18 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         # A classic member (seed 000's migration) shows its worker state: joining again or stable.
         state = current.state if m.classic_member_metadata is None else (
             MemberState.STABLE if settled(group, member_id) else "PREPARING_REBALANCE")
-        members.append(MemberDescription(
-            member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, state,
-            current.assignment, current.pending_revocation, target.assignment if target else EMPTY,
-            m.server_assignor, m.client_assignors, "classic" if m.classic_member_metadata is not None else "connect"))
+        fields = (member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, state,
+                  current.assignment, current.pending_revocation, target.assignment if target else EMPTY,
+                  m.server_assignor, m.client_assignors)
+        if m.classic_member_metadata is None:
+            members.append(MemberDescription(*fields, "connect"))
+            continue
+        # A translated member: what it runs is its current assignment, as for everyone; who it is
+        # (URL, config offset) its last JoinGroup said.
+        protocols = m.classic_member_metadata.protocols
+        url, config_offset = worker_identity(protocols[0].metadata) if protocols else (None, None)
+        members.append(ClassicMemberDescription(*fields[:4], m.url or url, *fields[5:], "classic",
+                                                config_offset=config_offset))
     meta = group.target_metadata
     chosen = group_assignor(group.members.values(), config.default_server_assignor)
     settings = config.for_group(group.config)
@@ -96,14 +116,17 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
 def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config: CoordinatorConfig
                       ) -> GroupDescription:
     """A classic group: its generation and leader, each member in seed 000's worker states, and
-    what the leader's assignment gave it (Connect's ExtendedAssignment, when it can be read)."""
+    what it runs by Connect's rule (`classic_holdings`): its URL and config offset from its
+    metadata. A worker runs what it runs: nothing is shown as being revoked, and its target is
+    what it runs."""
     members = []
     for member_id in sorted(classic.members):
         m = classic.members[member_id]
-        assigned, revoked = _assignment(m.assignment)
-        members.append(MemberDescription(
-            member_id, m.instance_id, m.client_id, m.client_host, None, classic.generation,
-            classic.member_state(member_id), assigned, revoked, assigned, None, (), protocol="classic"))
+        held = _holdings(classic, m)
+        members.append(ClassicMemberDescription(
+            member_id, m.instance_id, m.client_id, m.client_host, held.url, classic.generation,
+            classic.member_state(member_id), held.runs, EMPTY, held.runs, None, (), protocol="classic",
+            config_offset=held.config_offset, note=held.note))
     settings = config.for_group(group.config if group is not None else None)
     return GroupDescription(
         group_id=classic.group_id, group_epoch=classic.generation, assignment_epoch=classic.generation,
@@ -118,16 +141,17 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
         generation=classic.generation, protocol_name=classic.protocol, leader=classic.leader)
 
 
-def _assignment(raw: bytes) -> tuple[ConnectorsAndTasks, ConnectorsAndTasks]:
-    """What a classic member was assigned and told to revoke (empty when unreadable: the bytes are
-    the leader's business, and another client's format is not ours to read)."""
-    if not raw:
-        return EMPTY, EMPTY
-    try:
-        a = decode_assignment(raw)
-    except ConnectProtocolError:
-        return EMPTY, EMPTY
-    return a.assigned, a.revoked
+def _holdings(classic: ClassicGroup, m: ClassicMember) -> ClassicHoldings:
+    """The rule, over the live member rather than the record: a member that has joined the round
+    in progress has sent fresh metadata (what it runs now; an eager worker stopped everything), so
+    its assignment of the last generation no longer applies; the record learns that when the join
+    phase completes. Before the group's first generation no protocol is chosen: the member's first."""
+    protocol = classic.protocol
+    subscription = m.metadata(protocol)
+    if not subscription and m.protocols:
+        protocol, subscription = m.protocols[0].name, m.protocols[0].metadata
+    fresh = classic.state == PREPARING_REBALANCE and m.joined
+    return classic_member_holdings(protocol, subscription, b"" if fresh else m.assignment)
 
 
 def list_groups(state: CoordinatorState) -> list[GroupListing]:

@@ -190,10 +190,20 @@ def _items(cat: wire.ConnectorsAndTasks) -> str:
     return ",".join([*cat.connectors, *(f"{t.connector}-{t.task}" for t in cat.tasks)]) or "-"
 
 
+class _DescribedMember(wire.MemberDescription):
+    """A member as any coordinator sends it; a classic member's ConfigOffset (the config topic
+    offset its Kafka Connect metadata says it had read to) and Note (why what it runs is not known:
+    its bytes are not Connect's) where the coordinator sends them."""
+
+    config_offset: int | None = None
+    note: str | None = None
+
+
 class _Described(wire.GroupDescription):
     """A description as any coordinator sends it: one from before Coordinator and Partition were
     added lacks them."""
 
+    members: list[_DescribedMember]
     coordinator: str | None = None
     partition: int | None = None
 
@@ -311,15 +321,37 @@ def _description_text(a: wire.GroupDescription) -> str:
     if a.assignment_error:
         lines.append(f"assignment error {a.assignment_error}: {a.assignment_error_message}")
     lines.append("")
-    lines.append(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
-                         _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                       ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+    if a.group_type == "classic":
+        lines.append(_classic_members_table(a))
+    elif any(m.protocol == "classic" for m in a.members):
+        # Translated classic members: their URL too (the worker's REST API, from its JoinGroup).
+        lines.append(table([[m.member_id, m.instance_id, m.protocol, m.url, m.member_epoch, m.state,
+                             _items(m.assignment), _items(m.pending_revocation), _items(m.target)] for m in a.members],
+                           ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+    else:
+        lines.append(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
+                             _items(m.pending_revocation), _items(m.target)] for m in a.members],
+                           ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+    notes = [f"{m.member_id}: {m.note}" for m in a.members if getattr(m, "note", None)]
+    if notes:
+        lines.append("")
+        lines.extend(notes)
     if a.departures:
         lines.append("")
         lines.append(f"removed by the change to group epoch {a.group_epoch}:")
         lines.append(table([[d.member_id, d.instance_id, d.reason_text] for d in a.departures],
                            ["MEMBER", "INSTANCE", "WHY"]))
     return "\n".join(lines)
+
+
+def _classic_members_table(a: wire.GroupDescription) -> str:
+    """A classic group's members: who each worker is (its REST API's URL, the config offset it had
+    read to when it joined) and what it runs, by Kafka Connect's rule (coordinator.core.classic_holdings)."""
+    if not a.members:
+        return f"group {a.group_id} has no members"
+    return table([[m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state,
+                   _items(m.assignment)] for m in a.members],
+                 ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "RUNS"])
 
 
 def _when(ms: int | None) -> str:

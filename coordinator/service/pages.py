@@ -182,11 +182,20 @@ def _member_table(m: MemberDescription) -> str:
     rows = [("instance", _esc(m.instance_id) if m.instance_id else '<span class="none">dynamic</span>'),
             ("member epoch", _esc(m.member_epoch)), ("state", _state(m.state)), ("protocol", _esc(m.protocol)),
             ("client", f"{_esc(m.client_id)} at {_esc(m.client_host or '?')}"),
-            ("url", _esc(m.url) if m.url else '<span class="none">-</span>'),
-            ("runs", _items(m.assignment)),
-            ("revoking", f'<span class="revoking">{_items(m.pending_revocation)}</span>'
-             if items_of(m.pending_revocation) else _items(m.pending_revocation)),
-            ("target", _items(m.target))]
+            ("url", _esc(m.url) if m.url else '<span class="none">-</span>')]
+    if m.protocol == "classic":
+        # A Kafka Connect worker on the classic protocol: the config offset its JoinGroup said,
+        # and what it runs by Connect's rule (coordinator.core.classic_holdings), or why that is
+        # not known.
+        offset = getattr(m, "config_offset", None)
+        rows.append(("config offset", _esc(offset) if offset is not None else '<span class="none">-</span>'))
+    rows += [("runs", _items(m.assignment)),
+             ("revoking", f'<span class="revoking">{_items(m.pending_revocation)}</span>'
+              if items_of(m.pending_revocation) else _items(m.pending_revocation)),
+             ("target", _items(m.target))]
+    note = getattr(m, "note", None)
+    if note:
+        rows.append(("note", f'<span class="note">{_esc(note)}</span>'))
     body = "".join(f'<tr><td class="k">{k}</td><td>{v}</td></tr>' for k, v in rows)
     return (f'<table class="member" data-member="{_esc(m.member_id)}"><tr><th colspan="2">member '
             f"{_esc(m.member_id)}</th></tr>{body}</table>")
