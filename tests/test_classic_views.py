@@ -334,41 +334,13 @@ def test_describe_shows_a_translated_classic_members_url_and_config_offset(capsy
 
 
 def test_groups_describe_prints_a_classic_members_url_config_offset_and_work(
-        capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+        capsys: pytest.CaptureFixture) -> None:
     from test_admin_cli import serving
-
-    from coordinator.api import wire
 
     log = [*classic_log()[:6], classic(4, "Stable", "sessioned", *classic_log()[5].value.members,
                                        member("X9", b"\x00\x02junk", b""))]
     coordinator = GroupCoordinator(replayed_state(log))
-    original = wire.GroupDescription.of
-
-    def with_config_offsets(d, **kw):  # noqa: ANN001, ANN003, ANN202
-        """As a coordinator whose wire carries the core's ConfigOffset and Note sends it."""
-        body = original(d, **kw)
-        return _WithOffsets(body, d)
-
-    class _WithOffsets:
-        def __init__(self, body, d) -> None:  # noqa: ANN001
-            self.body, self.d = body, d
-
-    encode = wire.encode
-
-    def encoding(body):  # noqa: ANN001, ANN202
-        if not isinstance(body, _WithOffsets):
-            return encode(body)
-        value = orjson.loads(encode(body.body))
-        for shown, m in zip(value["Members"], body.d.members, strict=True):
-            shown["ConfigOffset"] = getattr(m, "config_offset", None)
-            shown["Note"] = getattr(m, "note", None)
-        return orjson.dumps(value)
-
     with serving(coordinator) as base:
-        assert cli.main(["groups", "describe", G, "--url", base]) == 0
-        plain = capsys.readouterr().out
-        monkeypatch.setattr(wire.GroupDescription, "of", with_config_offsets)
-        monkeypatch.setattr(wire, "encode", encoding)
         assert cli.main(["groups", "describe", G, "--url", base]) == 0
         out = capsys.readouterr().out
         assert cli.main(["groups", "describe", G, "--url", base, "--format", "json"]) == 0
@@ -383,9 +355,6 @@ def test_groups_describe_prints_a_classic_members_url_config_offset_and_work(
     assert [(m["MemberId"], m["Url"], m["ConfigOffset"], m["Assignment"]["Tasks"]) for m in described["Members"]] == [
         ("W1", url("W1"), 12, [{"Connector": "A", "Task": 0}]), ("W2", url("W2"), 12, [{"Connector": "A", "Task": 1}]),
         ("W3", url("W3"), 12, [{"Connector": "A", "Task": 2}]), ("X9", None, None, [])]
-    # A coordinator whose wire does not carry them yet: the URL and the work all the same.
-    assert [line.split() for line in plain[plain.index("MEMBER"):].splitlines()[1:2]] == [
-        ["W1", "-", url("W1"), "-", "STABLE", "A,A-0"]]
 
 
 # --- replay: timeline, who-owned, verify ------------------------------------------------------------------

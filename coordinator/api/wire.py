@@ -681,6 +681,11 @@ class MemberDescription(Body):
     assignment: Annotated[ConnectorsAndTasks, doc("What it owns now (its current assignment).")]
     pending_revocation: Annotated[ConnectorsAndTasks, doc("What it must revoke before it moves on.")]
     target: Annotated[ConnectorsAndTasks, doc("Its part of the target assignment.")]
+    config_offset: Annotated[Int64 | None, doc(
+        "A classic member's Kafka Connect config topic offset, as its JoinGroup metadata says; null for connect "
+        "members and where the metadata cannot be read.")]
+    note: Annotated[str | None, doc(
+        "Why what a classic member runs is not known (its bytes are not Kafka Connect's), else null.")]
 
 
 class Departure(Body):
@@ -750,7 +755,8 @@ class GroupDescription(Body):
             members=[MemberDescription(
                 member_id=m.member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
                 url=m.url, member_epoch=m.member_epoch, state=m.state, assignment=items(m.assignment),
-                pending_revocation=items(m.pending_revocation), target=items(m.target), protocol=m.protocol)
+                pending_revocation=items(m.pending_revocation), target=items(m.target), protocol=m.protocol,
+                config_offset=getattr(m, "config_offset", None), note=getattr(m, "note", None))
                 for m in d.members],
             deferred=items(d.deferred), scheduled_rebalance_at_ms=d.scheduled_rebalance_at_ms,
             assignment_error=d.assignment_error, assignment_error_message=d.assignment_error_message,
