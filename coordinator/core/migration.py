@@ -49,7 +49,6 @@ from dataclasses import replace
 
 from records import (
     ClassicMemberMetadata,
-    ConnectorsAndTasks,
     CurrentMemberAssignmentValue,
     MemberMetadataKey,
     MemberMetadataValue,
@@ -173,12 +172,18 @@ def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
     else what that said with the leader's assignment applied (`holdings`). Bytes that cannot be read
     refuse the upgrade (as Kafka does): taking the member for idle could give its work to another
     while it still runs it."""
-    fresh = classic.state == COMPLETING_REBALANCE or (classic.state == PREPARING_REBALANCE and m.joined)
+    rejoined = classic.state == PREPARING_REBALANCE and m.joined and bool(m.protocols)
+    fresh = rejoined or classic.state == COMPLETING_REBALANCE
+    # A member that joined this round said what it runs in its own first protocol's metadata (the
+    # group's protocol of the last generation may not be among those it offers now).
+    protocol = m.protocols[0].name if rejoined else classic.protocol
+    if protocol is None:
+        return frozenset()  # no generation has assigned it anything
     try:
         # A group of the previous release's dialect (protocols `incremental_cooperative`, `eager`) is
         # refused by its name: some of its bytes would read as a Connect worker that runs nothing.
-        version_of(classic.protocol)
-        reported = decode_metadata(m.metadata(classic.protocol)).owned if m.protocols else ConnectorsAndTasks()
+        version_of(protocol)
+        reported = decode_metadata(m.metadata(protocol)).owned
         if fresh or not m.assignment:
             return items_of(reported)
         return items_of(holdings(reported, decode_assignment(m.assignment)))
@@ -189,9 +194,9 @@ def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
 
 
 def _url(classic: ClassicGroup, m: ClassicMember) -> str | None:
-    try:
-        return decode_metadata(m.metadata(classic.protocol)).url or None
-    except ConnectProtocolError:
+    try:  # every protocol's metadata carries the URL; the group's may not be among those offered now
+        return decode_metadata(m.metadata(classic.protocol) or m.protocols[0].metadata).url or None
+    except (ConnectProtocolError, IndexError):
         return None
 
 
