@@ -68,7 +68,10 @@ def test_three_workers_share_the_work_and_the_leader_assigned_it() -> None:
     group = d.state.classic_groups[G]
     assert group.protocol == "sessioned" and group.leader in {w.member_id for w in workers}
     leader = next(w for w in workers if w.member_id == group.leader)
-    assert leader.worker.memory.targets  # the leader remembers what it gave
+    # The leader remembers what it gave, as Connect's LeaderState: exactly what each member runs.
+    state = leader.worker.assignor.leader_state
+    assert {m: frozenset(v.connectors) | frozenset(v.tasks) for m, v in state.items()} == {
+        w.member_id: w.owned for w in workers}
 
 
 def test_a_new_worker_gets_a_share_in_two_rounds_and_nothing_else_moves() -> None:
@@ -96,7 +99,9 @@ def test_a_graceful_leave_defers_its_work_for_the_delay_then_gives_it_out() -> N
     assert converged(rest)
 
 
-def test_a_static_worker_back_within_the_delay_gets_its_own_work_back() -> None:
+def test_a_static_worker_back_within_the_delay_gets_its_own_work_back_when_the_delay_ends() -> None:
+    """Connect's leader keeps a departed worker's work unassigned for the scheduled delay and then
+    hands it to the workers that joined empty meanwhile: the new process is the only one."""
     d, workers = started(["w1", "w2", "w3"], instance_id=None)
     static = fleet(d, ["s1"], instance_id="host-s1")
     workers += static
@@ -110,7 +115,9 @@ def test_a_static_worker_back_within_the_delay_gets_its_own_work_back() -> None:
     workers[3] = SimClassicWorker(d, G, "s1-again", instance_id="host-s1", session_timeout_ms=3_000,
                                   rebalance_timeout_ms=5_000, heartbeat_interval_ms=500,
                                   scheduled_rebalance_max_delay_ms=4_000)
-    run(workers, 3_000)
+    run(workers, 2_000)
+    assert not workers[3].owned  # the work waits for the delay, unowned
+    run(workers, 5_000)
     assert converged(workers) and workers[3].owned == its_work
 
 

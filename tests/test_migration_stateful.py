@@ -63,6 +63,7 @@ class MixedMachine(RuleBasedStateMachine):
         self.connect: dict[str, SimWorker] = {}
         self.version = 0
         self.serial = 0
+        self.eager: bool | None = None
 
     # --- the fleet --------------------------------------------------------------------------------
 
@@ -98,7 +99,12 @@ class MixedMachine(RuleBasedStateMachine):
     def join(self, protocol: str, data: st.DataObject) -> None:
         free = [n for n in NAMES if n not in self.classic and n not in self.connect]
         name = data.draw(st.sampled_from(free))
-        connect_protocol = data.draw(st.sampled_from(("sessioned", "sessioned", "compatible", "default")))
+        # One family per example, as Connect advises (eager and cooperative workers in one group can, in
+        # Connect too, run a task twice in the round that turns the group eager): `default` alone, or
+        # the cooperative ones mixed.
+        if self.eager is None:
+            self.eager = data.draw(st.sampled_from((False, False, True)))
+        connect_protocol = "default" if self.eager else data.draw(st.sampled_from(("sessioned", "compatible")))
         note(f"{name} starts on the {protocol} protocol" + (f" ({connect_protocol})" if protocol == "classic" else ""))
         self.start(name, protocol, connect_protocol)
 
@@ -116,7 +122,7 @@ class MixedMachine(RuleBasedStateMachine):
         else:
             worker.leave()
         if how in ("switch", "static_switch"):  # a rolling step: the same instance, the other protocol
-            self.start(name, "connect" if protocol == "classic" else "classic")
+            self.start(name, "connect" if protocol == "classic" else "classic", "default" if self.eager else "sessioned")
 
     @rule(connectors=CONNECTORS)
     def set_connectors(self, connectors: dict) -> None:

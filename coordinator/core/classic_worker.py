@@ -13,9 +13,10 @@ The round, as a Connect worker runs it:
    `default`) its last assignment with everything it runs in it. On `default` (eager) it first
    stops everything (Connect's onJoinPrepare).
 2. The **leader** (the coordinator says who) computes everyone's assignment from the members'
-   metadata and the group's connectors, as Connect's leader does for the chosen protocol, and
-   remembers its result: the previous targets, work whose owner left and waits for it, and when to
-   give that work out.
+   metadata and the group's connectors exactly as Connect's leader does for the chosen protocol
+   (`coordinator.core.assignors.connect_leader`: Connect's EagerAssignor and
+   IncrementalCooperativeAssignor, checked against Connect's own classes), and remembers what
+   Connect's leader remembers: the previous assignment, lost work and its scheduled delay.
 3. **Sync**: every member gets its assignment in Connect's bytes. On `default` `Assigned` is the
    whole set; on `compatible` and `sessioned` it is what is added, after the member stops `Revoked`
    (`holdings`), and `Delay` says when deferred work will be given out. An item another member
@@ -33,9 +34,9 @@ answer for its session timeout stops its work itself, as `Member` does.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember
+from records import ConnectorTaskCount
 from records.connect_protocol import (
     DEFAULT,
     OFFERED,
@@ -50,8 +51,9 @@ from records.connect_protocol import (
     holdings,
 )
 
-from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupSpec, MemberAssignment
-from coordinator.core.items import Item, connectors_and_tasks, items_of
+from coordinator.core.assignors import MemberAssignment
+from coordinator.core.assignors.connect_leader import ConfigSnapshot, ConnectLeaderAssignor
+from coordinator.core.items import Item, configured_work, connectors_and_tasks, items_of
 from coordinator.core.member import RETRIABLE, Action, Assign, GiveUp, Lose, Revoke
 from coordinator.core.protocol import (
     UNKNOWN_GENERATION,
@@ -70,9 +72,6 @@ from coordinator.core.protocol import (
 )
 
 PROTOCOL_TYPE = "connect"
-# The assignor each of Connect's protocols runs at the leader.
-LEADER_ASSIGNORS = {DEFAULT: "eager"}
-COOPERATIVE_ASSIGNOR = "incremental_cooperative"
 # After an answer that can be retried (the coordinator moving, loading), ask again this much later.
 RETRY_BACKOFF_MS = 200
 
@@ -80,17 +79,6 @@ UNJOINED = "UNJOINED"
 PREPARING_REBALANCE = "PREPARING_REBALANCE"  # our JoinGroup is out
 COMPLETING_REBALANCE = "COMPLETING_REBALANCE"  # joined; our SyncGroup is due or out
 STABLE = "STABLE"
-
-
-@dataclass(slots=True)
-class LeaderMemory:
-    """What a leader remembers between its rounds (and a new leader does not know)."""
-
-    targets: dict[str, ConnectorsAndTasks] = field(default_factory=dict)
-    instances: dict[str, str | None] = field(default_factory=dict)
-    departed: tuple[DepartedMember, ...] = ()
-    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
-    scheduled_at_ms: int | None = None
 
 
 class ClassicWorker:
@@ -122,7 +110,10 @@ class ClassicWorker:
         # which its JoinGroup metadata carries (None before a first assignment, and on `default`).
         self.snapshot: WorkerAssignment | None = None
         self.given_up: str | None = None
-        self.memory = LeaderMemory()
+        # Connect's leader keeps its assignor's memory across the rounds it leads (lost work and its
+        # deadline, the previous assignment); a new process, or another leader, starts without it.
+        self.assignor = ConnectLeaderAssignor(scheduled_rebalance_max_delay_ms)
+        self._last_completed_generation = UNKNOWN_GENERATION  # Connect's lastCompletedGenerationId
         self._join_at_ms: int | None = 0  # join (again) once the clock reaches this
         self._sync_at_ms: int | None = None
         self._heartbeat_at_ms: int | None = None
@@ -226,7 +217,11 @@ class ClassicWorker:
             self._assignments = self._assign(response.members, tuple(connectors), now)
         return []
 
-    def synced(self, response: SyncGroupResponse, now: int) -> list[Action]:
+    def synced(self, response: SyncGroupResponse, now: int,
+               connectors: Iterable[ConnectorTaskCount] | None = None) -> list[Action]:
+        """The SyncGroup answer. `connectors`, when known, is the group's configuration: a Connect
+        worker stops on its own what its config topic no longer has (DistributedHerder's config
+        updates), which Connect's assignor does not revoke when it does not remember having given it."""
         code = self._answered(response.error_code, now)
         if code != ErrorCode.NONE:
             return self._failed_round(code, response.error_message, now)
@@ -241,6 +236,8 @@ class ClassicWorker:
         self._heartbeat_at_ms = now + self.heartbeat_interval_ms
         # Connect's onJoinComplete: stop what is revoked, then run what the protocol's rule says.
         runs = items_of(holdings(connectors_and_tasks(self.owned), assignment))
+        if connectors is not None:
+            runs &= configured_work(tuple(connectors)).items
         actions = self._revoke(self.owned - runs)
         added = runs - self.owned
         if added:
@@ -248,6 +245,7 @@ class ClassicWorker:
             actions.append(Assign(connectors_and_tasks(added), MemberAssignment(connectors_and_tasks(self.owned))))
         if self.protocol != DEFAULT:
             self.snapshot = replace(assignment, assigned=connectors_and_tasks(self.owned))
+        self._last_completed_generation = self.generation
         if assignment.revoked.connectors or assignment.revoked.tasks:
             self._join_at_ms = now  # stopped what another member waits for: the next round gives it out
         elif assignment.delay_ms > 0:
@@ -344,66 +342,21 @@ class ClassicWorker:
 
     def _assign(self, members: tuple[JoinGroupMember, ...], connectors: tuple[ConnectorTaskCount, ...], now: int
                 ) -> tuple[SyncGroupAssignment, ...]:
-        """Everyone's assignment for this generation, by the chosen protocol's assignor."""
-        owned: dict[str, frozenset[Item]] = {}
-        offsets: dict[str, int] = {}
+        """Everyone's assignment for this generation, as Connect's leader computes it for the chosen
+        protocol (`ConnectLeaderAssignor`). The connectors come from the coordinator, so the leader is
+        never behind a member's config offset: its snapshot is at the highest one reported."""
+        metadata: dict[str, WorkerMetadata] = {}
         for m in members:
             try:
-                metadata = decode_metadata(m.metadata)
-                owned[m.member_id] = items_of(metadata.owned)
-                offsets[m.member_id] = metadata.config_offset
+                metadata[m.member_id] = decode_metadata(m.metadata)
             except ConnectProtocolError:
-                owned[m.member_id] = frozenset()  # unreadable: it is told to run what it is given
-        memory = self.memory
-        by_instance = {i: m for m, i in memory.instances.items() if i is not None}
-        spec_members = []
-        for m in sorted(members, key=lambda m: m.member_id):
-            previous = memory.targets.get(m.member_id) or memory.targets.get(by_instance.get(m.instance_id or "", ""))
-            spec_members.append(AssignmentMember(
-                member_id=m.member_id, instance_id=m.instance_id, member_epoch=self.generation,
-                target=previous if previous is not None else connectors_and_tasks(owned[m.member_id]),
-                owned=connectors_and_tasks(owned[m.member_id])))
-        present = {m.member_id for m in members} | {m.instance_id for m in members if m.instance_id}
-        departed = {d.member_id: d for d in memory.departed}
-        for member_id, target in memory.targets.items():
-            if member_id not in present and memory.instances.get(member_id) not in present and (
-                    target.connectors or target.tasks) and member_id not in departed:
-                departed[member_id] = DepartedMember(member_id, memory.instances.get(member_id), target, now)
-        spec = GroupSpec(self.group_id, self.generation, connectors, tuple(spec_members),
-                         departed=tuple(d for d in departed.values()
-                                        if d.member_id not in present and d.instance_id not in present),
-                         deferred=memory.deferred, scheduled_rebalance_at_ms=memory.scheduled_at_ms,
-                         scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms, now_ms=now)
-        result = ASSIGNORS[LEADER_ASSIGNORS.get(self.protocol or "", COOPERATIVE_ASSIGNOR)].assign(spec)
-        if result.error:
-            targets = {m.member_id: owned[m.member_id] for m in members}  # keep everyone's work (seed 000)
-            delay = 0
-        else:
-            targets = {m.member_id: items_of(result.members[m.member_id].assignment) if m.member_id in result.members
-                       else frozenset() for m in members}
-            deferred = items_of(result.deferred)
-            memory.departed = tuple(replace(d, assignment=connectors_and_tasks(items_of(d.assignment) & deferred))
-                                    for d in spec.departed if items_of(d.assignment) & deferred)
-            memory.deferred = result.deferred
-            delay = result.scheduled_rebalance_delay_ms or 0
-            memory.scheduled_at_ms = now + delay if delay else None
-        memory.targets = {m: connectors_and_tasks(t) for m, t in targets.items()}
-        memory.instances = {m.member_id: m.instance_id for m in members}
-        holder = {item: member_id for member_id, items in owned.items() for item in items}
+                metadata[m.member_id] = WorkerMetadata()  # unreadable: it is told to run what it is given
+        offset = max([self.config_offset, *(m.config_offset for m in metadata.values())])
         protocol = self.protocol or self.protocols[0]
-        offset = max([self.config_offset, *offsets.values()])  # the leader reads the config from us: never behind
-        assignments = []
-        for m in members:
-            mine, target = owned[m.member_id], targets[m.member_id]
-            # Never given while another member still runs it: that one stops it and joins again.
-            given = target & mine | {i for i in target - mine if holder.get(i, m.member_id) == m.member_id}
-            # `default` says everything the member runs; the others only what it adds (Connect's delta).
-            assigned = given if protocol == DEFAULT else given - mine
-            assignments.append(SyncGroupAssignment(m.member_id, encode_assignment(WorkerAssignment(
-                leader=self.member_id, leader_url=self.url, config_offset=offset,
-                assigned=connectors_and_tasks(assigned), revoked=connectors_and_tasks(mine - target),
-                delay_ms=delay), protocol)))
-        return tuple(assignments)
+        config = ConfigSnapshot(offset, {c.name: c.tasks for c in connectors})
+        given = self.assignor.assign(protocol, self.member_id, metadata, config, generation=self.generation,
+                                     last_completed_generation=self._last_completed_generation, now_ms=now)
+        return tuple(SyncGroupAssignment(member_id, encode_assignment(a, protocol)) for member_id, a in given.items())
 
 
 def _name(code: int) -> str:
@@ -413,4 +366,4 @@ def _name(code: int) -> str:
         return f"error {code}"
 
 
-__all__ = ["ClassicWorker", "LeaderMemory"]
+__all__ = ["ClassicWorker"]

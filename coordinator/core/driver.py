@@ -265,7 +265,8 @@ class SimClassicWorker:
             group = d.state.groups.get(w.group_id)
             self._carry_out(w.joined(response, d.now, group.connector_counts if group is not None else ()))
         elif kind == "sync":
-            self._carry_out(w.synced(response, d.now))
+            group = d.state.groups.get(w.group_id)
+            self._carry_out(w.synced(response, d.now, group.connector_counts if group is not None else ()))
         else:
             self._carry_out(w.heartbeat_answered(response, d.now))
         return True

@@ -154,13 +154,15 @@ class ClassicGroupWorker(WorkerShell):
                     JoinGroupResponse(answer.error_code, answer.error_message)
                 connectors = await self._connectors() if response.error_code == 0 and response.members and \
                     response.leader == response.member_id else ()
-                return c.joined(response, self._now(), connectors)
+                return c.joined(response, self._now(), connectors or ())
             if isinstance(request, SyncGroupRequest):
                 answer = await self.client.call(self.group_id, "POST", SYNC, wire.SyncGroupResponse,
                                                 wire.SyncGroupRequest.of(request), timeout_s=wait_s)
                 response = answer.protocol() if isinstance(answer, wire.SyncGroupResponse) else \
                     SyncGroupResponse(answer.error_code, answer.error_message)
-                return c.synced(response, self._now())
+                # Every worker knows the configuration (a Connect worker reads its config topic).
+                configured = await self._connectors() if response.error_code == 0 else None
+                return c.synced(response, self._now(), configured)
             body = wire.ClassicHeartbeatRequest(group_id=request.group_id, member_id=request.member_id,
                                                 generation_id=request.generation_id,
                                                 group_instance_id=request.instance_id)
@@ -172,13 +174,20 @@ class ClassicGroupWorker(WorkerShell):
         except ApiError as e:  # 400, 401, 403, 413: no retry changes this
             return c.refused(str(e))
 
-    async def _connectors(self) -> tuple:
-        """The group's connectors, for the leader's assignor (an empty group has none)."""
-        answer = await self.client.call(self.group_id, "GET", f"/v1/groups/{self.group_id}", wire.GroupDescription)
+    async def _connectors(self) -> tuple | None:
+        """The group's connectors, as a Connect worker reads them from its config topic (an empty
+        group has none; None: they could not be read)."""
+        try:
+            answer = await self.client.call(self.group_id, "GET", f"/v1/groups/{self.group_id}",
+                                            wire.GroupDescription)
+        except (Unavailable, ApiError, asyncio.TimeoutError) as e:
+            log.warning("%s: reading the connectors failed: %s", self.member_id, e)
+            return None
         if isinstance(answer, wire.GroupDescription):
             return tuple(c.protocol() for c in answer.connectors)
         if answer.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
             log.warning("%s: reading the connectors failed: %s", self.member_id, answer.error_message)
+            return None
         return ()
 
     def _observe(self) -> None:
