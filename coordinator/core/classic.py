@@ -1,20 +1,24 @@
 """The classic protocol's handlers (seed 004): JoinGroup, SyncGroup, Heartbeat and LeaveGroup,
-sans-I/O like the connect protocol's, in the manner of Kafka's classic group coordinator.
+sans-I/O like the connect protocol's, in the manner of Kafka's classic group coordinator
+(`GroupMetadataManager`'s classic group handlers, whose rules and order of checks these follow).
 
 Theory of operation
 -------------------
 A rebalance has two phases. In the join phase (`PreparingRebalance`) every member sends JoinGroup
-and waits: its request is *parked* (`Parked`), and answered when every known member has joined or
-the longest rebalance timeout has passed, whichever comes first; members that did not join by then
-are removed. Completing the phase starts a new generation, chooses the protocol every member
+and waits: its request is *parked* (`Parked`), and answered when every known member, and every
+member id handed out with MEMBER_ID_REQUIRED, has joined, or the longest rebalance timeout has
+passed, whichever comes first; dynamic members that did not join by then are removed, static ones
+are kept (Kafka's). Completing the phase starts a new generation, chooses the protocol every member
 supports by vote and a leader, writes the generation (seed 004's "generation metadata is
 persisted") and answers the parked JoinGroups, the leader's with every member's metadata. In the
 sync phase (`CompletingRebalance`) the leader sends everyone's assignment in its SyncGroup; the
 others' SyncGroups wait for it. The assignments are written ("sync metadata is persisted") and the
-group is `Stable`. Members heartbeat meanwhile; REBALANCE_IN_PROGRESS tells them to join again.
+group is `Stable`. A member that has not sent SyncGroup within the rebalance timeout of the join's
+end is removed, in Stable too. Members heartbeat meanwhile; REBALANCE_IN_PROGRESS tells them to
+join again.
 
 What starts a rebalance: a new member, a member that joins again with other metadata (or the
-leader, which joins to assign again), a departure (LeaveGroup, session timeout, a leader that did
+leader, which joins to assign again), a departure (LeaveGroup, session timeout, a member that did
 not sync in time), and a change of the group's connectors, which the coordinator knows here, where
 Connect's leader reads them from its config topic.
 
@@ -22,11 +26,17 @@ Every handler returns the group as it leaves it in a volatile `ClassicGroupUpdat
 2 record when the change must survive a failover: a completed join, the leader's sync, a departure,
 a static member replaced. A join that only starts a round writes nothing: after a failover the
 members' parked requests fail and they join again (seed 004, coordinator failures, case 1).
+
+Checks come in Kafka's order: for SyncGroup and Heartbeat the member (FENCED_INSTANCE_ID for a
+stale member id with its instance id, else UNKNOWN_MEMBER_ID), then the generation
+(ILLEGAL_GENERATION), then the group's state (REBALANCE_IN_PROGRESS). One exception, for the
+downgrade: a group the downgrade made has never handed its generation out, and its members carry
+their connect member epochs; an older generation there is told to join again (`ClassicGroup.downgraded`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from coordinator.core import record_helpers
@@ -69,6 +79,8 @@ from coordinator.core.state import CoordinatorState
 
 # Kafka's group.max.session.timeout.ms default: a member may not ask for a longer session.
 MAX_SESSION_TIMEOUT_MS = 1_800_000
+# Kafka's GROUP_MAX_SIZE_REACHED (81), until `ErrorCode` has it.
+GROUP_MAX_SIZE_REACHED = getattr(ErrorCode, "GROUP_MAX_SIZE_REACHED", 81)
 
 
 @dataclass(slots=True)
@@ -125,36 +137,43 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
     # A new classic group continues from the group's epoch (its connectors and configuration may
     # have written some): a group's version never goes back, whatever protocol it speaks.
     group = state.classic_groups.get(g) or ClassicGroup(g, generation=connect.group_epoch if connect else 0)
+    settings = config.for_group(connect.config if connect is not None else None)
+    change = ClassicChange(group, now, settings.initial_assignment_delay_ms)
+    member_id = request.member_id
+    if not _accepts(group, member_id, config.classic_group_max_size):
+        # Kafka's acceptJoiningMember: the member (or the id handed out) is dropped and told so.
+        _drop(change, member_id)
+        return change.result(JoinGroupResponse(
+            GROUP_MAX_SIZE_REACHED, f"group {g} has its maximum of {config.classic_group_max_size} members"))
     if group.members and request.protocol_type != group.protocol_type:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"group {g} has ProtocolType {group.protocol_type!r}, not {request.protocol_type!r}")
-    settings = config.for_group(connect.config if connect is not None else None)
-    member_id = request.member_id
-    others = group.with_members({m: v for m, v in group.members.items() if m != member_id})
+    # A static member back under a new id replaces its old self: the others must share a protocol
+    # with it, its old self need not (after a failover a member offers only the chosen protocol).
+    replaced = group.member_with_instance(request.instance_id) if not member_id and request.instance_id else None
+    others = group.with_members({m: v for m, v in group.members.items() if m not in (member_id, replaced)})
     if others.members and not {p.name for p in request.protocols} & others.candidate_protocols():
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"none of the protocols offered ({', '.join(p.name for p in request.protocols)}) is "
                             f"supported by every member of group {g}")
-    change = ClassicChange(group, now, settings.initial_assignment_delay_ms)
     if not member_id:
         holder = group.member_with_instance(request.instance_id) if request.instance_id is not None else None
         if holder is not None:
-            return _static_return(change, request, context, holder)
+            return _static_return(change, config, request, context, holder)
         if not context.fresh_id:
             raise ProtocolError(ErrorCode.INVALID_REQUEST, "no member id could be made for this JoinGroup")
         member_id = context.fresh_id
         if request.instance_id is None:
-            # Kafka's KIP-394: a dynamic member first learns its id, then joins with it, so that
-            # a join whose answer is lost never leaves an unknown member behind.
+            # Kafka's KIP-394: a dynamic member first learns its id, then joins with it, so that a
+            # join whose answer is lost never leaves an unknown member behind. The id is pending
+            # until then: a join phase waits for it, for at most its session timeout.
             change.group = replace(group, pending=group.pending | {member_id})
+            change.timer(CLASSIC_SESSION, now + request.session_timeout_ms, member_id)
             return change.result(JoinGroupResponse(
                 ErrorCode.MEMBER_ID_REQUIRED, "join again with this member id", member_id=member_id))
-    elif member_id not in group.members:
-        if member_id not in group.pending:
-            raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {g} has no member {member_id}")
-    else:
-        _check_instance(group.members[member_id], request.instance_id)
-    return _join(change, request, context, member_id)
+    elif not (member_id in group.pending and member_id not in group.members and request.instance_id is None):
+        _validate_member(group, member_id, request.instance_id)
+    return _join(change, config, request, context, member_id)
 
 
 def _check_join(r: JoinGroupRequest, config: CoordinatorConfig) -> None:
@@ -162,23 +181,52 @@ def _check_join(r: JoinGroupRequest, config: CoordinatorConfig) -> None:
         raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "GroupId must be non-empty")
     if r.instance_id is not None and not r.instance_id:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "GroupInstanceId, if provided, must be non-empty")
+    low = config.classic_min_session_timeout_ms
+    if not low <= r.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
+        raise ProtocolError(ErrorCode.INVALID_SESSION_TIMEOUT,
+                            f"SessionTimeoutMs must be within [{low}, {MAX_SESSION_TIMEOUT_MS}]")
     if not r.protocol_type or not r.protocols:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "ProtocolType and Protocols must be non-empty")
     names = [p.name for p in r.protocols]
     if any(not n for n in names) or len(set(names)) != len(names):
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "Protocols must have distinct non-empty names")
-    if not config.min_timeout_ms <= r.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
-        raise ProtocolError(ErrorCode.INVALID_SESSION_TIMEOUT,
-                            f"SessionTimeoutMs must be within [{config.min_timeout_ms}, {MAX_SESSION_TIMEOUT_MS}]")
     if r.rebalance_timeout_ms != -1 and r.rebalance_timeout_ms < config.min_timeout_ms:
         raise ProtocolError(ErrorCode.INVALID_REQUEST,
                             f"RebalanceTimeoutMs must be -1 (the session timeout) or at least {config.min_timeout_ms}")
 
 
-def _check_instance(member: ClassicMember, instance_id: str | None) -> None:
-    if instance_id is not None and member.instance_id != instance_id:
-        raise ProtocolError(ErrorCode.FENCED_INSTANCE_ID,
-                            f"member {member.member_id} is not instance {instance_id}")
+def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
+    """Kafka's acceptJoiningMember: an empty group takes anyone; while members join, a member that
+    has joined, else as long as fewer than `max_size` have; otherwise a member, else as long as the
+    group has fewer than `max_size`."""
+    if group.state == EMPTY:
+        return True
+    member = group.members.get(member_id) if member_id else None
+    if group.state == PREPARING_REBALANCE:
+        return (member is not None and member.joined) or sum(m.joined for m in group.members.values()) < max_size
+    return member is not None or len(group.members) < max_size
+
+
+def _drop(change: ClassicChange, member_id: str) -> None:
+    """A member or pending member id refused by the group's maximum size leaves the group."""
+    if member_id in change.group.members:
+        remove_members(change, [member_id], "was refused: the group has its maximum size")
+    elif member_id in change.group.pending:
+        _forget_pending(change, [member_id])
+
+
+def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> None:
+    """Kafka's ClassicGroup.validateMember: an instance id must be held by this very member id
+    (FENCED_INSTANCE_ID if another holds it: this one is a zombie), and the member must exist."""
+    if instance_id is not None:
+        holder = group.member_with_instance(instance_id)
+        if holder is None:
+            raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no instance {instance_id}")
+        if holder != member_id:
+            raise ProtocolError(ErrorCode.FENCED_INSTANCE_ID,
+                                f"instance {instance_id} is member {holder} now, not {member_id}")
+    if member_id not in group.members:
+        raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {member_id}")
 
 
 def _member(old: ClassicMember | None, r: JoinGroupRequest, context: RequestContext, member_id: str) -> ClassicMember:
@@ -189,10 +237,12 @@ def _member(old: ClassicMember | None, r: JoinGroupRequest, context: RequestCont
         client_host=context.client_host or (old.client_host if old else ""),
         rebalance_timeout_ms=r.session_timeout_ms if r.rebalance_timeout_ms == -1 else r.rebalance_timeout_ms,
         session_timeout_ms=r.session_timeout_ms, protocols=r.protocols,
-        assignment=old.assignment if old is not None else b"", joined=True)
+        assignment=old.assignment if old is not None else b"", joined=True,
+        synced=old is not None and old.synced, is_new=old is None or old.is_new)
 
 
-def _join(change: ClassicChange, request: JoinGroupRequest, context: RequestContext, member_id: str) -> Result:
+def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest, context: RequestContext,
+          member_id: str) -> Result:
     group = change.group
     old = group.members.get(member_id)
     member = _member(old, request, context, member_id)
@@ -200,9 +250,11 @@ def _join(change: ClassicChange, request: JoinGroupRequest, context: RequestCont
     members[member_id] = member
     change.set_members(members, pending=group.pending - {member_id},
                        protocol_type=group.protocol_type or request.protocol_type)
-    # A follower that joins again with what it had in a stable group (or one waiting for the
-    # leader's assignments) gets this generation back: nothing changed that needs a rebalance.
-    unchanged = old is not None and old.protocols == member.protocols and group.leader != member_id
+    # A member that joins again with what it had while the group waits for the leader's
+    # assignments, or a follower in a stable group, gets this generation back (the leader's with
+    # the members): nothing changed that needs a rebalance; it lost the answer, most likely.
+    unchanged = old is not None and old.protocols == member.protocols and (
+        group.state == COMPLETING_REBALANCE or group.leader != member_id)
     if group.state in (STABLE, COMPLETING_REBALANCE) and unchanged:
         members[member_id] = replace(member, joined=False)
         change.set_members(members)
@@ -212,8 +264,13 @@ def _join(change: ClassicChange, request: JoinGroupRequest, context: RequestCont
         _prepare_rebalance(change)
     else:
         _extend_initial_round(change)
-    # While its JoinGroup waits, the member does not heartbeat: its session waits too.
-    change.timer(CLASSIC_SESSION, None, member_id)
+    if old is None:
+        # Kafka's new member join timeout: a new member's waiting JoinGroup does not keep it alive
+        # for longer than this (a client that gave up and joins again would leave it behind).
+        change.timer(CLASSIC_SESSION, change.now + config.classic_new_member_join_timeout_ms, member_id)
+    elif not member.is_new:
+        # While its JoinGroup waits, the member does not heartbeat: its session waits too.
+        change.timer(CLASSIC_SESSION, None, member_id)
     _maybe_complete_join(change)
     if change.group.state == PREPARING_REBALANCE:
         # A member asking again replaces its waiting request (which is told to join again).
@@ -228,7 +285,8 @@ def _join(change: ClassicChange, request: JoinGroupRequest, context: RequestCont
     return change.result(next(r for k, r in change.deliveries if k == key))
 
 
-def _static_return(change: ClassicChange, request: JoinGroupRequest, context: RequestContext, holder: str) -> Result:
+def _static_return(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest,
+                   context: RequestContext, holder: str) -> Result:
     """A static member comes back with a new member id (Kafka's static membership, KIP-345): it
     takes the old member's place. The old id is fenced; its waiting requests are answered so."""
     group = change.group
@@ -239,20 +297,26 @@ def _static_return(change: ClassicChange, request: JoinGroupRequest, context: Re
     members = {m: v for m, v in group.members.items() if m != holder}
     members[new_id] = replace(old, member_id=new_id, joined=False, synced=False)
     leader = new_id if group.leader == holder else group.leader
-    change.set_members(members, leader=leader)
+    pending_sync = group.pending_sync - {holder} | ({new_id} if holder in group.pending_sync else set())
+    change.set_members(members, leader=leader, pending_sync=frozenset(pending_sync))
     change.timer(CLASSIC_SESSION, None, holder)
     change.answer_waiting(old, ErrorCode.FENCED_INSTANCE_ID,
                           f"instance {old.instance_id} joined again as member {new_id}")
     offered = {p.name: p.metadata for p in request.protocols}
     if group.state == STABLE and offered.get(group.protocol or "") == old.metadata(group.protocol):
-        # Back with the same metadata in a stable group: no rebalance. It keeps its assignment,
-        # and if it led the group it is told so but must not assign (SkipAssignment).
+        # Back with the same metadata in a stable group: no rebalance. It keeps its assignment and
+        # takes its request's protocols and timeouts; if it led the group it is told so, with the
+        # members as Kafka gives them, but must not assign (SkipAssignment).
+        member = replace(_member(old, request, context, new_id), joined=False, is_new=False)
+        members[new_id] = member
+        change.set_members(members)
         change.persist = True
-        change.timer(CLASSIC_SESSION, change.now + old.session_timeout_ms, new_id)
-        response = _join_response(change.group, new_id)
-        return change.result(replace(response, members=(), skip_assignment=leader == new_id))
-    request = replace(request, member_id=new_id)
-    return _join(change, request, context, new_id)
+        change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, new_id)
+        return change.result(replace(_join_response(change.group, new_id), skip_assignment=leader == new_id))
+    if group.state == COMPLETING_REBALANCE:
+        # The leader may be assigning to the old member id: everyone joins again (Kafka's).
+        _prepare_rebalance(change)
+    return _join(change, config, replace(request, member_id=new_id), context, new_id)
 
 
 def _join_response(group: ClassicGroup, member_id: str) -> JoinGroupResponse:
@@ -270,7 +334,7 @@ def _prepare_rebalance(change: ClassicChange) -> None:
         for member in group.members.values():
             change.answer_waiting(member, ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again",
                                   sync_only=True)
-        change.timer(CLASSIC_SYNC, None)
+    change.timer(CLASSIC_SYNC, None)
     members = {m: replace(v, synced=False) for m, v in group.members.items()}
     timeout = change.group.rebalance_timeout_ms()
     if group.state == EMPTY:
@@ -280,7 +344,7 @@ def _prepare_rebalance(change: ClassicChange) -> None:
     else:
         deadline = change.now + timeout
         change.set_members(members, initial_round_started_ms=None)
-    change.set_state(PREPARING_REBALANCE, join_deadline_ms=deadline)
+    change.set_state(PREPARING_REBALANCE, join_deadline_ms=deadline, pending_sync=frozenset())
     change.timer(CLASSIC_JOIN, deadline)
 
 
@@ -297,36 +361,58 @@ def _extend_initial_round(change: ClassicChange) -> None:
 
 
 def _maybe_complete_join(change: ClassicChange) -> None:
-    """The join phase ends as soon as every member has joined, except in an empty group's first
-    round, which waits out its delay for members not known yet."""
+    """The join phase ends as soon as every member, and every id handed out, has joined, except in
+    an empty group's first round, which waits out its delay for members not known yet."""
     group = change.group
     if group.state == PREPARING_REBALANCE and group.all_joined() and group.initial_round_started_ms is None:
         _complete_join(change)
 
 
+def _successor(leader: str | None, members: Mapping[str, ClassicMember]) -> str | None:
+    """The leader once members left (Kafka's ClassicGroup.remove): the same, or the first member
+    left if it went. No leader stays none (a downgraded group's)."""
+    if leader is None or leader in members:
+        return leader
+    return next(iter(members), None)
+
+
 def _complete_join(change: ClassicChange) -> None:
-    """A new generation of whoever joined; members that did not are removed."""
+    """A new generation of whoever joined. Dynamic members that did not join are removed; static
+    ones stay, with their metadata (Kafka's). If only static members that did not join are left,
+    there is nobody to lead a generation: the phase waits another rebalance timeout (Kafka's)."""
     group = change.group
-    gone = [m for m, v in group.members.items() if not v.joined]
+    change.timer(CLASSIC_JOIN, None)
+    gone = [m for m, v in group.members.items() if not v.joined and v.instance_id is None]
     for member_id in gone:
         change.timer(CLASSIC_SESSION, None, member_id)
-    members = {m: replace(v, joined=False, synced=False, assignment=b"")
-               for m, v in group.members.items() if v.joined}
-    change.timer(CLASSIC_JOIN, None)
+    kept = {m: v for m, v in group.members.items() if m not in gone}
+    if kept and not any(v.joined for v in kept.values()):
+        deadline = change.now + group.with_members(kept).rebalance_timeout_ms()
+        change.set_members(kept, leader=_successor(group.leader, kept), join_deadline_ms=deadline,
+                           initial_round_started_ms=None)
+        change.timer(CLASSIC_JOIN, deadline)
+        change.persist = change.persist or bool(gone)
+        return
     change.persist = True
     generation = group.generation + 1
-    if not members:
+    if not kept:
+        change.timer(CLASSIC_SYNC, None)
         change.set_members({}, generation=generation, protocol=None, leader=None, join_deadline_ms=None,
-                           initial_round_started_ms=None, pending=frozenset())
+                           initial_round_started_ms=None, pending_sync=frozenset())
         change.set_state(EMPTY)
         return
-    leader = group.leader if group.leader in members else next(iter(members))
-    joined = group.with_members(members)
-    change.set_members(members, generation=generation, protocol=joined.select_protocol(), leader=leader,
-                       join_deadline_ms=None, initial_round_started_ms=None, pending=frozenset())
+    if group.leader in kept and kept[group.leader].joined:
+        leader = group.leader
+    else:
+        leader = next(m for m, v in kept.items() if v.joined)
+    members = {m: replace(v, joined=False, synced=False, assignment=b"", is_new=False) for m, v in kept.items()}
+    change.set_members(members, generation=generation, protocol=group.with_members(members).select_protocol(),
+                       leader=leader, join_deadline_ms=None, initial_round_started_ms=None,
+                       pending_sync=frozenset(members))
     change.set_state(COMPLETING_REBALANCE)
     for member_id, member in members.items():
-        change.deliver(JOIN, member_id, _join_response(change.group, member_id))
+        if kept[member_id].joined:
+            change.deliver(JOIN, member_id, _join_response(change.group, member_id))
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, member_id)
     change.timer(CLASSIC_SYNC, change.now + change.group.rebalance_timeout_ms())
 
@@ -335,52 +421,66 @@ def _complete_join(change: ClassicChange) -> None:
 
 
 def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: SyncGroupRequest, now: int) -> Result:
-    group = _group_member(state, request.group_id, request.member_id, request.instance_id)
-    if group.state == PREPARING_REBALANCE:
-        raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again")
-    if request.generation_id != group.generation:
-        raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
-                            f"generation {request.generation_id} is not the group's ({group.generation})")
+    group = _known_group(state, request.group_id)
+    _validate_member(group, request.member_id, request.instance_id)
+    _check_generation(group, request.generation_id)
     if (request.protocol_type is not None and request.protocol_type != group.protocol_type) or (
             request.protocol_name is not None and request.protocol_name != group.protocol):
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"group {group.group_id} uses {group.protocol_type}/{group.protocol}")
+    if group.state == PREPARING_REBALANCE:
+        raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again")
+    change = ClassicChange(group, now)
+    _synced(change, request.member_id)
     member = group.members[request.member_id]
     if group.state == STABLE:
-        return Result(_sync_response(group, member))
+        return change.result(_sync_response(group, member))
     # CompletingRebalance: the leader's SyncGroup completes the generation; the others wait for it.
-    change = ClassicChange(group, now)
-    members = dict(group.members)
+    members = dict(change.group.members)
     if request.member_id != group.leader:
         members[request.member_id] = replace(member, synced=True)
         change.set_members(members)
         return change.result(Parked((SYNC, group.group_id, request.member_id)))
+    # Assignments for members not in the generation are ignored, members without one get none
+    # (Kafka's).
     given = {a.member_id: a.assignment for a in request.assignments}
-    unknown = sorted(set(given) - set(members))
-    if unknown:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST,
-                            f"assignments for members not in generation {group.generation}: {', '.join(unknown)}")
     members = {m: replace(v, assignment=given.get(m, b""), synced=False) for m, v in members.items()}
     change.set_members(members)
     change.set_state(STABLE)
     change.persist = True
-    change.timer(CLASSIC_SYNC, None)
     for member_id, was in group.members.items():
         if was.synced:
             change.deliver(SYNC, member_id, _sync_response(change.group, members[member_id]))
     return change.result(_sync_response(change.group, members[request.member_id]))
 
 
+def _synced(change: ClassicChange, member_id: str) -> None:
+    """`member_id` sent its SyncGroup for this generation; once all have, no deadline is left."""
+    pending = change.group.pending_sync - {member_id}
+    change.group = replace(change.group, pending_sync=pending)
+    if not pending:
+        change.timer(CLASSIC_SYNC, None)
+
+
 def _sync_response(group: ClassicGroup, member: ClassicMember) -> SyncGroupResponse:
     return SyncGroupResponse(ErrorCode.NONE, None, group.protocol_type, group.protocol, member.assignment)
 
 
-def _group_member(state: CoordinatorState, group_id: str, member_id: str, instance_id: str | None) -> ClassicGroup:
+def _known_group(state: CoordinatorState, group_id: str) -> ClassicGroup:
     group = state.classic_groups.get(group_id)
-    if group is None or group.state == EMPTY or member_id not in group.members:
-        raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no member {member_id}")
-    _check_instance(group.members[member_id], instance_id)
+    if group is None or not group.members:
+        raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no members")
     return group
+
+
+def _check_generation(group: ClassicGroup, generation_id: int) -> None:
+    if generation_id == group.generation:
+        return
+    if group.downgraded() and generation_id < group.generation:
+        raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS,
+                            f"group {group.group_id} is back on the classic protocol: join again")
+    raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
+                        f"generation {generation_id} is not the group's ({group.generation})")
 
 
 # --- Heartbeat ------------------------------------------------------------------------------------
@@ -388,17 +488,19 @@ def _group_member(state: CoordinatorState, group_id: str, member_id: str, instan
 
 def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: ClassicHeartbeatRequest, now: int
               ) -> Result:
-    group = _group_member(state, request.group_id, request.member_id, request.instance_id)
+    group = _known_group(state, request.group_id)
+    _validate_member(group, request.member_id, request.instance_id)
     member = group.members[request.member_id]
     timers = [Timer(timer_key(CLASSIC_SESSION, group.group_id, member.member_id), now + member.session_timeout_ms)]
-    # While the group rebalances a member's generation does not matter: it joins again, and keeps
-    # its work meanwhile (a member that a downgrade brought back, say, has its connect epoch).
+    try:
+        _check_generation(group, request.generation_id)
+    except ProtocolError as e:
+        if e.code != ErrorCode.REBALANCE_IN_PROGRESS:
+            raise
+        return Result(ErrorResponse(e.code, e.message), timers=timers)
     if group.state == PREPARING_REBALANCE:
         return Result(ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again"),
                       timers=timers)
-    if request.generation_id != group.generation:
-        raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
-                            f"generation {request.generation_id} is not the group's ({group.generation})")
     return Result(ErrorResponse(), timers=timers)
 
 
@@ -406,29 +508,48 @@ def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: Class
 
 
 def leave_group(state: CoordinatorState, config: CoordinatorConfig, request: LeaveGroupRequest, now: int) -> Result:
+    """Kafka's classicGroupLeave: each member by member id (an id handed out but not joined yet
+    leaves at once), or by instance id alone; FENCED_INSTANCE_ID for a member id whose instance
+    another member holds now. An unknown group answers UNKNOWN_MEMBER_ID for every member."""
     if not request.members:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "LeaveGroup names no member")
-    group = state.classic_groups.get(request.group_id)
-    if group is None or group.state == EMPTY:
-        raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no members")
+    group = state.classic_groups.get(request.group_id) or ClassicGroup(request.group_id)
     answers = []
-    leaving = []
+    leaving: list[str] = []
+    pending: list[str] = []
     for m in request.members:
-        member_id = m.member_id or (group.member_with_instance(m.instance_id) if m.instance_id else None) or ""
-        member = group.members.get(member_id)
-        if member is None:
-            answers.append(LeaveMemberResponse(m.member_id, m.instance_id, ErrorCode.UNKNOWN_MEMBER_ID,
-                                               f"group {group.group_id} has no member {m.member_id or m.instance_id}"))
-        elif m.instance_id is not None and member.instance_id != m.instance_id:
-            answers.append(LeaveMemberResponse(m.member_id, m.instance_id, ErrorCode.FENCED_INSTANCE_ID,
-                                               f"member {member_id} is not instance {m.instance_id}"))
-        else:
-            answers.append(LeaveMemberResponse(member_id, m.instance_id))
-            leaving.append(member_id)
+        try:
+            if not m.member_id:
+                holder = group.member_with_instance(m.instance_id) if m.instance_id is not None else None
+                if holder is None:
+                    raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID,
+                                        f"group {group.group_id} has no instance {m.instance_id}")
+                leaving.append(holder)
+            elif m.member_id in group.pending and m.member_id not in group.members:
+                pending.append(m.member_id)
+            else:
+                _validate_member(group, m.member_id, m.instance_id)
+                leaving.append(m.member_id)
+            answers.append(LeaveMemberResponse(m.member_id, m.instance_id))
+        except ProtocolError as e:
+            answers.append(LeaveMemberResponse(m.member_id, m.instance_id, e.code, e.message))
     change = ClassicChange(group, now)
+    if pending:
+        _forget_pending(change, pending)
     if leaving:
         remove_members(change, leaving, "left the group")
+    if not (pending or leaving):
+        return Result(LeaveGroupResponse(members=tuple(answers)))
     return change.result(LeaveGroupResponse(members=tuple(answers)))
+
+
+def _forget_pending(change: ClassicChange, member_ids: Iterable[str]) -> None:
+    """Ids handed out with MEMBER_ID_REQUIRED that will not join: the join phase stops waiting."""
+    gone = frozenset(member_ids)
+    change.group = replace(change.group, pending=change.group.pending - gone)
+    for member_id in gone:
+        change.timer(CLASSIC_SESSION, None, member_id)
+    _maybe_complete_join(change)
 
 
 def remove_members(change: ClassicChange, member_ids: Iterable[str], why: str) -> None:
@@ -436,13 +557,15 @@ def remove_members(change: ClassicChange, member_ids: Iterable[str], why: str) -
     rebalances, or becomes empty. Written, so that a failover does not bring them back."""
     group = change.group
     members = dict(group.members)
+    removed = set()
     for member_id in member_ids:
         member = members.pop(member_id, None)
         if member is None:
             continue
+        removed.add(member_id)
         change.timer(CLASSIC_SESSION, None, member_id)
         change.answer_waiting(member, ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} {why}")
-    change.set_members(members, leader=group.leader if group.leader in members else None)
+    change.set_members(members, leader=_successor(group.leader, members), pending_sync=group.pending_sync - removed)
     change.persist = True
     if not members:
         _complete_join(change)  # an empty generation (Kafka's): nobody left to wait for
@@ -472,11 +595,17 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
     if kind == CLASSIC_SESSION:
         member = group.members.get(key[2])
         if member is None:
-            return Result(None)
-        if (group.state == PREPARING_REBALANCE and member.joined) or (
-                group.state == COMPLETING_REBALANCE and member.synced):
+            if key[2] not in group.pending:
+                return Result(None)
+            _forget_pending(change, [key[2]])  # handed an id, never joined with it
+            return change.result(None)
+        if not member.is_new and ((group.state == PREPARING_REBALANCE and member.joined) or (
+                group.state == COMPLETING_REBALANCE and member.synced)):
             return Result(None)  # it waits for our answer; its session starts again with it
-        remove_members(change, [member.member_id], "timed out: no heartbeat within its session")
+        if member.is_new:
+            remove_members(change, [member.member_id], "did not complete its join within the new member join timeout")
+        else:
+            remove_members(change, [member.member_id], "timed out: no heartbeat within its session")
     elif kind == CLASSIC_JOIN:
         if group.state != PREPARING_REBALANCE:
             return Result(None)
@@ -484,12 +613,11 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
             return Result(None, timers=[Timer(key, group.join_deadline_ms)])  # extended, or early
         _complete_join(change)
     elif kind == CLASSIC_SYNC:
-        if group.state != COMPLETING_REBALANCE:
+        if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync:
             return Result(None)
-        # The leader did not send the assignments in time: members that did not sync are removed
-        # (the leader among them), and the others join again.
-        late = [m for m, v in group.members.items() if not v.synced]
-        remove_members(change, late, "did not send SyncGroup within the rebalance timeout")
+        # Members that did not send SyncGroup within the rebalance timeout of the join's end (the
+        # leader among them, if it did not assign) are removed, and the others join again.
+        remove_members(change, sorted(group.pending_sync), "did not send SyncGroup within the rebalance timeout")
     else:
         return Result(None)
     return change.result(None)

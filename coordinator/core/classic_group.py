@@ -1,7 +1,9 @@
 """A group on the classic protocol (seed 004): what the coordinator holds, and its record (type 2).
 
-States, in Kafka's names and the seed's (`Initialize` is a partition loading, answered with
-COORDINATOR_LOAD_IN_PROGRESS for every group at once, so no group is ever in it):
+States, in Kafka's names and the seed's (`Initialize` is a partition loading, for every group at
+once, so no group is ever in it; meanwhile the server answers as Kafka's coordinator does:
+JoinGroup and LeaveGroup COORDINATOR_LOAD_IN_PROGRESS, SyncGroup REBALANCE_IN_PROGRESS, Heartbeat
+NONE, the answers a Java member survives):
 
 | state                 | seed 004  | what the coordinator waits for                                 |
 | --------------------- | --------- | -------------------------------------------------------------- |
@@ -54,7 +56,10 @@ class ClassicMember:
     protocols: tuple[ClassicProtocol, ...]  # by preference; after a load, the chosen one only
     assignment: bytes = b""  # what the leader gave it in this generation's SyncGroup
     joined: bool = False  # its JoinGroup for the rebalance in progress has arrived (and waits)
-    synced: bool = False  # its SyncGroup for this generation has arrived
+    synced: bool = False  # its SyncGroup for this generation has arrived (and waits for the leader's)
+    # Joined in the round in progress (Kafka's `isNew`): its waiting JoinGroup does not keep it
+    # alive; the new member join timeout removes it if the round takes that long.
+    is_new: bool = False
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((p.metadata for p in self.protocols if p.name == protocol), b"")
@@ -76,7 +81,14 @@ class ClassicGroup:
     protocol: str | None = None  # the protocol chosen for this generation
     leader: str | None = None
     members: Mapping[str, ClassicMember] = field(default_factory=lambda: MappingProxyType({}))
-    pending: frozenset[str] = frozenset()  # member ids handed out with MEMBER_ID_REQUIRED, not yet joined
+    # Member ids handed out with MEMBER_ID_REQUIRED and not joined yet (Kafka's pendingMembers): a
+    # join phase waits for them too, and they stay pending across it until they join, leave, or
+    # their session times out.
+    pending: frozenset[str] = frozenset()
+    # The members of this generation that have not sent SyncGroup yet (Kafka's pendingSyncMembers):
+    # those still missing when the sync deadline passes are removed, in Stable as in
+    # CompletingRebalance.
+    pending_sync: frozenset[str] = frozenset()
     join_deadline_ms: int | None = None  # PreparingRebalance ends by then with whoever joined
     # The first round of an empty group waits for more members (Kafka's
     # group.initial.rebalance.delay.ms), each join extending the wait up to the rebalance timeout.
@@ -93,7 +105,14 @@ class ClassicGroup:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
     def all_joined(self) -> bool:
-        return bool(self.members) and all(m.joined for m in self.members.values())
+        """Every member has joined the round, and no member id handed out is still to join."""
+        return bool(self.members) and all(m.joined for m in self.members.values()) and not self.pending
+
+    def downgraded(self) -> bool:
+        """A group that a downgrade made and whose first classic round has not completed: its
+        generation was never handed out (the downgrade writes no leader; a group that had one keeps
+        one while it has members), so its members still carry their connect member epochs."""
+        return self.state == PREPARING_REBALANCE and self.leader is None and bool(self.members)
 
     def candidate_protocols(self) -> set[str]:
         """The protocols every member supports."""
@@ -147,8 +166,9 @@ class ClassicGroup:
 
 
 def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup:
-    """The group a coordinator resumes from its record: nobody has joined a round yet, members
-    offer the chosen protocol only. A v0 record has no state: Stable with members (Kafka's
+    """The group a coordinator resumes from its record: nobody has joined a round yet (nor, in
+    CompletingRebalance, synced), members offer the chosen protocol only (Kafka's loading too), no
+    member id handed out is pending. A v0 record has no state: Stable with members (Kafka's
     reading), Empty without."""
     members = {
         m.member_id: ClassicMember(
@@ -164,7 +184,8 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
     return ClassicGroup(
         group_id=group_id, state=state, generation=value.generation, protocol_type=value.protocol_type or None,
         protocol=value.protocol, leader=value.leader if value.leader in members else None,
-        members=_frozen(members), record=value)
+        members=_frozen(members), pending_sync=frozenset(members) if state == COMPLETING_REBALANCE else frozenset(),
+        record=value)
 
 
 @dataclass(slots=True, frozen=True)

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from records import GroupConfigurationValue, MemberMetadataValue
 
 _CACHED_GROUPS = 10_000
+# Kafka's group.min.session.timeout.ms default: the shortest classic session `serve` accepts.
+KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS = 6_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,6 +34,15 @@ class CoordinatorConfig:
     # 3 s, Kafka's default: longer than the gaps between joins of workers started together, and paid
     # only by a group's first assignment (README, "Initial assignment delay").
     initial_assignment_delay_ms: int = 3_000
+    # The classic protocol's bounds, Kafka's settings: a JoinGroup asking for a shorter session is
+    # refused INVALID_SESSION_TIMEOUT, which a Java member does not survive. `serve` enforces Kafka's
+    # group.min.session.timeout.ms, 6 s (KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS); here, like
+    # min_timeout_ms, it is small enough for tests and demos.
+    classic_min_session_timeout_ms: int = 100
+    # At most this many members in a classic group (Kafka's group.max.size): GROUP_MAX_SIZE_REACHED.
+    classic_group_max_size: int = 2**31 - 1
+    # A new member whose JoinGroup waits longer is removed (Kafka's new member join timeout, 5 min).
+    classic_new_member_join_timeout_ms: int = 300_000
     # The settings of a group without a configuration record, and of those with one by the
     # record's identity (a replay replaces it): built once, read on every heartbeat.
     defaults: GroupSettings = field(init=False, repr=False, compare=False)

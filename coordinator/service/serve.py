@@ -20,6 +20,7 @@ from aiohttp.abc import AbstractAccessLogger
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.config import KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.errors import CliError
 from coordinator.service.auth import Authorizer, ConfigError
@@ -136,6 +137,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     groups.add_argument("--server-assignor", choices=sorted(ASSIGNORS),
                         default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
                         help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)")
+    classic = parser.add_argument_group("the classic protocol (Kafka's group coordinator settings)")
+    for flag, field, default, metavar, help_ in (
+            ("--classic-min-session-timeout-ms", "classic_min_session_timeout_ms",
+             KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS, "MS",
+             ("a JoinGroup asking for a shorter session is refused INVALID_SESSION_TIMEOUT, which a Java "
+              "worker does not survive (Kafka's group.min.session.timeout.ms)")),
+            ("--classic-group-max-size", "classic_group_max_size", defaults.classic_group_max_size, "MEMBERS",
+             ("a classic group takes at most this many members; more are refused GROUP_MAX_SIZE_REACHED "
+              "(Kafka's group.max.size)"))):
+        name = "COORDINATOR_" + field.upper()
+        classic.add_argument(flag, type=_number(int), default=env(name, str(default)), metavar=metavar,
+                             help=f"{help_} (env {name}, default {default})")
     parser.add_argument("--connect-timeout", type=_number(float), default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
                         metavar="SECONDS", help="give up when Kafka does not answer within this (env "
                                                 "COORDINATOR_CONNECT_TIMEOUT, default 120)")
@@ -216,7 +229,9 @@ def run(args: argparse.Namespace) -> int:
         scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
         server_assignment_interval_ms=args.server_assignment_interval_ms,
         initial_assignment_delay_ms=args.initial_assignment_delay_ms,
-        default_server_assignor=args.server_assignor)
+        default_server_assignor=args.server_assignor,
+        classic_min_session_timeout_ms=args.classic_min_session_timeout_ms,
+        classic_group_max_size=args.classic_group_max_size)
     server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer,
                                max_body_bytes=args.max_request_bytes)
     return asyncio.run(_serve(server, args, config, host, port, tls))

@@ -24,7 +24,15 @@ from aiohttp import web
 
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
-from coordinator.core.protocol import DeleteGroupRequest, ErrorCode, ErrorResponse, GroupListing, RequestContext, Result
+from coordinator.core.protocol import (
+    DeleteGroupRequest,
+    ErrorCode,
+    ErrorResponse,
+    GroupListing,
+    RequestContext,
+    Result,
+    SyncGroupResponse,
+)
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.metrics import Metrics
@@ -53,6 +61,16 @@ def _answer(body: wire.Body, status: int = 200) -> web.Response:
 
 def _error(code: ErrorCode, message: str, status: int = 200) -> web.Response:
     return _answer(wire.ErrorResponse(error_code=int(code), error_message=message), status)
+
+
+# While a partition loads, the classic answers Kafka's coordinator gives (GroupCoordinator.scala's
+# handleSyncGroup and handleHeartbeat; GroupCoordinatorService.heartbeat): a Java member treats
+# COORDINATOR_LOAD_IN_PROGRESS in a SyncGroup as an unexpected error and its worker exits, so the
+# SyncGroup is told to join again (its rebalance was lost with the old coordinator anyway), and a
+# heartbeat is answered blindly.
+SYNC_WHILE_LOADING = SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS,
+                                       "the group's partition is loading: the rebalance starts over; join again")
+HEARTBEAT_WHILE_LOADING = ErrorResponse()
 
 
 class CoordinatorServer:
@@ -188,15 +206,29 @@ class CoordinatorServer:
     async def sync_group(self, request: web.Request) -> web.Response:
         sync = (await _decode(request, wire.SyncGroupRequest)).protocol()
         self._authorize(request, Operation.READ, sync.group_id)
-        answer = await self.runtime_for(sync.group_id).call(
-            lambda coordinator, now: coordinator.sync_group(sync, now))
+        answer = await self._classic(sync.group_id, lambda coordinator, now: coordinator.sync_group(sync, now),
+                                     loading=SYNC_WHILE_LOADING)
         return _answer(wire.SyncGroupResponse.of(answer))
 
     async def classic_heartbeat(self, request: web.Request) -> web.Response:
         heartbeat = (await _decode(request, wire.ClassicHeartbeatRequest)).protocol()
         self._authorize(request, Operation.READ, heartbeat.group_id)
-        return await self._outcome(heartbeat.group_id,
-                                   lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now))
+        answer = await self._classic(heartbeat.group_id,
+                                     lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now),
+                                     loading=HEARTBEAT_WHILE_LOADING)
+        return _answer(wire.ErrorResponse.of(answer))
+
+    async def _classic(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result], *,
+                       loading: object) -> object:
+        """A classic request whose partition is loading gets `loading`, an answer a Java member
+        survives, as Kafka's coordinator gives it (JoinGroup and LeaveGroup keep
+        COORDINATOR_LOAD_IN_PROGRESS, which Java's JoinGroup retries after a backoff)."""
+        try:
+            return await self.runtime_for(group_id).call(operation)
+        except NotServing as e:
+            if e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                return loading
+            raise
 
     async def leave_group(self, request: web.Request) -> web.Response:
         leave = (await _decode(request, wire.LeaveGroupRequest)).protocol()
