@@ -209,6 +209,15 @@ def _java_hash_set_order(values: list[str], copied: int) -> list[str]:
     return sorted(values, key=bucket)  # stable: a bucket's chain keeps insertion order
 
 
+def metadata_for(data: bytes, protocol: str) -> bytes:
+    """The same worker's metadata in another of Connect's protocols (what a worker that offered the
+    first also sends for the second: every Connect worker on `sessioned` offers `compatible` and
+    `default` too, with the same URL, offset and allocation)."""
+    m = decode_metadata(data)
+    allocation = m.allocation if m.allocation is not None and version_of(protocol) > 0 else None
+    return encode_metadata(WorkerMetadata(m.url, m.config_offset, allocation), protocol)
+
+
 # --- reading ------------------------------------------------------------------------------------------
 
 
@@ -321,5 +330,5 @@ def _read_task_assignments(r: _Reader, name: str) -> ConnectorsAndTasks:
 __all__ = [
     "COMPATIBLE", "CONFIG_MISMATCH", "CONNECTOR_TASK", "DEFAULT", "NO_ERROR", "OFFERED", "PROTOCOLS", "SESSIONED",
     "VERSIONS", "ConnectProtocolError", "WorkerAssignment", "WorkerMetadata", "decode_assignment", "decode_metadata",
-    "encode_assignment", "encode_metadata", "holdings", "version_of",
+    "encode_assignment", "encode_metadata", "holdings", "metadata_for", "version_of",
 ]

@@ -32,6 +32,13 @@ KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "confluentinc/cp-kafka:7.9.0")
 # and the stateful test), and would only slow the tests about other things. A test that wants it
 # passes --initial-assignment-delay-ms.
 os.environ.setdefault("COORDINATOR_INITIAL_ASSIGNMENT_DELAY_MS", "0")
+# Classic sessions of a few seconds keep the classic tests short; Kafka's minimum (6 s, serve's
+# default) is tested on its own (test_classic_kafka_behaviours).
+os.environ.setdefault("COORDINATOR_CLASSIC_MIN_SESSION_TIMEOUT_MS", "100")
+
+# Every classic answer of every test that drives the coordinator is checked against what a real
+# Kafka Connect worker survives (tests/connect_fatal.py).
+pytest_plugins = ["connect_fatal"]
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ JOIN, SYNC, HEARTBEAT, LEAVE = "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGrou
 
 # Kafka's codes that our ErrorCode does not have.
 UNSUPPORTED_VERSION = 35
-GROUP_MAX_SIZE_REACHED = 81
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +90,7 @@ RULES: dict[str, dict[int | str, Rule]] = {
                                                 "JoinGroupResponseHandler.handle: fatal error"),
         ErrorCode.GROUP_AUTHORIZATION_FAILED: Rule(JOIN, "GROUP_AUTHORIZATION_FAILED (30)",
                                                    "JoinGroupResponseHandler.handle: GroupAuthorizationException"),
-        GROUP_MAX_SIZE_REACHED: Rule(JOIN, "GROUP_MAX_SIZE_REACHED (81)",
+        ErrorCode.GROUP_MAX_SIZE_REACHED: Rule(JOIN, "GROUP_MAX_SIZE_REACHED (81)",
                                      "JoinGroupResponseHandler.handle: GroupMaxSizeReachedException"),
         ErrorCode.FENCED_INSTANCE_ID: Rule(JOIN, "FENCED_INSTANCE_ID (82)",
                                            "JoinGroupResponseHandler.handle: 'always treat this as a fatal error'"),

@@ -18,7 +18,6 @@ from records import ClassicGroupMember, ClassicGroupMetadataKey, ClassicGroupMet
 
 from coordinator.api import wire
 from coordinator.cli import build_parser
-from coordinator.core.classic import GROUP_MAX_SIZE_REACHED
 from coordinator.core.classic_group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from coordinator.core.config import KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS
 from coordinator.core.driver import Driver
@@ -475,13 +474,13 @@ def test_new_member_timeout_completion() -> None:
 
 
 def test_join_group_should_receive_error_if_group_over_max_size() -> None:
-    # Kafka: testJoinGroupShouldReceiveErrorIfGroupOverMaxSize (GROUP_MAX_SIZE_REACHED for the 11th)
+    # Kafka: testJoinGroupShouldReceiveErrorIfGroupOverMaxSize (ErrorCode.GROUP_MAX_SIZE_REACHED for the 11th)
     d = driver(initial_assignment_delay_ms=3_000, classic_group_max_size=10)
     for _ in range(10):
         assert isinstance(dynamic(d)[1], Parked)
-    with allow_fatal(GROUP_MAX_SIZE_REACHED):
+    with allow_fatal(ErrorCode.GROUP_MAX_SIZE_REACHED):
         refused = join(d)
-    assert refused.error_code == GROUP_MAX_SIZE_REACHED == 81 and refused.member_id == ""
+    assert refused.error_code == ErrorCode.GROUP_MAX_SIZE_REACHED == 81 and refused.member_id == ""
     assert len(group(d).members) == 10
 
 
@@ -492,8 +491,8 @@ def test_a_member_that_joined_is_accepted_again_at_max_size() -> None:
     assert joined.generation_id == 1
     assert sync(d, member, 1).error_code == ErrorCode.NONE
     assert join(d, member).generation_id == 2  # the leader rejoins: its own round, at max size
-    with allow_fatal(GROUP_MAX_SIZE_REACHED):
-        assert join(d).error_code == GROUP_MAX_SIZE_REACHED
+    with allow_fatal(ErrorCode.GROUP_MAX_SIZE_REACHED):
+        assert join(d).error_code == ErrorCode.GROUP_MAX_SIZE_REACHED
 
 
 def test_join_group_invalid_session_timeout(monkeypatch: pytest.MonkeyPatch) -> None:

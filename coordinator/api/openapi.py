@@ -33,6 +33,7 @@ ERRORS: dict[ErrorCode, str] = {
     ErrorCode.INVALID_SESSION_TIMEOUT: "classic: the session timeout is outside the coordinator's bounds",
     ErrorCode.REBALANCE_IN_PROGRESS: "classic: the group is rebalancing; send JoinGroup",
     ErrorCode.MEMBER_ID_REQUIRED: "classic: join again with the member id this answer gives",
+    ErrorCode.GROUP_MAX_SIZE_REACHED: "classic: the group has the most members `serve --classic-group-max-size` allows",
     ErrorCode.FENCED_INSTANCE_ID: "classic: another member holds this static instance id now",
     ErrorCode.UNKNOWN_MEMBER_ID: "the member is not in the group, or was not chosen to compute the assignment",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "no or an unknown credential (HTTP 401), or the principal may not do "

@@ -79,8 +79,6 @@ from coordinator.core.state import CoordinatorState
 
 # Kafka's group.max.session.timeout.ms default: a member may not ask for a longer session.
 MAX_SESSION_TIMEOUT_MS = 1_800_000
-# Kafka's GROUP_MAX_SIZE_REACHED (81), until `ErrorCode` has it.
-GROUP_MAX_SIZE_REACHED = getattr(ErrorCode, "GROUP_MAX_SIZE_REACHED", 81)
 
 
 @dataclass(slots=True)
@@ -131,7 +129,6 @@ class ClassicChange:
 
 def join_group(state: CoordinatorState, config: CoordinatorConfig, request: JoinGroupRequest, now: int,
                context: RequestContext) -> Result:
-    _check_join(request, config)
     g = request.group_id
     connect = state.groups.get(g)  # a connect group with members is `classic_translation`'s
     # A new classic group continues from the group's epoch (its connectors and configuration may
@@ -144,7 +141,7 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
         # Kafka's acceptJoiningMember: the member (or the id handed out) is dropped and told so.
         _drop(change, member_id)
         return change.result(JoinGroupResponse(
-            GROUP_MAX_SIZE_REACHED, f"group {g} has its maximum of {config.classic_group_max_size} members"))
+            ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {g} has its maximum of {config.classic_group_max_size} members"))
     if group.members and request.protocol_type != group.protocol_type:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                             f"group {g} has ProtocolType {group.protocol_type!r}, not {request.protocol_type!r}")
@@ -176,7 +173,9 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
     return _join(change, config, request, context, member_id)
 
 
-def _check_join(r: JoinGroupRequest, config: CoordinatorConfig) -> None:
+def check_join(r: JoinGroupRequest, config: CoordinatorConfig) -> None:
+    """What Kafka checks of a JoinGroup before it looks at the group (a classic group's, or a
+    connect group's classic member alike)."""
     if not r.group_id:
         raise ProtocolError(ErrorCode.INVALID_GROUP_ID, "GroupId must be non-empty")
     if r.instance_id is not None and not r.instance_id:

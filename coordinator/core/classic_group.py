@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from records import ClassicGroupMember, ClassicGroupMetadataValue
+from records.connect_protocol import OFFERED, ConnectProtocolError, metadata_for
 
 from coordinator.core.protocol import ClassicProtocol
 
@@ -175,7 +176,7 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
             member_id=m.member_id, instance_id=m.group_instance_id, client_id=m.client_id,
             client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
             session_timeout_ms=m.session_timeout_ms,
-            protocols=(ClassicProtocol(value.protocol, m.subscription),) if value.protocol is not None else (),
+            protocols=_offered(value.protocol, m.subscription),
             assignment=m.assignment)
         for m in value.members}
     state = value.state if value.state in STATES else (STABLE if members else EMPTY)
@@ -186,6 +187,22 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
         protocol=value.protocol, leader=value.leader if value.leader in members else None,
         members=_frozen(members), pending_sync=frozenset(members) if state == COMPLETING_REBALANCE else frozenset(),
         record=value)
+
+
+def _offered(protocol: str | None, subscription: bytes) -> tuple[ClassicProtocol, ...]:
+    """What a member of a loaded group offers: the record keeps the chosen protocol's metadata only
+    (as Kafka's). A Kafka Connect worker on one of Connect's protocols offers the lower ones too
+    (`connect.protocol=sessioned` offers compatible and default), with the same metadata in their
+    bytes, so a worker that joins after a failover with fewer protocols still finds a common one."""
+    if protocol is None:
+        return ()
+    chosen = ClassicProtocol(protocol, subscription)
+    if protocol not in OFFERED:
+        return (chosen,)
+    try:
+        return (chosen, *(ClassicProtocol(p, metadata_for(subscription, p)) for p in OFFERED[protocol][1:]))
+    except ConnectProtocolError:
+        return (chosen,)  # not Connect's bytes: only what the record says
 
 
 @dataclass(slots=True, frozen=True)

@@ -213,6 +213,7 @@ class GroupCoordinator:
     @_answers(JoinGroupResponse)
     def join_group(self, request: JoinGroupRequest, now: int, context: RequestContext = NO_CONTEXT) -> Result:
         """JoinGroup: answered at once, or `Parked` until the join phase completes."""
+        classic.check_join(request, self.config)
         if self._translated(request.group_id):
             # A classic member taking over a static connect member's instance may leave no connect
             # member behind: the group then goes back to the classic protocol.
