@@ -1,2 +1,3 @@
-"""The HTTP contract (DESIGN §7), shared by the server and the worker SDK: the wire types, declared
-once, and the OpenAPI document generated from them."""
+"""The contracts of the coordinator's two transports, shared by the servers and the worker SDK
+(DESIGN §7, §12): the HTTP wire types, declared once, and the OpenAPI document generated from them;
+Kafka's binary protocol (`kafka_protocol`)."""

@@ -1,0 +1,312 @@
+"""Kafka's binary protocol (KRPC) as the coordinator's Kafka listener speaks it (DESIGN §12): the
+one module that touches the message library.
+
+The message types are kafka-python 3's (`kafka.protocol`: loaded at import from Kafka's own JSON
+message schemas; bytes checked against kafka-clients 4.3.1 by `tests/test_kafka_protocol.py`). This
+module adds what a server needs around them, sans-I/O:
+
+- frames: an int32 size, then that many bytes (`frame_length`, `FrameReader`), at most
+  `MAX_FRAME_BYTES` (Kafka's `socket.request.max.bytes`, 100 MiB) unless told otherwise;
+- the request header peeked without decoding the body (`peek_header`: API key and version,
+  correlation id, client id);
+- a request's body decoded for the APIs we serve, at the versions in `SUPPORTED` (`decode_request`);
+- a response framed with the header Kafka writes for it (`encode_response`: header v1, with tagged
+  fields, for a flexible version; v0 otherwise and always for ApiVersions, whose answer a client
+  must read before it knows our versions);
+- ApiVersions answered from `SUPPORTED` (`api_versions_response`), including Kafka's v0 answer with
+  UNSUPPORTED_VERSION to a client that asks with a version we do not know.
+
+Every failure to read input is a `KafkaProtocolError` (nothing else escapes): the listener closes
+that connection. Tagged fields the schemas do not know are skipped, never an error, and error codes
+are plain integers, so a code the library has no name for is carried, not refused.
+
+The client side (`encode_request`, `decode_response`) is here too: tests build real frames with it.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with importlib.resources' old calls
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin import (
+        DeleteGroupsRequest,
+        DeleteGroupsResponse,
+        DescribeGroupsRequest,
+        DescribeGroupsResponse,
+        ListGroupsRequest,
+        ListGroupsResponse,
+    )
+    from kafka.protocol.api_header import RequestHeader as _LibRequestHeader
+    from kafka.protocol.api_header import ResponseHeader as _LibResponseHeader
+    from kafka.protocol.consumer.group import (
+        HeartbeatRequest,
+        HeartbeatResponse,
+        JoinGroupRequest,
+        JoinGroupResponse,
+        LeaveGroupRequest,
+        LeaveGroupResponse,
+        SyncGroupRequest,
+        SyncGroupResponse,
+    )
+    from kafka.protocol.metadata import (
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+        FindCoordinatorRequest,
+        FindCoordinatorResponse,
+    )
+
+# Kafka's `socket.request.max.bytes` default: a frame announcing more closes the connection.
+MAX_FRAME_BYTES = 100 * 1024 * 1024
+
+API_VERSIONS = 18
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+
+# The APIs the listener serves and their versions (inclusive), the only table of them: ApiVersions
+# answers it, and a request outside it is refused. JoinGroup from v4 (KIP-394: a new member is
+# given its id with MEMBER_ID_REQUIRED); the others from v0, as kafka-clients 4.3.1 still sends
+# them; every maximum is kafka-clients 4.3.1's (the golden test checks).
+SUPPORTED: dict[int, tuple[int, int]] = {
+    API_VERSIONS: (0, 4),
+    FIND_COORDINATOR: (0, 6),
+    JOIN_GROUP: (4, 9),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 5),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 6),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+}
+
+NAMES: dict[int, str] = {
+    API_VERSIONS: "ApiVersions", FIND_COORDINATOR: "FindCoordinator", JOIN_GROUP: "JoinGroup",
+    HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup",
+    DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups", DELETE_GROUPS: "DeleteGroups",
+}
+
+_MESSAGES: dict[int, tuple[Any, Any]] = {
+    API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+    FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+}
+
+NONE = 0
+UNSUPPORTED_VERSION = 35
+
+_SIZE = struct.Struct(">i")
+_FIXED_HEADER = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
+
+
+class KafkaProtocolError(Exception):
+    """Input that is not a request we can answer: a bad frame, a truncated or malformed request, an
+    API or version we do not serve. The connection it came on is closed."""
+
+
+class FrameTooLarge(KafkaProtocolError):
+    """A frame size above the maximum, or negative."""
+
+
+class UnsupportedRequest(KafkaProtocolError):
+    """An API key or version outside `SUPPORTED`."""
+
+    def __init__(self, message: str, header: RequestHeader) -> None:
+        super().__init__(message)
+        self.header = header
+
+
+# --- frames ---------------------------------------------------------------------------------------
+
+
+def frame_length(prefix: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
+    """The size a frame's 4-byte prefix announces; FrameTooLarge above `max_bytes` or below 0."""
+    if len(prefix) != 4:
+        raise KafkaProtocolError(f"a frame size is 4 bytes, got {len(prefix)}")
+    (size,) = _SIZE.unpack(prefix)
+    if size < 0:
+        raise FrameTooLarge(f"negative frame size {size}")
+    if size > max_bytes:
+        raise FrameTooLarge(f"frame of {size} bytes is over the maximum of {max_bytes}")
+    return size
+
+
+def frame(payload: bytes) -> bytes:
+    return _SIZE.pack(len(payload)) + payload
+
+
+class FrameReader:
+    """Splits a byte stream into frames: `feed(data)` returns the frames it completed (without their
+    size), keeping a partial one for the next call; a bad size raises FrameTooLarge."""
+
+    def __init__(self, max_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        self._buffer += data
+        out: list[bytes] = []
+        while len(self._buffer) >= 4:
+            size = frame_length(bytes(self._buffer[:4]), self.max_bytes)
+            if len(self._buffer) < 4 + size:
+                break
+            out.append(bytes(self._buffer[4:4 + size]))
+            del self._buffer[:4 + size]
+        return out
+
+    @property
+    def pending(self) -> int:
+        """Bytes held for a frame not yet complete."""
+        return len(self._buffer)
+
+
+# --- requests -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+    @property
+    def api_name(self) -> str:
+        return NAMES.get(self.api_key, f"api-key-{self.api_key}")
+
+
+@dataclass(frozen=True)
+class Request:
+    header: RequestHeader
+    body: Any  # the library's request message, at header.api_version
+
+
+def peek_header(payload: bytes) -> RequestHeader:
+    """A request's header (header v1 and v2 begin alike: the client id is never compact), the body
+    left undecoded."""
+    if len(payload) < _FIXED_HEADER.size:
+        raise KafkaProtocolError(f"a request header is at least {_FIXED_HEADER.size} bytes, got {len(payload)}")
+    api_key, api_version, correlation_id, length = _FIXED_HEADER.unpack_from(payload)
+    if length < -1:
+        raise KafkaProtocolError(f"client id length {length}")
+    client_id = None
+    if length >= 0:
+        end = _FIXED_HEADER.size + length
+        if len(payload) < end:
+            raise KafkaProtocolError("request header truncated in its client id")
+        try:
+            client_id = bytes(payload[_FIXED_HEADER.size:end]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise KafkaProtocolError("client id is not UTF-8") from None
+    return RequestHeader(api_key, api_version, correlation_id, client_id)
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    span = SUPPORTED.get(api_key)
+    return span is not None and span[0] <= api_version <= span[1]
+
+
+def decode_request(payload: bytes) -> Request:
+    """A request frame's payload (without its size): header and body. UnsupportedRequest for an API
+    or version outside SUPPORTED, KafkaProtocolError for anything malformed."""
+    header = peek_header(payload)
+    if not is_supported(header.api_key, header.api_version):
+        raise UnsupportedRequest(f"{header.api_name} v{header.api_version} is not served "
+                                 f"(served: {_span_text(header.api_key)})", header)
+    request_class = _MESSAGES[header.api_key][0]
+    flexible = request_class.flexible_version_q(header.api_version)
+    try:
+        stream = io.BytesIO(payload)
+        _LibRequestHeader.decode(stream, flexible=flexible)  # skips the header's tagged fields
+        body = request_class.decode(memoryview(payload)[stream.tell():], version=header.api_version)
+    except Exception as e:  # noqa: BLE001 (the library raises IndexError, ValueError, struct.error, ...)
+        raise KafkaProtocolError(f"{header.api_name} v{header.api_version} request does not decode: "
+                                 f"{type(e).__name__}: {e}") from None
+    return Request(header, body)
+
+
+def request_class(api_key: int, version: int) -> Any:
+    """The library's request type for one served API at one version (its nested types are its
+    attributes: `request_class(JOIN_GROUP, 9).JoinGroupRequestProtocol`)."""
+    return _MESSAGES[api_key][0][version]
+
+
+def response_class(api_key: int, version: int) -> Any:
+    return _MESSAGES[api_key][1][version]
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """1 (tagged fields) for a flexible version, else 0; ApiVersions always 0 (KIP-511)."""
+    if api_key == API_VERSIONS:
+        return 0
+    return 1 if _MESSAGES[api_key][1].flexible_version_q(version) else 0
+
+
+def encode_response(header: RequestHeader, body: Any) -> bytes:
+    """The framed response to the request `header` came with: `body` (a response message) at the
+    request's version, after the response header Kafka writes for it."""
+    flexible = response_header_version(header.api_key, header.api_version) == 1
+    head = _LibResponseHeader(correlation_id=header.correlation_id).encode(flexible=flexible)
+    return frame(head + body.encode(version=header.api_version))
+
+
+def api_versions_response(header: RequestHeader) -> bytes:
+    """ApiVersions' answer, framed: our SUPPORTED table at the request's version; to a version we do
+    not know (a newer client), Kafka's v0 answer with UNSUPPORTED_VERSION and the table, after which
+    the client asks again with a version we list."""
+    low, high = SUPPORTED[API_VERSIONS]
+    version = header.api_version
+    error = NONE
+    if not low <= version <= high:
+        version, error = 0, UNSUPPORTED_VERSION
+    cls = ApiVersionsResponse[version]
+    body = cls(error_code=error, throttle_time_ms=0,
+               api_keys=[cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                         for k, (lo, hi) in sorted(SUPPORTED.items())])
+    return encode_response(RequestHeader(API_VERSIONS, version, header.correlation_id, header.client_id), body)
+
+
+def _span_text(api_key: int) -> str:
+    span = SUPPORTED.get(api_key)
+    return "none" if span is None else f"v{span[0]}-v{span[1]}"
+
+
+# --- the client side ------------------------------------------------------------------------------
+
+
+def encode_request(body: Any, version: int, correlation_id: int, client_id: str | None) -> bytes:
+    """A framed request: header v1 (v2, with tagged fields, for a flexible version), then `body`."""
+    api_key = body.API_KEY
+    flexible = _MESSAGES[api_key][0].flexible_version_q(version)
+    head = _LibRequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
+                             client_id=client_id).encode(flexible=flexible)
+    return frame(head + body.encode(version=version))
+
+
+def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, Any]:
+    """A response frame's payload (without its size) to a request of `api_key` at `version`: its
+    correlation id and body."""
+    flexible = response_header_version(api_key, version) == 1
+    try:
+        stream = io.BytesIO(payload)
+        head = _LibResponseHeader.decode(stream, flexible=flexible)
+        body = _MESSAGES[api_key][1].decode(memoryview(payload)[stream.tell():], version=version)
+    except Exception as e:  # noqa: BLE001 (as in decode_request)
+        raise KafkaProtocolError(f"{NAMES.get(api_key, api_key)} v{version} response does not decode: "
+                                 f"{type(e).__name__}: {e}") from None
+    return head.correlation_id, body
