@@ -14,7 +14,7 @@ from typing import Any
 
 import msgspec
 
-from coordinator.api import wire
+from coordinator.api import kafka_protocol, wire
 from coordinator.core.protocol import ErrorCode
 
 Schema = dict[str, Any]
@@ -186,6 +186,22 @@ _REFUSALS = {
                                     "an unknown one.")),
     "403": ("AuthorizationFailed", "GROUP_AUTHORIZATION_FAILED: the principal may not do this on the group (ACLs)."),
     "413": ("InvalidRequest", "INVALID_REQUEST: the body is larger than the server's limit."),
+}
+
+
+# The Kafka API each operation is served as on the Kafka listener (`serve --kafka-listener`, DESIGN
+# §12), by operation id: the same call of the core behind both. ApiVersions, Kafka's handshake, has
+# no HTTP operation. `kafka_protocol.SUPPORTED` holds the versions; tests/test_kafka_listener.py
+# checks that the two name the same APIs.
+KAFKA_APIS: dict[str, int] = {
+    "joinGroup": kafka_protocol.JOIN_GROUP,
+    "syncGroup": kafka_protocol.SYNC_GROUP,
+    "classicHeartbeat": kafka_protocol.HEARTBEAT,
+    "leaveGroup": kafka_protocol.LEAVE_GROUP,
+    "findCoordinator": kafka_protocol.FIND_COORDINATOR,
+    "listGroups": kafka_protocol.LIST_GROUPS,
+    "describeGroup": kafka_protocol.DESCRIBE_GROUPS,
+    "deleteGroup": kafka_protocol.DELETE_GROUPS,
 }
 
 

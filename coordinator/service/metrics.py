@@ -73,6 +73,9 @@ class Metrics:
         self.signals = Counter("coordinator_protocol_signals", "Responses with an ErrorCode that is a step of the "
                                "protocol (COMPUTE_ASSIGNMENT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED), by API "
                                "and name", ["api", "signal"], registry=r)
+        self.kafka_bad_input = Counter("coordinator_kafka_bad_input", "Kafka listener connections closed for bad "
+                                       "input (frame-size, truncated, malformed, unsupported)", ["reason"],
+                                       registry=r)
         ProcessCollector(registry=r)  # process_*: CPU, RSS, open file descriptors, start time
         PlatformCollector(registry=r)  # python_info
         GCCollector(registry=r)  # python_gc_*

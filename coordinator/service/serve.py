@@ -90,6 +90,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="the largest request body taken; larger ones are answered 413 unread (env "
                            f"COORDINATOR_MAX_REQUEST_BYTES, default {MAX_BODY_BYTES}: an install of 50,000 tasks "
                            "with long names is about 4 MB)")
+    kafka = parser.add_argument_group("Kafka listener (Kafka's binary protocol for the classic group APIs)")
+    kafka.add_argument("--kafka-listener", default=env("COORDINATOR_KAFKA_LISTENER"), metavar="HOST:PORT",
+                       help="also serve ApiVersions, FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, "
+                            "DescribeGroups, ListGroups and DeleteGroups in Kafka's protocol here, for unmodified "
+                            "Kafka clients such as Connect workers (env COORDINATOR_KAFKA_LISTENER; default: off)")
+    kafka.add_argument("--kafka-advertised", default=env("COORDINATOR_KAFKA_ADVERTISED"), metavar="HOST:PORT",
+                       help="the address FindCoordinator names, when clients dial another than --kafka-listener "
+                            "(env COORDINATOR_KAFKA_ADVERTISED)")
     own = parser.add_argument_group("ownership")
     own.add_argument("--ownership", choices=("static", "group"), default=env("COORDINATOR_OWNERSHIP", "static"),
                      help="static: serve --partitions; group: share the partitions with the other instances "
@@ -193,10 +201,10 @@ def _owned(chosen: set[int] | None, count: int) -> list[int]:
     return sorted(chosen)
 
 
-def parse_listen(text: str) -> tuple[str, int]:
+def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
     host, colon, port = text.rpartition(":")
     if not colon or not port.isdigit() or not 0 < int(port) < 65536:
-        raise CliError(f"--listen {text!r}: expected HOST:PORT", exit_code=2)
+        raise CliError(f"{flag} {text!r}: expected HOST:PORT", exit_code=2)
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
@@ -214,6 +222,12 @@ def run(args: argparse.Namespace) -> int:
     # JSON every line of the process is one object, not JSON mixed with librdkafka's `%6|...` text.
     config["logger"] = logging.getLogger("kafka")
     host, port = parse_listen(args.listen)
+    if args.kafka_advertised and not args.kafka_listener:
+        raise CliError("--kafka-advertised needs --kafka-listener", exit_code=2)
+    if args.kafka_listener:  # refused before Kafka is waited for
+        parse_listen(args.kafka_listener, "--kafka-listener")
+    if args.kafka_advertised:
+        parse_listen(args.kafka_advertised, "--kafka-advertised")
     chosen = parse_partitions(args.partitions)
     tls = _tls_context(args)
     advertised = args.advertised_url or f"{'https' if tls else 'http'}://{_reachable(host)}:{port}"
@@ -308,6 +322,19 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
     except OSError as e:
         await runner.cleanup()
         raise CliError(f"cannot listen on {args.listen}: {e.strerror}") from None
+    kafka_listener = None
+    if args.kafka_listener:
+        from coordinator.service.kafka_listener import KafkaListener
+
+        kafka_host, kafka_port = parse_listen(args.kafka_listener, "--kafka-listener")
+        advertised = parse_listen(args.kafka_advertised, "--kafka-advertised") if args.kafka_advertised else None
+        kafka_listener = KafkaListener(server, advertised)
+        try:
+            await kafka_listener.start(kafka_host, kafka_port)
+        except OSError as e:
+            await runner.cleanup()
+            raise CliError(f"cannot listen on {args.kafka_listener}: {e.strerror}") from None
+        log.info("Kafka listener on %s, advertised as %s:%d", args.kafka_listener, *kafka_listener.advertised)
     ownership = None
     if args.ownership == "group":
         from coordinator.service.ownership import GroupOwnership
@@ -325,6 +352,8 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
              f", partitions {sorted(server.runtimes)}" if args.ownership == "static" else "")
     await stop.wait()
     log.info("stopping")
+    if kafka_listener is not None:
+        await kafka_listener.close()
     if ownership is not None:
         await ownership.close()
     await server.close()

@@ -25,12 +25,19 @@ from aiohttp import web
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.protocol import (
+    ClassicHeartbeatRequest,
     DeleteGroupRequest,
     ErrorCode,
     ErrorResponse,
+    GroupDescription,
     GroupListing,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     RequestContext,
     Result,
+    SyncGroupRequest,
     SyncGroupResponse,
 )
 from coordinator.service import metrics
@@ -199,27 +206,46 @@ class CoordinatorServer:
         # Kafka's coordinator makes a member id of the client id and a UUID; so do we, out here,
         # because the state machine has no randomness.
         context = RequestContext(request[PRINCIPAL], request.remote or "", f"{request[PRINCIPAL]}-{uuid.uuid4()}")
-        answer = await self.runtime_for(join.group_id).call(
-            lambda coordinator, now: coordinator.join_group(join, now, context))
-        return _answer(wire.JoinGroupResponse.of(answer))
+        return _answer(wire.JoinGroupResponse.of(await self.call_join_group(join, context)))
 
     async def sync_group(self, request: web.Request) -> web.Response:
         sync = (await _decode(request, wire.SyncGroupRequest)).protocol()
         self._authorize(request, Operation.READ, sync.group_id)
-        answer = await self._classic(sync.group_id, lambda coordinator, now: coordinator.sync_group(sync, now),
-                                     loading=SYNC_WHILE_LOADING)
-        return _answer(wire.SyncGroupResponse.of(answer))
+        return _answer(wire.SyncGroupResponse.of(await self.call_sync_group(sync)))
 
     async def classic_heartbeat(self, request: web.Request) -> web.Response:
         heartbeat = (await _decode(request, wire.ClassicHeartbeatRequest)).protocol()
         self._authorize(request, Operation.READ, heartbeat.group_id)
-        answer = await self._classic(heartbeat.group_id,
-                                     lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now),
-                                     loading=HEARTBEAT_WHILE_LOADING)
-        return _answer(wire.ErrorResponse.of(answer))
+        return _answer(wire.ErrorResponse.of(await self.call_classic_heartbeat(heartbeat)))
+
+    async def leave_group(self, request: web.Request) -> web.Response:
+        leave = (await _decode(request, wire.LeaveGroupRequest)).protocol()
+        self._authorize(request, Operation.READ, leave.group_id)
+        return _answer(wire.LeaveGroupResponse.of(await self.call_leave_group(leave)))
+
+    # --- the classic calls, one core for both transports (these routes and the Kafka listener) ---
+    # Each raises NotServing (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) for its transport
+    # to answer, except where a Java member needs another answer while the partition loads.
+
+    async def call_join_group(self, join: JoinGroupRequest, context: RequestContext) -> JoinGroupResponse:
+        return await self.runtime_for(join.group_id).call(
+            lambda coordinator, now: coordinator.join_group(join, now, context))
+
+    async def call_sync_group(self, sync: SyncGroupRequest) -> SyncGroupResponse:
+        return await self._classic(sync.group_id, lambda coordinator, now: coordinator.sync_group(sync, now),
+                                   loading=SYNC_WHILE_LOADING)
+
+    async def call_classic_heartbeat(self, heartbeat: ClassicHeartbeatRequest) -> ErrorResponse:
+        return await self._classic(heartbeat.group_id,
+                                   lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now),
+                                   loading=HEARTBEAT_WHILE_LOADING)
+
+    async def call_leave_group(self, leave: LeaveGroupRequest) -> LeaveGroupResponse:
+        return await self.runtime_for(leave.group_id).call(
+            lambda coordinator, now: coordinator.leave_group(leave, now))
 
     async def _classic(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result], *,
-                       loading: object) -> object:
+                       loading: T) -> T:
         """A classic request whose partition is loading gets `loading`, an answer a Java member
         survives, as Kafka's coordinator gives it (JoinGroup and LeaveGroup keep
         COORDINATOR_LOAD_IN_PROGRESS, which Java's JoinGroup retries after a backoff)."""
@@ -229,13 +255,6 @@ class CoordinatorServer:
             if e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 return loading
             raise
-
-    async def leave_group(self, request: web.Request) -> web.Response:
-        leave = (await _decode(request, wire.LeaveGroupRequest)).protocol()
-        self._authorize(request, Operation.READ, leave.group_id)
-        answer = await self.runtime_for(leave.group_id).call(
-            lambda coordinator, now: coordinator.leave_group(leave, now))
-        return _answer(wire.LeaveGroupResponse.of(answer))
 
     # --- admin -------------------------------------------------------------------------------------
 
@@ -308,11 +327,15 @@ class CoordinatorServer:
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = self._group_id(request, Operation.DESCRIBE)
         runtime = self.runtime_for(group_id)
-        description = await runtime.query(lambda c: c.describe_group(group_id))
+        description = await self.call_describe_group(group_id)
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         return _answer(wire.GroupDescription.of(description, coordinator=self.advertised_url,
                                                 partition=runtime.partition))
+
+    async def call_describe_group(self, group_id: str) -> GroupDescription | None:
+        """The group's description (None: no such group); NotServing if it is not served here."""
+        return await self.runtime_for(group_id).query(lambda c: c.describe_group(group_id))
 
     async def connector_status(self, request: web.Request) -> web.Response:
         """Kafka Connect's status of one connector, as far as the coordinator knows (`views.connector_status`)."""

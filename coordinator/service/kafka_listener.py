@@ -1,0 +1,346 @@
+"""The coordinator's Kafka listener (`serve --kafka-listener HOST:PORT`, DESIGN §12): the classic
+group APIs in Kafka's binary protocol, for the groups this instance owns, so that an unmodified
+Kafka Connect worker can use the coordinator.
+
+One core, two transports: every request goes through the same calls of `CoordinatorServer` as the
+HTTP routes (`call_join_group`, `call_sync_group`, ...: the runtime of the group's partition, the
+answers a Java member survives while it loads), and authorization through the same `Authorizer`.
+The listener has no authentication yet (issue 28, item 4): its requests act as principal
+`ANONYMOUS`, so they are refused (GROUP_AUTHORIZATION_FAILED) unless anonymous access is on and the
+ACLs let ANONYMOUS in.
+
+As Kafka's SocketServer does, a connection's requests are handled one at a time and answered in
+order. Bad input (a frame size above the maximum or negative, a truncated frame, a request that does
+not decode, an API or version not served) closes that connection with one log line and counts it in
+`coordinator_kafka_bad_input_total{reason}`; no other connection notices. ApiVersions at a version
+we do not know is answered as Kafka answers it (v0, UNSUPPORTED_VERSION, our versions).
+
+Member ids are `<client id>-<uuid>`; the member's client id and host are its Kafka client id and
+the socket's peer address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+import zlib
+from typing import Any
+
+from coordinator.api import kafka_protocol as kp
+from coordinator.core.protocol import (
+    ClassicHeartbeatRequest,
+    ClassicProtocol,
+    DeleteGroupRequest,
+    ErrorCode,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    LeaveMember,
+    RequestContext,
+    SyncGroupAssignment,
+    SyncGroupRequest,
+)
+from coordinator.service.auth import AuthError, Operation
+from coordinator.service.runtime import NotServing
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools.partitions import partition_for
+
+log = logging.getLogger(__name__)
+
+# Kafka's group states as its tools spell them: the classic states, and the consumer group states
+# (KIP-848) for our connect groups; a group that does not exist is Dead.
+KAFKA_STATES = {
+    "EMPTY": "Empty", "PREPARING_REBALANCE": "PreparingRebalance", "COMPLETING_REBALANCE": "CompletingRebalance",
+    "STABLE": "Stable", "ASSIGNING": "Assigning", "RECONCILING": "Reconciling",
+}
+DEAD = "Dead"
+_INVALID_REQUEST = 42
+_GROUP_KEY_TYPE = 0
+
+
+class KafkaListener:
+    """Kafka's classic group APIs over `server`'s partitions, on one TCP address. `advertised` is the
+    (host, port) FindCoordinator names (default: where it listens)."""
+
+    def __init__(self, server: CoordinatorServer, advertised: tuple[str, int] | None = None, *,
+                 max_frame_bytes: int = kp.MAX_FRAME_BYTES) -> None:
+        self.server = server
+        self.advertised = advertised
+        self.max_frame_bytes = max_frame_bytes
+        self._tcp: asyncio.Server | None = None
+        self._connections: set[asyncio.Task] = set()
+
+    @property
+    def node_id(self) -> int:
+        """The node id FindCoordinator gives for this instance: stable for its advertised address."""
+        host, port = self.advertised or ("", 0)
+        return zlib.crc32(f"{host}:{port}".encode()) & 0x3FFFFFFF
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Listen on host:port (port 0: any free one); returns the address bound."""
+        self._tcp = await asyncio.start_server(self._connection, host, port, reuse_address=True)
+        bound = self._tcp.sockets[0].getsockname()[:2]
+        if self.advertised is None:
+            self.advertised = (host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", bound[1])
+        return bound
+
+    async def close(self) -> None:
+        if self._tcp is not None:
+            self._tcp.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            await self._tcp.wait_closed()
+            self._tcp = None
+
+    # --- a connection -------------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        host = peer[0] if isinstance(peer, tuple) else ""
+        try:
+            while True:
+                try:
+                    prefix = await reader.readexactly(4)
+                except asyncio.IncompleteReadError as e:
+                    if e.partial:
+                        self._bad_input(host, "truncated", "the connection ended inside a frame's size")
+                    return
+                size = kp.frame_length(prefix, self.max_frame_bytes)
+                try:
+                    payload = await reader.readexactly(size)
+                except asyncio.IncompleteReadError as e:
+                    self._bad_input(host, "truncated", f"the connection ended {len(e.partial)} bytes into a "
+                                    f"frame of {size}")
+                    return
+                writer.write(await self._answer(payload, host))
+                await writer.drain()
+        except kp.UnsupportedRequest as e:
+            self._bad_input(host, "unsupported", str(e), e.header.client_id)
+        except kp.FrameTooLarge as e:
+            self._bad_input(host, "frame-size", str(e))
+        except kp.KafkaProtocolError as e:
+            self._bad_input(host, "malformed", str(e))
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:  # a bug: logged with its traceback; the client reconnects
+            log.exception("Kafka listener: unexpected failure on a connection from %s; closing it", host)
+        finally:
+            if task is not None:
+                self._connections.discard(task)
+            writer.close()
+
+    def _bad_input(self, host: str, reason: str, detail: str, client_id: str | None = None) -> None:
+        self.server.metrics.kafka_bad_input.labels(reason).inc()
+        log.warning("Kafka listener: closing the connection from %s%s: %s", host,
+                    f" (client id {client_id})" if client_id else "", detail)
+
+    async def _answer(self, payload: bytes, host: str) -> bytes:
+        try:
+            request = kp.decode_request(payload)
+        except kp.UnsupportedRequest as e:
+            if e.header.api_key == kp.API_VERSIONS:  # a newer client: Kafka's v0 answer lists ours
+                return kp.api_versions_response(e.header)
+            raise
+        header, body = request.header, request.body
+        if header.api_key == kp.API_VERSIONS:
+            return kp.api_versions_response(header)
+        handler = _HANDLERS[header.api_key]
+        answer = await handler(self, header, body, host)
+        return kp.encode_response(header, answer)
+
+    # --- the APIs -------------------------------------------------------------------------------
+
+    def _principal(self, operation: Operation, group_id: str) -> int:
+        """NONE if ANONYMOUS may do `operation` on the group, else GROUP_AUTHORIZATION_FAILED."""
+        try:
+            principal = self.server.authorizer.authenticate(None)
+            self.server.authorizer.authorize(principal, operation, group_id)
+        except AuthError:
+            return ErrorCode.GROUP_AUTHORIZATION_FAILED
+        return ErrorCode.NONE
+
+    async def _find_coordinator(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        version = header.api_version
+        cls = kp.response_class(kp.FIND_COORDINATOR, version)
+        keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+        key_type = body.key_type if version >= 1 else _GROUP_KEY_TYPE
+        found = [await self._coordinator_of(key, key_type) for key in keys]
+        if version >= 4:
+            return cls(throttle_time_ms=0, coordinators=[
+                cls.Coordinator(key=key, node_id=node, host=h, port=p, error_code=code, error_message=message)
+                for key, (code, message, node, h, p) in zip(keys, found, strict=True)])
+        code, message, node, h, p = found[0]
+        return cls(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=h, port=p)
+
+    async def _coordinator_of(self, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+        if key_type != _GROUP_KEY_TYPE:
+            return _INVALID_REQUEST, f"key type {key_type} is not served here (groups only)", -1, "", -1
+        refused = self._principal(Operation.DESCRIBE, key)
+        if refused:
+            return refused, f"not allowed to describe group {key}", -1, "", -1
+        partition = partition_for(key, self.server.partitions)
+        owner = await self.server.owner_of(partition)
+        if owner != self.server.advertised_url:
+            # Another instance, or none: its Kafka listener is not known here (yet).
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no Kafka listener known for partition {partition}",
+                    -1, "", -1)
+        host, port = self.advertised or ("", -1)
+        return ErrorCode.NONE, None, self.node_id, host, port
+
+    async def _join_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        cls = kp.response_class(kp.JOIN_GROUP, header.api_version)
+        client_id = header.client_id or ""
+        join = JoinGroupRequest(
+            group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+            protocols=tuple(ClassicProtocol(p.name, bytes(p.metadata)) for p in body.protocols),
+            session_timeout_ms=body.session_timeout_ms, rebalance_timeout_ms=body.rebalance_timeout_ms,
+            instance_id=body.group_instance_id, reason=body.reason)
+        code = self._principal(Operation.READ, join.group_id)
+        if not code:
+            context = RequestContext(client_id, host, f"{client_id}-{uuid.uuid4()}")
+            try:
+                answer = await self.server.call_join_group(join, context)
+            except NotServing as e:
+                code = e.code
+        if code:
+            return cls(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
+                       protocol_name=None if header.api_version >= 7 else "", leader="", skip_assignment=False,
+                       member_id=body.member_id, members=[])
+        return cls(throttle_time_ms=0, error_code=answer.error_code, generation_id=answer.generation_id,
+                   protocol_type=answer.protocol_type,
+                   protocol_name=answer.protocol_name if header.api_version >= 7 else answer.protocol_name or "",
+                   leader=answer.leader, skip_assignment=answer.skip_assignment, member_id=answer.member_id,
+                   members=[cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id,
+                                                        metadata=m.metadata) for m in answer.members])
+
+    async def _sync_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        cls = kp.response_class(kp.SYNC_GROUP, header.api_version)
+        v5 = header.api_version >= 5
+        sync = SyncGroupRequest(
+            group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
+            instance_id=body.group_instance_id, protocol_type=body.protocol_type if v5 else None,
+            protocol_name=body.protocol_name if v5 else None,
+            assignments=tuple(SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments))
+        code = self._principal(Operation.READ, sync.group_id)
+        if not code:
+            try:
+                answer = await self.server.call_sync_group(sync)
+            except NotServing as e:
+                code = e.code
+        if code:
+            return cls(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
+        return cls(throttle_time_ms=0, error_code=answer.error_code, protocol_type=answer.protocol_type,
+                   protocol_name=answer.protocol_name, assignment=answer.assignment)
+
+    async def _heartbeat(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        cls = kp.response_class(kp.HEARTBEAT, header.api_version)
+        heartbeat = ClassicHeartbeatRequest(body.group_id, body.member_id, body.generation_id, body.group_instance_id)
+        code = self._principal(Operation.READ, heartbeat.group_id)
+        if not code:
+            try:
+                code = (await self.server.call_classic_heartbeat(heartbeat)).error_code
+            except NotServing as e:
+                code = e.code
+        return cls(throttle_time_ms=0, error_code=code)
+
+    async def _leave_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        cls = kp.response_class(kp.LEAVE_GROUP, header.api_version)
+        v3 = header.api_version >= 3
+        members = tuple(LeaveMember(m.member_id, m.group_instance_id, m.reason if header.api_version >= 5 else None)
+                        for m in body.members) if v3 else (LeaveMember(body.member_id),)
+        code = self._principal(Operation.READ, body.group_id)
+        answer = None
+        if not code:
+            try:
+                answer = await self.server.call_leave_group(LeaveGroupRequest(body.group_id, members))
+            except NotServing as e:
+                code = e.code
+        if answer is not None:
+            code = answer.error_code
+            if not v3 and not code and answer.members:  # one member: its outcome is the answer's (Kafka's v0-v2)
+                code = answer.members[0].error_code
+        if not v3:
+            return cls(throttle_time_ms=0, error_code=code)
+        return cls(throttle_time_ms=0, error_code=code, members=[
+            cls.MemberResponse(member_id=m.member_id, group_instance_id=m.instance_id, error_code=m.error_code)
+            for m in (answer.members if answer is not None else ())])
+
+    async def _describe_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        version = header.api_version
+        cls = kp.response_class(kp.DESCRIBE_GROUPS, version)
+        groups = []
+        for group_id in body.groups:
+            described = None
+            code = self._principal(Operation.DESCRIBE, group_id)
+            if not code:
+                try:
+                    described = await self.server.call_describe_group(group_id)
+                except NotServing as e:
+                    code = e.code
+            if described is None:
+                if not code and version >= 6:
+                    code = ErrorCode.GROUP_ID_NOT_FOUND  # v6 (KIP-1043); before, a Dead group without error
+                groups.append(cls.DescribedGroup(error_code=code, group_id=group_id, group_state=DEAD if not code
+                                                 or code == ErrorCode.GROUP_ID_NOT_FOUND else "",
+                                                 protocol_type="", protocol_data="", members=[],
+                                                 authorized_operations=None))
+                continue
+            groups.append(cls.DescribedGroup(
+                error_code=ErrorCode.NONE, group_id=group_id,
+                group_state=KAFKA_STATES.get(described.state, described.state),
+                protocol_type="connect", protocol_data=described.protocol_name or "",
+                members=[cls.DescribedGroup.DescribedGroupMember(
+                    member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                    client_host=m.client_host, member_metadata=b"", member_assignment=b"")
+                    for m in described.members],
+                authorized_operations=None))
+        return cls(throttle_time_ms=0, groups=groups)
+
+    async def _list_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        version = header.api_version
+        cls = kp.response_class(kp.LIST_GROUPS, version)
+        try:
+            principal = self.server.authorizer.authenticate(None)
+        except AuthError:
+            return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, groups=[])
+        wanted = {s.lower() for s in body.states_filter} if version >= 4 and body.states_filter else None
+        listed = []
+        for g in await self.server.listed_groups(principal):
+            state = KAFKA_STATES.get(g.state, g.state)
+            if wanted is None or state.lower() in wanted:
+                # The listing does not say a group's type: every group is listed as classic, the type
+                # the clients of this listener join (a connect-protocol group too, for now).
+                listed.append(cls.ListedGroup(group_id=g.group_id, protocol_type="connect", group_state=state,
+                                              group_type="classic"))
+        return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=listed)
+
+    async def _delete_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        cls = kp.response_class(kp.DELETE_GROUPS, header.api_version)
+        results = []
+        for group_id in body.groups_names:
+            code = self._principal(Operation.DELETE, group_id)
+            if not code:
+                delete = DeleteGroupRequest(group_id)
+                try:
+                    code = (await self.server.runtime_for(group_id).call(
+                        lambda coordinator, now, d=delete: coordinator.delete_group(d, now))).error_code
+                except NotServing as e:
+                    code = e.code
+            results.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
+        return cls(throttle_time_ms=0, results=results)
+
+
+_HANDLERS = {
+    kp.FIND_COORDINATOR: KafkaListener._find_coordinator,
+    kp.JOIN_GROUP: KafkaListener._join_group,
+    kp.SYNC_GROUP: KafkaListener._sync_group,
+    kp.HEARTBEAT: KafkaListener._heartbeat,
+    kp.LEAVE_GROUP: KafkaListener._leave_group,
+    kp.DESCRIBE_GROUPS: KafkaListener._describe_groups,
+    kp.LIST_GROUPS: KafkaListener._list_groups,
+    kp.DELETE_GROUPS: KafkaListener._delete_groups,
+}

@@ -1,0 +1,323 @@
+"""The coordinator's Kafka listener (`coordinator/service/kafka_listener.py`) on Apache Kafka: a
+client sending real frames over TCP (built with `coordinator.api.kafka_protocol`, whose bytes
+tests/test_kafka_protocol.py ties to kafka-clients 4.3.1) runs a whole classic round for two members
+with Kafka Connect's own protocol bytes; FindCoordinator names the listener; DescribeGroups and
+ListGroups show the group in Kafka's spellings; a group of a partition this instance does not own is
+NOT_COORDINATOR; requests on one connection are answered in order; bad frames close only their own
+connection. Every JoinGroup, SyncGroup and Heartbeat answer is checked against what a Connect worker
+survives (tests/connect_fatal.py). `coordinator serve --kafka-listener` serves it too."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import struct
+import time
+from pathlib import Path
+from typing import Any, Self
+
+import connect_fatal
+import pytest
+
+from records.connect_protocol import SESSIONED, WorkerAssignment, WorkerMetadata, encode_assignment, encode_metadata
+from records.model import ConnectorsAndTasks, TaskId
+
+from coordinator.api import kafka_protocol as kp
+from coordinator.api import openapi
+from coordinator.cli import main as coordinator
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.service.kafka_listener import _HANDLERS, KafkaListener
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools.devbroker import free_port
+from coordinator.tools.partitions import partition_for
+from coordinator.tools.process import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+G = next(f"connect-cluster-{i}" for i in range(100) if partition_for(f"connect-cluster-{i}", PARTITIONS) == 0)
+NOBODY = next(f"nobody-{i}" for i in range(100) if partition_for(f"nobody-{i}", PARTITIONS) == 0)
+ELSEWHERE = next(f"other-{i}" for i in range(100) if partition_for(f"other-{i}", PARTITIONS) == 1)
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
+MEMBER_ID_REQUIRED = 79
+GOLDEN = Path(__file__).resolve().parent / "golden" / "kafka_frames.json"
+
+
+class Client:
+    """One Kafka connection: requests framed with kafka_protocol, answers read in order."""
+
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address, self.client_id = address, client_id
+        self.correlation = 0
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def __aenter__(self) -> Self:
+        self.reader, self.writer = await asyncio.open_connection(*self.address)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.writer.close()
+
+    def send(self, api_key: int, version: int, **fields: Any) -> tuple[int, int, int]:
+        self.correlation += 1
+        body = kp.request_class(api_key, version)(**fields)
+        self.writer.write(kp.encode_request(body, version, self.correlation, self.client_id))
+        return api_key, version, self.correlation
+
+    async def receive(self, sent: tuple[int, int, int]) -> Any:
+        api_key, version, correlation = sent
+        size = kp.frame_length(await self.reader.readexactly(4))
+        got, body = kp.decode_response(api_key, version, await self.reader.readexactly(size))
+        assert got == correlation
+        return body
+
+    async def call(self, api_key: int, version: int, **fields: Any) -> Any:
+        return await self.receive(self.send(api_key, version, **fields))
+
+    async def closed(self, timeout: float = 5.0) -> bool:
+        """Whether the server closed this connection (EOF) without answering."""
+        return await asyncio.wait_for(self.reader.read(), timeout) == b""
+
+
+def protocols(url: str) -> list[Any]:
+    cls = kp.request_class(kp.JOIN_GROUP, 9)
+    return [cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=encode_metadata(WorkerMetadata(url, 7, None),
+                                                                                 SESSIONED))]
+
+
+async def join(client: Client, member_id: str, url: str) -> Any:
+    answer = await client.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
+                               member_id=member_id, group_instance_id=None, protocol_type="connect",
+                               protocols=protocols(url), reason=None)
+    connect_fatal.assert_survivable(connect_fatal.JOIN, answer, protocol_type="connect")
+    return answer
+
+
+async def sync(client: Client, member_id: str, generation: int, assignments: list[tuple[str, bytes]]) -> Any:
+    cls = kp.request_class(kp.SYNC_GROUP, 5)
+    answer = await client.call(kp.SYNC_GROUP, 5, group_id=G, generation_id=generation, member_id=member_id,
+                               group_instance_id=None, protocol_type="connect", protocol_name=SESSIONED,
+                               assignments=[cls.SyncGroupRequestAssignment(member_id=m, assignment=a)
+                                            for m, a in assignments])
+    connect_fatal.assert_survivable(connect_fatal.SYNC, answer, protocol_type="connect", protocol_name=SESSIONED)
+    return answer
+
+
+async def heartbeat(client: Client, member_id: str, generation: int, version: int = 4) -> Any:
+    answer = await client.call(kp.HEARTBEAT, version, group_id=G, generation_id=generation, member_id=member_id,
+                               group_instance_id=None)
+    connect_fatal.assert_survivable(connect_fatal.HEARTBEAT, answer)
+    return answer
+
+
+class Coordinator:
+    def __init__(self, broker: Any, topic: str) -> None:
+        self.server = CoordinatorServer(broker.client_config(), topic, PARTITIONS, [0], "http://127.0.0.1:1",
+                                        CoordinatorConfig(initial_assignment_delay_ms=0))
+        self.listener = KafkaListener(self.server)
+
+    async def __aenter__(self) -> Self:
+        await self.server.start()
+        self.address = await self.listener.start("127.0.0.1", 0)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.listener.close()
+        await self.server.close()
+
+
+def _topic(broker: Any, topic: str) -> None:
+    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
+                        "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+
+
+def test_the_kafka_apis_are_declared_beside_the_http_operations():
+    assert set(openapi.KAFKA_APIS.values()) | {kp.API_VERSIONS} == set(kp.SUPPORTED)
+    assert set(_HANDLERS) == set(openapi.KAFKA_APIS.values())
+
+
+def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic):
+    _topic(kafka_broker, unique_topic)
+
+    async def run() -> None:
+        async with Coordinator(kafka_broker, unique_topic) as c, \
+                Client(c.address, "connect-1") as w1, Client(c.address, "connect-2") as w2, \
+                Client(c.address, "admin") as admin:
+            versions = await admin.call(kp.API_VERSIONS, 3, client_software_name="test", client_software_version="1")
+            assert versions.error_code == 0
+            assert {(k.api_key, k.min_version, k.max_version) for k in versions.api_keys} == {
+                (k, lo, hi) for k, (lo, hi) in kp.SUPPORTED.items()}
+
+            # FindCoordinator names the listener; a group of a partition served nowhere: not available.
+            found = await admin.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[G, ELSEWHERE])
+            mine, other = found.coordinators
+            assert (mine.key, mine.error_code, mine.host, mine.port) == (G, 0, *c.address)
+            assert mine.node_id >= 0
+            assert (other.key, other.error_code) == (ELSEWHERE, COORDINATOR_NOT_AVAILABLE)
+            old = await admin.call(kp.FIND_COORDINATOR, 0, key=G)
+            assert (old.error_code, old.host, old.port) == (0, *c.address)
+
+            # The first joins are given member ids (KIP-394) made of the client id.
+            first = await asyncio.gather(join(w1, "", "http://w1:8083/"), join(w2, "", "http://w2:8083/"))
+            assert [a.error_code for a in first] == [MEMBER_ID_REQUIRED] * 2
+            m1, m2 = (a.member_id for a in first)
+            assert m1.startswith("connect-1-") and m2.startswith("connect-2-")
+
+            # Both join the same generation; the leader gets both members' metadata.
+            j1, j2 = await asyncio.gather(join(w1, m1, "http://w1:8083/"), join(w2, m2, "http://w2:8083/"))
+            assert j1.error_code == j2.error_code == 0
+            assert j1.generation_id == j2.generation_id >= 1 and j1.protocol_name == SESSIONED
+            assert j1.leader == j2.leader in (m1, m2)
+            generation, leader = j1.generation_id, j1.leader
+            leading, following = (j1, j2) if leader == m1 else (j2, j1)
+            assert {m.member_id for m in leading.members} == {m1, m2} and following.members == []
+
+            a1 = encode_assignment(WorkerAssignment(leader, "http://w1:8083/", 7,
+                                                    ConnectorsAndTasks(("A",), (TaskId("A", 0),))), SESSIONED)
+            a2 = encode_assignment(WorkerAssignment(leader, "http://w1:8083/", 7,
+                                                    ConnectorsAndTasks((), (TaskId("A", 1),))), SESSIONED)
+            assignments = [(m1, a1), (m2, a2)]
+            s1, s2 = await asyncio.gather(
+                sync(w1, m1, generation, assignments if leader == m1 else []),
+                sync(w2, m2, generation, assignments if leader == m2 else []))
+            assert (s1.error_code, s1.assignment, s2.error_code, s2.assignment) == (0, a1, 0, a2)
+            assert s1.protocol_type == "connect" and s1.protocol_name == SESSIONED
+            assert (await heartbeat(w1, m1, generation)).error_code == 0
+            assert (await heartbeat(w2, m2, generation, version=0)).error_code == 0
+
+            described = await admin.call(kp.DESCRIBE_GROUPS, 5, groups=[G, NOBODY],
+                                         include_authorized_operations=False)
+            group, nobody = described.groups
+            assert (group.error_code, group.group_state, group.protocol_type, group.protocol_data) == \
+                (0, "Stable", "connect", SESSIONED)
+            assert {(m.member_id, m.client_id, m.client_host) for m in group.members} == {
+                (m1, "connect-1", "127.0.0.1"), (m2, "connect-2", "127.0.0.1")}
+            assert (nobody.error_code, nobody.group_state) == (0, "Dead")
+            v6 = await admin.call(kp.DESCRIBE_GROUPS, 6, groups=[NOBODY], include_authorized_operations=False)
+            assert v6.groups[0].error_code == 69  # GROUP_ID_NOT_FOUND, from v6 on
+
+            listed = await admin.call(kp.LIST_GROUPS, 5, states_filter=[], types_filter=[])
+            assert [(g.group_id, g.group_state, g.protocol_type) for g in listed.groups] == [(G, "Stable", "connect")]
+            assert (await admin.call(kp.LIST_GROUPS, 4, states_filter=["Empty"])).groups == []
+
+            # A group whose partition this instance does not own.
+            elsewhere = await admin.call(kp.JOIN_GROUP, 9, group_id=ELSEWHERE, session_timeout_ms=10_000,
+                                         rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
+                                         protocol_type="connect", protocols=protocols("http://x:8083/"), reason=None)
+            assert elsewhere.error_code == NOT_COORDINATOR
+            connect_fatal.assert_survivable(connect_fatal.JOIN, elsewhere)
+            beat = await admin.call(kp.HEARTBEAT, 4, group_id=ELSEWHERE, generation_id=1, member_id="x",
+                                    group_instance_id=None)
+            assert beat.error_code == NOT_COORDINATOR
+            connect_fatal.assert_survivable(connect_fatal.HEARTBEAT, beat)
+            described = await admin.call(kp.DESCRIBE_GROUPS, 0, groups=[ELSEWHERE])
+            assert described.groups[0].error_code == NOT_COORDINATOR
+
+            # The second member leaves; the first is told to join again at its next heartbeat.
+            leave_cls = kp.request_class(kp.LEAVE_GROUP, 5)
+            left = await w2.call(kp.LEAVE_GROUP, 5, group_id=G, members=[
+                leave_cls.MemberIdentity(member_id=m2, group_instance_id=None, reason="stopping")])
+            assert left.error_code == 0 and [(m.member_id, m.error_code) for m in left.members] == [(m2, 0)]
+            assert (await heartbeat(w1, m1, generation)).error_code == 27  # REBALANCE_IN_PROGRESS
+            rejoined = await join(w1, m1, "http://w1:8083/")
+            assert rejoined.error_code == 0 and rejoined.leader == m1 and rejoined.generation_id > generation
+            old_leave = await w1.call(kp.LEAVE_GROUP, 0, group_id=G, member_id="unknown-member")
+            assert old_leave.error_code == 25  # UNKNOWN_MEMBER_ID, as Kafka's v0-v2 answer it
+
+    asyncio.run(asyncio.wait_for(run(), 120))
+
+
+def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(kafka_broker, unique_topic):
+    _topic(kafka_broker, unique_topic)
+
+    async def run() -> None:
+        async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "steady") as steady:
+            # Pipelined: sent together, answered one at a time in order.
+            sent = [steady.send(kp.DESCRIBE_GROUPS, 5, groups=[G], include_authorized_operations=False),
+                    steady.send(kp.API_VERSIONS, 0),
+                    steady.send(kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody",
+                                group_instance_id=None),
+                    steady.send(kp.LIST_GROUPS, 3),
+                    steady.send(kp.FIND_COORDINATOR, 6, key_type=0, coordinator_keys=[G])]
+            answers = [await steady.receive(s) for s in sent]  # receive() checks each correlation id
+            assert answers[2].error_code == 25  # UNKNOWN_MEMBER_ID
+            assert answers[4].coordinators[0].port == c.address[1]
+
+            # Tagged fields no schema knows (kafka-clients wrote them: the golden file) end nothing.
+            golden = next(g for g in json.loads(GOLDEN.read_text())["cases"]
+                          if g["name"] == "join_group_v9_unknown_tags" and g["kind"] == "request")
+            steady.writer.write(bytes.fromhex(golden["hex"]))
+            size = kp.frame_length(await steady.reader.readexactly(4))
+            correlation, body = kp.decode_response(kp.JOIN_GROUP, 9, await steady.reader.readexactly(size))
+            assert correlation == golden["correlation_id"]
+            connect_fatal.assert_survivable(connect_fatal.JOIN, body)
+
+            # ApiVersions at a version we do not know: Kafka's v0 answer with UNSUPPORTED_VERSION.
+            async with Client(c.address, "newer") as newer:
+                newer.writer.write(kp.frame(struct.pack(">hhih", kp.API_VERSIONS, 99, 5, 1) + b"x" + b"\x00" * 8))
+                size = kp.frame_length(await newer.reader.readexactly(4))
+                correlation, body = kp.decode_response(kp.API_VERSIONS, 0, await newer.reader.readexactly(size))
+                assert (correlation, body.error_code) == (5, 35)
+
+            heartbeat_frame = kp.encode_request(
+                kp.request_class(kp.HEARTBEAT, 4)(group_id=G, generation_id=1, member_id="m", group_instance_id=None),
+                4, 1, "bad")
+            bad = {
+                "a size of 2 GB": struct.pack(">i", 2**31 - 1) + b"\x00" * 16,
+                "a negative size": struct.pack(">i", -5),
+                "garbage": b"\x00\x00\x00\x06garbag",
+                "an unknown API key": kp.frame(struct.pack(">hhih", 999, 0, 1, 1) + b"x"),
+                "an unknown version": kp.frame(struct.pack(">hhih", kp.JOIN_GROUP, 3, 1, 1) + b"x" + b"\x00" * 40),
+                "a truncated request": kp.frame(heartbeat_frame[4:-6]),
+            }
+            before = c.server.metrics.kafka_bad_input._metrics.copy()
+            for name, data in bad.items():
+                async with Client(c.address, "bad") as client:
+                    client.writer.write(data)
+                    assert await client.closed(), name
+            # a connection that ends inside a frame
+            async with Client(c.address, "cut") as client:
+                client.writer.write(heartbeat_frame[:10])
+                client.writer.close()
+            assert before == {}
+            total = sum(m._value.get() for m in c.server.metrics.kafka_bad_input._metrics.values())
+            deadline = time.monotonic() + 5
+            while total < len(bad) + 1 and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+                total = sum(m._value.get() for m in c.server.metrics.kafka_bad_input._metrics.values())
+            assert total == len(bad) + 1
+            assert b'coordinator_kafka_bad_input_total{reason="frame-size"} 2.0' in c.server.metrics.exposition()
+
+            # The steady connection never noticed.
+            answer = await steady.call(kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody",
+                                       group_instance_id=None)
+            assert answer.error_code == 25
+
+    asyncio.run(asyncio.wait_for(run(), 120))
+
+
+def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path):
+    _topic(kafka_broker, unique_topic)
+    port = free_port()
+    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
+                         "--kafka-listener", f"127.0.0.1:{port}", "--kafka-advertised", f"localhost:{port}")
+    serve.start()
+    try:
+        serve.wait_healthy(partitions=PARTITIONS)
+
+        async def run() -> None:
+            async with Client(("127.0.0.1", port), "probe") as client:
+                found = await client.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[G])
+                assert (found.coordinators[0].error_code, found.coordinators[0].host,
+                        found.coordinators[0].port) == (0, "localhost", port)
+                answer = await client.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000,
+                                           rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
+                                           protocol_type="connect", protocols=protocols("http://p:8083/"),
+                                           reason=None)
+                assert answer.error_code == MEMBER_ID_REQUIRED and answer.member_id.startswith("probe-")
+
+        asyncio.run(asyncio.wait_for(run(), 60))
+    finally:
+        serve.stop()
