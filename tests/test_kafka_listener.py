@@ -27,6 +27,7 @@ from coordinator.api import openapi
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.service.kafka_listener import _HANDLERS, KafkaListener
+from coordinator.service.runtime import PartitionRuntime
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import partition_for
@@ -321,3 +322,58 @@ def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path):
         asyncio.run(asyncio.wait_for(run(), 60))
     finally:
         serve.stop()
+
+
+def test_while_the_partition_loads_the_answers_are_those_a_java_member_survives():
+    # The same answers as the HTTP routes give (test_classic_kafka_behaviours), from the same calls.
+    async def run() -> None:
+        server = CoordinatorServer({"bootstrap.servers": "127.0.0.1:1"}, "coordinator-topic", 1, [], "http://x")
+        server.runtimes[0] = PartitionRuntime(server.kafka_config, server.topic, 0, server.config)  # LOADING
+        listener = KafkaListener(server)
+        address = await listener.start("127.0.0.1", 0)
+        try:
+            async with Client(address, "connect-1") as w:
+                found = await w.call(kp.FIND_COORDINATOR, 6, key_type=0, coordinator_keys=[G])
+                assert (found.coordinators[0].error_code, found.coordinators[0].port) == (0, address[1])
+                joined = await w.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000,
+                                      rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
+                                      protocol_type="connect", protocols=protocols("http://w:8083/"), reason=None)
+                assert joined.error_code == 14  # COORDINATOR_LOAD_IN_PROGRESS: Java's JoinGroup retries it
+                connect_fatal.assert_survivable(connect_fatal.JOIN, joined)
+                synced = await sync(w, "W1", 3, [])
+                assert synced.error_code == 27  # REBALANCE_IN_PROGRESS, as Kafka answers while loading
+                assert (await heartbeat(w, "W1", 3)).error_code == 0
+                left = await w.call(kp.LEAVE_GROUP, 2, group_id=G, member_id="W1")
+                assert left.error_code == 14
+                described = await w.call(kp.DESCRIBE_GROUPS, 5, groups=[G], include_authorized_operations=False)
+                assert described.groups[0].error_code == 14
+                deleted = await w.call(kp.DELETE_GROUPS, 2, groups_names=[G])
+                assert [(r.group_id, r.error_code) for r in deleted.results] == [(G, 14)]
+        finally:
+            await listener.close()
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+
+
+def test_delete_groups(kafka_broker, unique_topic):
+    _topic(kafka_broker, unique_topic)
+
+    async def run() -> None:
+        async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "connect-1") as w, \
+                Client(c.address, "admin") as admin:
+            member = (await join(w, "", "http://w:8083/")).member_id
+            joined = await join(w, member, "http://w:8083/")
+            assert joined.error_code == 0
+            deleted = await admin.call(kp.DELETE_GROUPS, 2, groups_names=[G, NOBODY, ELSEWHERE])
+            assert [(r.group_id, r.error_code) for r in deleted.results] == [
+                (G, 68), (NOBODY, 69), (ELSEWHERE, NOT_COORDINATOR)]  # NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND
+            left = await w.call(kp.LEAVE_GROUP, 3, group_id=G, members=[
+                kp.request_class(kp.LEAVE_GROUP, 3).MemberIdentity(member_id=member, group_instance_id=None)])
+            assert left.error_code == 0
+            deleted = await admin.call(kp.DELETE_GROUPS, 0, groups_names=[G])
+            assert [(r.group_id, r.error_code) for r in deleted.results] == [(G, 0)]
+            described = await admin.call(kp.DESCRIBE_GROUPS, 0, groups=[G])
+            assert described.groups[0].group_state == "Dead"
+
+    asyncio.run(asyncio.wait_for(run(), 60))
