@@ -18,6 +18,7 @@ from typing import Any, Self
 
 import connect_fatal
 import pytest
+from serve_workers import served, wait_for
 
 from records.connect_protocol import SESSIONED, WorkerAssignment, WorkerMetadata, encode_assignment, encode_metadata
 from records.model import ConnectorsAndTasks, TaskId
@@ -26,7 +27,9 @@ from coordinator.api import kafka_protocol as kp
 from coordinator.api import openapi
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.service.kafka_listener import _HANDLERS, KafkaListener
+from coordinator.core.protocol import ConnectorTaskCount, SetConnectorsRequest
+from coordinator.service.kafka_listener import _HANDLERS, KafkaListener, node_id
+from coordinator.service.ownership import Owner, owner_client_id, parse_owner
 from coordinator.service.runtime import PartitionRuntime
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
@@ -38,6 +41,7 @@ pytestmark = pytest.mark.integration
 PARTITIONS = 2
 G = next(f"connect-cluster-{i}" for i in range(100) if partition_for(f"connect-cluster-{i}", PARTITIONS) == 0)
 NOBODY = next(f"nobody-{i}" for i in range(100) if partition_for(f"nobody-{i}", PARTITIONS) == 0)
+HTTP_GROUP = next(f"http-{i}" for i in range(100) if partition_for(f"http-{i}", PARTITIONS) == 0)
 ELSEWHERE = next(f"other-{i}" for i in range(100) if partition_for(f"other-{i}", PARTITIONS) == 1)
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
@@ -193,15 +197,33 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic):
             group, nobody = described.groups
             assert (group.error_code, group.group_state, group.protocol_type, group.protocol_data) == \
                 (0, "Stable", "connect", SESSIONED)
-            assert {(m.member_id, m.client_id, m.client_host) for m in group.members} == {
-                (m1, "connect-1", "127.0.0.1"), (m2, "connect-2", "127.0.0.1")}
+            # Each member's JoinGroup metadata for the chosen protocol and its assignment, as Kafka
+            # gives them (kafka-consumer-groups --describe --members --verbose reads them).
+            assert {(m.member_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment)
+                    for m in group.members} == {
+                (m1, "connect-1", "127.0.0.1", protocols("http://w1:8083/")[0].metadata, a1),
+                (m2, "connect-2", "127.0.0.1", protocols("http://w2:8083/")[0].metadata, a2)}
             assert (nobody.error_code, nobody.group_state) == (0, "Dead")
             v6 = await admin.call(kp.DESCRIBE_GROUPS, 6, groups=[NOBODY], include_authorized_operations=False)
             assert v6.groups[0].error_code == 69  # GROUP_ID_NOT_FOUND, from v6 on
 
+            # A group of our connect protocol (HTTP) beside the classic one, on the same partition.
+            await c.server.runtime_for(HTTP_GROUP).call(lambda coordinator, now: coordinator.set_connectors(
+                SetConnectorsRequest(HTTP_GROUP, (ConnectorTaskCount("B", 1),)), now))
             listed = await admin.call(kp.LIST_GROUPS, 5, states_filter=[], types_filter=[])
-            assert [(g.group_id, g.group_state, g.protocol_type) for g in listed.groups] == [(G, "Stable", "connect")]
-            assert (await admin.call(kp.LIST_GROUPS, 4, states_filter=["Empty"])).groups == []
+            assert [(g.group_id, g.group_state, g.protocol_type, g.group_type) for g in listed.groups] == [
+                (G, "Stable", "connect", "classic"), (HTTP_GROUP, "Empty", "connect", "connect")]
+
+            async def listed_ids(version: int, **filters: list[str]) -> list[str]:
+                return [g.group_id for g in (await admin.call(kp.LIST_GROUPS, version, **filters)).groups]
+
+            assert await listed_ids(4, states_filter=["Empty"]) == [HTTP_GROUP]
+            assert await listed_ids(4, states_filter=[" stable"]) == [G]
+            assert await listed_ids(5, states_filter=[], types_filter=["Classic"]) == [G]
+            assert await listed_ids(5, states_filter=[], types_filter=["connect"]) == [HTTP_GROUP]
+            # A type Kafka does not know here (or at all) matches nothing, as Kafka's UNKNOWN does.
+            assert await listed_ids(5, states_filter=[], types_filter=["consumer", "no-such-type"]) == []
+            assert await listed_ids(5, states_filter=["Stable"], types_filter=["connect"]) == []
 
             # A group whose partition this instance does not own.
             elsewhere = await admin.call(kp.JOIN_GROUP, 9, group_id=ELSEWHERE, session_timeout_ms=10_000,
@@ -222,6 +244,11 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic):
                 leave_cls.MemberIdentity(member_id=m2, group_instance_id=None, reason="stopping")])
             assert left.error_code == 0 and [(m.member_id, m.error_code) for m in left.members] == [(m2, 0)]
             assert (await heartbeat(w1, m1, generation)).error_code == 27  # REBALANCE_IN_PROGRESS
+            rebalancing = (await admin.call(kp.DESCRIBE_GROUPS, 5, groups=[G],
+                                            include_authorized_operations=False)).groups[0]
+            # Not Stable: no protocol and no member metadata, as Kafka's describeNoMetadata.
+            assert (rebalancing.group_state, rebalancing.protocol_data) == ("PreparingRebalance", "")
+            assert [(m.member_id, m.member_metadata) for m in rebalancing.members] == [(m1, b"")]
             rejoined = await join(w1, m1, "http://w1:8083/")
             assert rejoined.error_code == 0 and rejoined.leader == m1 and rejoined.generation_id > generation
             old_leave = await w1.call(kp.LEAVE_GROUP, 0, group_id=G, member_id="unknown-member")
@@ -377,3 +404,61 @@ def test_delete_groups(kafka_broker, unique_topic):
             assert described.groups[0].group_state == "Dead"
 
     asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_the_ownership_client_id_carries_the_kafka_listener():
+    assert owner_client_id("http://a:8400", None) == "http://a:8400"
+    assert parse_owner("http://a:8400") == Owner("http://a:8400")
+    assert owner_client_id("http://a:8400", ("a", 9092)) == "http://a:8400 kafka=a:9092"
+    assert parse_owner("http://a:8400 kafka=a:9092") == Owner("http://a:8400", ("a", 9092))
+    assert parse_owner("http://a:8400 kafka=[::1]:9092") == Owner("http://a:8400", ("::1", 9092))
+    assert parse_owner("http://a:8400 kafka=nonsense") == Owner("http://a:8400")
+    # Node ids: stable per advertised address, distinct, and above the small ids of brokers.
+    assert node_id("a", 9092) == node_id("a", 9092) != node_id("a", 9093)
+    assert all(1 << 30 <= node_id("127.0.0.1", p) < 1 << 31 for p in range(9000, 9100))
+
+
+def test_any_instance_in_group_ownership_names_the_owners_kafka_listener(kafka_broker, unique_topic, tmp_path):
+    # Two instances in group ownership, neither told of the other: each learns the other's Kafka
+    # listener from the ownership consumer group (its client.id), so FindCoordinator at either
+    # names the owner's listener; the group requests themselves are the owner's alone.
+    _topic(kafka_broker, unique_topic)
+    ports = [free_port(), free_port()]
+    a, b = (ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
+                         "--ownership", "group", "--ownership-session-timeout-ms", "6000",
+                         "--kafka-listener", f"127.0.0.1:{port}") for port in ports)
+    try:
+        a.start()
+        b.start()
+        wait_for(lambda: len(served(a)) == len(served(b)) == 1 and served(a) | served(b) == {0, 1}, 60,
+                 "the two partitions to be shared")
+        listener = {p: ports[0] if p in served(a) else ports[1] for p in (0, 1)}
+        expected = {G: listener[0], ELSEWHERE: listener[1]}
+
+        async def found_at(port: int) -> dict[str, tuple[int, int, str, int]]:
+            async with Client(("127.0.0.1", port), "admin") as client:
+                answer = await client.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[G, ELSEWHERE])
+                return {c.key: (c.error_code, c.node_id, c.host, c.port) for c in answer.coordinators}
+
+        want = {key: (0, node_id("127.0.0.1", port), "127.0.0.1", port) for key, port in expected.items()}
+        assert want[G][1] != want[ELSEWHERE][1]
+        for port in ports:
+            wait_for(lambda port=port: asyncio.run(found_at(port)) == want, 30,
+                     f"FindCoordinator at {port} to name both owners' listeners")
+            old = asyncio.run(_call(port, kp.FIND_COORDINATOR, 0, key=ELSEWHERE))
+            assert (old.error_code, old.node_id, old.host, old.port) == want[ELSEWHERE]
+
+        # A group request at the instance that does not own the group: NOT_COORDINATOR, as before.
+        join = {"group_id": G, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
+                "group_instance_id": None, "protocol_type": "connect", "protocols": protocols("http://w:8083/"),
+                "reason": None}
+        assert asyncio.run(_call(listener[1], kp.JOIN_GROUP, 9, **join)).error_code == NOT_COORDINATOR
+        assert asyncio.run(_call(listener[0], kp.JOIN_GROUP, 9, **join)).error_code == MEMBER_ID_REQUIRED
+    finally:
+        a.stop()
+        b.stop()
+
+
+async def _call(port: int, api_key: int, version: int, **fields: Any) -> Any:
+    async with Client(("127.0.0.1", port), "probe") as client:
+        return await client.call(api_key, version, **fields)

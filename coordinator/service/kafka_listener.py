@@ -41,7 +41,7 @@ from coordinator.core.protocol import (
     SyncGroupRequest,
 )
 from coordinator.service.auth import AuthError, Operation
-from coordinator.service.runtime import NotServing
+from coordinator.service.runtime import NotServing, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.partitions import partition_for
 
@@ -54,8 +54,23 @@ KAFKA_STATES = {
     "STABLE": "Stable", "ASSIGNING": "Assigning", "RECONCILING": "Reconciling",
 }
 DEAD = "Dead"
+# ListGroups' type of a group served with our connect protocol (seed 000 over HTTP). Kafka 4.x's
+# types are classic, consumer, share and streams; none is this protocol (a `consumer` group would
+# send Kafka's Admin to ConsumerGroupDescribe, which is not served here), so it is named for what it
+# is: Kafka's Admin reads a type it does not know as UNKNOWN and lists the group all the same. A
+# classic group (a Connect worker over this listener) is `classic`, as Kafka lists it.
+CONNECT_TYPE = "connect"
 _INVALID_REQUEST = 42
 _GROUP_KEY_TYPE = 0
+
+
+def node_id(host: str, port: int) -> int:
+    """The node id of the Kafka listener advertised at host:port, the same whichever instance
+    computes it (FindCoordinator names other instances' listeners too): 2**30 plus the CRC-32 of
+    `host:port` modulo 2**30. Stable across restarts at the same address, different for different
+    addresses but for a 1 in 2**30 chance, and never one of the small ids (below 2**30) Kafka's
+    brokers are given, so a gateway can list it beside theirs."""
+    return (1 << 30) | (zlib.crc32(f"{host}:{port}".encode()) & ((1 << 30) - 1))
 
 
 class KafkaListener:
@@ -72,9 +87,9 @@ class KafkaListener:
 
     @property
     def node_id(self) -> int:
-        """The node id FindCoordinator gives for this instance: stable for its advertised address."""
+        """The node id FindCoordinator gives for this instance (`node_id`)."""
         host, port = self.advertised or ("", 0)
-        return zlib.crc32(f"{host}:{port}".encode()) & 0x3FFFFFFF
+        return node_id(host, port)
 
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (port 0: any free one); returns the address bound."""
@@ -184,12 +199,18 @@ class KafkaListener:
             return refused, f"not allowed to describe group {key}", -1, "", -1
         partition = partition_for(key, self.server.partitions)
         owner = await self.server.owner_of(partition)
-        if owner != self.server.advertised_url:
-            # Another instance, or none: its Kafka listener is not known here (yet).
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no Kafka listener known for partition {partition}",
+        if owner == self.server.advertised_url:
+            host, port = self.advertised or ("", -1)
+            return ErrorCode.NONE, None, self.node_id, host, port
+        # Another instance (group ownership: its client.id in the ownership group names its
+        # listener), or none.
+        found = await self.server.locate_kafka(partition) if owner and self.server.locate_kafka else None
+        if found is None:
+            why = "no instance serves it" if owner is None else f"{owner} serves it without a Kafka listener known here"
+            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no Kafka listener known for partition {partition}: {why}",
                     -1, "", -1)
-        host, port = self.advertised or ("", -1)
-        return ErrorCode.NONE, None, self.node_id, host, port
+        _, host, port = found
+        return ErrorCode.NONE, None, node_id(host, port), host, port
 
     async def _join_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
         cls = kp.response_class(kp.JOIN_GROUP, header.api_version)
@@ -274,11 +295,13 @@ class KafkaListener:
         cls = kp.response_class(kp.DESCRIBE_GROUPS, version)
         groups = []
         for group_id in body.groups:
-            described = None
+            described, raw = None, {}
             code = self._principal(Operation.DESCRIBE, group_id)
             if not code:
                 try:
-                    described = await self.server.call_describe_group(group_id)
+                    # One read of the state: the description and each classic member's bytes agree.
+                    described, raw = await self.server.runtime_for(group_id).query(
+                        lambda c, g=group_id: (c.describe_group(g), _member_bytes(c.state, g)))
                 except NotServing as e:
                     code = e.code
             if described is None:
@@ -289,13 +312,18 @@ class KafkaListener:
                                                  protocol_type="", protocol_data="", members=[],
                                                  authorized_operations=None))
                 continue
+            state = KAFKA_STATES.get(described.state, described.state)
+            # As Kafka's describeGroups: the chosen protocol and each member's metadata for it only
+            # when the group is Stable; its assignment bytes always (empty until its SyncGroup).
+            stable = state == "Stable"
             groups.append(cls.DescribedGroup(
-                error_code=ErrorCode.NONE, group_id=group_id,
-                group_state=KAFKA_STATES.get(described.state, described.state),
-                protocol_type="connect", protocol_data=described.protocol_name or "",
+                error_code=ErrorCode.NONE, group_id=group_id, group_state=state,
+                protocol_type="connect", protocol_data=(described.protocol_name or "") if stable else "",
                 members=[cls.DescribedGroup.DescribedGroupMember(
                     member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                    client_host=m.client_host, member_metadata=b"", member_assignment=b"")
+                    client_host=m.client_host,
+                    member_metadata=raw.get(m.member_id, (b"", b""))[0] if stable else b"",
+                    member_assignment=raw.get(m.member_id, (b"", b""))[1])
                     for m in described.members],
                 authorized_operations=None))
         return cls(throttle_time_ms=0, groups=groups)
@@ -307,16 +335,30 @@ class KafkaListener:
             principal = self.server.authorizer.authenticate(None)
         except AuthError:
             return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, groups=[])
-        wanted = {s.lower() for s in body.states_filter} if version >= 4 and body.states_filter else None
+        states = {s.strip().lower() for s in body.states_filter} if version >= 4 and body.states_filter else None
+        types = {t.strip().lower() for t in body.types_filter} if version >= 5 and body.types_filter else None
+        kinds = await self._group_types()
         listed = []
         for g in await self.server.listed_groups(principal):
             state = KAFKA_STATES.get(g.state, g.state)
-            if wanted is None or state.lower() in wanted:
-                # The listing does not say a group's type: every group is listed as classic, the type
-                # the clients of this listener join (a connect-protocol group too, for now).
-                listed.append(cls.ListedGroup(group_id=g.group_id, protocol_type="connect", group_state=state,
-                                              group_type="classic"))
+            group_type, protocol_type = kinds.get(g.group_id, (CONNECT_TYPE, "connect"))
+            # As Kafka's listGroups: a filter matches case-insensitively, and a type it does not
+            # know (Kafka's UNKNOWN) matches no group, never an error.
+            if (states is None or state.lower() in states) and (types is None or group_type in types):
+                listed.append(cls.ListedGroup(group_id=g.group_id, protocol_type=protocol_type, group_state=state,
+                                              group_type=group_type))
         return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=listed)
+
+    async def _group_types(self) -> dict[str, tuple[str, str]]:
+        """Each served group's ListGroups type and protocol type (`_group_types_of`)."""
+        kinds: dict[str, tuple[str, str]] = {}
+        for runtime in list(self.server.runtimes.values()):
+            if runtime.status is Status.ACTIVE:
+                try:
+                    kinds.update(await runtime.query(lambda c: _group_types_of(c.state)))
+                except NotServing:
+                    continue
+        return kinds
 
     async def _delete_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
         cls = kp.response_class(kp.DELETE_GROUPS, header.api_version)
@@ -332,6 +374,29 @@ class KafkaListener:
                     code = e.code
             results.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
         return cls(throttle_time_ms=0, results=results)
+
+
+def _member_bytes(state: Any, group_id: str) -> dict[str, tuple[bytes, bytes]]:
+    """A classic group's members: the metadata each sent for the chosen protocol in its JoinGroup,
+    and the assignment the leader gave it. A connect group's members have no such bytes (a
+    translated classic member's assignment is made for each SyncGroup, not kept): empty."""
+    classic = state.classic_groups.get(group_id)
+    connect = state.groups.get(group_id)
+    if classic is None or (connect is not None and connect.members):
+        return {}
+    return {m.member_id: (m.metadata(classic.protocol), m.assignment) for m in classic.members.values()}
+
+
+def _group_types_of(state: Any) -> dict[str, tuple[str, str]]:
+    """ListGroups' type and protocol type of each group, as describe decides a group's kind: a
+    classic group (no connect group with members beside it) is `classic` with its protocol type; a
+    connect group is `connect` (CONNECT_TYPE)."""
+    kinds = {group_id: (CONNECT_TYPE, "connect") for group_id in state.groups}
+    for group_id, classic in state.classic_groups.items():
+        connect = state.groups.get(group_id)
+        if connect is None or not connect.members:
+            kinds[group_id] = ("classic", classic.protocol_type or "")
+    return kinds
 
 
 _HANDLERS = {

@@ -8,9 +8,12 @@
   the brokers nothing but the membership.
 
 Finding the owner of a partition served elsewhere (`Locator`): in group mode, the consumer
-group's description (each instance uses its advertised URL as its `client.id`, and the description
-lists each member's assigned partitions); in static mode there is no group to describe, so the
-owners are the `/health` of the other instances given with `--peer` (`PeerHealth`).
+group's description (each instance's `client.id` names its advertised URL, and its Kafka listener's
+advertised address when it has one: `<url> kafka=<host>:<port>`, see `owner_client_id`; the
+description lists each member's assigned partitions); in static mode there is no group to describe,
+so the owners are the `/health` of the other instances given with `--peer` (`PeerHealth`), which
+names their URLs only: FindCoordinator over Kafka's protocol knows other instances' Kafka listeners
+in group ownership only.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import logging
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import NamedTuple
 
 import aiohttp
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -30,20 +34,45 @@ from coordinator.service.server import CoordinatorServer
 log = logging.getLogger(__name__)
 
 _LOCATE_CACHE_S = 1.0
+_KAFKA = " kafka="
+
+
+class Owner(NamedTuple):
+    """An instance serving a partition: its advertised URL, and its Kafka listener's advertised
+    (host, port) when it runs one and says so."""
+
+    url: str
+    kafka: tuple[str, int] | None = None
+
+
+def owner_client_id(url: str, kafka: tuple[str, int] | None) -> str:
+    """The ownership consumer's `client.id`: what the other instances learn of this one from the
+    consumer group's description. The advertised URL alone without a Kafka listener (as before
+    there was one), else `<url> kafka=<host>:<port>`; a URL has no space, so the two part cleanly."""
+    return url if kafka is None else f"{url}{_KAFKA}{kafka[0]}:{kafka[1]}"
+
+
+def parse_owner(client_id: str) -> Owner:
+    """`owner_client_id` read back; a Kafka address that does not parse is left out (the URL stays)."""
+    url, _, kafka = client_id.partition(_KAFKA)
+    host, colon, port = kafka.rpartition(":")
+    if not colon or not host or not port.isdigit():
+        return Owner(url)
+    return Owner(url, (host.strip("[]"), int(port)))
 
 
 class GroupOwnership:
     """Shares the topic's partitions among instances through a Kafka consumer group."""
 
     def __init__(self, server: CoordinatorServer, kafka_config: Mapping[str, str], group_id: str, *,
-                 session_timeout_ms: int = 10_000) -> None:
+                 session_timeout_ms: int = 10_000, kafka_advertised: tuple[str, int] | None = None) -> None:
         self.server = server
         self.group_id = group_id
         self.locate = Locator(lambda: asyncio.to_thread(self._described_owners))
         self._config = {
             **kafka_config,
             "group.id": group_id,
-            "client.id": server.advertised_url,
+            "client.id": owner_client_id(server.advertised_url, kafka_advertised),
             # Only what must move moves: a new instance takes its share without stopping the others.
             "partition.assignment.strategy": "cooperative-sticky",
             "session.timeout.ms": session_timeout_ms,
@@ -67,6 +96,7 @@ class GroupOwnership:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.server.locate = self.locate
+        self.server.locate_kafka = self.locate.kafka_listener
         self._thread = threading.Thread(target=self._poll, name="ownership", daemon=True)
         self._thread.start()
 
@@ -111,7 +141,7 @@ class GroupOwnership:
             # Waited for: the partitions must stop serving before another instance takes them.
             asyncio.run_coroutine_threadsafe(self.server.revoke(lost), self._loop).result()
 
-    def _described_owners(self) -> dict[int, str]:
+    def _described_owners(self) -> dict[int, Owner]:
         try:
             futures = self._admin.describe_consumer_groups([self.group_id], request_timeout=5)
             description = futures[self.group_id].result()
@@ -122,24 +152,38 @@ class GroupOwnership:
         for member in description.members:
             for tp in member.assignment.topic_partitions if member.assignment else ():
                 if tp.topic == self.server.topic:
-                    owners[tp.partition] = member.client_id
+                    owners[tp.partition] = parse_owner(member.client_id)
         return owners
 
 
 class Locator:
-    """Where a partition not served here is served, from `owners()` (partition -> advertised URL):
-    the consumer group's description in group mode, the peers' `/health` in static mode. Answers
-    are cached for a second, so a burst of find-coordinator calls costs one lookup."""
+    """Where a partition not served here is served, from `owners()` (partition -> advertised URL,
+    or an `Owner`): the consumer group's description in group mode, the peers' `/health` in static
+    mode. Answers are cached for a second, so a burst of find-coordinator calls costs one lookup."""
 
-    def __init__(self, owners: Callable[[], Awaitable[dict[int, str]]]) -> None:
+    def __init__(self, owners: Callable[[], Awaitable[Mapping[int, str | Owner]]]) -> None:
         self.owners = owners
-        self._owners: dict[int, str] = {}
+        self._owners: dict[int, Owner] = {}
         self._owners_at = 0.0
 
-    async def __call__(self, partition: int) -> str | None:
+    async def owner(self, partition: int) -> Owner | None:
         if time.monotonic() - self._owners_at > _LOCATE_CACHE_S or partition not in self._owners:
-            self._owners, self._owners_at = await self.owners(), time.monotonic()
+            found = await self.owners()
+            self._owners = {p: o if isinstance(o, Owner) else Owner(o) for p, o in found.items()}
+            self._owners_at = time.monotonic()
         return self._owners.get(partition)
+
+    async def __call__(self, partition: int) -> str | None:
+        owner = await self.owner(partition)
+        return owner.url if owner is not None else None
+
+    async def kafka_listener(self, partition: int) -> tuple[str, str, int] | None:
+        """The URL of the instance serving `partition` and its Kafka listener's advertised host and
+        port; None when no instance serves it or its owner names no Kafka listener."""
+        owner = await self.owner(partition)
+        if owner is None or owner.kafka is None:
+            return None
+        return owner.url, *owner.kafka
 
 
 class PeerHealth:

@@ -340,7 +340,8 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
         from coordinator.service.ownership import GroupOwnership
 
         ownership = GroupOwnership(server, config, args.group_id or f"worker-coordinator-{args.topic}",
-                                   session_timeout_ms=args.ownership_session_timeout_ms)
+                                   session_timeout_ms=args.ownership_session_timeout_ms,
+                                   kafka_advertised=kafka_listener.advertised if kafka_listener else None)
         await ownership.start()
     else:
         if args.peer:

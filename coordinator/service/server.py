@@ -87,7 +87,9 @@ class CoordinatorServer:
     ownership); a group-mode `Ownership` calls `assign` and `revoke` as the consumer group moves
     partitions. `locate(partition)` says where a partition not served here is served (group mode:
     the consumer group's description; static mode: the `--peer` instances); without one,
-    find-coordinator knows only this process.
+    find-coordinator knows only this process. `locate_kafka(partition)` says, in group mode, the
+    URL of the instance serving it and that instance's Kafka listener (URL, host, port), for the
+    Kafka listener's FindCoordinator.
     """
 
     def __init__(self, kafka_config: Mapping[str, str], topic: str, partitions: int, owned: Iterable[int],
@@ -107,6 +109,7 @@ class CoordinatorServer:
         self.runtimes: dict[int, PartitionRuntime] = {}
         self.metrics.watch(lambda: dict(self.runtimes))
         self.locate: Callable[[int], Awaitable[str | None]] | None = None
+        self.locate_kafka: Callable[[int], Awaitable[tuple[str, str, int] | None]] | None = None
         self._owned = list(owned)
         self.pages = Pages(self)
 
