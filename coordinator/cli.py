@@ -34,6 +34,8 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "serve": Command("coordinator.service.serve", "run the coordinator service"),
+    "gateway": Command("coordinator.gateway.cli",
+                       "proxy Kafka's protocol to the brokers, our groups to our coordinators' Kafka listeners"),
     "groups": Command("coordinator.sdk.admin", "list or describe connect groups"),
     "connectors": Command("coordinator.sdk.admin", "set the connectors a group runs"),
     "config": Command("coordinator.sdk.admin", "set a group's timeouts"),

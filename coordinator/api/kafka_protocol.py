@@ -41,6 +41,7 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
         ListGroupsRequest,
         ListGroupsResponse,
     )
+    from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
     from kafka.protocol.api_header import RequestHeader as _LibRequestHeader
     from kafka.protocol.api_header import ResponseHeader as _LibResponseHeader
     from kafka.protocol.consumer.group import (
@@ -50,6 +51,9 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
         JoinGroupResponse,
         LeaveGroupRequest,
         LeaveGroupResponse,
+        OffsetCommitRequest,
+        OffsetDeleteRequest,
+        OffsetFetchRequest,
         SyncGroupRequest,
         SyncGroupResponse,
     )
@@ -58,11 +62,23 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
         ApiVersionsResponse,
         FindCoordinatorRequest,
         FindCoordinatorResponse,
+        MetadataRequest,
+        MetadataResponse,
     )
+    from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
 
 # Kafka's `socket.request.max.bytes` default: a frame announcing more closes the connection.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
 
+PRODUCE = 0
+FETCH = 1
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+ADD_OFFSETS_TO_TXN = 25
+TXN_OFFSET_COMMIT = 28
+OFFSET_DELETE = 47
+DESCRIBE_CLUSTER = 60
 API_VERSIONS = 18
 FIND_COORDINATOR = 10
 JOIN_GROUP = 11
@@ -105,6 +121,16 @@ _MESSAGES: dict[int, tuple[Any, Any]] = {
     DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
     LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
     DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    # Not served by the listener: the gateway rewrites their answers (addresses).
+    METADATA: (MetadataRequest, MetadataResponse),
+    DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
+}
+
+# Requests that name a group besides the group APIs above: the gateway reads their group ids (and
+# only those) to keep our groups away from the brokers' coordinators.
+_GROUP_KEYED: dict[int, Any] = {
+    OFFSET_COMMIT: OffsetCommitRequest, OFFSET_FETCH: OffsetFetchRequest, ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
+    TXN_OFFSET_COMMIT: TxnOffsetCommitRequest, OFFSET_DELETE: OffsetDeleteRequest,
 }
 
 NONE = 0
@@ -305,8 +331,102 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, An
     try:
         stream = io.BytesIO(payload)
         head = _LibResponseHeader.decode(stream, flexible=flexible)
-        body = _MESSAGES[api_key][1].decode(memoryview(payload)[stream.tell():], version=version)
+        body = _encodable(_MESSAGES[api_key][1].decode(memoryview(payload)[stream.tell():], version=version))
     except Exception as e:  # noqa: BLE001 (as in decode_request)
         raise KafkaProtocolError(f"{NAMES.get(api_key, api_key)} v{version} response does not decode: "
                                  f"{type(e).__name__}: {e}") from None
     return head.correlation_id, body
+
+
+# --- what a proxy reads of a request (the gateway) ----------------------------------------------
+
+
+def _encodable(message: Any) -> Any:
+    """A decoded message made fit to encode again (the library's decode leaves these slots unset)."""
+    for slot in ("_header", "_min_version", "_max_version"):
+        if not hasattr(message, slot):
+            setattr(message, slot, None)
+    return message
+
+
+def library_versions(api_key: int) -> tuple[int, int]:
+    """The versions the library can decode of an API's request and response (ours or group-keyed)."""
+    cls = _MESSAGES[api_key][0] if api_key in _MESSAGES else _GROUP_KEYED[api_key]
+    return cls.min_version, cls.max_version
+
+
+def _header_end(payload: bytes, header: RequestHeader, cls: Any) -> int:
+    stream = io.BytesIO(payload)
+    _LibRequestHeader.decode(stream, flexible=cls.flexible_version_q(header.api_version))
+    return stream.tell()
+
+
+def decode_any_request(payload: bytes) -> Request:
+    """A request of any API this module has the types of, at any version the library knows (not only
+    SUPPORTED): what the gateway reads to route and rewrite. KafkaProtocolError otherwise."""
+    header = peek_header(payload)
+    cls = _MESSAGES[header.api_key][0] if header.api_key in _MESSAGES else _GROUP_KEYED.get(header.api_key)
+    if cls is None or not cls.min_version <= header.api_version <= cls.max_version:
+        raise UnsupportedRequest(f"{header.api_name} v{header.api_version} cannot be read here", header)
+    try:
+        start = _header_end(payload, header, cls)
+        body = _encodable(cls.decode(memoryview(payload)[start:], version=header.api_version))
+    except Exception as e:  # noqa: BLE001 (as in decode_request)
+        raise KafkaProtocolError(f"{header.api_name} v{header.api_version} request does not decode: "
+                                 f"{type(e).__name__}: {e}") from None
+    return Request(header, body)
+
+
+def group_ids(request: Request) -> list[str]:
+    """The groups a group-keyed request names (empty for other APIs, and for ListGroups)."""
+    key, body = request.header.api_key, request.body
+    if key in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, ADD_OFFSETS_TO_TXN,
+               TXN_OFFSET_COMMIT, OFFSET_DELETE):
+        return [body.group_id]
+    if key in (DESCRIBE_GROUPS, DELETE_GROUPS):
+        return list(body.groups if key == DESCRIBE_GROUPS else body.groups_names)
+    if key == OFFSET_FETCH:
+        if request.header.api_version >= 8:
+            return [g.group_id for g in body.groups]
+        return [body.group_id]
+    return []
+
+
+def is_group_keyed(api_key: int) -> bool:
+    return api_key in _GROUP_KEYED or api_key in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, DESCRIBE_GROUPS,
+                                                  DELETE_GROUPS)
+
+
+def produce_acks(payload: bytes) -> int:
+    """A Produce request's acks, read without decoding its records (0: no response comes)."""
+    header = peek_header(payload)
+    version = header.api_version
+    try:
+        stream = io.BytesIO(payload)
+        _LibRequestHeader.decode(stream, flexible=version >= 9)
+        pos = stream.tell()
+        if version >= 3:  # transactional_id first: a nullable string, compact from v9
+            if version >= 9:
+                length, shift = 0, 0
+                while True:
+                    byte = payload[pos]
+                    pos += 1
+                    length |= (byte & 0x7F) << shift
+                    shift += 7
+                    if not byte & 0x80:
+                        break
+                pos += max(length - 1, 0)
+            else:
+                (length,) = struct.unpack_from(">h", payload, pos)
+                pos += 2 + max(length, 0)
+        (acks,) = struct.unpack_from(">h", payload, pos)
+    except (IndexError, struct.error, ValueError) as e:
+        raise KafkaProtocolError(f"Produce v{version} request does not decode: {e}") from None
+    return acks
+
+
+def correlation_of(payload: bytes) -> int:
+    """A response frame's correlation id (its first 4 bytes, whatever its header version)."""
+    if len(payload) < 4:
+        raise KafkaProtocolError(f"a response is at least 4 bytes, got {len(payload)}")
+    return _SIZE.unpack_from(payload)[0]

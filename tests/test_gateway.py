@@ -1,0 +1,293 @@
+"""The gateway (`coordinator gateway`, `coordinator/gateway/proxy.py`) in front of Apache Kafka:
+confluent-kafka's Producer and Consumer (their own group, not ours) work end to end through it and
+see only gateway ports; ApiVersions is capped (Produce v9, Fetch v15, no API whose answers carry
+addresses it does not rewrite); FindCoordinator names the gateway's coordinator node for our groups
+(listed in Metadata) and the real broker's gateway port for the others; a classic round over the
+coordinator node reaches `coordinator serve --kafka-listener`; a request for our group never
+reaches the broker; bad frames close only their own connection."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any, Self
+
+import connect_fatal
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
+
+from coordinator.api import kafka_protocol as kp
+from coordinator.cli import main as coordinator
+from coordinator.gateway.proxy import ALLOWED, COORDINATOR_NODE_ID, Gateway, GatewayConfig, parse_address
+from coordinator.tools.devbroker import free_port
+from coordinator.tools.partitions import partition_for
+from coordinator.tools.process import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS = 2
+OURS = r"cluster-[a-z0-9]+"
+MEMBER_ID_REQUIRED = 79
+
+
+def _free_base() -> int:
+    """A port P with P .. P+12 free (the bootstrap, coordinator and broker ports follow it)."""
+    for _ in range(100):
+        base = free_port()
+        if base + 12 > 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(base, base + 12):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise AssertionError("no free port range")
+
+
+class RunningGateway:
+    """A Gateway on a loop of its own in a thread (the confluent-kafka clients are blocking)."""
+
+    def __init__(self, bootstrap: str, coordinators: list[tuple[str, int]]) -> None:
+        self.port = _free_base()
+        self.config = GatewayConfig(bootstrap=[parse_address(a) for a in bootstrap.split(",")],
+                                    listen=("127.0.0.1", self.port), groups=OURS, coordinators=coordinators)
+        self.gateway = Gateway(self.config)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> Self:
+        self.thread.start()
+        asyncio.run_coroutine_threadsafe(self.gateway.start(), self.loop).result(30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.gateway.close(), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+
+class Client:
+    """One Kafka connection speaking frames built with kafka_protocol."""
+
+    def __init__(self, address: tuple[str, int], client_id: str) -> None:
+        self.address, self.client_id, self.correlation = address, client_id, 0
+
+    async def __aenter__(self) -> Self:
+        self.reader, self.writer = await asyncio.open_connection(*self.address)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.writer.close()
+
+    async def call(self, api_key: int, version: int, **fields: Any) -> Any:
+        self.correlation += 1
+        body = kp.request_class(api_key, version)(**fields)
+        self.writer.write(kp.encode_request(body, version, self.correlation, self.client_id))
+        size = kp.frame_length(await asyncio.wait_for(self.reader.readexactly(4), 30))
+        got, answer = kp.decode_response(api_key, version, await self.reader.readexactly(size))
+        assert got == self.correlation
+        return answer
+
+    async def closed(self, timeout: float = 10.0) -> bool:
+        return await asyncio.wait_for(self.reader.read(), timeout) == b""
+
+
+@pytest.fixture
+def gateway(kafka_broker) -> Iterator[RunningGateway]:
+    with RunningGateway(kafka_broker.bootstrap_servers, [("127.0.0.1", 1)]) as running:
+        yield running
+
+
+def _ports(metadata: Any) -> set[int]:
+    return {b.port for b in metadata.brokers.values()}
+
+
+def test_a_producer_and_a_consumer_work_through_the_gateway_and_see_only_its_ports(kafka_broker, gateway,
+                                                                                    unique_topic):
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", "3", "--replication-factor", "1"]) == 0
+    producer = Producer({"bootstrap.servers": gateway.bootstrap, "acks": "all"})
+    for i in range(30):
+        producer.produce(unique_topic, key=str(i).encode(), value=f"value-{i}".encode())
+    assert producer.flush(30) == 0
+    lazy = Producer({"bootstrap.servers": gateway.bootstrap, "acks": 0})  # no answer comes: never waited for
+    for i in range(30, 40):
+        lazy.produce(unique_topic, key=str(i).encode(), value=f"value-{i}".encode())
+    assert lazy.flush(30) == 0
+    metadata = producer.list_topics(unique_topic, timeout=10)
+    assert COORDINATOR_NODE_ID in metadata.brokers
+    assert all(b.host == "127.0.0.1" for b in metadata.brokers.values())
+    assert _ports(metadata) <= {gateway.port + 1} | {gateway.port + 2 + n for n in gateway.gateway.brokers}
+    assert not _ports(metadata) & {parse_address(a)[1] for a in kafka_broker.bootstrap_servers.split(",")}
+
+    consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": f"plain-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.subscribe([unique_topic])
+        seen: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 40 and time.monotonic() < deadline:
+            message = consumer.poll(1.0)
+            if message is not None and message.error() is None:
+                seen.add(message.value())
+        assert seen == {f"value-{i}".encode() for i in range(40)}
+        consumer.commit(asynchronous=False)  # OffsetCommit through the gateway to the broker's coordinator
+        assert _ports(consumer.list_topics(unique_topic, timeout=10)) == _ports(metadata)
+    finally:
+        consumer.close()
+
+
+def test_api_versions_are_capped(gateway):
+    async def run() -> None:
+        async with Client(("127.0.0.1", gateway.port), "probe") as client:
+            answer = await client.call(kp.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+            assert answer.error_code == 0
+            versions = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
+            assert versions[kp.PRODUCE][1] == 9 and versions[kp.FETCH][1] == 15
+            assert versions[kp.JOIN_GROUP] == kp.SUPPORTED[kp.JOIN_GROUP]
+            assert set(versions) <= set(ALLOWED)
+            for left_out in (55, 68, 69, 76, 77, 78, 79):  # DescribeQuorum, KIP-848 and share groups
+                assert left_out not in versions
+
+    asyncio.run(run())
+
+
+def test_find_coordinator_names_the_gateway_node_for_ours_and_the_brokers_port_for_others(gateway):
+    async def run() -> None:
+        async with Client(("127.0.0.1", gateway.port), "probe") as client:
+            metadata = await client.call(kp.METADATA, 12, topics=[], allow_auto_topic_creation=False,
+                                         include_topic_authorized_operations=False)
+            nodes = {b.node_id: (b.host, b.port) for b in metadata.brokers}
+            assert nodes[COORDINATOR_NODE_ID] == ("127.0.0.1", gateway.port + 1)
+            brokers = {n: p for n, (_, p) in nodes.items() if n != COORDINATOR_NODE_ID}
+            assert brokers == {n: gateway.port + 2 + n for n in brokers}
+            for version in (1, 3):
+                found = await client.call(kp.FIND_COORDINATOR, version, key="cluster-a1", key_type=0)
+                assert (found.error_code, found.node_id, found.port) == (0, COORDINATOR_NODE_ID, gateway.port + 1)
+            found = await client.call(kp.FIND_COORDINATOR, 6, key_type=0,
+                                      coordinator_keys=["cluster-b2", "connect-sink", "other"])
+            by_key = {c.key: c for c in found.coordinators}
+            assert (by_key["cluster-b2"].node_id, by_key["cluster-b2"].port) == (COORDINATOR_NODE_ID, gateway.port + 1)
+            for key in ("connect-sink", "other"):
+                entry = by_key[key]
+                if entry.error_code == 0:
+                    assert entry.node_id in brokers and entry.port == gateway.port + 2 + entry.node_id
+                    assert entry.host == "127.0.0.1"
+            cluster = await client.call(60, 0, include_cluster_authorized_operations=False)
+            assert {b.port for b in cluster.brokers} == set(brokers.values())
+        # A request for our group on a broker's port never reaches the broker: no coordinator owns
+        # it here (the only --coordinator answers nothing), so the connection closes.
+        async with Client(("127.0.0.1", gateway.port), "probe") as client:
+            cls = kp.request_class(kp.JOIN_GROUP, 9)
+            client.correlation += 1
+            body = cls(group_id="cluster-a1", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
+                       group_instance_id=None, protocol_type="connect", protocols=[], reason=None)
+            client.writer.write(kp.encode_request(body, 9, client.correlation, "probe"))
+            assert await client.closed()
+
+    asyncio.run(run())
+
+
+def test_bad_frames_close_only_their_connection(gateway):
+    async def run() -> None:
+        async with Client(("127.0.0.1", gateway.port), "good") as good:
+            for bad in (struct.pack(">i", 2**31 - 1), struct.pack(">i", -4), kp.frame(b"\x00\x01"),
+                        kp.frame(struct.pack(">hhih", 9999, 0, 1, -1)), kp.frame(struct.pack(">hhih", 1, 99, 1, -1))):
+                async with Client(("127.0.0.1", gateway.port), "bad") as client:
+                    client.writer.write(bad)
+                    assert await client.closed()
+            async with Client(("127.0.0.1", gateway.port), "truncated") as client:
+                client.writer.write(struct.pack(">i", 100) + b"\x00" * 10)
+                client.writer.write_eof()
+                assert await client.closed()
+            answer = await good.call(kp.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+            assert answer.error_code == 0
+        await asyncio.sleep(0.2)
+        assert not gateway.gateway._connections
+
+    asyncio.run(run())
+    assert gateway.gateway.bad_input >= 6
+
+
+def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listener(kafka_broker, unique_topic,
+                                                                                   tmp_path):
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    port = free_port()
+    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
+                         "--kafka-listener", f"127.0.0.1:{port}")
+    serve.start()
+    group = f"cluster-{uuid.uuid4().hex[:8]}"
+    try:
+        serve.wait_healthy(partitions=PARTITIONS)
+        with RunningGateway(kafka_broker.bootstrap_servers, [("127.0.0.1", 1), ("127.0.0.1", port)]) as gw:
+            async def run() -> None:
+                async with Client(("127.0.0.1", gw.port), "connect-1") as boot:
+                    found = await boot.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[group])
+                    node = found.coordinators[0]
+                    assert (node.error_code, node.node_id, node.port) == (0, COORDINATOR_NODE_ID, gw.port + 1)
+                async with Client((node.host, node.port), "connect-1") as member:
+                    metadata = await member.call(kp.METADATA, 12, topics=[], allow_auto_topic_creation=False,
+                                                 include_topic_authorized_operations=False)
+                    assert COORDINATOR_NODE_ID in {b.node_id for b in metadata.brokers}
+                    cls = kp.request_class(kp.JOIN_GROUP, 9)
+                    protocols = [cls.JoinGroupRequestProtocol(
+                        name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://w1:8083/", 7, None),
+                                                                 SESSIONED))]
+                    fields = {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+                              "group_instance_id": None, "protocol_type": "connect", "protocols": protocols,
+                              "reason": None}
+                    first = await member.call(kp.JOIN_GROUP, 9, member_id="", **fields)
+                    connect_fatal.assert_survivable(connect_fatal.JOIN, first, protocol_type="connect")
+                    assert first.error_code == MEMBER_ID_REQUIRED and first.member_id.startswith("connect-1-")
+                    joined = await member.call(kp.JOIN_GROUP, 9, member_id=first.member_id, **fields)
+                    connect_fatal.assert_survivable(connect_fatal.JOIN, joined, protocol_type="connect")
+                    assert joined.error_code == 0 and joined.leader == first.member_id
+                    sync_cls = kp.request_class(kp.SYNC_GROUP, 5)
+                    synced = await member.call(
+                        kp.SYNC_GROUP, 5, group_id=group, generation_id=joined.generation_id,
+                        member_id=joined.member_id, group_instance_id=None, protocol_type="connect",
+                        protocol_name=SESSIONED,
+                        assignments=[sync_cls.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")])
+                    connect_fatal.assert_survivable(connect_fatal.SYNC, synced, protocol_type="connect",
+                                                    protocol_name=SESSIONED)
+                    beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
+                                             member_id=joined.member_id, group_instance_id=None)
+                    connect_fatal.assert_survivable(connect_fatal.HEARTBEAT, beat)
+                    assert beat.error_code == 0
+                    described = await member.call(kp.DESCRIBE_GROUPS, 5, groups=[group],
+                                                  include_authorized_operations=False)
+                    assert described.groups[0].protocol_type == "connect"
+                    assert [m.member_id for m in described.groups[0].members] == [joined.member_id]
+                    listed = await member.call(kp.LIST_GROUPS, 4, states_filter=[])
+                    assert group in {g.group_id for g in listed.groups}
+                # The broker never heard of the group.
+                async with Client(parse_address(kafka_broker.bootstrap_servers.split(",")[0]), "check") as direct:
+                    found = await direct.call(kp.FIND_COORDINATOR, 3, key=group, key_type=0)
+                    async with Client((found.host, found.port), "check") as broker:
+                        described = await broker.call(kp.DESCRIBE_GROUPS, 5, groups=[group],
+                                                      include_authorized_operations=False)
+                        assert described.groups[0].group_state == "Dead"
+
+            asyncio.run(asyncio.wait_for(run(), 90))
+    finally:
+        serve.stop()
+    assert partition_for(group, PARTITIONS) in range(PARTITIONS)
