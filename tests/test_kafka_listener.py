@@ -86,6 +86,15 @@ class Client:
         return await asyncio.wait_for(self.reader.read(), timeout) == b""
 
 
+def _samples(server: CoordinatorServer) -> dict[str, float]:
+    out = {}
+    for line in server.metrics.exposition().decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
 def protocols(url: str) -> list[Any]:
     cls = kp.request_class(kp.JOIN_GROUP, 9)
     return [cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=encode_metadata(WorkerMetadata(url, 7, None),
@@ -272,6 +281,14 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
             answers = [await steady.receive(s) for s in sent]  # receive() checks each correlation id
             assert answers[2].error_code == 25  # UNKNOWN_MEMBER_ID
             assert answers[4].coordinators[0].port == c.address[1]
+            # Counted per Kafka API, with each failure code named; the open connection is counted.
+            samples = _samples(c.server)
+            for api in ("DescribeGroups", "ApiVersions", "Heartbeat", "ListGroups", "FindCoordinator"):
+                assert samples[f'coordinator_kafka_requests_total{{api="{api}"}}'] == 1, api
+            assert samples['coordinator_kafka_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}'] == 1
+            assert [k for k in samples if k.startswith("coordinator_kafka_errors_total")] == [
+                'coordinator_kafka_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}']
+            assert samples["coordinator_kafka_connections"] == 1
 
             # Tagged fields no schema knows (kafka-clients wrote them: the golden file) end nothing.
             golden = next(g for g in json.loads(GOLDEN.read_text())["cases"]
@@ -322,15 +339,20 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
             answer = await steady.call(kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody",
                                        group_instance_id=None)
             assert answer.error_code == 25
+            # Every closed connection was uncounted: only the steady one is open.
+            assert _samples(c.server)["coordinator_kafka_connections"] == 1
+            assert _samples(c.server)['coordinator_kafka_requests_total{api="ApiVersions"}'] == 2
+            assert _samples(c.server)['coordinator_kafka_errors_total{api="ApiVersions",error="35"}'] == 1
 
     asyncio.run(asyncio.wait_for(run(), 120))
 
 
-def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path):
+def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path, capsys):
     _topic(kafka_broker, unique_topic)
     port = free_port()
     serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
-                         "--kafka-listener", f"127.0.0.1:{port}", "--kafka-advertised", f"localhost:{port}")
+                         "--kafka-listener", f"127.0.0.1:{port}", "--kafka-advertised", f"localhost:{port}",
+                         "--initial-assignment-delay-ms", "0")
     serve.start()
     try:
         serve.wait_healthy(partitions=PARTITIONS)
@@ -345,8 +367,25 @@ def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path):
                                            protocol_type="connect", protocols=protocols("http://p:8083/"),
                                            reason=None)
                 assert answer.error_code == MEMBER_ID_REQUIRED and answer.member_id.startswith("probe-")
+                joined = await client.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000,
+                                           rebalance_timeout_ms=10_000, member_id=answer.member_id,
+                                           group_instance_id=None, protocol_type="connect",
+                                           protocols=protocols("http://p:8083/"), reason=None)
+                assert joined.error_code == 0
+                return joined.member_id
 
-        asyncio.run(asyncio.wait_for(run(), 60))
+        member = asyncio.run(asyncio.wait_for(run(), 60))
+        # `groups describe` shows the member joined over Kafka's protocol with its Kafka client id
+        # and the socket's host.
+        capsys.readouterr()
+        assert coordinator(["groups", "describe", "--group", G, "--members", "--format", "json",
+                            "--url", serve.url]) == 0
+        described = json.loads(capsys.readouterr().out)
+        assert [(m["MemberId"], m["ClientId"], m["ClientHost"]) for m in described] == [(member, "probe", "127.0.0.1")]
+        capsys.readouterr()
+        assert coordinator(["groups", "describe", "--group", G, "--members", "--url", serve.url]) == 0
+        row = capsys.readouterr().out.splitlines()[1].split()
+        assert row[:2] == [member, "-"] and row[2:4] == ["probe", "127.0.0.1"]
     finally:
         serve.stop()
 

@@ -78,3 +78,19 @@ def test_partition_status_and_rebalances_in_progress_are_read_when_scraped() -> 
     assert samples['coordinator_rebalance_duration_seconds_count{partition="0"}'] == 1
     assert samples['coordinator_rebalance_duration_seconds_bucket{le="2.5",partition="0"}'] == 1
     assert samples['coordinator_rebalance_duration_seconds_bucket{le="1.0",partition="0"}'] == 0
+
+
+def test_the_kafka_listener_counts_requests_and_failures_per_kafka_api() -> None:
+    m = Metrics()
+    m.kafka_connections.inc()
+    m.observe_kafka_request("JoinGroup", [ErrorCode.MEMBER_ID_REQUIRED])  # a step, not an error
+    m.observe_kafka_request("DeleteGroups", [ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NOT_COORDINATOR])
+    m.observe_kafka_request("ApiVersions", [])
+    samples = _samples(m)
+    assert samples["coordinator_kafka_connections"] == 1
+    assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_requests_total")} == {
+        'coordinator_kafka_requests_total{api="JoinGroup"}': 1, 'coordinator_kafka_requests_total{api="DeleteGroups"}': 1,
+        'coordinator_kafka_requests_total{api="ApiVersions"}': 1}
+    assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_errors_total")} == {
+        'coordinator_kafka_errors_total{api="DeleteGroups",error="GROUP_ID_NOT_FOUND"}': 1,
+        'coordinator_kafka_errors_total{api="DeleteGroups",error="NOT_COORDINATOR"}': 1}

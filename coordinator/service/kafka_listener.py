@@ -10,7 +10,9 @@ The listener has no authentication yet (issue 28, item 4): its requests act as p
 ACLs let ANONYMOUS in.
 
 As Kafka's SocketServer does, a connection's requests are handled one at a time and answered in
-order. Bad input (a frame size above the maximum or negative, a truncated frame, a request that does
+order. Every answer counts in `coordinator_kafka_requests_total{api}` and each failure code it carries
+in `coordinator_kafka_errors_total{api,error}`; open connections are `coordinator_kafka_connections`.
+Bad input (a frame size above the maximum or negative, a truncated frame, a request that does
 not decode, an API or version not served) closes that connection with one log line and counts it in
 `coordinator_kafka_bad_input_total{reason}`; no other connection notices. ApiVersions at a version
 we do not know is answered as Kafka answers it (v0, UNSUPPORTED_VERSION, our versions).
@@ -114,6 +116,7 @@ class KafkaListener:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
+        self.server.metrics.kafka_connections.inc()
         peer = writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
         try:
@@ -146,6 +149,7 @@ class KafkaListener:
         finally:
             if task is not None:
                 self._connections.discard(task)
+            self.server.metrics.kafka_connections.dec()
             writer.close()
 
     def _bad_input(self, host: str, reason: str, detail: str, client_id: str | None = None) -> None:
@@ -158,13 +162,16 @@ class KafkaListener:
             request = kp.decode_request(payload)
         except kp.UnsupportedRequest as e:
             if e.header.api_key == kp.API_VERSIONS:  # a newer client: Kafka's v0 answer lists ours
+                self.server.metrics.observe_kafka_request(kp.NAMES[kp.API_VERSIONS], [kp.UNSUPPORTED_VERSION])
                 return kp.api_versions_response(e.header)
             raise
         header, body = request.header, request.body
         if header.api_key == kp.API_VERSIONS:
+            self.server.metrics.observe_kafka_request(kp.NAMES[kp.API_VERSIONS], [])
             return kp.api_versions_response(header)
         handler = _HANDLERS[header.api_key]
         answer = await handler(self, header, body, host)
+        self.server.metrics.observe_kafka_request(kp.NAMES[header.api_key], _error_codes(answer))
         return kp.encode_response(header, answer)
 
     # --- the APIs -------------------------------------------------------------------------------
@@ -374,6 +381,18 @@ class KafkaListener:
                     code = e.code
             results.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
         return cls(throttle_time_ms=0, results=results)
+
+
+def _error_codes(answer: Any) -> list[int]:
+    """The error codes an answer carries: its own, and each key's, group's or member's of a batched
+    answer (FindCoordinator v4+, DescribeGroups, DeleteGroups, LeaveGroup v3+)."""
+    codes = [answer.error_code] if getattr(answer, "error_code", None) is not None else []
+    for field in ("coordinators", "groups", "results", "members"):
+        for item in getattr(answer, field, None) or ():
+            code = getattr(item, "error_code", None)
+            if code is not None:
+                codes.append(code)
+    return codes
 
 
 def _member_bytes(state: Any, group_id: str) -> dict[str, tuple[bytes, bytes]]:

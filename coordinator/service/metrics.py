@@ -76,6 +76,14 @@ class Metrics:
         self.kafka_bad_input = Counter("coordinator_kafka_bad_input", "Kafka listener connections closed for bad "
                                        "input (frame-size, truncated, malformed, unsupported)", ["reason"],
                                        registry=r)
+        self.kafka_connections = Gauge("coordinator_kafka_connections", "Connections open to the Kafka listener",
+                                       registry=r)
+        self.kafka_requests = Counter("coordinator_kafka_requests", "Requests the Kafka listener answered, by Kafka "
+                                      "API (JoinGroup, Heartbeat, ...)", ["api"], registry=r)
+        self.kafka_errors = Counter("coordinator_kafka_errors", "Error codes that are failures in the Kafka "
+                                    "listener's answers (one per key, group or member of a batched answer), by "
+                                    "Kafka API and error name; the protocol's steps (REBALANCE_IN_PROGRESS, "
+                                    "MEMBER_ID_REQUIRED) are not counted", ["api", "error"], registry=r)
         ProcessCollector(registry=r)  # process_*: CPU, RSS, open file descriptors, start time
         PlatformCollector(registry=r)  # python_info
         GCCollector(registry=r)  # python_gc_*
@@ -108,6 +116,13 @@ class Metrics:
             self.signals.labels(api, _error_name(error_code)).inc()
         elif error_code:
             self.errors.labels(api, _error_name(error_code)).inc()
+
+    def observe_kafka_request(self, api: str, error_codes: Iterable[int]) -> None:
+        """A Kafka listener answer: the API's request count, and each failure code it carries."""
+        self.kafka_requests.labels(api).inc()
+        for code in error_codes:
+            if code and code not in SIGNALS:
+                self.kafka_errors.labels(api, _error_name(code)).inc()
 
     def observe_commit(self, partition: int, batch: list[Record], seconds: float) -> None:
         label = str(partition)
