@@ -28,6 +28,8 @@ import org.apache.kafka.common.message.ApiVersionsRequestData;
 import org.apache.kafka.common.message.ApiVersionsResponseData;
 import org.apache.kafka.common.message.DeleteGroupsRequestData;
 import org.apache.kafka.common.message.DeleteGroupsResponseData;
+import org.apache.kafka.common.message.DescribeClusterRequestData;
+import org.apache.kafka.common.message.DescribeClusterResponseData;
 import org.apache.kafka.common.message.DescribeGroupsRequestData;
 import org.apache.kafka.common.message.DescribeGroupsResponseData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
@@ -40,6 +42,8 @@ import org.apache.kafka.common.message.LeaveGroupRequestData;
 import org.apache.kafka.common.message.LeaveGroupResponseData;
 import org.apache.kafka.common.message.ListGroupsRequestData;
 import org.apache.kafka.common.message.ListGroupsResponseData;
+import org.apache.kafka.common.message.MetadataRequestData;
+import org.apache.kafka.common.message.MetadataResponseData;
 import org.apache.kafka.common.message.RequestHeaderData;
 import org.apache.kafka.common.message.ResponseHeaderData;
 import org.apache.kafka.common.message.SyncGroupRequestData;
@@ -84,6 +88,9 @@ public final class KafkaFramesGolden {
         {ApiKeys.DESCRIBE_GROUPS, new short[] {0, 5, 6}},
         {ApiKeys.LIST_GROUPS, new short[] {0, 3, 5}},
         {ApiKeys.DELETE_GROUPS, new short[] {0, 2}},
+        // Not served by the listener: the gateway rewrites their answers (the brokers' addresses).
+        {ApiKeys.METADATA, new short[] {0, 9, 12, 13}},
+        {ApiKeys.DESCRIBE_CLUSTER, new short[] {0, 1, 2}},
     };
 
     public static void main(String[] args) throws Exception {
@@ -252,6 +259,18 @@ public final class KafkaFramesGolden {
                 yield d;
             }
             case DELETE_GROUPS -> new DeleteGroupsRequestData().setGroupsNames(List.of(GROUP, "unknown"));
+            case METADATA -> {
+                MetadataRequestData d = new MetadataRequestData().setTopics(List.of(
+                        new MetadataRequestData.MetadataRequestTopic().setName("connect-configs")));
+                if (v >= 4) d.setAllowAutoTopicCreation(false);
+                if (v >= 8) d.setIncludeTopicAuthorizedOperations(true);
+                yield d;
+            }
+            case DESCRIBE_CLUSTER -> {
+                DescribeClusterRequestData d = new DescribeClusterRequestData().setIncludeClusterAuthorizedOperations(true);
+                if (v >= 2) d.setIncludeFencedBrokers(true);
+                yield d;
+            }
             default -> throw new IllegalArgumentException(key.name());
         };
     }
@@ -334,6 +353,38 @@ public final class KafkaFramesGolden {
                 results.add(new DeleteGroupsResponseData.DeletableGroupResult().setGroupId(GROUP).setErrorCode((short) 68));
                 results.add(new DeleteGroupsResponseData.DeletableGroupResult().setGroupId("unknown").setErrorCode((short) 69));
                 yield new DeleteGroupsResponseData().setResults(results);
+            }
+            case METADATA -> {
+                MetadataResponseData.MetadataResponseBrokerCollection brokers =
+                        new MetadataResponseData.MetadataResponseBrokerCollection();
+                brokers.add(new MetadataResponseData.MetadataResponseBroker().setNodeId(1).setHost("broker-1.kafka.svc")
+                        .setPort(9092).setRack("rack-a"));
+                brokers.add(new MetadataResponseData.MetadataResponseBroker().setNodeId(2).setHost("broker-2.kafka.svc")
+                        .setPort(9094).setRack(null));
+                MetadataResponseData.MetadataResponseTopicCollection topics =
+                        new MetadataResponseData.MetadataResponseTopicCollection();
+                topics.add(new MetadataResponseData.MetadataResponseTopic().setName("connect-configs")
+                        .setIsInternal(false).setPartitions(List.of(
+                                new MetadataResponseData.MetadataResponsePartition().setPartitionIndex(0).setLeaderId(2)
+                                        .setLeaderEpoch(4).setReplicaNodes(List.of(2, 1)).setIsrNodes(List.of(2, 1))
+                                        .setOfflineReplicas(List.of()))));
+                MetadataResponseData d = new MetadataResponseData().setThrottleTimeMs(0).setBrokers(brokers)
+                        .setClusterId("5L6g3nShT-eMCtK--X86sw").setControllerId(1).setTopics(topics);
+                if (v >= 13) d.setErrorCode((short) error);
+                yield d;
+            }
+            case DESCRIBE_CLUSTER -> {
+                DescribeClusterResponseData.DescribeClusterBrokerCollection brokers =
+                        new DescribeClusterResponseData.DescribeClusterBrokerCollection();
+                brokers.add(new DescribeClusterResponseData.DescribeClusterBroker().setBrokerId(1)
+                        .setHost("broker-1.kafka.svc").setPort(9092).setRack("rack-a"));
+                brokers.add(new DescribeClusterResponseData.DescribeClusterBroker().setBrokerId(2)
+                        .setHost("broker-2.kafka.svc").setPort(9094).setRack(null).setIsFenced(v >= 2));
+                DescribeClusterResponseData d = new DescribeClusterResponseData().setErrorCode((short) error)
+                        .setClusterId("5L6g3nShT-eMCtK--X86sw").setControllerId(1).setBrokers(brokers)
+                        .setClusterAuthorizedOperations(-2147483648);
+                if (v >= 1) d.setEndpointType((byte) 1);
+                yield d;
             }
             default -> throw new IllegalArgumentException(key.name());
         };
