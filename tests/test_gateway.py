@@ -183,10 +183,11 @@ def test_find_coordinator_names_the_gateway_node_for_ours_and_the_brokers_port_f
                 found = await client.call(kp.FIND_COORDINATOR, version, key="cluster-a1", key_type=0)
                 assert (found.error_code, found.node_id, found.port) == (0, COORDINATOR_NODE_ID, gateway.port + 1)
             found = await client.call(kp.FIND_COORDINATOR, 6, key_type=0,
-                                      coordinator_keys=["cluster-b2", "connect-sink", "other"])
+                                      coordinator_keys=["cluster-b2", "connect-sink", "other", "my-cluster-b2"])
             by_key = {c.key: c for c in found.coordinators}
             assert (by_key["cluster-b2"].node_id, by_key["cluster-b2"].port) == (COORDINATOR_NODE_ID, gateway.port + 1)
-            for key in ("connect-sink", "other"):
+            for key in ("connect-sink", "other", "my-cluster-b2"):  # --groups matches the whole group id
+                assert by_key[key].node_id != COORDINATOR_NODE_ID
                 entry = by_key[key]
                 if entry.error_code == 0:
                     assert entry.node_id in brokers and entry.port == gateway.port + 2 + entry.node_id
@@ -291,3 +292,33 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
     finally:
         serve.stop()
     assert partition_for(group, PARTITIONS) in range(PARTITIONS)
+
+
+def test_the_gateway_command(kafka_broker, tmp_path):
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AdminClient
+
+    port = _free_base()
+    log = (tmp_path / "gateway.log").open("wb")
+    process = subprocess.Popen([sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server",
+                                kafka_broker.bootstrap_servers, "--listen", f"127.0.0.1:{port}", "--groups",
+                                OURS, "--coordinator", "127.0.0.1:1"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 30
+        metadata = None
+        while metadata is None and time.monotonic() < deadline:
+            try:
+                metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=2)
+            except Exception:  # noqa: BLE001 (not listening yet)
+                time.sleep(0.2)
+        assert metadata is not None, (tmp_path / "gateway.log").read_text()
+        assert {b.id: b.port for b in metadata.brokers.values()}[COORDINATOR_NODE_ID] == port + 1
+        assert all(b.port == port + 2 + b.id for b in metadata.brokers.values() if b.id != COORDINATOR_NODE_ID)
+    finally:
+        process.terminate()
+        assert process.wait(10) == 0
+        log.close()
+    assert coordinator(["gateway", "--listen", "127.0.0.1:1", "--groups", "(", "--bootstrap-server", "x:1",
+                        "--coordinator", "y:1"]) != 0

@@ -19,7 +19,8 @@ Fail closed: an answer that cannot be rewritten closes the client connection; a 
 of our groups (`--groups`, an anchored regex) never goes to a broker: the six group APIs go to the
 coordinator that owns the group (found with FindCoordinator against each `--coordinator`, which
 answers NONE only for a group it owns; forgotten on NOT_COORDINATOR), anything else (offsets,
-transactions) for our groups closes the connection.
+transactions) for our groups closes the connection. ListGroups on the coordinator node's port is
+every coordinator's groups, merged.
 """
 
 from __future__ import annotations
@@ -360,8 +361,7 @@ class _ClientConnection:
             if ours:
                 return await self._to_coordinator(header, payload, groups, ours)
         elif key == kp.LIST_GROUPS and self.port_name == "coordinator":
-            upstream = await self._coordinator_upstream_any()
-            return self._forward(upstream, header, payload, None)
+            return await self._list_our_groups(header, payload)
         rewrite = {kp.API_VERSIONS: self._api_versions_rewrite, kp.METADATA: self._metadata_rewrite,
                    kp.DESCRIBE_CLUSTER: self._describe_cluster_rewrite}.get(key)
         self._forward(self.broker, header, payload, rewrite(header) if rewrite else None)
@@ -424,16 +424,39 @@ class _ClientConnection:
             upstream = self.coordinators[owner] = await self._upstream([owner])
         self._forward(upstream, header, payload, self._coordinator_answer(header, ours))
 
-    async def _coordinator_upstream_any(self) -> _Upstream:
+    async def _list_our_groups(self, header: kp.RequestHeader, payload: bytes) -> None:
+        """ListGroups on the coordinator node: every coordinator's groups in one answer (Kafka's Admin
+        asks every node, so the brokers' groups come from their own ports)."""
+        loop = asyncio.get_running_loop()
+        parts: list[asyncio.Future[bytes]] = []
         for address in self.gw.config.coordinators:
-            if address in self.coordinators:
-                return self.coordinators[address]
-            try:
-                self.coordinators[address] = await self._upstream([address])
-                return self.coordinators[address]
-            except Refused:
-                continue
-        raise Refused("no coordinator answers")
+            upstream = self.coordinators.get(address)
+            if upstream is None:
+                try:
+                    upstream = self.coordinators[address] = await self._upstream([address])
+                except Refused:
+                    continue  # a coordinator not running owns nothing
+            future: asyncio.Future[bytes] = loop.create_future()
+            upstream.pending.append((header.correlation_id, future, None))
+            upstream.writer.write(kp.frame(payload))
+            parts.append(future)
+        if not parts:
+            raise Refused("ListGroups: no coordinator answers")
+
+        async def merge() -> bytes:
+            merged = None
+            for data in await asyncio.gather(*parts):
+                _, body = kp.decode_response(kp.LIST_GROUPS, header.api_version, data[4:])
+                if merged is None:
+                    merged = body
+                    continue
+                if body.error_code and not merged.error_code:
+                    merged.error_code = body.error_code
+                known = {g.group_id for g in merged.groups}
+                merged.groups = list(merged.groups) + [g for g in body.groups if g.group_id not in known]
+            return kp.encode_response(header, merged)
+
+        self.answers.put_nowait(asyncio.ensure_future(merge()))
 
     def _coordinator_answer(self, header: kp.RequestHeader, groups: list[str]) -> Rewrite:
         async def check(payload: bytes) -> bytes:
