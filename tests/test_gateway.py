@@ -322,3 +322,47 @@ def test_the_gateway_command(kafka_broker, tmp_path):
         log.close()
     assert coordinator(["gateway", "--listen", "127.0.0.1:1", "--groups", "(", "--bootstrap-server", "x:1",
                         "--coordinator", "y:1"]) != 0
+
+
+def test_our_groups_reach_the_coordinator_that_owns_them_and_list_groups_merges_them(kafka_broker, unique_topic,
+                                                                                     tmp_path):
+    # Two coordinators, one partition each: the gateway asks each in turn which owns a group.
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    ports = [free_port(), free_port()]
+    serves = [ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
+                           "--partitions", str(partition), "--kafka-listener", f"127.0.0.1:{ports[partition]}")
+              for partition in range(PARTITIONS)]
+    groups = [next(g for g in (f"cluster-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+                   if partition_for(g, PARTITIONS) == partition) for partition in range(PARTITIONS)]
+    for serve in serves:
+        serve.start()
+    try:
+        for serve in serves:
+            serve.wait_healthy(partitions=1)
+        coordinators = [("127.0.0.1", port) for port in ports]
+        with RunningGateway(kafka_broker.bootstrap_servers, coordinators) as gw:
+            async def run() -> None:
+                cls = kp.request_class(kp.JOIN_GROUP, 9)
+                protocols = [cls.JoinGroupRequestProtocol(
+                    name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://w:8083/", 7, None), SESSIONED))]
+                async with Client(("127.0.0.1", gw.port + 1), "connect-1") as member:
+                    for group in groups:
+                        first = await member.call(kp.JOIN_GROUP, 9, group_id=group, session_timeout_ms=10_000,
+                                                  rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
+                                                  protocol_type="connect", protocols=protocols, reason=None)
+                        connect_fatal.assert_survivable(connect_fatal.JOIN, first, protocol_type="connect")
+                        assert first.error_code == MEMBER_ID_REQUIRED
+                        joined = await member.call(kp.JOIN_GROUP, 9, group_id=group, session_timeout_ms=10_000,
+                                                   rebalance_timeout_ms=10_000, member_id=first.member_id,
+                                                   group_instance_id=None, protocol_type="connect",
+                                                   protocols=protocols, reason=None)
+                        assert joined.error_code == 0, group
+                    assert [gw.gateway._owners[g] for g in groups] == coordinators
+                    listed = await member.call(kp.LIST_GROUPS, 4, states_filter=[])
+                    assert set(groups) <= {g.group_id for g in listed.groups}
+
+            asyncio.run(asyncio.wait_for(run(), 90))
+    finally:
+        for serve in serves:
+            serve.stop()
