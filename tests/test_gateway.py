@@ -166,6 +166,12 @@ def test_api_versions_are_capped(gateway):
             assert set(versions) <= set(ALLOWED)
             for left_out in (55, 68, 69, 76, 77, 78, 79):  # DescribeQuorum, KIP-848 and share groups
                 assert left_out not in versions
+            # A version the gateway cannot read: Kafka's v0 answer, UNSUPPORTED_VERSION and the same table.
+            client.writer.write(kp.frame(struct.pack(">hhih", kp.API_VERSIONS, 99, 77, 1) + b"c\x00\x00"))
+            size = kp.frame_length(await client.reader.readexactly(4))
+            correlation, fallback = kp.decode_response(kp.API_VERSIONS, 0, await client.reader.readexactly(size))
+            assert (correlation, fallback.error_code) == (77, 35)
+            assert {a.api_key: (a.min_version, a.max_version) for a in fallback.api_keys} == versions
 
     asyncio.run(run())
 
@@ -240,7 +246,18 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
     try:
         serve.wait_healthy(partitions=PARTITIONS)
         with RunningGateway(kafka_broker.bootstrap_servers, [("127.0.0.1", 1), ("127.0.0.1", port)]) as gw:
+            # The gateway once knew another owner, now gone: the connection that meets it closes, the
+            # owner is asked again, and the next connection reaches the real one.
+            gw.loop.call_soon_threadsafe(gw.gateway._owners.__setitem__, group, ("127.0.0.1", 1))
+
             async def run() -> None:
+                async with Client(("127.0.0.1", gw.port + 1), "connect-1") as stale:
+                    stale.correlation += 1
+                    body = kp.request_class(kp.HEARTBEAT, 4)(group_id=group, generation_id=1, member_id="m",
+                                                             group_instance_id=None)
+                    stale.writer.write(kp.encode_request(body, 4, stale.correlation, "connect-1"))
+                    assert await stale.closed()
+                assert group not in gw.gateway._owners
                 async with Client(("127.0.0.1", gw.port), "connect-1") as boot:
                     found = await boot.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[group])
                     node = found.coordinators[0]

@@ -13,13 +13,15 @@ and written back in request order. Only answers that carry addresses are decoded
 (`ALLOWED`): Produce at most v9 and Fetch at most v15 (no KIP-951 node endpoints), the group APIs at
 the versions our listener serves, and no API whose answers carry addresses we do not rewrite
 (DescribeQuorum, the share and consumer (KIP-848) group APIs, ...). A request outside `ALLOWED`, or
-bad input, closes its connection with one log line.
+bad input, closes its connection with one log line; ApiVersions at a version we cannot read gets
+Kafka's v0 answer (UNSUPPORTED_VERSION and our table).
 
 Fail closed: an answer that cannot be rewritten closes the client connection; a request naming one
 of our groups (`--groups`, an anchored regex) never goes to a broker: the six group APIs go to the
 coordinator that owns the group (found with FindCoordinator against each `--coordinator`, which
-answers NONE only for a group it owns; forgotten on NOT_COORDINATOR), anything else (offsets,
-transactions) for our groups closes the connection. ListGroups on the coordinator node's port is
+answers NONE for a group it owns, or names the owner's listener; forgotten on NOT_COORDINATOR or when
+it cannot be reached); anything else (offsets, transactions) for our groups closes the connection.
+ListGroups on the coordinator node's port is
 every coordinator's groups, merged.
 """
 
@@ -242,6 +244,11 @@ class Gateway:
     def forget(self, group: str) -> None:
         self._owners.pop(group, None)
 
+    def forget_coordinator(self, address: tuple[str, int]) -> None:
+        """A coordinator that cannot be reached owns nothing we know of: ask again next time."""
+        for group in [g for g, owner in self._owners.items() if owner == address]:
+            del self._owners[group]
+
     # --- a client connection ----------------------------------------------------------------
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port_name: str,
@@ -335,6 +342,9 @@ class _ClientConnection:
             except kp.KafkaProtocolError as e:
                 raise Refused(str(e)) from None
             self.client_id = header.client_id
+            if header.api_key == kp.API_VERSIONS and header.api_version > ALLOWED[kp.API_VERSIONS][1]:
+                self._api_versions_fallback(header)
+                continue
             if not allowed(header.api_key, header.api_version):
                 raise Refused(f"{header.api_name} v{header.api_version} is not passed by the gateway")
             await self._route(header, payload)
@@ -372,13 +382,13 @@ class _ClientConnection:
         self.answers.put_nowait(future)
         upstream.writer.write(kp.frame(payload))
 
-    async def _upstream(self, addresses: list[tuple[str, int]]) -> _Upstream:
+    async def _upstream(self, addresses: list[tuple[str, int]], coordinator: bool = False) -> _Upstream:
         reader, writer = await self.gw._open(addresses)
         upstream = _Upstream(reader, writer)
-        upstream.task = asyncio.create_task(self._read_answers(upstream))
+        upstream.task = asyncio.create_task(self._read_answers(upstream, addresses[0] if coordinator else None))
         return upstream
 
-    async def _read_answers(self, upstream: _Upstream) -> None:
+    async def _read_answers(self, upstream: _Upstream, coordinator: tuple[str, int] | None) -> None:
         try:
             while True:
                 payload = await _read_frame(upstream.reader, MAX_RESPONSE_BYTES)
@@ -406,6 +416,8 @@ class _ClientConnection:
                 if not future.done():
                     future.set_exception(e if isinstance(e, Refused) else ConnectionError(f"upstream: {e}"))
             upstream.pending.clear()
+            if coordinator is not None:
+                self.gw.forget_coordinator(coordinator)
             self._abort(f"upstream connection lost: {e}")
 
     # --- our groups ---------------------------------------------------------------------------
@@ -421,7 +433,11 @@ class _ClientConnection:
             raise Refused(f"no coordinator owns group {ours[0]} now")
         upstream = self.coordinators.get(owner)
         if upstream is None:
-            upstream = self.coordinators[owner] = await self._upstream([owner])
+            try:
+                upstream = self.coordinators[owner] = await self._upstream([owner], coordinator=True)
+            except Refused:
+                self.gw.forget_coordinator(owner)
+                raise
         self._forward(upstream, header, payload, self._coordinator_answer(header, ours))
 
     async def _list_our_groups(self, header: kp.RequestHeader, payload: bytes) -> None:
@@ -433,7 +449,7 @@ class _ClientConnection:
             upstream = self.coordinators.get(address)
             if upstream is None:
                 try:
-                    upstream = self.coordinators[address] = await self._upstream([address])
+                    upstream = self.coordinators[address] = await self._upstream([address], coordinator=True)
                 except Refused:
                     continue  # a coordinator not running owns nothing
             future: asyncio.Future[bytes] = loop.create_future()
@@ -474,7 +490,16 @@ class _ClientConnection:
 
     # --- rewrites -----------------------------------------------------------------------------
 
-    def _api_versions_rewrite(self, header: kp.RequestHeader) -> Rewrite:
+    def _api_versions_fallback(self, header: kp.RequestHeader) -> None:
+        """ApiVersions at a version we cannot read (a newer client): Kafka's answer, v0 with
+        UNSUPPORTED_VERSION and the versions we pass, after which the client asks again at one of them.
+        The broker is asked at v0 for its table."""
+        request = kp.encode_request(kp.request_class(kp.API_VERSIONS, 0)(), 0, header.correlation_id,
+                                    header.client_id)
+        asked = kp.RequestHeader(kp.API_VERSIONS, 0, header.correlation_id, header.client_id)
+        self._forward(self.broker, asked, request[4:], self._api_versions_rewrite(asked, error=kp.UNSUPPORTED_VERSION))
+
+    def _api_versions_rewrite(self, header: kp.RequestHeader, error: int | None = None) -> Rewrite:
         async def rewrite(payload: bytes) -> bytes:
             version = header.api_version
             try:
@@ -494,6 +519,8 @@ class _ClientConnection:
                     api.min_version, api.max_version = low, high
                     kept.append(api)
             body.api_keys = kept
+            if error is not None:
+                body.error_code = error
             return kp.encode_response(kp.RequestHeader(kp.API_VERSIONS, version, header.correlation_id, None), body)
         return rewrite
 
