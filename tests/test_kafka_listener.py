@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import struct
 import time
 from pathlib import Path
@@ -152,8 +153,9 @@ def test_the_kafka_apis_are_declared_beside_the_http_operations():
     assert set(_HANDLERS) == set(openapi.KAFKA_APIS.values())
 
 
-def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic):
+def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, caplog):
     _topic(kafka_broker, unique_topic)
+    caplog.set_level(logging.INFO, logger="coordinator.service.kafka_listener")
 
     async def run() -> None:
         async with Coordinator(kafka_broker, unique_topic) as c, \
@@ -260,6 +262,11 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic):
             assert [(m.member_id, m.member_metadata) for m in rebalancing.members] == [(m1, b"")]
             rejoined = await join(w1, m1, "http://w1:8083/")
             assert rejoined.error_code == 0 and rejoined.leader == m1 and rejoined.generation_id > generation
+            # One kafka-member-joined event per member (not per rejoin), naming its client id and host.
+            joined = [r.coordinator_fields for r in caplog.records
+                      if getattr(r, "coordinator_fields", {}).get("event") == "kafka-member-joined"]
+            assert sorted((e["group"], e["member"], e["client_id"], e["host"], e["generation"]) for e in joined) == \
+                sorted([(G, m1, "connect-1", "127.0.0.1", generation), (G, m2, "connect-2", "127.0.0.1", generation)])
             old_leave = await w1.call(kp.LEAVE_GROUP, 0, group_id=G, member_id="unknown-member")
             assert old_leave.error_code == 25  # UNKNOWN_MEMBER_ID, as Kafka's v0-v2 answer it
 
@@ -493,6 +500,16 @@ def test_any_instance_in_group_ownership_names_the_owners_kafka_listener(kafka_b
                 "reason": None}
         assert asyncio.run(_call(listener[1], kp.JOIN_GROUP, 9, **join)).error_code == NOT_COORDINATOR
         assert asyncio.run(_call(listener[0], kp.JOIN_GROUP, 9, **join)).error_code == MEMBER_ID_REQUIRED
+
+        # kill -9 of the owner of G's partition: the survivor takes it and names itself for both.
+        owner, survivor = (a, b) if 0 in served(a) else (b, a)
+        survivor_port = listener[1]
+        owner.kill()
+        wait_for(lambda: served(survivor) == {0, 1}, 60, "the survivor to take both partitions")
+        mine = (0, node_id("127.0.0.1", survivor_port), "127.0.0.1", survivor_port)
+        wait_for(lambda: asyncio.run(found_at(survivor_port)) == {G: mine, ELSEWHERE: mine}, 30,
+                 "FindCoordinator at the survivor to name itself")
+        assert asyncio.run(_call(survivor_port, kp.JOIN_GROUP, 9, **join)).error_code == MEMBER_ID_REQUIRED
     finally:
         a.stop()
         b.stop()

@@ -18,7 +18,8 @@ not decode, an API or version not served) closes that connection with one log li
 we do not know is answered as Kafka answers it (v0, UNSUPPORTED_VERSION, our versions).
 
 Member ids are `<client id>-<uuid>`; the member's client id and host are its Kafka client id and
-the socket's peer address.
+the socket's peer address, which `groups describe` shows and the `kafka-member-joined` log event
+(once per member, at its first successful JoinGroup here) names.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import asyncio
 import logging
 import uuid
 import zlib
+from collections import OrderedDict
 from typing import Any
 
 from coordinator.api import kafka_protocol as kp
@@ -45,6 +47,7 @@ from coordinator.core.protocol import (
 from coordinator.service.auth import AuthError, Operation
 from coordinator.service.runtime import NotServing, Status
 from coordinator.service.server import CoordinatorServer
+from coordinator.tools import logs
 from coordinator.tools.partitions import partition_for
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,7 @@ DEAD = "Dead"
 # classic group (a Connect worker over this listener) is `classic`, as Kafka lists it.
 CONNECT_TYPE = "connect"
 _INVALID_REQUEST = 42
+_SEEN_MAX = 10_000
 _GROUP_KEY_TYPE = 0
 
 
@@ -86,6 +90,7 @@ class KafkaListener:
         self.max_frame_bytes = max_frame_bytes
         self._tcp: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
+        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()  # members whose join was logged
 
     @property
     def node_id(self) -> int:
@@ -238,12 +243,28 @@ class KafkaListener:
             return cls(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
                        protocol_name=None if header.api_version >= 7 else "", leader="", skip_assignment=False,
                        member_id=body.member_id, members=[])
+        if answer.error_code == ErrorCode.NONE:
+            self._joined(join.group_id, answer.member_id, answer.generation_id, client_id, host)
         return cls(throttle_time_ms=0, error_code=answer.error_code, generation_id=answer.generation_id,
                    protocol_type=answer.protocol_type,
                    protocol_name=answer.protocol_name if header.api_version >= 7 else answer.protocol_name or "",
                    leader=answer.leader, skip_assignment=answer.skip_assignment, member_id=answer.member_id,
                    members=[cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id,
                                                         metadata=m.metadata) for m in answer.members])
+
+    def _joined(self, group_id: str, member_id: str, generation: int, client_id: str, host: str) -> None:
+        """One `kafka-member-joined` event the first time this listener sees a member join (its
+        later rejoins, one per rebalance, are not logged), naming its client id and host."""
+        key = (group_id, member_id)
+        if key in self._seen:
+            self._seen.move_to_end(key)
+            return
+        self._seen[key] = None
+        if len(self._seen) > _SEEN_MAX:
+            self._seen.popitem(last=False)
+        logs.event(log, "kafka-member-joined", "member %s (client id %s, host %s) joined group %s over Kafka's "
+                   "protocol, generation %d", member_id, client_id, host, group_id, generation, group=group_id,
+                   member=member_id, client_id=client_id, host=host, generation=generation)
 
     async def _sync_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
         cls = kp.response_class(kp.SYNC_GROUP, header.api_version)

@@ -202,7 +202,7 @@ class PeerHealth:
                 try:
                     async with session.get(f"{peer}/health") as response:
                         body = await response.json()
-                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+                except (aiohttp.ClientError, TimeoutError, ValueError) as e:
                     log.warning("peer %s did not answer: %s", peer, e)
                     continue
                 for partition, status in (body.get("Partitions") or {}).items():
