@@ -348,6 +348,8 @@ class _ClientConnection:
             if not allowed(header.api_key, header.api_version):
                 raise Refused(f"{header.api_name} v{header.api_version} is not passed by the gateway")
             await self._route(header, payload)
+            for upstream in (self.broker, *self.coordinators.values()):  # a slow upstream slows its client
+                await upstream.writer.drain()
 
     async def _route(self, header: kp.RequestHeader, payload: bytes) -> None:
         key = header.api_key
