@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity soak promtool clean
+.PHONY: install run run-connect test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity soak promtool clean
 
 install: $(STAMP)
 
@@ -29,17 +29,26 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test,spark,plot]'
 	touch $(STAMP)
 
-# The main job: a local Apache Kafka, the compacted topic, a coordinator, a fleet of workers and a
-# scripted story (coordinator/sdk/demo.py). It stops what it started, the broker included unless it
-# was already running before. The first run downloads Kafka's jars from Maven Central.
-run: install
-	@if $(BIN)/coordinator dev-broker status $(BROKER) >/dev/null; then \
+# Runs the command $(1) against the local Apache Kafka with the compacted topic created: the broker is
+# started first and stopped after, unless one was already running. The first start downloads Kafka's
+# jars from Maven Central.
+with_broker = @if $(BIN)/coordinator dev-broker status $(BROKER) >/dev/null; then \
 		started=no; else $(BIN)/coordinator dev-broker up $(BROKER) || exit 1; started=yes; fi; \
 	$(BIN)/coordinator topic create --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC) \
 		--partitions $(PARTITIONS) --replication-factor $(BROKER_NODES) --if-not-exists >/dev/null \
-	&& $(BIN)/coordinator demo --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC); status=$$?; \
+	&& $(1); status=$$?; \
 	if [ $$started = yes ]; then $(BIN)/coordinator dev-broker down $(BROKER); fi; \
 	exit $$status
+
+# The main job: a coordinator, a fleet of workers and a scripted story (coordinator/sdk/demo.py).
+run: install
+	$(call with_broker,$(BIN)/coordinator demo --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC))
+
+# The second main job: a coordinator with its Kafka listener, a gateway and three unmodified Kafka
+# Connect 4.3.1 workers (coordinator/sdk/demo_connect.py; Kafka Connect's jars come from Maven Central
+# on first use).
+run-connect: install
+	$(call with_broker,$(BIN)/coordinator demo --connect --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC))
 
 # The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
 # broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.

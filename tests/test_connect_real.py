@@ -14,92 +14,23 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
-from pathlib import Path
 
 import orjson
 import pytest
 
 from coordinator.cli import main as coordinator
-from coordinator.tools import maven
+from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[1]
-CONNECT_POM = ROOT / "bench" / "vs_connect" / "pom.xml"
-CONNECT_LOG4J = ROOT / "bench" / "vs_connect" / "log4j2.properties"
-SOURCE = "org.apache.kafka.connect.tools.VerifiableSourceConnector"
 TASKS = 6
 
 
-def _http(method: str, url: str, body: object = None) -> tuple[int, object]:
-    data = orjson.dumps(body) if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            raw = answer.read()
-            return answer.status, orjson.loads(raw) if raw else None
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode(errors="replace")
-    except (urllib.error.URLError, ConnectionError, TimeoutError) as e:
-        return 0, str(e)
-
-
-def _until(condition, timeout: float, what: str):  # noqa: ANN001, ANN202
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"not within {timeout} s: {what}")
-
-
-class Worker:
-    """One ConnectDistributed JVM, configured as a Connect user would for the gateway."""
-
-    def __init__(self, libs: Path, run_dir: Path, name: str, gateway: str, broker: str, key: str) -> None:
-        self.name, self.port = name, free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.log = run_dir / f"{name}.log"
-        settings = {
-            "bootstrap.servers": gateway,  # the worker's group member, internal topics and shared admin
-            "producer.bootstrap.servers": broker, "consumer.bootstrap.servers": broker,  # connector data
-            "admin.bootstrap.servers": broker,
-            "group.id": key, "config.storage.topic": f"{key}-configs", "offset.storage.topic": f"{key}-offsets",
-            "status.storage.topic": f"{key}-status", "config.storage.replication.factor": 1,
-            "offset.storage.replication.factor": 1, "status.storage.replication.factor": 1,
-            "offset.storage.partitions": 1, "status.storage.partitions": 1,
-            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "listeners": self.url, "rest.advertised.host.name": "127.0.0.1", "rest.advertised.port": self.port,
-            "session.timeout.ms": 10_000, "heartbeat.interval.ms": 1_000, "scheduled.rebalance.max.delay.ms": 5_000,
-            "plugin.discovery": "only_scan",
-        }
-        properties = run_dir / f"{name}.properties"
-        properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [maven.java(), "-Xms128m", "-Xmx256m", "-XX:+UseSerialGC", f"-Dlog4j2.configurationFile={CONNECT_LOG4J}",
-                 "-cp", f"{libs}/*", "org.apache.kafka.connect.cli.ConnectDistributed", str(properties)],
-                stdout=out, stderr=subprocess.STDOUT)
-
-    def up(self) -> bool:
-        assert self.process.poll() is None, f"Connect worker {self.name} exited: {self.log.read_text()[-3000:]}"
-        return _http("GET", self.url + "/")[0] == 200
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(timeout=30)
-
-
-def _running_once(worker: Worker, connector: str) -> dict | None:
+def _running_once(worker: ConnectWorker, connector: str) -> dict | None:
     """The connector's status when it and every task are RUNNING, each on one worker."""
-    status, body = _http("GET", f"{worker.url}/connectors/{connector}/status")
+    status, body = http("GET", f"{worker.url}/connectors/{connector}/status")
     if status != 200 or body["connector"]["state"] != "RUNNING":
         return None
     tasks = body["tasks"]
@@ -110,7 +41,6 @@ def _running_once(worker: Worker, connector: str) -> dict | None:
 
 def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_and_survive_its_sigkill(
         kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
-    libs = maven.libs(CONNECT_POM, "connect-runtime-*.jar", "Kafka Connect")
     broker = kafka_broker.bootstrap_servers
     key = f"connect-real-{unique_topic[-8:]}"
     assert coordinator(["topic", "create", "--bootstrap-servers", broker, "--topic", unique_topic,
@@ -124,17 +54,17 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", broker,
          "--listen", f"127.0.0.1:{gateway_port}", "--groups", key, "--coordinator", listener],
         stdout=gateway_log, stderr=subprocess.STDOUT)
-    workers: list[Worker] = []
+    workers: list[ConnectWorker] = []
     try:
         time.sleep(1.0)
         assert gateway.poll() is None, (tmp_path / "gateway.log").read_text()
-        workers = [Worker(libs, tmp_path, f"w{i}", f"127.0.0.1:{gateway_port}", broker, key) for i in (1, 2, 3)]
-        _until(lambda: all(w.up() for w in workers), 180, "the workers' REST APIs answer")
-        config = {"connector.class": SOURCE, "tasks.max": str(TASKS), "topic": f"{key}-data", "throughput": "1",
-                  "topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "1"}
-        _until(lambda: _http("PUT", f"{workers[0].url}/connectors/src/config", config)[0] in (200, 201), 60,
-               "the connector is created (409 while the group rebalances)")
-        status = _until(lambda: _running_once(workers[0], "src"), 120, "every task RUNNING")
+        workers = [ConnectWorker(tmp_path, f"w{i}", f"127.0.0.1:{gateway_port}", broker, key).start()
+                   for i in (1, 2, 3)]
+        until(lambda: all(w.up() for w in workers), 180, "the workers' REST APIs answer")
+        config = source_connector(f"{key}-data", TASKS)
+        until(lambda: http("PUT", f"{workers[0].url}/connectors/src/config", config)[0] in (200, 201), 60,
+              "the connector is created (409 while the group rebalances)")
+        status = until(lambda: _running_once(workers[0], "src"), 120, "every task RUNNING")
         owners = {t["worker_id"] for t in status["tasks"]}
         assert len(owners) == 3, status  # shared among the three workers
 
@@ -158,8 +88,8 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         serves[0].kill()
         serves.append(ServeProcess(broker, unique_topic, tmp_path, *flags, port=serves[0].port).start())
         time.sleep(8.0)  # several heartbeats against the new coordinator
-        assert all(w.process.poll() is None for w in workers)
-        status = _until(lambda: _running_once(workers[0], "src"), 60, "every task RUNNING after the failover")
+        assert all(w.alive() for w in workers)
+        status = until(lambda: _running_once(workers[0], "src"), 60, "every task RUNNING after the failover")
         after = orjson.loads(_describe(serves[-1].url, key))
         assert after["Generation"] == generation and len(after["Members"]) == 3
         assert sorted(t["Task"] for m in after["Members"] for t in m["Assignment"]["Tasks"]) == list(range(TASKS))
@@ -174,7 +104,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         assert "src-0" in timeline.stdout and "protocol sessioned" in timeline.stdout
     finally:
         for w in workers:
-            w.stop()
+            w.kill()
         gateway.kill()
         gateway.wait(timeout=30)
         gateway_log.close()

@@ -55,11 +55,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--workers", type=int, default=5)
     parser.add_argument("--group", default="demo-connect-cluster")
     parser.add_argument("--fast", action="store_true", help="shorter timeouts (the CI version of the story)")
+    parser.add_argument("--connect", action="store_true",
+                        help="the second main job: three unmodified Kafka Connect 4.3.1 workers through a gateway "
+                             "on our coordinator (coordinator.sdk.demo_connect)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = kafka_config.client_config(args)
+    if args.connect:
+        from coordinator.sdk import demo_connect
+        return demo_connect.run(config["bootstrap.servers"], args.topic)
     timing = Timing(150, 1_500, 2_500, 0.5) if args.fast else Timing()
     with tempfile.TemporaryDirectory(prefix="coordinator-demo-") as logs:
         outcome = asyncio.run(story(config["bootstrap.servers"], args.topic, args.group, args.workers, timing,
