@@ -297,6 +297,23 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
                     assert [m.member_id for m in described.groups[0].members] == [joined.member_id]
                     listed = await member.call(kp.LIST_GROUPS, 4, states_filter=[])
                     assert group in {g.group_id for g in listed.groups}
+                    # Offsets for our group reach our coordinator too, which answers INVALID_REQUEST (it
+                    # keeps none) on a connection that stays open.
+                    commit_cls = kp.request_class(kp.OFFSET_COMMIT, 9)
+                    committed = await member.call(
+                        kp.OFFSET_COMMIT, 9, group_id=group, generation_id_or_member_epoch=joined.generation_id,
+                        member_id=joined.member_id, group_instance_id=None, topics=[commit_cls.OffsetCommitRequestTopic(
+                            name="t", partitions=[commit_cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                partition_index=0, committed_offset=1, committed_leader_epoch=-1,
+                                committed_metadata="")])])
+                    assert [p.error_code for t in committed.topics for p in t.partitions] == [42]
+                    fetch_cls = kp.request_class(kp.OFFSET_FETCH, 9)
+                    fetched = await member.call(kp.OFFSET_FETCH, 9, require_stable=True, groups=[
+                        fetch_cls.OffsetFetchRequestGroup(group_id=group, member_id=None, member_epoch=-1, topics=None)])
+                    assert [(g.group_id, g.error_code) for g in fetched.groups] == [(group, 42)]
+                    beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
+                                             member_id=joined.member_id, group_instance_id=None)
+                    assert beat.error_code == 0
                 # The broker never heard of the group.
                 async with Client(parse_address(kafka_broker.bootstrap_servers.split(",")[0]), "check") as direct:
                     found = await direct.call(kp.FIND_COORDINATOR, 3, key=group, key_type=0)

@@ -14,6 +14,7 @@ import json
 import logging
 import struct
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Self
 
@@ -149,8 +150,10 @@ def _topic(broker: Any, topic: str) -> None:
 
 
 def test_the_kafka_apis_are_declared_beside_the_http_operations():
-    assert set(openapi.KAFKA_APIS.values()) | {kp.API_VERSIONS} == set(kp.SUPPORTED)
-    assert set(_HANDLERS) == set(openapi.KAFKA_APIS.values())
+    # OffsetCommit and OffsetFetch have no HTTP operation: the listener answers them with an error
+    no_offsets = {kp.OFFSET_COMMIT, kp.OFFSET_FETCH}
+    assert set(openapi.KAFKA_APIS.values()) | {kp.API_VERSIONS} | no_offsets == set(kp.SUPPORTED)
+    assert set(_HANDLERS) == set(openapi.KAFKA_APIS.values()) | no_offsets
 
 
 def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, caplog):
@@ -448,6 +451,67 @@ def test_delete_groups(kafka_broker, unique_topic):
             assert [(r.group_id, r.error_code) for r in deleted.results] == [(G, 0)]
             described = await admin.call(kp.DESCRIBE_GROUPS, 0, groups=[G])
             assert described.groups[0].group_state == "Dead"
+
+    asyncio.run(asyncio.wait_for(run(), 60))
+
+
+def test_offset_commit_and_fetch_are_answered_with_invalid_request_and_logged(kafka_broker, unique_topic, caplog):
+    """We keep no offsets: every partition of an OffsetCommit, and OffsetFetch's group (v8+) or top
+    level and partitions (v1-v7), gets INVALID_REQUEST (42), at every served version, for a group
+    with members too; the connection stays open, one log line per request, counted once each."""
+    _topic(kafka_broker, unique_topic)
+    caplog.set_level(logging.INFO, logger="coordinator.service.kafka_listener")
+    invalid = 42
+
+    async def run() -> None:
+        async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "connect-1") as w, \
+                Client(c.address, "consumer") as client:
+            member = (await join(w, "", "http://w:8083/")).member_id
+            joined = await join(w, member, "http://w:8083/")
+            assert joined.error_code == 0
+            caplog.clear()
+            low, high = kp.SUPPORTED[kp.OFFSET_COMMIT]
+            for v in range(low, high + 1):
+                cls = kp.request_class(kp.OFFSET_COMMIT, v)
+                topic = {"topic_id": uuid.UUID(int=7)} if v >= 10 else {"name": "t"}
+                answer = await client.call(kp.OFFSET_COMMIT, v, group_id=G, generation_id_or_member_epoch=1,
+                                           member_id=member, group_instance_id=None, retention_time_ms=-1, topics=[
+                    cls.OffsetCommitRequestTopic(**topic, partitions=[
+                        cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                            partition_index=i, committed_offset=5, committed_leader_epoch=-1,
+                            committed_metadata=None) for i in (0, 4)])])
+                assert [(t.topic_id if v >= 10 else t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                        for t in answer.topics] == [(topic.popitem()[1], [(0, invalid), (4, invalid)])], v
+            low, high = kp.SUPPORTED[kp.OFFSET_FETCH]
+            for v in range(low, high + 1):
+                cls = kp.request_class(kp.OFFSET_FETCH, v)
+                if v >= 8:
+                    answer = await client.call(kp.OFFSET_FETCH, v, require_stable=True, groups=[
+                        cls.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None)
+                        for g in (G, NOBODY)])
+                    assert [(g.group_id, g.error_code, list(g.topics)) for g in answer.groups] == [
+                        (G, invalid, []), (NOBODY, invalid, [])], v
+                    continue
+                answer = await client.call(kp.OFFSET_FETCH, v, group_id=G, require_stable=False, topics=[
+                    cls.OffsetFetchRequestTopic(name="t", partition_indexes=[1, 2])])
+                assert [(t.name, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+                        for t in answer.topics] == [("t", [(1, -1, invalid), (2, -1, invalid)])], v
+                if v >= 2:
+                    assert answer.error_code == invalid, v
+                    everything = await client.call(kp.OFFSET_FETCH, v, group_id=G, require_stable=False, topics=None)
+                    assert everything.error_code == invalid and list(everything.topics) == [], v
+            # the connection stays open: the group's member still heartbeats, the client still asks
+            assert (await heartbeat(w, member, joined.generation_id)).error_code == 0
+            assert (await client.call(kp.API_VERSIONS, 0)).error_code == 0
+            commits, fetches = 9, 10 + 6  # v2-v7 asked twice
+            lines = [r.getMessage() for r in caplog.records if "keeps no offsets" in r.getMessage()]
+            assert len(lines) == commits + fetches
+            assert f"OffsetCommit v10 for group(s) {G} from 127.0.0.1 (client id consumer) answered with error 42" \
+                in lines[commits - 1]
+            samples = _samples(c.server)
+            assert samples['coordinator_kafka_errors_total{api="OffsetCommit",error="INVALID_REQUEST"}'] == commits
+            assert samples['coordinator_kafka_errors_total{api="OffsetFetch",error="INVALID_REQUEST"}'] == 1 + 6 * 2 + 3 * 2
+            assert samples['coordinator_kafka_requests_total{api="OffsetFetch"}'] == fetches
 
     asyncio.run(asyncio.wait_for(run(), 60))
 

@@ -52,8 +52,10 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
         LeaveGroupRequest,
         LeaveGroupResponse,
         OffsetCommitRequest,
+        OffsetCommitResponse,
         OffsetDeleteRequest,
         OffsetFetchRequest,
+        OffsetFetchResponse,
         SyncGroupRequest,
         SyncGroupResponse,
     )
@@ -92,7 +94,9 @@ DELETE_GROUPS = 42
 # The APIs the listener serves and their versions (inclusive), the only table of them: ApiVersions
 # answers it, and a request outside it is refused. JoinGroup from v4 (KIP-394: a new member is
 # given its id with MEMBER_ID_REQUIRED); the others from v0, as kafka-clients 4.3.1 still sends
-# them; every maximum is kafka-clients 4.3.1's (the golden test checks).
+# them; OffsetCommit and OffsetFetch over kafka-clients 4.3.1's whole range (v2-v10, v1-v10: the listener
+# answers them with an error, we keep no offsets); every maximum is kafka-clients 4.3.1's (the golden
+# test checks).
 SUPPORTED: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     FIND_COORDINATOR: (0, 6),
@@ -103,12 +107,15 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    OFFSET_COMMIT: (2, 10),
+    OFFSET_FETCH: (1, 10),
 }
 
 NAMES: dict[int, str] = {
     API_VERSIONS: "ApiVersions", FIND_COORDINATOR: "FindCoordinator", JOIN_GROUP: "JoinGroup",
     HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup",
     DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups", DELETE_GROUPS: "DeleteGroups",
+    OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
 }
 
 _MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -121,6 +128,8 @@ _MESSAGES: dict[int, tuple[Any, Any]] = {
     DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
     LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
     DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+    OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
     # Not served by the listener: the gateway rewrites their answers (addresses).
     METADATA: (MetadataRequest, MetadataResponse),
     DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
@@ -129,8 +138,7 @@ _MESSAGES: dict[int, tuple[Any, Any]] = {
 # Requests that name a group besides the group APIs above: the gateway reads their group ids (and
 # only those) to keep our groups away from the brokers' coordinators.
 _GROUP_KEYED: dict[int, Any] = {
-    OFFSET_COMMIT: OffsetCommitRequest, OFFSET_FETCH: OffsetFetchRequest, ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
-    TXN_OFFSET_COMMIT: TxnOffsetCommitRequest, OFFSET_DELETE: OffsetDeleteRequest,
+    ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest, TXN_OFFSET_COMMIT: TxnOffsetCommitRequest, OFFSET_DELETE: OffsetDeleteRequest,
 }
 
 NONE = 0
@@ -394,7 +402,7 @@ def group_ids(request: Request) -> list[str]:
 
 def is_group_keyed(api_key: int) -> bool:
     return api_key in _GROUP_KEYED or api_key in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, DESCRIBE_GROUPS,
-                                                  DELETE_GROUPS)
+                                                  DELETE_GROUPS, OFFSET_COMMIT, OFFSET_FETCH)
 
 
 def produce_acks(payload: bytes) -> int:

@@ -17,10 +17,12 @@ bad input, closes its connection with one log line; ApiVersions at a version we 
 Kafka's v0 answer (UNSUPPORTED_VERSION and our table).
 
 Fail closed: an answer that cannot be rewritten closes the client connection; a request naming one
-of our groups (`--groups`, an anchored regex) never goes to a broker: the six group APIs go to the
-coordinator that owns the group (found with FindCoordinator against each `--coordinator`, which
-answers NONE for a group it owns, or names the owner's listener; forgotten on NOT_COORDINATOR or when
-it cannot be reached); anything else (offsets, transactions) for our groups closes the connection.
+of our groups (`--groups`, an anchored regex) never goes to a broker: the six group APIs, and
+OffsetCommit and OffsetFetch (which the coordinator answers with INVALID_REQUEST: it keeps no offsets),
+go to the coordinator that owns the group (found with FindCoordinator against each `--coordinator`,
+which answers NONE for a group it owns, or names the owner's listener; forgotten on NOT_COORDINATOR or
+when it cannot be reached); anything else (OffsetDelete, transactions) for our groups closes the
+connection.
 ListGroups on the coordinator node's port is
 every coordinator's groups, merged.
 """
@@ -55,7 +57,10 @@ for _key in (kp.METADATA, kp.DESCRIBE_CLUSTER, kp.FIND_COORDINATOR, kp.API_VERSI
 for _key in (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, kp.DESCRIBE_GROUPS, kp.LIST_GROUPS,
              kp.DELETE_GROUPS):
     ALLOWED[_key] = kp.SUPPORTED[_key]
-_TO_COORDINATOR = (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, kp.DESCRIBE_GROUPS, kp.DELETE_GROUPS)
+# The coordinator answers OffsetCommit and OffsetFetch with an error (it keeps no offsets): a client
+# is told so rather than cut off.
+_TO_COORDINATOR = (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, kp.DESCRIBE_GROUPS, kp.DELETE_GROUPS,
+                   kp.OFFSET_COMMIT, kp.OFFSET_FETCH)
 
 
 class Refused(Exception):
@@ -429,7 +434,8 @@ class _ClientConnection:
         if len(ours) != len(groups):
             raise Refused(f"{header.api_name} names our groups and others together: {groups}")
         if header.api_key not in _TO_COORDINATOR:
-            raise Refused(f"{header.api_name} for our group {ours[0]} is not served (the coordinator has no offsets)")
+            raise Refused(f"{header.api_name} for our group {ours[0]} is not served (the coordinator has no offsets "
+                          "or transactions)")
         owner = await self.gw.owner_of(ours[0])
         if owner is None:
             raise Refused(f"no coordinator owns group {ours[0]} now")

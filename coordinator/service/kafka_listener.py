@@ -17,6 +17,23 @@ not decode, an API or version not served) closes that connection with one log li
 `coordinator_kafka_bad_input_total{reason}`; no other connection notices. ApiVersions at a version
 we do not know is answered as Kafka answers it (v0, UNSUPPORTED_VERSION, our versions).
 
+OffsetCommit (v2-v10) and OffsetFetch (v1-v10) are answered, never with a closed connection: this
+coordinator keeps no offsets (Connect's worker group never commits any; its source offsets live in
+its own topic). Kafka's GroupCoordinator would commit for a classic group whose member id and
+generation it knows, and otherwise answers UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION (GROUP_ID_NOT_FOUND
+from OffsetCommit v9 for a group it does not have) or REBALANCE_IN_PROGRESS; all of those tell a
+consumer to rejoin and retry, a loop here, and would be false (our members are known). We answer
+INVALID_REQUEST (42) instead, for every group: every topic/partition of an OffsetCommit; OffsetFetch's
+each group (v8+), or its top level and each partition asked (v2-v7), or each partition (v1). It is
+not retriable, and its message, Kafka's own ("... the message was sent to an incompatible broker. See
+the broker logs for more details"), says what happened; our log line (one per request, a warning:
+the API, version, groups, client id and host) says the rest. Kafka's consumer raises it as
+KafkaException("Unexpected error in commit: ..."). Not UNSUPPORTED_VERSION (the version is fine, and
+clients read it as a version mismatch), nor INVALID_GROUP_ID (the group id is valid: the group
+exists here), nor GROUP_AUTHORIZATION_FAILED (it is no ACL); that one is answered only when
+ANONYMOUS may not READ (OffsetCommit) or DESCRIBE (OffsetFetch) the group, checked first as Kafka
+does. Counted in `coordinator_kafka_errors_total` once per request and group.
+
 Member ids are `<client id>-<uuid>`; the member's client id and host are its Kafka client id and
 the socket's peer address, which `groups describe` shows and the `kafka-member-joined` log event
 (once per member, at its first successful JoinGroup here) names.
@@ -66,6 +83,7 @@ DEAD = "Dead"
 # classic group (a Connect worker over this listener) is `classic`, as Kafka lists it.
 CONNECT_TYPE = "connect"
 _INVALID_REQUEST = 42
+NO_OFFSETS_ERROR = _INVALID_REQUEST  # OffsetCommit/OffsetFetch for any group here (the module's docstring)
 _SEEN_MAX = 10_000
 _GROUP_KEY_TYPE = 0
 
@@ -403,17 +421,61 @@ class KafkaListener:
             results.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
         return cls(throttle_time_ms=0, results=results)
 
+    # --- offsets: answered with an error, we keep none ----------------------------------------------
+
+    def _no_offsets(self, header: kp.RequestHeader, groups: list[str], operation: Operation, host: str) -> dict[str, int]:
+        """Each group's answer to an offsets request: GROUP_AUTHORIZATION_FAILED if ANONYMOUS may not
+        `operation` on it (Kafka checks first), else INVALID_REQUEST (NO_OFFSETS_ERROR); one log line."""
+        codes = {g: self._principal(operation, g) or NO_OFFSETS_ERROR for g in groups}
+        log.warning("Kafka listener: %s v%d for group(s) %s from %s (client id %s) answered with error %s: this "
+                    "coordinator keeps no offsets (commit them to a Kafka broker's group coordinator)",
+                    header.api_name, header.api_version, ", ".join(groups), host, header.client_id,
+                    ", ".join(sorted({str(c) for c in codes.values()})))
+        return codes
+
+    async def _offset_commit(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        version = header.api_version
+        cls = kp.response_class(kp.OFFSET_COMMIT, version)
+        code = self._no_offsets(header, [body.group_id], Operation.READ, host)[body.group_id]
+        return cls(throttle_time_ms=0, topics=[
+            cls.OffsetCommitResponseTopic(
+                **({"topic_id": t.topic_id} if version >= 10 else {"name": t.name}),
+                partitions=[cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                    partition_index=p.partition_index, error_code=code) for p in t.partitions])
+            for t in body.topics])
+
+    async def _offset_fetch(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+        version = header.api_version
+        cls = kp.response_class(kp.OFFSET_FETCH, version)
+        if version >= 8:  # the error at each group's level, no topics
+            codes = self._no_offsets(header, [g.group_id for g in body.groups], Operation.DESCRIBE, host)
+            return cls(throttle_time_ms=0, groups=[
+                cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=codes[g.group_id], topics=[])
+                for g in body.groups])
+        code = self._no_offsets(header, [body.group_id], Operation.DESCRIBE, host)[body.group_id]
+        # v1 has only each partition's error; v2-v7 the top-level one too (and null topics: all of them)
+        partition = cls.OffsetFetchResponseTopic.OffsetFetchResponsePartition
+        topics = [cls.OffsetFetchResponseTopic(name=t.name, partitions=[
+            partition(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)
+            for i in t.partition_indexes]) for t in body.topics or ()]
+        if version >= 2:
+            return cls(throttle_time_ms=0, topics=topics, error_code=code)
+        return cls(topics=topics)
+
 
 def _error_codes(answer: Any) -> list[int]:
     """The error codes an answer carries: its own, and each key's, group's or member's of a batched
-    answer (FindCoordinator v4+, DescribeGroups, DeleteGroups, LeaveGroup v3+)."""
+    answer (FindCoordinator v4+, DescribeGroups, DeleteGroups, LeaveGroup v3+, OffsetFetch v8+); of
+    per-partition answers (OffsetCommit, OffsetFetch v1-v7) each distinct code once, unless the answer's
+    own code already counted it."""
     codes = [answer.error_code] if getattr(answer, "error_code", None) is not None else []
     for field in ("coordinators", "groups", "results", "members"):
         for item in getattr(answer, field, None) or ():
             code = getattr(item, "error_code", None)
             if code is not None:
                 codes.append(code)
-    return codes
+    partitions = {p.error_code for t in getattr(answer, "topics", None) or () for p in getattr(t, "partitions", ())}
+    return codes + sorted(partitions - set(codes))
 
 
 def _member_bytes(state: Any, group_id: str) -> dict[str, tuple[bytes, bytes]]:
@@ -448,4 +510,6 @@ _HANDLERS = {
     kp.DESCRIBE_GROUPS: KafkaListener._describe_groups,
     kp.LIST_GROUPS: KafkaListener._list_groups,
     kp.DELETE_GROUPS: KafkaListener._delete_groups,
+    kp.OFFSET_COMMIT: KafkaListener._offset_commit,
+    kp.OFFSET_FETCH: KafkaListener._offset_fetch,
 }

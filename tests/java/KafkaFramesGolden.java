@@ -44,6 +44,10 @@ import org.apache.kafka.common.message.ListGroupsRequestData;
 import org.apache.kafka.common.message.ListGroupsResponseData;
 import org.apache.kafka.common.message.MetadataRequestData;
 import org.apache.kafka.common.message.MetadataResponseData;
+import org.apache.kafka.common.message.OffsetCommitRequestData;
+import org.apache.kafka.common.message.OffsetCommitResponseData;
+import org.apache.kafka.common.message.OffsetFetchRequestData;
+import org.apache.kafka.common.message.OffsetFetchResponseData;
 import org.apache.kafka.common.message.RequestHeaderData;
 import org.apache.kafka.common.message.ResponseHeaderData;
 import org.apache.kafka.common.message.SyncGroupRequestData;
@@ -54,6 +58,7 @@ import org.apache.kafka.common.protocol.ByteBufferAccessor;
 import org.apache.kafka.common.protocol.Message;
 import org.apache.kafka.common.protocol.ObjectSerializationCache;
 import org.apache.kafka.common.protocol.types.RawTaggedField;
+import org.apache.kafka.common.Uuid;
 
 import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
@@ -75,6 +80,7 @@ public final class KafkaFramesGolden {
     private static final byte[] METADATA = {0, 2, 0, 22, 'h', 't', 't', 'p', ':', '/', '/', '1', '0', '.', '0', '.',
                                             '0', '.', '1', ':', '8', '0', '8', '3', '/', 0, 0, 0, 0, 0, 0, 0, 7, -1, -1,
                                             -1, -1};
+    private static final Uuid TOPIC_ID = Uuid.fromString("b6dhT8dSTHqCNVzZ3uLgQw");
     private static final byte[] ASSIGNMENT = {0, 2, 0, 0, 0, 0, 0, 1, 'x', 0, 0, 0, 0};
 
     // The versions of each API a case is written at: lowest served, first flexible, highest.
@@ -91,6 +97,10 @@ public final class KafkaFramesGolden {
         // Not served by the listener: the gateway rewrites their answers (the brokers' addresses).
         {ApiKeys.METADATA, new short[] {0, 9, 12, 13}},
         {ApiKeys.DESCRIBE_CLUSTER, new short[] {0, 1, 2}},
+        // Served with an error only (the coordinator keeps no offsets); OffsetFetch also at v8, its first
+        // batched version.
+        {ApiKeys.OFFSET_COMMIT, new short[] {2, 8, 10}},
+        {ApiKeys.OFFSET_FETCH, new short[] {1, 6, 8, 10}},
     };
 
     public static void main(String[] args) throws Exception {
@@ -259,6 +269,36 @@ public final class KafkaFramesGolden {
                 yield d;
             }
             case DELETE_GROUPS -> new DeleteGroupsRequestData().setGroupsNames(List.of(GROUP, "unknown"));
+            case OFFSET_COMMIT -> {
+                OffsetCommitRequestData.OffsetCommitRequestTopic t = new OffsetCommitRequestData.OffsetCommitRequestTopic()
+                        .setPartitions(List.of(
+                                new OffsetCommitRequestData.OffsetCommitRequestPartition().setPartitionIndex(0)
+                                        .setCommittedOffset(42).setCommittedMetadata("m"),
+                                new OffsetCommitRequestData.OffsetCommitRequestPartition().setPartitionIndex(3)
+                                        .setCommittedOffset(7).setCommittedMetadata(null)));
+                if (v >= 10) t.setTopicId(TOPIC_ID); else t.setName("connect-offsets");
+                OffsetCommitRequestData d = new OffsetCommitRequestData().setGroupId(GROUP).setGenerationIdOrMemberEpoch(3)
+                        .setMemberId(MEMBER).setTopics(List.of(t));
+                if (v <= 4) d.setRetentionTimeMs(-1);
+                if (v >= 7) d.setGroupInstanceId("worker-a");
+                yield d;
+            }
+            case OFFSET_FETCH -> {
+                OffsetFetchRequestData d = new OffsetFetchRequestData();
+                if (v >= 8) {
+                    OffsetFetchRequestData.OffsetFetchRequestTopics t = new OffsetFetchRequestData.OffsetFetchRequestTopics()
+                            .setPartitionIndexes(List.of(0, 3));
+                    if (v >= 10) t.setTopicId(TOPIC_ID); else t.setName("connect-offsets");
+                    d.setGroups(List.of(
+                            new OffsetFetchRequestData.OffsetFetchRequestGroup().setGroupId(GROUP).setTopics(List.of(t)),
+                            new OffsetFetchRequestData.OffsetFetchRequestGroup().setGroupId("connect-other").setTopics(null)));
+                } else {
+                    d.setGroupId(GROUP).setTopics(List.of(new OffsetFetchRequestData.OffsetFetchRequestTopic()
+                            .setName("connect-offsets").setPartitionIndexes(List.of(0, 3))));
+                }
+                if (v >= 7) d.setRequireStable(true);
+                yield d;
+            }
             case METADATA -> {
                 MetadataRequestData d = new MetadataRequestData().setTopics(List.of(
                         new MetadataRequestData.MetadataRequestTopic().setName("connect-configs")));
@@ -353,6 +393,39 @@ public final class KafkaFramesGolden {
                 results.add(new DeleteGroupsResponseData.DeletableGroupResult().setGroupId(GROUP).setErrorCode((short) 68));
                 results.add(new DeleteGroupsResponseData.DeletableGroupResult().setGroupId("unknown").setErrorCode((short) 69));
                 yield new DeleteGroupsResponseData().setResults(results);
+            }
+            case OFFSET_COMMIT -> {
+                OffsetCommitResponseData.OffsetCommitResponseTopic t = new OffsetCommitResponseData.OffsetCommitResponseTopic()
+                        .setPartitions(List.of(
+                                new OffsetCommitResponseData.OffsetCommitResponsePartition().setPartitionIndex(0)
+                                        .setErrorCode((short) 42),
+                                new OffsetCommitResponseData.OffsetCommitResponsePartition().setPartitionIndex(3)
+                                        .setErrorCode((short) 42)));
+                if (v >= 10) t.setTopicId(TOPIC_ID); else t.setName("connect-offsets");
+                yield new OffsetCommitResponseData().setThrottleTimeMs(0).setTopics(List.of(t));
+            }
+            case OFFSET_FETCH -> {
+                OffsetFetchResponseData d = new OffsetFetchResponseData();
+                if (v >= 3) d.setThrottleTimeMs(0);
+                if (v >= 8) {
+                    OffsetFetchResponseData.OffsetFetchResponseTopics t = new OffsetFetchResponseData.OffsetFetchResponseTopics()
+                            .setPartitions(List.of(new OffsetFetchResponseData.OffsetFetchResponsePartitions()
+                                    .setPartitionIndex(0).setCommittedOffset(-1).setCommittedLeaderEpoch(-1).setMetadata("")
+                                    .setErrorCode((short) 0)));
+                    if (v >= 10) t.setTopicId(TOPIC_ID); else t.setName("connect-offsets");
+                    d.setGroups(List.of(
+                            new OffsetFetchResponseData.OffsetFetchResponseGroup().setGroupId(GROUP).setErrorCode((short) 42),
+                            new OffsetFetchResponseData.OffsetFetchResponseGroup().setGroupId("connect-other")
+                                    .setTopics(List.of(t))));
+                } else {
+                    OffsetFetchResponseData.OffsetFetchResponsePartition p = new OffsetFetchResponseData.OffsetFetchResponsePartition()
+                            .setPartitionIndex(0).setCommittedOffset(-1).setMetadata("").setErrorCode((short) 42);
+                    if (v >= 5) p.setCommittedLeaderEpoch(-1);
+                    d.setTopics(List.of(new OffsetFetchResponseData.OffsetFetchResponseTopic().setName("connect-offsets")
+                            .setPartitions(List.of(p))));
+                    if (v >= 2) d.setErrorCode((short) 42);
+                }
+                yield d;
             }
             case METADATA -> {
                 MetadataResponseData.MetadataResponseBrokerCollection brokers =
