@@ -31,6 +31,7 @@ from records.connect_protocol import (
     version_of,
 )
 
+from coordinator.core.classic_group import PREPARING_REBALANCE, ClassicGroup, ClassicMember
 from coordinator.core.items import connectors_and_tasks, items_of
 
 _NOTHING = ConnectorsAndTasks()
@@ -63,9 +64,9 @@ def classic_member_holdings(group_protocol: str | None, subscription: bytes, ass
     generation (empty: not synced yet). See the module docstring for the rule."""
     try:
         version = version_of(group_protocol)
-    except ConnectProtocolError:
+    except ConnectProtocolError as e:
         what = "no protocol chosen yet" if group_protocol is None else \
-            f"protocol {group_protocol!r} is not one of Kafka Connect's"
+            f"{e}: the group's protocol is not one of Kafka Connect's"
         return ClassicHoldings(_NOTHING, None, None, f"{what}: what the member runs is not known")
     try:
         metadata = decode_metadata(subscription)
@@ -85,6 +86,21 @@ def classic_member_holdings(group_protocol: str | None, subscription: bytes, ass
                            given.assigned, given.revoked, given.leader or None, given.error)
 
 
+def live_member_holdings(classic: ClassicGroup, m: ClassicMember) -> ClassicHoldings:
+    """The rule over a live member rather than the record (describe, and an upgrade taking the
+    members over): a member that has joined the round in progress has sent fresh metadata (what it
+    runs now; an eager worker stopped everything), so its assignment of the last generation no longer
+    applies; the record learns that when the join phase completes. When the member does not offer
+    the group's protocol (none chosen yet, or a worker restarted with another connect.protocol), its
+    first protocol's metadata says who it is and what it runs."""
+    protocol = classic.protocol
+    subscription = m.metadata(protocol)
+    if not subscription and m.protocols:
+        protocol, subscription = m.protocols[0].name, m.protocols[0].metadata
+    fresh = classic.state == PREPARING_REBALANCE and m.joined
+    return classic_member_holdings(protocol, subscription, b"" if fresh else m.assignment)
+
+
 def _sorted(items: ConnectorsAndTasks) -> ConnectorsAndTasks:
     """Each item once, in the order every view shows a set of work in."""
     return connectors_and_tasks(items_of(items))
@@ -100,4 +116,4 @@ def worker_identity(metadata: bytes) -> tuple[str | None, int | None]:
     return m.url, m.config_offset
 
 
-__all__ = ["ClassicHoldings", "classic_member_holdings", "worker_identity"]
+__all__ = ["ClassicHoldings", "classic_member_holdings", "live_member_holdings", "worker_identity"]

@@ -49,6 +49,7 @@ from dataclasses import replace
 
 from records import (
     ClassicMemberMetadata,
+    ConnectorsAndTasks,
     CurrentMemberAssignmentValue,
     MemberMetadataKey,
     MemberMetadataValue,
@@ -58,24 +59,19 @@ from records import (
 )
 from records.connect_protocol import (
     DEFAULT,
-    ConnectProtocolError,
     WorkerAssignment,
-    decode_assignment,
-    decode_metadata,
     encode_assignment,
-    holdings,
-    version_of,
 )
 
 from coordinator.core import record_helpers
 from coordinator.core.classic import ClassicChange
 from coordinator.core.classic_group import (
-    COMPLETING_REBALANCE,
     PREPARING_REBALANCE,
     ClassicGroup,
     ClassicGroupUpdate,
     ClassicMember,
 )
+from coordinator.core.classic_holdings import ClassicHoldings, live_member_holdings
 from coordinator.core.items import Item, connectors_and_tasks, items_of
 from coordinator.core.protocol import (
     CLASSIC_JOIN,
@@ -136,13 +132,14 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     held: dict[Item, str] = {}
     for member_id in sorted(classic.members):
         m = classic.members[member_id]
-        owned = _runs(classic, m)
+        worker = _held(classic, m)
+        owned = items_of(worker.runs)
         mine = frozenset(i for i in owned if held.setdefault(i, member_id) == member_id)
         # An item two members claim stays with the first; the other is told to revoke it.
         revoking = owned - mine
         metadata = MemberMetadataValue(
             group_epoch=generation, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-            url=_url(classic, m), rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
+            url=worker.url or None, rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
             client_assignors=(), classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols))
         records.append(record_helpers.member_metadata(g, member_id, metadata))
         records.append(record_helpers.target_member(
@@ -166,38 +163,20 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     return group, Result(None, records, waiting.timers, [ClassicGroupUpdate(g, None)], waiting.deliveries)
 
 
-def _runs(classic: ClassicGroup, m: ClassicMember) -> frozenset[Item]:
-    """What a classic member runs, by Connect's rule: what its JoinGroup said, when it has joined
-    since the leader last assigned (an eager `default` member said nothing: it stopped everything);
-    else what that said with the leader's assignment applied (`holdings`). Bytes that cannot be read
-    refuse the upgrade (as Kafka does): taking the member for idle could give its work to another
-    while it still runs it."""
-    rejoined = classic.state == PREPARING_REBALANCE and m.joined and bool(m.protocols)
-    fresh = rejoined or classic.state == COMPLETING_REBALANCE
-    # A member that joined this round said what it runs in its own first protocol's metadata (the
-    # group's protocol of the last generation may not be among those it offers now).
-    protocol = m.protocols[0].name if rejoined else classic.protocol
-    if protocol is None:
-        return frozenset()  # no generation has assigned it anything
-    try:
-        # A group of the previous release's dialect (protocols `incremental_cooperative`, `eager`) is
-        # refused by its name: some of its bytes would read as a Connect worker that runs nothing.
-        version_of(protocol)
-        reported = decode_metadata(m.metadata(protocol)).owned
-        if fresh or not m.assignment:
-            return items_of(reported)
-        return items_of(holdings(reported, decode_assignment(m.assignment)))
-    except ConnectProtocolError as e:
+def _held(classic: ClassicGroup, m: ClassicMember) -> ClassicHoldings:
+    """What a classic member runs, and who it is, by Connect's rule over the live member
+    (`live_member_holdings`). Bytes that cannot be read, or a protocol that is not Connect's (the
+    previous release's dialect, some of whose bytes would read as a worker that runs nothing), refuse
+    the upgrade (as Kafka does): taking the member for idle could give its work to another while it
+    still runs it."""
+    if classic.protocol is None and not m.protocols:
+        return ClassicHoldings(ConnectorsAndTasks(), None, None)  # no generation has assigned it anything
+    held = live_member_holdings(classic, m)
+    if held.note is not None:
         raise ProtocolError(ErrorCode.INVALID_GROUP_ID,
                             f"group {classic.group_id} cannot be upgraded online: what member {m.member_id} runs "
-                            f"cannot be read ({e})") from None
-
-
-def _url(classic: ClassicGroup, m: ClassicMember) -> str | None:
-    try:  # every protocol's metadata carries the URL; the group's may not be among those offered now
-        return decode_metadata(m.metadata(classic.protocol) or m.protocols[0].metadata).url or None
-    except (ConnectProtocolError, IndexError):
-        return None
+                            f"cannot be read ({held.note})")
+    return held
 
 
 def scratch_state(live: ConnectGroup | None, group_id: str, then: Iterable[Record] = ()) -> CoordinatorState:

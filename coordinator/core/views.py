@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 from records import TaskId
 
-from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup, ClassicMember
+from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup
 from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
-from coordinator.core.classic_holdings import ClassicHoldings, classic_member_holdings, worker_identity
+from coordinator.core.classic_holdings import live_member_holdings, worker_identity
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
 from coordinator.core.migration import settled
@@ -122,7 +122,7 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
     members = []
     for member_id in sorted(classic.members):
         m = classic.members[member_id]
-        held = _holdings(classic, m)
+        held = live_member_holdings(classic, m)
         members.append(ClassicMemberDescription(
             member_id, m.instance_id, m.client_id, m.client_host, held.url, classic.generation,
             classic.member_state(member_id), held.runs, EMPTY, held.runs, None, (), protocol="classic",
@@ -139,19 +139,6 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
         scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
         initial_assignment_delay_ms=settings.initial_assignment_delay_ms, group_type="classic",
         generation=classic.generation, protocol_name=classic.protocol, leader=classic.leader)
-
-
-def _holdings(classic: ClassicGroup, m: ClassicMember) -> ClassicHoldings:
-    """The rule, over the live member rather than the record: a member that has joined the round
-    in progress has sent fresh metadata (what it runs now; an eager worker stopped everything), so
-    its assignment of the last generation no longer applies; the record learns that when the join
-    phase completes. Before the group's first generation no protocol is chosen: the member's first."""
-    protocol = classic.protocol
-    subscription = m.metadata(protocol)
-    if not subscription and m.protocols:
-        protocol, subscription = m.protocols[0].name, m.protocols[0].metadata
-    fresh = classic.state == PREPARING_REBALANCE and m.joined
-    return classic_member_holdings(protocol, subscription, b"" if fresh else m.assignment)
 
 
 def list_groups(state: CoordinatorState) -> list[GroupListing]:
