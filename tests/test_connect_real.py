@@ -29,17 +29,6 @@ pytestmark = pytest.mark.integration
 TASKS = 6
 
 
-def _running_once(worker: ConnectWorker, connector: str) -> dict | None:
-    """The connector's status when it and every task are RUNNING, each on one worker."""
-    status, body = http("GET", f"{worker.url}/connectors/{connector}/status")
-    if status != 200 or body["connector"]["state"] != "RUNNING":
-        return None
-    tasks = body["tasks"]
-    if sorted(t["id"] for t in tasks) != list(range(TASKS)) or any(t["state"] != "RUNNING" for t in tasks):
-        return None
-    return body
-
-
 def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_and_survive_its_sigkill(
         kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
     broker = kafka_broker.bootstrap_servers
@@ -65,7 +54,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         config = source_connector(f"{key}-data", TASKS)
         until(lambda: http("PUT", f"{workers[0].url}/connectors/src/config", config)[0] in (200, 201), 60,
               "the connector is created (409 while the group rebalances)")
-        status = until(lambda: _running_once(workers[0], "src"), 120, "every task RUNNING")
+        status = until(lambda: workers[0].running("src", TASKS), 120, "every task RUNNING")
         owners = {t["worker_id"] for t in status["tasks"]}
         assert len(owners) == 3, status  # shared among the three workers
 
@@ -95,7 +84,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
             request_timeout=10).result(timeout=15).valid}, 60, "the sink's group at the real broker")
         unknown = http("GET", f"{serves[0].url}/v1/groups/connect-snk")[1]
         assert unknown["ErrorCode"] == 69  # GROUP_ID_NOT_FOUND: our coordinator never had it
-        status = until(lambda: _running_once(workers[0], "src"), 120, "every source task RUNNING with the sink")
+        status = until(lambda: workers[0].running("src", TASKS), 120, "every source task RUNNING with the sink")
         described = orjson.loads(_describe(serves[0].url, key))
         generation = described["Generation"]
 
@@ -104,7 +93,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         serves.append(ServeProcess(broker, unique_topic, tmp_path, *flags, port=serves[0].port).start())
         time.sleep(8.0)  # several heartbeats against the new coordinator
         assert all(w.alive() for w in workers)
-        status = until(lambda: _running_once(workers[0], "src"), 60, "every task RUNNING after the failover")
+        status = until(lambda: workers[0].running("src", TASKS), 60, "every task RUNNING after the failover")
         after = orjson.loads(_describe(serves[-1].url, key))
         assert after["Generation"] == generation and len(after["Members"]) == 3
         source_tasks = [t["Task"] for m in after["Members"] for t in m["Assignment"]["Tasks"] if t["Connector"] == "src"]

@@ -72,13 +72,6 @@ def _show(what: str, watch: Watch, workers: dict[str, ConnectWorker]) -> None:
         print(f"   {names.get(url, url):<10} {url:<26} runs {', '.join(sorted(items)) or 'nothing'}")
 
 
-def _running_once(worker: ConnectWorker, connector: str) -> bool:
-    status, body = http("GET", f"{worker.url}/connectors/{connector}/status")
-    return status == 200 and body["connector"]["state"] == "RUNNING" and \
-        sorted(t["id"] for t in body["tasks"]) == list(range(TASKS)) and all(
-            t["state"] == "RUNNING" for t in body["tasks"])
-
-
 def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
     """The story; what went wrong (nothing: an empty list)."""
     listener = f"127.0.0.1:{free_port()}"
@@ -102,18 +95,18 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         first = workers["connect-1"]
         until(lambda: http("PUT", f"{first.url}/connectors/src/config",
                            source_connector(f"{GROUP}-data", TASKS))[0] in (200, 201), 60, "the connector is created")
-        until(lambda: _running_once(first, "src"), 120, "every task RUNNING")
+        until(lambda: first.running("src", TASKS), 120, "every task RUNNING")
         _show(f"two Kafka Connect workers run connector src ({TASKS} tasks) on our coordinator", watch, workers)
 
         workers["connect-3"].start()
         until(lambda: workers["connect-3"].up(), 180, "connect-3 answers")
         until(lambda: any(u.endswith(f":{workers['connect-3'].port}/") and items
-                          for u, items in (watch.holders() or {}).items()) and _running_once(first, "src"),
+                          for u, items in (watch.holders() or {}).items()) and first.running("src", TASKS),
               120, "connect-3 runs a share")
         _show("connect-3 joined: it took a share, in Connect's incremental cooperative rounds", watch, workers)
 
         workers["connect-2"].stop()
-        until(lambda: _running_once(first, "src") and len(watch.holders() or {}) == 2, 120,
+        until(lambda: first.running("src", TASKS) and len(watch.holders() or {}) == 2, 120,
               "connect-2's work runs elsewhere")
         _show("connect-2 stopped (SIGTERM): its work moved to the others", watch, workers)
 
@@ -121,7 +114,7 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         print("\n== the coordinator was killed with SIGKILL; a new process takes its partitions over from the topic")
         serves.append(ServeProcess(bootstrap, topic, run_dir, *flags, port=serves[0].port).start())
         time.sleep(6.0)
-        until(lambda: _running_once(first, "src"), 60, "every task RUNNING after the failover")
+        until(lambda: first.running("src", TASKS), 60, "every task RUNNING after the failover")
         exited = [n for n, w in workers.items() if n != "connect-2" and not w.alive()]
         _show("the workers carried on with the new coordinator" + (f" (exited: {exited})" if exited else ""),
               watch, workers)

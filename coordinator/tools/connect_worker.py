@@ -86,6 +86,17 @@ class ConnectWorker:
             raise RuntimeError(f"Kafka Connect worker {self.name} exited: {self.log.read_text()[-3000:]}")
         return http("GET", self.url + "/")[0] == 200
 
+    def running(self, connector: str, tasks: int) -> dict | None:
+        """The connector's status (Connect's REST API) when it and each of its `tasks` tasks are
+        RUNNING (Connect names one worker for each), else None."""
+        status, body = http("GET", f"{self.url}/connectors/{connector}/status")
+        if status != 200 or body["connector"]["state"] != "RUNNING":
+            return None
+        if sorted(t["id"] for t in body["tasks"]) != list(range(tasks)) or any(
+                t["state"] != "RUNNING" for t in body["tasks"]):
+            return None
+        return body
+
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM: Connect stops its tasks and leaves the group."""
         if self.alive():
