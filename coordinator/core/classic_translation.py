@@ -17,6 +17,7 @@ from records.connect_protocol import (
     version_of,
 )
 
+from coordinator.core.classic_holdings import worker_identity
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.heartbeat import connect_group_heartbeat
 from coordinator.core.items import connectors_and_tasks, items_of
@@ -207,11 +208,13 @@ def _leader(group: ConnectGroup) -> tuple[str, str]:
 
 
 def _config_offset(group: ConnectGroup) -> int:
+    """The highest config offset a classic member's last JoinGroup reported (-1: none)."""
     offsets = [-1]
     for _, member in _classic_members(group):
-        meta = member.classic_member_metadata
-        assert meta is not None
-        offsets += [_metadata(meta.protocols, p.name).config_offset for p in meta.protocols[:1]]
+        protocols = member.classic_member_metadata.protocols
+        offset = worker_identity(protocols[0].metadata)[1] if protocols else None
+        if offset is not None:
+            offsets.append(offset)
     return max(offsets)
 
 
