@@ -25,6 +25,7 @@ The client side (`encode_request`, `decode_response`) is here too: tests build r
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 import warnings
@@ -157,6 +158,10 @@ class FrameTooLarge(KafkaProtocolError):
     """A frame size above the maximum, or negative."""
 
 
+class Truncated(KafkaProtocolError):
+    """The connection ended inside a frame."""
+
+
 class UnsupportedRequest(KafkaProtocolError):
     """An API key or version outside `SUPPORTED`."""
 
@@ -182,6 +187,23 @@ def frame_length(prefix: bytes, max_bytes: int = MAX_FRAME_BYTES) -> int:
 
 def frame(payload: bytes) -> bytes:
     return _SIZE.pack(len(payload)) + payload
+
+
+async def read_frame(reader: asyncio.StreamReader, max_bytes: int = MAX_FRAME_BYTES) -> bytes | None:
+    """The next frame's payload from a stream; None at a clean end between frames. FrameTooLarge
+    for a bad size, Truncated when the stream ends inside a frame. Both servers read their
+    connections with it: the coordinator's Kafka listener and the gateway."""
+    try:
+        prefix = await reader.readexactly(4)
+    except asyncio.IncompleteReadError as e:
+        if e.partial:
+            raise Truncated("the connection ended inside a frame's size") from None
+        return None
+    size = frame_length(prefix, max_bytes)
+    try:
+        return await reader.readexactly(size)
+    except asyncio.IncompleteReadError as e:
+        raise Truncated(f"the connection ended {len(e.partial)} bytes into a frame of {size}") from None
 
 
 class FrameReader:

@@ -92,21 +92,12 @@ class GatewayConfig:
 
 
 async def _read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | None:
-    """One frame's payload; None at a clean end of stream; Refused for a bad size or a truncation."""
+    """One frame's payload (`kafka_protocol.read_frame`); None at a clean end of stream; Refused for
+    a bad size or a truncation."""
     try:
-        prefix = await reader.readexactly(4)
-    except asyncio.IncompleteReadError as e:
-        if e.partial:
-            raise Refused("the connection ended inside a frame's size") from None
-        return None
-    try:
-        size = kp.frame_length(prefix, max_bytes)
+        return await kp.read_frame(reader, max_bytes)
     except kp.KafkaProtocolError as e:
         raise Refused(str(e)) from None
-    try:
-        return await reader.readexactly(size)
-    except asyncio.IncompleteReadError as e:
-        raise Refused(f"the connection ended {len(e.partial)} bytes into a frame of {size}") from None
 
 
 Rewrite = Callable[[bytes], Awaitable[bytes]]

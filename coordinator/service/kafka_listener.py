@@ -143,22 +143,11 @@ class KafkaListener:
         peer = writer.get_extra_info("peername")
         host = peer[0] if isinstance(peer, tuple) else ""
         try:
-            while True:
-                try:
-                    prefix = await reader.readexactly(4)
-                except asyncio.IncompleteReadError as e:
-                    if e.partial:
-                        self._bad_input(host, "truncated", "the connection ended inside a frame's size")
-                    return
-                size = kp.frame_length(prefix, self.max_frame_bytes)
-                try:
-                    payload = await reader.readexactly(size)
-                except asyncio.IncompleteReadError as e:
-                    self._bad_input(host, "truncated", f"the connection ended {len(e.partial)} bytes into a "
-                                    f"frame of {size}")
-                    return
+            while (payload := await kp.read_frame(reader, self.max_frame_bytes)) is not None:
                 writer.write(await self._answer(payload, host))
                 await writer.drain()
+        except kp.Truncated as e:
+            self._bad_input(host, "truncated", str(e))
         except kp.UnsupportedRequest as e:
             self._bad_input(host, "unsupported", str(e), e.header.client_id)
         except kp.FrameTooLarge as e:
