@@ -84,9 +84,11 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
             request_timeout=10).result(timeout=15).valid}, 60, "the sink's group at the real broker")
         unknown = http("GET", f"{serves[0].url}/v1/groups/connect-snk")[1]
         assert unknown["ErrorCode"] == 69  # GROUP_ID_NOT_FOUND: our coordinator never had it
-        status = until(lambda: workers[0].running("src", TASKS), 120, "every source task RUNNING with the sink")
-        described = orjson.loads(_describe(serves[0].url, key))
-        generation = described["Generation"]
+        until(lambda: workers[0].running("src", TASKS) and workers[0].running("snk", 1), 120,
+              "every source task and the sink's RUNNING")
+        # The sink's task is given out in Connect's rounds: the generation to compare after the
+        # failover is the one the group stays at once those are over.
+        generation = until(lambda: _settled_generation(serves[0].url, key), 60, "the group settled")
 
         # SIGKILL of the coordinator; another process takes the partitions over from the topic.
         serves[0].kill()
@@ -115,6 +117,16 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         gateway_log.close()
         for s in serves:
             s.kill()
+
+
+def _settled_generation(url: str, group: str) -> int | None:
+    """The group's generation when it is Stable and still the same 3 s later, else None."""
+    before = orjson.loads(_describe(url, group))
+    time.sleep(3.0)
+    after = orjson.loads(_describe(url, group))
+    if after["State"].upper() == "STABLE" and after["Generation"] == before["Generation"]:
+        return after["Generation"]
+    return None
 
 
 def _describe(url: str, group: str) -> str:
