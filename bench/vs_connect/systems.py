@@ -1,6 +1,8 @@
-"""The two systems the side-by-side benchmark runs, behind one interface: real Kafka Connect workers
-(one JVM each, `ConnectDistributed`) and ours (one `coordinator worker` process each, against a
-`coordinator serve`), on the same Apache Kafka with the same timeouts.
+"""The three systems the side-by-side benchmark runs, behind one interface: real Kafka Connect workers
+(one JVM each, `ConnectDistributed`) on Kafka's own group coordinator; ours (one `coordinator worker`
+process each, against a `coordinator serve`); and the same real Connect workers on our coordinator
+(a `coordinator serve` with its Kafka listener and a `coordinator gateway` in front of the broker,
+the workers' `bootstrap.servers`), on the same Apache Kafka with the same timeouts.
 
 A worker has a name; a restart starts a new process under the same name: for Connect the same REST
 port (its worker id is host:port), for ours the same instance id. `kill` is kill -9; `stop` is
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -25,15 +28,12 @@ from pathlib import Path
 import orjson
 
 from bench.vs_connect.timeline import DOWN, REBALANCE, START, STOP, Timeline
-from coordinator.tools import maven
-from coordinator.tools.devbroker import free_port
+from coordinator.tools import connect_worker, maven
+from coordinator.tools.devbroker import free_port, free_port_block
 from coordinator.tools.process import ServeProcess
 
-HERE = Path(__file__).resolve().parent
-CONNECT_POM = HERE / "pom.xml"
-CONNECT_LOG4J = HERE / "log4j2.properties"
+CONNECT_LOG4J = connect_worker.CONNECT_LOG4J
 CONNECT_JVM = ("-Xms128m", "-Xmx256m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true")
-SOURCE = "org.apache.kafka.connect.tools.VerifiableSourceConnector"
 
 
 @dataclass(frozen=True)
@@ -147,7 +147,7 @@ class ConnectSystem(System):
 
     def __init__(self, *args: object) -> None:
         super().__init__(*args)
-        self.libs = maven.libs(CONNECT_POM, "connect-runtime-*.jar", "Kafka Connect")
+        self.libs = connect_worker.libs()
         self.ports: dict[str, int] = {}
         self.names_by_id: dict[str, str] = {}
         self.status_topic = f"{self.key}-status"
@@ -161,7 +161,7 @@ class ConnectSystem(System):
         self.names_by_id[f"127.0.0.1:{port}"] = name
         t = self.timing
         settings = {
-            "bootstrap.servers": self.bootstrap,
+            **self._clients(),
             "group.id": self.key,
             "config.storage.topic": f"{self.key}-configs",
             "offset.storage.topic": f"{self.key}-offsets",
@@ -179,6 +179,10 @@ class ConnectSystem(System):
         path = self.run_dir / f"{name}.properties"
         path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
         return path
+
+    def _clients(self) -> dict[str, str]:
+        """Where the worker's Kafka clients go: all of them to the broker, whose coordinator has the group."""
+        return {"bootstrap.servers": self.bootstrap}
 
     def _command(self, name: str) -> list[str]:
         return [maven.java(), *CONNECT_JVM, f"-Dlog4j2.configurationFile={CONNECT_LOG4J}", "-cp", f"{self.libs}/*",
@@ -201,9 +205,7 @@ class ConnectSystem(System):
 
     async def configure(self, connectors: dict[str, int]) -> None:
         for connector, tasks in connectors.items():
-            config = {"connector.class": SOURCE, "tasks.max": str(tasks), "topic": f"{self.key}-data",
-                      "throughput": "1", "topic.creation.default.replication.factor": "1",
-                      "topic.creation.default.partitions": "1"}
+            config = connect_worker.source_connector(f"{self.key}-data", tasks)
             deadline = time.monotonic() + 60
             while True:  # 409 while the group rebalances; any worker forwards to the leader
                 status, body = await asyncio.to_thread(_http, "PUT", f"{self._url()}/connectors/{connector}/config",
@@ -285,6 +287,83 @@ class ConnectSystem(System):
             await asyncio.to_thread(self._reader.join, 5)
 
 
+class ConnectOnOurSystem(ConnectSystem):
+    """The same `ConnectDistributed` workers, unmodified, on our coordinator: a `coordinator serve`
+    with its Kafka listener (`--kafka-listener`) and a `coordinator gateway` in front of the broker
+    that sends this group to it. The workers' own clients (group member, internal topics, shared
+    admin) bootstrap from the gateway, their connectors' clients from the broker
+    (`connect_worker.through_gateway`, as a Connect user configures it). Connect's leader still
+    runs Connect's assignor; the coordinator only keeps the group (JoinGroup, SyncGroup, Heartbeat,
+    LeaveGroup), with the same group settings as the broker's coordinator has in this benchmark (an
+    initial delay of `initial_ms`, sessions down to the run's session timeout). What each task runs
+    on comes from the status topic, as for Connect on Kafka's coordinator."""
+
+    label = "Connect on ours"
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.serve: ServeProcess | None = None
+        self.gateway: subprocess.Popen | None = None
+        self.gateway_port = 0
+
+    async def prepare(self, connectors: dict[str, int]) -> None:
+        t = self.timing
+        await asyncio.to_thread(subprocess.run, [
+            sys.executable, "-m", "coordinator", "topic", "create", "--bootstrap-servers", self.bootstrap,
+            "--topic", self.key, "--partitions", "1", "--replication-factor", "1"],
+            check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        listener = f"127.0.0.1:{free_port()}"
+        self.serve = ServeProcess(
+            self.bootstrap, self.key, self.run_dir, "--allow-anonymous", "--log-level", "WARNING",
+            "--kafka-listener", listener, "--initial-assignment-delay-ms", str(t.initial_ms),
+            "--classic-min-session-timeout-ms", str(min(6000, t.session_ms)))
+        await asyncio.to_thread(self.serve.start)
+        # The gateway's ports: P bootstrap, P+1 its coordinator node, P+2+N broker N (a dev broker's
+        # node ids are small).
+        self.gateway_port = free_port_block(5)
+        self.gateway = await asyncio.to_thread(self._start_gateway, listener)
+        await self._gateway_listening(30.0)
+
+    def _start_gateway(self, listener: str) -> subprocess.Popen:
+        with (self.run_dir / "gateway.log").open("ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", self.bootstrap,
+                 "--listen", f"127.0.0.1:{self.gateway_port}", "--groups", re.escape(self.key),
+                 "--coordinator", listener, "--log-level", "WARNING"],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    async def _gateway_listening(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.gateway.poll() is not None:
+                raise RuntimeError(f"the gateway exited {self.gateway.returncode}: {self.run_dir / 'gateway.log'}")
+            try:
+                await asyncio.to_thread(_dial, "127.0.0.1", self.gateway_port)
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the gateway did not listen within {timeout:g} s") from None
+                await asyncio.sleep(0.1)
+            else:
+                return
+
+    def _clients(self) -> dict[str, str]:
+        return connect_worker.through_gateway(f"127.0.0.1:{self.gateway_port}", self.bootstrap)
+
+    def died(self) -> list[str]:
+        died = super().died()
+        if self.gateway is not None and self.gateway.poll() is not None:
+            died.append(f"the gateway (exit {self.gateway.returncode}; {self.run_dir / 'gateway.log'})")
+        return died
+
+    async def close(self) -> None:
+        await super().close()
+        if self.gateway is not None and self.gateway.poll() is None:
+            self.gateway.kill()
+            await asyncio.to_thread(self.gateway.wait)
+        if self.serve is not None:
+            await asyncio.to_thread(self.serve.stop)
+
+
 # --- ours ------------------------------------------------------------------------------------------
 
 
@@ -355,6 +434,12 @@ def task_ids(connectors: dict[str, int]) -> list[str]:
     return [f"{c}-{i}" for c, n in connectors.items() for i in range(n)]
 
 
+def _dial(host: str, port: int) -> None:
+    """Raises OSError unless something accepts a connection at host:port."""
+    with socket.create_connection((host, port), 1.0):
+        pass
+
+
 def _http(method: str, url: str, body: object = None) -> tuple[int, object]:
     data = None if body is None else orjson.dumps(body)
     request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
@@ -367,4 +452,4 @@ def _http(method: str, url: str, body: object = None) -> tuple[int, object]:
         return 0, None
 
 
-SYSTEMS = {"connect": ConnectSystem, "ours": OurSystem}
+SYSTEMS = {"connect": ConnectSystem, "ours": OurSystem, "connect-ours": ConnectOnOurSystem}

@@ -42,6 +42,14 @@ def http(method: str, url: str, body: object = None) -> tuple[int, object]:
         return 0, str(e)
 
 
+def through_gateway(gateway: str, brokers: str) -> dict[str, str]:
+    """A Connect worker's Kafka settings for our coordinator: its own clients (group member, internal
+    topics, shared admin) read `bootstrap.servers`, the gateway; its connectors' clients go straight
+    to the real brokers. The benchmark's Connect on our coordinator sets these too."""
+    return {"bootstrap.servers": gateway, "producer.bootstrap.servers": brokers,
+            "consumer.bootstrap.servers": brokers, "admin.bootstrap.servers": brokers}
+
+
 class ConnectWorker:
     """One ConnectDistributed JVM of group `group`, its REST API on a free port of 127.0.0.1."""
 
@@ -51,9 +59,7 @@ class ConnectWorker:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = run_dir / f"{name}.log"
         settings = {
-            "bootstrap.servers": gateway,
-            "producer.bootstrap.servers": brokers, "consumer.bootstrap.servers": brokers,
-            "admin.bootstrap.servers": brokers,
+            **through_gateway(gateway, brokers),
             "group.id": group, "config.storage.topic": f"{group}-configs",
             "offset.storage.topic": f"{group}-offsets", "status.storage.topic": f"{group}-status",
             "config.storage.replication.factor": 1, "offset.storage.replication.factor": 1,
