@@ -152,7 +152,9 @@ def _topic(broker: Any, topic: str) -> None:
 def test_the_kafka_apis_are_declared_beside_the_http_operations():
     # OffsetCommit and OffsetFetch have no HTTP operation: the listener answers them with an error
     no_offsets = {kp.OFFSET_COMMIT, kp.OFFSET_FETCH}
-    assert set(openapi.KAFKA_APIS.values()) | {kp.API_VERSIONS} | no_offsets == set(kp.SUPPORTED)
+    # and the connection's own APIs: versions, authentication, a gateway's forwarding
+    connection = {kp.API_VERSIONS, kp.SASL_HANDSHAKE, kp.SASL_AUTHENTICATE, kp.ENVELOPE}
+    assert set(openapi.KAFKA_APIS.values()) | connection | no_offsets == set(kp.SUPPORTED)
     assert set(_HANDLERS) == set(openapi.KAFKA_APIS.values()) | no_offsets
 
 

@@ -291,3 +291,42 @@ def test_mutated_java_requests_raise_only_our_error(case, data):
         kp.decode_request(bytes(payload))
     except kp.KafkaProtocolError:
         pass
+
+
+def test_a_principal_is_serialized_as_kafkas_forwarding_broker_serializes_it():
+    # DefaultKafkaPrincipalBuilder.serialize(User:alice), as an Envelope carries it
+    java = bytes.fromhex(DATA["principal_user_alice"])
+    assert kp.principal_bytes("User", "alice") == java
+    assert kp.principal_of(java) == ("User", "alice")
+    for bad in (b"", java[:-1], b"\x00\x01" + java[2:]):
+        with pytest.raises(kp.KafkaProtocolError):
+            kp.principal_of(bad)
+
+
+def test_the_envelope_java_wrote_carries_a_request_we_read():
+    case = next(c for c in REQUESTS if c["api_key"] == kp.ENVELOPE)
+    request = kp.decode_request(bytes.fromhex(case["hex"])[4:])
+    inner = kp.decode_request(bytes(request.body.request_data))
+    assert (inner.header.api_key, inner.header.api_version, inner.header.correlation_id) == (kp.HEARTBEAT, 4, 42)
+    assert kp.principal_of(request.body.request_principal) == ("User", "alice")
+    assert bytes(request.body.client_host_address) == bytes([10, 0, 0, 7])
+
+
+@pytest.mark.parametrize(("mechanism", "message", "user"), [
+    ("PLAIN", b"\x00alice\x00secret", "alice"),
+    ("PLAIN", b"alice\x00alice\x00secret", "alice"),
+    ("SCRAM-SHA-256", b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL", "alice"),
+    ("SCRAM-SHA-512", b"n,a=bob,n=b=2Cob=3D,r=abc", "b,ob="),
+])
+def test_the_user_a_first_sasl_message_names(mechanism, message, user):
+    assert kp.sasl_username(mechanism, message) == user
+
+
+@pytest.mark.parametrize(("mechanism", "message"), [
+    ("PLAIN", b"alice"), ("PLAIN", b"\x00\x00pw"), ("PLAIN", b"\xff\x00a\x00b"),
+    ("SCRAM-SHA-256", b"n,,r=abc"), ("SCRAM-SHA-256", b"n,,n=a=xb,r=1"), ("GSSAPI", b"\x60\x82"),
+    ("OAUTHBEARER", b"n,,\x01auth=Bearer x\x01\x01"),
+])
+def test_no_user_is_named_for_a_message_or_mechanism_we_cannot_read(mechanism, message):
+    with pytest.raises(kp.KafkaProtocolError):
+        kp.sasl_username(mechanism, message)

@@ -43,8 +43,10 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
         ListGroupsResponse,
     )
     from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeClusterResponse
+    from kafka.protocol.api_data import ApiData
     from kafka.protocol.api_header import RequestHeader as _LibRequestHeader
     from kafka.protocol.api_header import ResponseHeader as _LibResponseHeader
+    from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
         HeartbeatResponse,
@@ -69,6 +71,24 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
         MetadataResponse,
     )
     from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
+    from kafka.protocol.sasl import (
+        SaslAuthenticateRequest,
+        SaslAuthenticateResponse,
+        SaslHandshakeRequest,
+        SaslHandshakeResponse,
+    )
+
+    from coordinator.api import kafka_schemas
+
+    # Forwarding (KIP-590) and its principal: schemas kafka-python does not ship (kafka_schemas/).
+    class EnvelopeRequest(ApiMessage, load_json=kafka_schemas):
+        pass
+
+    class EnvelopeResponse(ApiMessage, load_json=kafka_schemas):
+        pass
+
+    class DefaultPrincipalData(ApiData, load_json=kafka_schemas):
+        pass
 
 # Kafka's `socket.request.max.bytes` default: a frame announcing more closes the connection.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
@@ -91,6 +111,9 @@ SYNC_GROUP = 14
 DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 DELETE_GROUPS = 42
+SASL_HANDSHAKE = 17
+SASL_AUTHENTICATE = 36
+ENVELOPE = 58
 
 # The APIs the listener serves and their versions (inclusive), the only table of them: ApiVersions
 # answers it, and a request outside it is refused. JoinGroup from v4 (KIP-394: a new member is
@@ -110,13 +133,19 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DELETE_GROUPS: (0, 2),
     OFFSET_COMMIT: (2, 10),
     OFFSET_FETCH: (1, 10),
+    # Authentication (SASL PLAIN: a principal and its token) and the gateway's forwarding of a
+    # client's request with the client's principal (Envelope, KIP-590): `coordinator.service.kafka_listener`.
+    SASL_HANDSHAKE: (1, 1),
+    SASL_AUTHENTICATE: (0, 2),
+    ENVELOPE: (0, 0),
 }
 
 NAMES: dict[int, str] = {
     API_VERSIONS: "ApiVersions", FIND_COORDINATOR: "FindCoordinator", JOIN_GROUP: "JoinGroup",
     HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup",
     DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups", DELETE_GROUPS: "DeleteGroups",
-    OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch",
+    OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", SASL_HANDSHAKE: "SaslHandshake",
+    SASL_AUTHENTICATE: "SaslAuthenticate", ENVELOPE: "Envelope",
 }
 
 _MESSAGES: dict[int, tuple[Any, Any]] = {
@@ -131,6 +160,9 @@ _MESSAGES: dict[int, tuple[Any, Any]] = {
     DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
     OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
     OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
+    SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
+    ENVELOPE: (EnvelopeRequest, EnvelopeResponse),
     # Not served by the listener: the gateway rewrites their answers (addresses).
     METADATA: (MetadataRequest, MetadataResponse),
     DESCRIBE_CLUSTER: (DescribeClusterRequest, DescribeClusterResponse),
@@ -460,3 +492,73 @@ def correlation_of(payload: bytes) -> int:
     if len(payload) < 4:
         raise KafkaProtocolError(f"a response is at least 4 bytes, got {len(payload)}")
     return _SIZE.unpack_from(payload)[0]
+
+
+# --- authentication: what a proxy learns of a SASL exchange, and the principal it conveys ---------
+
+SASL_MECHANISMS_WITH_NAMES = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+def sasl_username(mechanism: str, auth_bytes: bytes) -> str:
+    """The user a client's first SASL message names, for the mechanisms whose first message names
+    one (RFC 4616 PLAIN: `authzid NUL authcid NUL password`, Kafka's principal is authcid; RFC 5802
+    SCRAM: `gs2-header,n=user,r=nonce` with `=2C` and `=3D` for `,` and `=`). KafkaProtocolError
+    for other mechanisms or malformed bytes: no principal can be named."""
+    try:
+        text = bytes(auth_bytes).decode("utf-8")
+    except UnicodeDecodeError:
+        raise KafkaProtocolError(f"{mechanism} message is not UTF-8") from None
+    if mechanism == "PLAIN":
+        parts = text.split("\0")
+        if len(parts) != 3 or not parts[1]:
+            raise KafkaProtocolError("a PLAIN message is authzid NUL authcid NUL password")
+        return parts[1]
+    if mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        fields = text.split(",")
+        # gs2-header: a channel-binding flag, an optional a=authzid, then the bare message
+        for item in fields[2:]:
+            if item.startswith("n="):
+                name = item[2:]
+                if "=" in name.replace("=2C", "").replace("=3D", ""):
+                    raise KafkaProtocolError("a SCRAM user name with a bad escape")
+                return name.replace("=2C", ",").replace("=3D", "=")
+        raise KafkaProtocolError("a SCRAM client-first-message without n=user")
+    raise KafkaProtocolError(f"the {mechanism} mechanism's principal is not known to a proxy")
+
+
+def sasl_plain_credentials(auth_bytes: bytes) -> tuple[str, str, str]:
+    """A PLAIN message's (authzid, authcid, password); KafkaProtocolError if malformed."""
+    try:
+        parts = bytes(auth_bytes).decode("utf-8").split("\0")
+    except UnicodeDecodeError:
+        raise KafkaProtocolError("a PLAIN message is not UTF-8") from None
+    if len(parts) != 3 or not parts[1]:
+        raise KafkaProtocolError("a PLAIN message is authzid NUL authcid NUL password")
+    return parts[0], parts[1], parts[2]
+
+
+def principal_bytes(principal_type: str, name: str) -> bytes:
+    """A principal as Kafka's DefaultKafkaPrincipalBuilder serializes it for an Envelope: the
+    version (int16) then DefaultPrincipalData."""
+    return DefaultPrincipalData(type=principal_type, name=name, token_authenticated=False).encode(version=0)
+
+
+def principal_of(data: bytes) -> tuple[str, str]:
+    """(type, name) of a serialized principal (`principal_bytes`); KafkaProtocolError if it does not
+    read."""
+    data = bytes(data)
+    if data[:2] != b"\x00\x00":  # the only version there is, as Kafka's deserializer checks
+        raise KafkaProtocolError(f"a principal of version {data[:2].hex() or 'none'}: only 0 is known")
+    try:
+        decoded = DefaultPrincipalData.decode(io.BytesIO(data), version=0)
+    except Exception as e:  # noqa: BLE001 (as in decode_request)
+        raise KafkaProtocolError(f"a principal does not decode: {type(e).__name__}: {e}") from None
+    return decoded.type, decoded.name
+
+
+def envelope(payload: bytes, principal: bytes | None, client_address: bytes, correlation_id: int,
+             client_id: str | None) -> bytes:
+    """A framed Envelope request carrying `payload` (a request without its frame size)."""
+    body = EnvelopeRequest(request_data=bytes(payload), request_principal=principal,
+                           client_host_address=client_address)
+    return encode_request(body, 0, correlation_id, client_id)

@@ -42,10 +42,14 @@ the socket's peer address, which `groups describe` shows and the `kafka-member-j
 from __future__ import annotations
 
 import asyncio
+import hmac
+import ipaddress
 import logging
+import ssl as ssl_module
 import uuid
 import zlib
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from coordinator.api import kafka_protocol as kp
@@ -61,7 +65,7 @@ from coordinator.core.protocol import (
     SyncGroupAssignment,
     SyncGroupRequest,
 )
-from coordinator.service.auth import AuthError, Operation
+from coordinator.service.auth import ANONYMOUS, Operation
 from coordinator.service.runtime import NotServing, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools import logs
@@ -83,9 +87,21 @@ DEAD = "Dead"
 # classic group (a Connect worker over this listener) is `classic`, as Kafka lists it.
 CONNECT_TYPE = "connect"
 _INVALID_REQUEST = 42
+_CLUSTER_AUTHORIZATION_FAILED = 31
+_UNSUPPORTED_SASL_MECHANISM = 33
+_ILLEGAL_SASL_STATE = 34
+_SASL_AUTHENTICATION_FAILED = 58
 NO_OFFSETS_ERROR = _INVALID_REQUEST  # OffsetCommit/OffsetFetch for any group here (the module's docstring)
 _SEEN_MAX = 10_000
 _GROUP_KEY_TYPE = 0
+
+
+class Unauthenticated(kp.KafkaProtocolError):
+    """A request the connection may not send before (or without) authentication: it is closed."""
+
+    def __init__(self, message: str, client_id: str | None) -> None:
+        super().__init__(message)
+        self.client_id = client_id
 
 
 def node_id(host: str, port: int) -> int:
@@ -97,15 +113,29 @@ def node_id(host: str, port: int) -> int:
     return (1 << 30) | (zlib.crc32(f"{host}:{port}".encode()) & ((1 << 30) - 1))
 
 
+@dataclass
+class Caller:
+    """Who sent a request: the connection's peer address and what it authenticated as, or (for a
+    request a trusted gateway forwarded in an Envelope) the client's principal and address."""
+    host: str
+    principal: str | None = None  # None: not authenticated (ANONYMOUS where anonymous access is on)
+    mechanism: str | None = None  # the SASL mechanism of a handshake whose authentication is pending
+    is_gateway: bool = False      # a principal of --kafka-gateway-principals (on its own requests)
+
+
 class KafkaListener:
     """Kafka's classic group APIs over `server`'s partitions, on one TCP address. `advertised` is the
-    (host, port) FindCoordinator names (default: where it listens)."""
+    (host, port) FindCoordinator names (default: where it listens); `ssl` makes it a TLS listener;
+    `gateway_principals` may forward their clients' requests in Envelopes."""
 
     def __init__(self, server: CoordinatorServer, advertised: tuple[str, int] | None = None, *,
-                 max_frame_bytes: int = kp.MAX_FRAME_BYTES) -> None:
+                 max_frame_bytes: int = kp.MAX_FRAME_BYTES, ssl: ssl_module.SSLContext | None = None,
+                 gateway_principals: frozenset[str] = frozenset()) -> None:
         self.server = server
         self.advertised = advertised
         self.max_frame_bytes = max_frame_bytes
+        self.ssl = ssl
+        self.gateway_principals = gateway_principals
         self._tcp: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()  # members whose join was logged
@@ -116,9 +146,16 @@ class KafkaListener:
         host, port = self.advertised or ("", 0)
         return node_id(host, port)
 
+    @property
+    def sasl_required(self) -> bool:
+        """Whether a connection must authenticate before anything but ApiVersions and SASL: there are
+        tokens to authenticate with and anonymous access is off, as on a Kafka SASL listener."""
+        authorizer = self.server.authorizer
+        return bool(authorizer.tokens) and not authorizer.allow_anonymous
+
     async def start(self, host: str, port: int) -> tuple[str, int]:
         """Listen on host:port (port 0: any free one); returns the address bound."""
-        self._tcp = await asyncio.start_server(self._connection, host, port, reuse_address=True)
+        self._tcp = await asyncio.start_server(self._connection, host, port, reuse_address=True, ssl=self.ssl)
         bound = self._tcp.sockets[0].getsockname()[:2]
         if self.advertised is None:
             self.advertised = (host if host not in ("", "0.0.0.0", "::") else "127.0.0.1", bound[1])
@@ -141,20 +178,27 @@ class KafkaListener:
             self._connections.add(task)
         self.server.metrics.kafka_connections.inc()
         peer = writer.get_extra_info("peername")
-        host = peer[0] if isinstance(peer, tuple) else ""
+        caller = Caller(peer[0] if isinstance(peer, tuple) else "")
+        host = caller.host
         try:
             while (payload := await kp.read_frame(reader, self.max_frame_bytes)) is not None:
-                writer.write(await self._answer(payload, host))
+                answer, close = await self._answer(payload, caller)
+                writer.write(answer)
                 await writer.drain()
+                if close:  # a failed authentication: answered, then closed, as Kafka does
+                    self._bad_input(host, "authentication", close)
+                    break
         except kp.Truncated as e:
             self._bad_input(host, "truncated", str(e))
         except kp.UnsupportedRequest as e:
             self._bad_input(host, "unsupported", str(e), e.header.client_id)
         except kp.FrameTooLarge as e:
             self._bad_input(host, "frame-size", str(e))
+        except Unauthenticated as e:
+            self._bad_input(host, "unauthenticated", str(e), e.client_id)
         except kp.KafkaProtocolError as e:
             self._bad_input(host, "malformed", str(e))
-        except (ConnectionError, asyncio.CancelledError):
+        except (ConnectionError, asyncio.CancelledError, ssl_module.SSLError):
             pass
         except Exception:  # a bug: logged with its traceback; the client reconnects
             log.exception("Kafka listener: unexpected failure on a connection from %s; closing it", host)
@@ -169,40 +213,130 @@ class KafkaListener:
         log.warning("Kafka listener: closing the connection from %s%s: %s", host,
                     f" (client id {client_id})" if client_id else "", detail)
 
-    async def _answer(self, payload: bytes, host: str) -> bytes:
+    async def _answer(self, payload: bytes, caller: Caller) -> tuple[bytes, str | None]:
+        """A request's framed answer, and why the connection closes after it (None: it stays open)."""
         try:
             request = kp.decode_request(payload)
         except kp.UnsupportedRequest as e:
             if e.header.api_key == kp.API_VERSIONS:  # a newer client: Kafka's v0 answer lists ours
                 self.server.metrics.observe_kafka_request(kp.NAMES[kp.API_VERSIONS], [kp.UNSUPPORTED_VERSION])
-                return kp.api_versions_response(e.header)
+                return kp.api_versions_response(e.header), None
             raise
         header, body = request.header, request.body
         if header.api_key == kp.API_VERSIONS:
             self.server.metrics.observe_kafka_request(kp.NAMES[kp.API_VERSIONS], [])
-            return kp.api_versions_response(header)
-        handler = _HANDLERS[header.api_key]
-        answer = await handler(self, header, body, host)
+            return kp.api_versions_response(header), None
+        if header.api_key == kp.SASL_HANDSHAKE:
+            return self._observed(header, self._sasl_handshake(header, body, caller)), None
+        if header.api_key == kp.SASL_AUTHENTICATE:
+            answer, close = self._sasl_authenticate(header, body, caller)
+            return self._observed(header, answer), close
+        if caller.mechanism is not None or (caller.principal is None and self.sasl_required):
+            raise Unauthenticated(f"{header.api_name} before SASL authentication completed", header.client_id)
+        if header.api_key == kp.ENVELOPE:
+            return self._observed(header, await self._envelope(header, body, caller)), None
+        if caller.is_gateway and header.api_key != kp.FIND_COORDINATOR:
+            raise Unauthenticated(f"a gateway's own {header.api_name}: it forwards its clients' requests in "
+                                  "Envelopes", header.client_id)
+        return self._observed(header, await _HANDLERS[header.api_key](self, header, body, caller)), None
+
+    def _observed(self, header: kp.RequestHeader, answer: Any) -> bytes:
         self.server.metrics.observe_kafka_request(kp.NAMES[header.api_key], _error_codes(answer))
         return kp.encode_response(header, answer)
 
-    # --- the APIs -------------------------------------------------------------------------------
+    # --- authentication -------------------------------------------------------------------------
 
-    def _principal(self, operation: Operation, group_id: str) -> int:
-        """NONE if ANONYMOUS may do `operation` on the group, else GROUP_AUTHORIZATION_FAILED."""
+    def _sasl_handshake(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
+        """SASL PLAIN, when there are tokens: the user is a principal, the password one of its tokens
+        (the tokens file the HTTP API reads)."""
+        cls = kp.response_class(kp.SASL_HANDSHAKE, header.api_version)
+        mechanisms = ["PLAIN"] if self.server.authorizer.tokens else []
+        if body.mechanism not in mechanisms:
+            return cls(error_code=_UNSUPPORTED_SASL_MECHANISM, mechanisms=mechanisms)
+        caller.mechanism = body.mechanism
+        return cls(error_code=ErrorCode.NONE, mechanisms=mechanisms)
+
+    def _sasl_authenticate(self, header: kp.RequestHeader, body: Any, caller: Caller) -> tuple[Any, str | None]:
+        cls = kp.response_class(kp.SASL_AUTHENTICATE, header.api_version)
+
+        def answer(code: int, message: str | None) -> Any:
+            return cls(error_code=code, error_message=message, auth_bytes=b"", session_lifetime_ms=0)
+
+        if caller.mechanism != "PLAIN":
+            return answer(_ILLEGAL_SASL_STATE, "SaslAuthenticate before SaslHandshake"), "SaslAuthenticate first"
+        caller.mechanism = None
         try:
-            principal = self.server.authorizer.authenticate(None)
-            self.server.authorizer.authorize(principal, operation, group_id)
-        except AuthError:
+            authzid, user, password = kp.sasl_plain_credentials(body.auth_bytes)
+        except kp.KafkaProtocolError as e:
+            return answer(_SASL_AUTHENTICATION_FAILED, str(e)), f"authentication failed: {e}"
+        known = next((p for t, p in self.server.authorizer.tokens.items()
+                      if hmac.compare_digest(t.encode(), password.encode())), None)
+        if known != user or authzid not in ("", user):
+            # Kafka's words, the same for a wrong user and a wrong password
+            return (answer(_SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid username or password"),
+                    f"authentication failed for user {user!r}")
+        caller.principal = user
+        caller.is_gateway = user in self.gateway_principals
+        return answer(ErrorCode.NONE, None), None
+
+    def _principal_of(self, caller: Caller) -> str | None:
+        """The principal a request acts as: the authenticated one, else ANONYMOUS where anonymous
+        access is on; None when neither."""
+        if caller.principal is not None:
+            return caller.principal
+        return ANONYMOUS if self.server.authorizer.allow_anonymous else None
+
+    def _authorize(self, caller: Caller, operation: Operation, group_id: str) -> int:
+        """NONE if the caller may do `operation` on the group, else GROUP_AUTHORIZATION_FAILED."""
+        principal = self._principal_of(caller)
+        if principal is None or not self.server.authorizer.allowed(principal, operation, group_id):
             return ErrorCode.GROUP_AUTHORIZATION_FAILED
         return ErrorCode.NONE
 
-    async def _find_coordinator(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    def _not_served(self, group_id: str) -> int:
+        """NONE if this instance serves the group's partition, else NotServing's code."""
+        try:
+            self.server.runtime_for(group_id)
+        except NotServing as e:
+            return e.code
+        return ErrorCode.NONE
+
+    async def _envelope(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
+        """A request a trusted gateway forwards for a client (Kafka's Envelope, KIP-590): answered as
+        the client's principal (Kafka's `User:name`; `User:ANONYMOUS`, a client that did not
+        authenticate, is ANONYMOUS) and address, its answer wrapped back. Only a principal of
+        --kafka-gateway-principals may send one (CLUSTER_AUTHORIZATION_FAILED otherwise, as Kafka
+        answers a broker without ClusterAction)."""
+        cls = kp.response_class(kp.ENVELOPE, header.api_version)
+        if not caller.is_gateway:
+            return cls(response_data=None, error_code=_CLUSTER_AUTHORIZATION_FAILED)
+        try:
+            inner = kp.decode_request(bytes(body.request_data))
+            if inner.header.api_key not in _HANDLERS:
+                raise kp.KafkaProtocolError(f"{inner.header.api_name} cannot be forwarded")
+            if body.request_principal is None:
+                raise kp.KafkaProtocolError("an Envelope without a principal")
+            kind, name = kp.principal_of(body.request_principal)
+            host = str(ipaddress.ip_address(bytes(body.client_host_address)))
+        except (kp.KafkaProtocolError, ValueError) as e:
+            log.warning("Kafka listener: an Envelope from gateway %s (%s) refused: %s", caller.principal,
+                        caller.host, e)
+            return cls(response_data=None, error_code=_INVALID_REQUEST)
+        client = Caller(host, ANONYMOUS if (kind, name) == ("User", ANONYMOUS) else f"{kind}:{name}")
+        if client.principal == ANONYMOUS and not self.server.authorizer.allow_anonymous:
+            client.principal = None  # refused wherever a principal is needed
+        request_header = inner.header
+        answer = await _HANDLERS[request_header.api_key](self, request_header, inner.body, client)
+        return cls(response_data=self._observed(request_header, answer)[4:], error_code=ErrorCode.NONE)
+
+    # --- the APIs -------------------------------------------------------------------------------
+
+    async def _find_coordinator(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.FIND_COORDINATOR, version)
         keys = list(body.coordinator_keys) if version >= 4 else [body.key]
         key_type = body.key_type if version >= 1 else _GROUP_KEY_TYPE
-        found = [await self._coordinator_of(key, key_type) for key in keys]
+        found = [await self._coordinator_of(key, key_type, caller) for key in keys]
         if version >= 4:
             return cls(throttle_time_ms=0, coordinators=[
                 cls.Coordinator(key=key, node_id=node, host=h, port=p, error_code=code, error_message=message)
@@ -210,10 +344,12 @@ class KafkaListener:
         code, message, node, h, p = found[0]
         return cls(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=h, port=p)
 
-    async def _coordinator_of(self, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
+    async def _coordinator_of(self, key: str, key_type: int, caller: Caller) -> tuple[int, str | None, int, str, int]:
         if key_type != _GROUP_KEY_TYPE:
             return _INVALID_REQUEST, f"key type {key_type} is not served here (groups only)", -1, "", -1
-        refused = self._principal(Operation.DESCRIBE, key)
+        # A trusted gateway finds the owner of any group it forwards for; the client it forwards for
+        # is authorized on each forwarded request.
+        refused = None if caller.is_gateway else self._authorize(caller, Operation.DESCRIBE, key)
         if refused:
             return refused, f"not allowed to describe group {key}", -1, "", -1
         partition = partition_for(key, self.server.partitions)
@@ -231,7 +367,7 @@ class KafkaListener:
         _, host, port = found
         return ErrorCode.NONE, None, node_id(host, port), host, port
 
-    async def _join_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _join_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.JOIN_GROUP, header.api_version)
         client_id = header.client_id or ""
         join = JoinGroupRequest(
@@ -239,9 +375,9 @@ class KafkaListener:
             protocols=tuple(ClassicProtocol(p.name, bytes(p.metadata)) for p in body.protocols),
             session_timeout_ms=body.session_timeout_ms, rebalance_timeout_ms=body.rebalance_timeout_ms,
             instance_id=body.group_instance_id, reason=body.reason)
-        code = self._principal(Operation.READ, join.group_id)
+        code = self._authorize(caller, Operation.READ, join.group_id)
         if not code:
-            context = RequestContext(client_id, host, f"{client_id}-{uuid.uuid4()}")
+            context = RequestContext(client_id, caller.host, f"{client_id}-{uuid.uuid4()}")
             try:
                 answer = await self.server.call_join_group(join, context)
             except NotServing as e:
@@ -251,7 +387,7 @@ class KafkaListener:
                        protocol_name=None if header.api_version >= 7 else "", leader="", skip_assignment=False,
                        member_id=body.member_id, members=[])
         if answer.error_code == ErrorCode.NONE:
-            self._joined(join.group_id, answer.member_id, answer.generation_id, client_id, host)
+            self._joined(join.group_id, answer.member_id, answer.generation_id, client_id, caller.host)
         return cls(throttle_time_ms=0, error_code=answer.error_code, generation_id=answer.generation_id,
                    protocol_type=answer.protocol_type,
                    protocol_name=answer.protocol_name if header.api_version >= 7 else answer.protocol_name or "",
@@ -273,7 +409,7 @@ class KafkaListener:
                    "protocol, generation %d", member_id, client_id, host, group_id, generation, group=group_id,
                    member=member_id, client_id=client_id, host=host, generation=generation)
 
-    async def _sync_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _sync_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.SYNC_GROUP, header.api_version)
         v5 = header.api_version >= 5
         sync = SyncGroupRequest(
@@ -281,7 +417,7 @@ class KafkaListener:
             instance_id=body.group_instance_id, protocol_type=body.protocol_type if v5 else None,
             protocol_name=body.protocol_name if v5 else None,
             assignments=tuple(SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments))
-        code = self._principal(Operation.READ, sync.group_id)
+        code = self._authorize(caller, Operation.READ, sync.group_id)
         if not code:
             try:
                 answer = await self.server.call_sync_group(sync)
@@ -292,10 +428,10 @@ class KafkaListener:
         return cls(throttle_time_ms=0, error_code=answer.error_code, protocol_type=answer.protocol_type,
                    protocol_name=answer.protocol_name, assignment=answer.assignment)
 
-    async def _heartbeat(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _heartbeat(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.HEARTBEAT, header.api_version)
         heartbeat = ClassicHeartbeatRequest(body.group_id, body.member_id, body.generation_id, body.group_instance_id)
-        code = self._principal(Operation.READ, heartbeat.group_id)
+        code = self._authorize(caller, Operation.READ, heartbeat.group_id)
         if not code:
             try:
                 code = (await self.server.call_classic_heartbeat(heartbeat)).error_code
@@ -303,12 +439,12 @@ class KafkaListener:
                 code = e.code
         return cls(throttle_time_ms=0, error_code=code)
 
-    async def _leave_group(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _leave_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.LEAVE_GROUP, header.api_version)
         v3 = header.api_version >= 3
         members = tuple(LeaveMember(m.member_id, m.group_instance_id, m.reason if header.api_version >= 5 else None)
                         for m in body.members) if v3 else (LeaveMember(body.member_id),)
-        code = self._principal(Operation.READ, body.group_id)
+        code = self._authorize(caller, Operation.READ, body.group_id)
         answer = None
         if not code:
             try:
@@ -325,13 +461,13 @@ class KafkaListener:
             cls.MemberResponse(member_id=m.member_id, group_instance_id=m.instance_id, error_code=m.error_code)
             for m in (answer.members if answer is not None else ())])
 
-    async def _describe_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _describe_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.DESCRIBE_GROUPS, version)
         groups = []
         for group_id in body.groups:
             described, raw = None, {}
-            code = self._principal(Operation.DESCRIBE, group_id)
+            code = self._authorize(caller, Operation.DESCRIBE, group_id)
             if not code:
                 try:
                     # One read of the state: the description and each classic member's bytes agree.
@@ -363,12 +499,11 @@ class KafkaListener:
                 authorized_operations=None))
         return cls(throttle_time_ms=0, groups=groups)
 
-    async def _list_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _list_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.LIST_GROUPS, version)
-        try:
-            principal = self.server.authorizer.authenticate(None)
-        except AuthError:
+        principal = self._principal_of(caller)
+        if principal is None:
             return cls(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, groups=[])
         states = {s.strip().lower() for s in body.states_filter} if version >= 4 and body.states_filter else None
         types = {t.strip().lower() for t in body.types_filter} if version >= 5 and body.types_filter else None
@@ -395,11 +530,11 @@ class KafkaListener:
                     continue
         return kinds
 
-    async def _delete_groups(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _delete_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.DELETE_GROUPS, header.api_version)
         results = []
         for group_id in body.groups_names:
-            code = self._principal(Operation.DELETE, group_id)
+            code = self._authorize(caller, Operation.DELETE, group_id)
             if not code:
                 delete = DeleteGroupRequest(group_id)
                 try:
@@ -412,20 +547,23 @@ class KafkaListener:
 
     # --- offsets: answered with an error, we keep none ----------------------------------------------
 
-    def _no_offsets(self, header: kp.RequestHeader, groups: list[str], operation: Operation, host: str) -> dict[str, int]:
-        """Each group's answer to an offsets request: GROUP_AUTHORIZATION_FAILED if ANONYMOUS may not
-        `operation` on it (Kafka checks first), else INVALID_REQUEST (NO_OFFSETS_ERROR); one log line."""
-        codes = {g: self._principal(operation, g) or NO_OFFSETS_ERROR for g in groups}
+    def _no_offsets(self, header: kp.RequestHeader, groups: list[str], operation: Operation,
+                    caller: Caller) -> dict[str, int]:
+        """Each group's answer to an offsets request: GROUP_AUTHORIZATION_FAILED if the caller may not
+        `operation` on it (Kafka checks first), NOT_COORDINATOR for a group this instance does not
+        serve (the client looks its coordinator up again), else INVALID_REQUEST (NO_OFFSETS_ERROR);
+        one log line."""
+        codes = {g: self._authorize(caller, operation, g) or self._not_served(g) or NO_OFFSETS_ERROR for g in groups}
         log.warning("Kafka listener: %s v%d for group(s) %s from %s (client id %s) answered with error %s: this "
                     "coordinator keeps no offsets (commit them to a Kafka broker's group coordinator)",
-                    header.api_name, header.api_version, ", ".join(groups), host, header.client_id,
+                    header.api_name, header.api_version, ", ".join(groups), caller.host, header.client_id,
                     ", ".join(sorted({str(c) for c in codes.values()})))
         return codes
 
-    async def _offset_commit(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _offset_commit(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.OFFSET_COMMIT, version)
-        code = self._no_offsets(header, [body.group_id], Operation.READ, host)[body.group_id]
+        code = self._no_offsets(header, [body.group_id], Operation.READ, caller)[body.group_id]
         return cls(throttle_time_ms=0, topics=[
             cls.OffsetCommitResponseTopic(
                 **({"topic_id": t.topic_id} if version >= 10 else {"name": t.name}),
@@ -433,15 +571,15 @@ class KafkaListener:
                     partition_index=p.partition_index, error_code=code) for p in t.partitions])
             for t in body.topics])
 
-    async def _offset_fetch(self, header: kp.RequestHeader, body: Any, host: str) -> Any:
+    async def _offset_fetch(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.OFFSET_FETCH, version)
         if version >= 8:  # the error at each group's level, no topics
-            codes = self._no_offsets(header, [g.group_id for g in body.groups], Operation.DESCRIBE, host)
+            codes = self._no_offsets(header, [g.group_id for g in body.groups], Operation.DESCRIBE, caller)
             return cls(throttle_time_ms=0, groups=[
                 cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=codes[g.group_id], topics=[])
                 for g in body.groups])
-        code = self._no_offsets(header, [body.group_id], Operation.DESCRIBE, host)[body.group_id]
+        code = self._no_offsets(header, [body.group_id], Operation.DESCRIBE, caller)[body.group_id]
         # v1 has only each partition's error; v2-v7 the top-level one too (and null topics: all of them)
         partition = cls.OffsetFetchResponseTopic.OffsetFetchResponsePartition
         topics = [cls.OffsetFetchResponseTopic(name=t.name, partitions=[

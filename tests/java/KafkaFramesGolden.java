@@ -32,6 +32,8 @@ import org.apache.kafka.common.message.DescribeClusterRequestData;
 import org.apache.kafka.common.message.DescribeClusterResponseData;
 import org.apache.kafka.common.message.DescribeGroupsRequestData;
 import org.apache.kafka.common.message.DescribeGroupsResponseData;
+import org.apache.kafka.common.message.EnvelopeRequestData;
+import org.apache.kafka.common.message.EnvelopeResponseData;
 import org.apache.kafka.common.message.FindCoordinatorRequestData;
 import org.apache.kafka.common.message.FindCoordinatorResponseData;
 import org.apache.kafka.common.message.HeartbeatRequestData;
@@ -50,6 +52,10 @@ import org.apache.kafka.common.message.OffsetFetchRequestData;
 import org.apache.kafka.common.message.OffsetFetchResponseData;
 import org.apache.kafka.common.message.RequestHeaderData;
 import org.apache.kafka.common.message.ResponseHeaderData;
+import org.apache.kafka.common.message.SaslAuthenticateRequestData;
+import org.apache.kafka.common.message.SaslAuthenticateResponseData;
+import org.apache.kafka.common.message.SaslHandshakeRequestData;
+import org.apache.kafka.common.message.SaslHandshakeResponseData;
 import org.apache.kafka.common.message.SyncGroupRequestData;
 import org.apache.kafka.common.message.SyncGroupResponseData;
 import org.apache.kafka.common.protocol.ApiKeys;
@@ -59,6 +65,8 @@ import org.apache.kafka.common.protocol.Message;
 import org.apache.kafka.common.protocol.ObjectSerializationCache;
 import org.apache.kafka.common.protocol.types.RawTaggedField;
 import org.apache.kafka.common.Uuid;
+import org.apache.kafka.common.security.auth.KafkaPrincipal;
+import org.apache.kafka.common.security.authenticator.DefaultKafkaPrincipalBuilder;
 
 import java.lang.reflect.Method;
 import java.nio.ByteBuffer;
@@ -101,7 +109,14 @@ public final class KafkaFramesGolden {
         // batched version.
         {ApiKeys.OFFSET_COMMIT, new short[] {2, 8, 10}},
         {ApiKeys.OFFSET_FETCH, new short[] {1, 6, 8, 10}},
+        // Authentication (SASL PLAIN) and a gateway's forwarding (Envelope, KIP-590).
+        {ApiKeys.SASL_HANDSHAKE, new short[] {1}},
+        {ApiKeys.SASL_AUTHENTICATE, new short[] {0, 1, 2}},
+        {ApiKeys.ENVELOPE, new short[] {0}},
     };
+    // A principal as a forwarding broker serializes it into an Envelope (DefaultKafkaPrincipalBuilder).
+    private static final byte[] PRINCIPAL = new DefaultKafkaPrincipalBuilder(null, null)
+            .serialize(new KafkaPrincipal(KafkaPrincipal.USER_TYPE, "alice"));
 
     public static void main(String[] args) throws Exception {
         String mode = args.length > 0 ? args[0] : "";
@@ -123,6 +138,7 @@ public final class KafkaFramesGolden {
             ApiKeys key = (ApiKeys) row[0];
             ranges.putArray(String.valueOf(key.id)).add(key.oldestVersion()).add(key.latestVersion());
         }
+        out.put("principal_user_alice", HEX.formatHex(PRINCIPAL));
         ArrayNode cases = out.putArray("cases");
         int correlation = 1;
         for (Object[] row : VERSIONS) {
@@ -196,6 +212,17 @@ public final class KafkaFramesGolden {
         header.write(accessor, cache, headerVersion);
         body.write(accessor, cache, v);
         return buffer.array();
+    }
+
+    private static byte[] frameBytes(ApiKeys key, short v, int correlation) {
+        RequestHeaderData header = new RequestHeaderData().setRequestApiKey(key.id).setRequestApiVersion(v)
+                .setCorrelationId(correlation).setClientId(CLIENT);
+        return frame(header, key.requestHeaderVersion(v), request(key, v), v);
+    }
+
+    private static byte[] responseFrameBytes(ApiKeys key, short v, int correlation) {
+        ResponseHeaderData header = new ResponseHeaderData().setCorrelationId(correlation);
+        return frame(header, key.responseHeaderVersion(v), response(key, v, 0), v);
     }
 
     private static JsonNode toJson(ApiMessage message, short v) throws Exception {
@@ -306,6 +333,15 @@ public final class KafkaFramesGolden {
                 if (v >= 8) d.setIncludeTopicAuthorizedOperations(true);
                 yield d;
             }
+            case SASL_HANDSHAKE -> new SaslHandshakeRequestData().setMechanism("PLAIN");
+            case SASL_AUTHENTICATE -> new SaslAuthenticateRequestData()
+                    .setAuthBytes("\u0000alice\u0000alice-secret".getBytes(java.nio.charset.StandardCharsets.UTF_8));
+            case ENVELOPE -> {
+                // A heartbeat v4 request (header v2 and body, no frame size), forwarded for User:alice at 10.0.0.7
+                byte[] framed = frameBytes(ApiKeys.HEARTBEAT, (short) 4, 42);
+                yield new EnvelopeRequestData().setRequestData(ByteBuffer.wrap(framed, 4, framed.length - 4).slice())
+                        .setRequestPrincipal(PRINCIPAL).setClientHostAddress(new byte[] {10, 0, 0, 7});
+            }
             case DESCRIBE_CLUSTER -> {
                 DescribeClusterRequestData d = new DescribeClusterRequestData().setIncludeClusterAuthorizedOperations(true);
                 if (v >= 2) d.setIncludeFencedBrokers(true);
@@ -323,6 +359,16 @@ public final class KafkaFramesGolden {
                 keys.add(new ApiVersionsResponseData.ApiVersion().setApiKey((short) 11).setMinVersion((short) 4).setMaxVersion((short) 9));
                 keys.add(new ApiVersionsResponseData.ApiVersion().setApiKey((short) 18).setMinVersion((short) 0).setMaxVersion((short) 4));
                 yield new ApiVersionsResponseData().setErrorCode((short) error).setApiKeys(keys);
+            }
+            case SASL_HANDSHAKE -> new SaslHandshakeResponseData().setErrorCode((short) error)
+                    .setMechanisms(List.of("PLAIN", "SCRAM-SHA-256"));
+            case SASL_AUTHENTICATE -> new SaslAuthenticateResponseData().setErrorCode((short) error)
+                    .setErrorMessage(error == 0 ? null : "Authentication failed").setAuthBytes(new byte[0])
+                    .setSessionLifetimeMs(v >= 1 ? 3_600_000L : 0L);
+            case ENVELOPE -> {
+                byte[] framed = responseFrameBytes(ApiKeys.HEARTBEAT, (short) 4, 42);
+                yield new EnvelopeResponseData().setErrorCode((short) error)
+                        .setResponseData(ByteBuffer.wrap(framed, 4, framed.length - 4).slice());
             }
             case FIND_COORDINATOR -> {
                 FindCoordinatorResponseData d = new FindCoordinatorResponseData();
