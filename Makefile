@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run run-connect test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity soak promtool clean
+.PHONY: install run run-connect test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway soak promtool clean
 
 install: $(STAMP)
 
@@ -79,7 +79,7 @@ broker-up: install
 broker-down: install
 	$(BIN)/coordinator dev-broker down $(BROKER)
 
-bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-capacity bench-audit bench-vs-connect bench-migration
+bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-service bench-capacity bench-gateway bench-audit bench-vs-connect bench-migration
 
 bench-records: install
 	$(BIN)/python bench/bench_records.py
@@ -121,6 +121,13 @@ bench-service: install broker-up
 # (open loop) against a p99 bound, memory per member, and join/leave churn on a one-partition topic.
 bench-capacity: install broker-up
 	$(BIN)/python bench/bench_capacity.py --bootstrap-servers $(BOOTSTRAP) $(CAPACITY_ARGS)
+
+# Issue 28's figures, with the local broker: JoinGroup+SyncGroup and Heartbeat round trips/s over the Kafka
+# listener against the HTTP API (one `coordinator serve`), produce/fetch MB/s and added p99 latency through
+# `coordinator gateway` against straight to the broker, and what rewriting KIP-951's node endpoints in Python
+# would cost (`GATEWAY_ARGS=--quick` to smoke-test).
+bench-gateway: install broker-up
+	$(BIN)/python bench/bench_gateway.py --bootstrap-servers $(BOOTSTRAP) $(GATEWAY_ARGS)
 
 # One `coordinator serve` for 10 minutes under steady heartbeats from 50 groups x 4 SDK workers plus churn
 # (a leave, a join, a task count change, a kill without a leave, every 2 s), with the local broker: RSS, open
