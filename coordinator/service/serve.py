@@ -26,6 +26,7 @@ from coordinator.errors import CliError
 from coordinator.service.auth import Authorizer, ConfigError
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 from coordinator.tools import kafka_config, logs
+from coordinator.tools import tls as tls_context
 
 log = logging.getLogger("coordinator.service.serve")
 
@@ -82,7 +83,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="the URL workers reach this instance at (env COORDINATOR_ADVERTISED_URL; default "
                            "from --listen)")
     http.add_argument("--tls-cert", default=env("COORDINATOR_TLS_CERT"), metavar="FILE",
-                      help="serve HTTPS with this PEM certificate (chain) (env COORDINATOR_TLS_CERT)")
+                      help="serve HTTPS, and TLS on --kafka-listener, with this PEM certificate (chain) (env "
+                           "COORDINATOR_TLS_CERT)")
     http.add_argument("--tls-key", default=env("COORDINATOR_TLS_KEY"), metavar="FILE",
                       help="the certificate's private key (env COORDINATOR_TLS_KEY)")
     http.add_argument("--max-request-bytes", type=_number(int),
@@ -98,6 +100,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     kafka.add_argument("--kafka-advertised", default=env("COORDINATOR_KAFKA_ADVERTISED"), metavar="HOST:PORT",
                        help="the address FindCoordinator names, when clients dial another than --kafka-listener "
                             "(env COORDINATOR_KAFKA_ADVERTISED)")
+    kafka.add_argument("--kafka-gateway-principals", default=env("COORDINATOR_KAFKA_GATEWAY_PRINCIPALS"),
+                       metavar="PRINCIPAL[,...]",
+                       help="the principals (of --tokens, over SASL PLAIN) trusted to forward their clients' "
+                            "requests with the clients' principals: our gateways (env "
+                            "COORDINATOR_KAFKA_GATEWAY_PRINCIPALS)")
     own = parser.add_argument_group("ownership")
     own.add_argument("--ownership", choices=("static", "group"), default=env("COORDINATOR_OWNERSHIP", "static"),
                      help="static: serve --partitions; group: share the partitions with the other instances "
@@ -228,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
         parse_listen(args.kafka_listener, "--kafka-listener")
     if args.kafka_advertised:
         parse_listen(args.kafka_advertised, "--kafka-advertised")
+    if args.kafka_gateway_principals and not (args.kafka_listener and args.tokens):
+        raise CliError("--kafka-gateway-principals needs --kafka-listener and --tokens (a gateway authenticates "
+                       "with SASL PLAIN: its principal and one of its tokens)", exit_code=2)
     chosen = parse_partitions(args.partitions)
     tls = _tls_context(args)
     advertised = args.advertised_url or f"{'https' if tls else 'http'}://{_reachable(host)}:{port}"
@@ -269,16 +279,7 @@ def _reachable(host: str) -> str:
 
 
 def _tls_context(args: argparse.Namespace) -> ssl.SSLContext | None:
-    if not args.tls_cert and not args.tls_key:
-        return None
-    if not (args.tls_cert and args.tls_key):
-        raise CliError("TLS needs both --tls-cert and --tls-key", exit_code=2)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    try:
-        context.load_cert_chain(args.tls_cert, args.tls_key)
-    except (OSError, ssl.SSLError) as e:
-        raise CliError(f"cannot load the TLS certificate or key: {e}", exit_code=2) from None
-    return context
+    return tls_context.server_context(args.tls_cert, args.tls_key)
 
 
 def wait_for_topic(args: argparse.Namespace) -> int:
@@ -328,7 +329,8 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
 
         kafka_host, kafka_port = parse_listen(args.kafka_listener, "--kafka-listener")
         advertised = parse_listen(args.kafka_advertised, "--kafka-advertised") if args.kafka_advertised else None
-        kafka_listener = KafkaListener(server, advertised)
+        gateways = frozenset(p.strip() for p in (args.kafka_gateway_principals or "").split(",") if p.strip())
+        kafka_listener = KafkaListener(server, advertised, ssl=tls, gateway_principals=gateways)
         try:
             await kafka_listener.start(kafka_host, kafka_port)
         except OSError as e:
