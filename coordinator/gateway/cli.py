@@ -8,9 +8,10 @@ import logging
 import os
 import re
 import signal
+from pathlib import Path
 
 from coordinator.errors import CliError
-from coordinator.tools import logs
+from coordinator.tools import logs, tls
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +38,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "sink connectors' consumer groups are named so)")
     parser.add_argument("--coordinator", default=env("COORDINATOR_GATEWAY_COORDINATORS"), metavar="HOST:PORT[,...]",
                         help="the coordinators' Kafka listeners (serve --kafka-listener)")
+    security = parser.add_argument_group("security (DESIGN §12)")
+    security.add_argument("--tls-cert", default=env("COORDINATOR_GATEWAY_TLS_CERT"), metavar="FILE",
+                          help="TLS on every port of the gateway with this PEM certificate (chain) (env "
+                               "COORDINATOR_GATEWAY_TLS_CERT)")
+    security.add_argument("--tls-key", default=env("COORDINATOR_GATEWAY_TLS_KEY"), metavar="FILE",
+                          help="the certificate's private key (env COORDINATOR_GATEWAY_TLS_KEY)")
+    security.add_argument("--broker-tls-ca", default=env("COORDINATOR_GATEWAY_BROKER_TLS_CA"), metavar="FILE",
+                          help="TLS to the brokers, trusting these CA certificates (PEM) (env "
+                               "COORDINATOR_GATEWAY_BROKER_TLS_CA)")
+    security.add_argument("--coordinator-tls-ca", default=env("COORDINATOR_GATEWAY_COORDINATOR_TLS_CA"),
+                          metavar="FILE", help="TLS to the coordinators' Kafka listeners, trusting these CA "
+                                               "certificates (PEM) (env COORDINATOR_GATEWAY_COORDINATOR_TLS_CA)")
+    security.add_argument("--require-sasl", action="store_true",
+                          default=env("COORDINATOR_GATEWAY_REQUIRE_SASL", "") in ("1", "true", "yes"),
+                          help="a client connection must authenticate (SASL, passed through to the brokers, which "
+                               "decide) before anything but ApiVersions; otherwise it is closed (env "
+                               "COORDINATOR_GATEWAY_REQUIRE_SASL=true)")
+    security.add_argument("--coordinator-user", default=env("COORDINATOR_GATEWAY_COORDINATOR_USER"),
+                          metavar="PRINCIPAL",
+                          help="log in to the coordinators as this principal (SASL PLAIN; one of their "
+                               "--kafka-gateway-principals) and forward our groups' requests with each client's "
+                               "principal (env COORDINATOR_GATEWAY_COORDINATOR_USER)")
+    security.add_argument("--coordinator-password-file", default=env("COORDINATOR_GATEWAY_COORDINATOR_PASSWORD_FILE"),
+                          metavar="FILE", help="a file holding the principal's token (env "
+                                               "COORDINATOR_GATEWAY_COORDINATOR_PASSWORD_FILE)")
     parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"))
     parser.add_argument("--log-format", default=env("COORDINATOR_LOG_FORMAT", "auto"), choices=logs.FORMATS)
     parser.set_defaults(func=run)
@@ -51,6 +77,21 @@ def _addresses(text: str | None, flag: str) -> list[tuple[str, int]]:
         return [parse_address(part) for part in text.split(",") if part.strip()]
     except ValueError as e:
         raise CliError(f"{flag}: {e}") from None
+
+
+def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
+    if not args.coordinator_user and not args.coordinator_password_file:
+        return None
+    if not (args.coordinator_user and args.coordinator_password_file):
+        raise CliError("--coordinator-user and --coordinator-password-file go together", exit_code=2)
+    try:
+        password = Path(args.coordinator_password_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CliError(f"--coordinator-password-file: cannot read {args.coordinator_password_file}: {e}",
+                       exit_code=2) from None
+    if not password:
+        raise CliError(f"--coordinator-password-file: {args.coordinator_password_file} is empty", exit_code=2)
+    return args.coordinator_user, password
 
 
 def run(args: argparse.Namespace) -> int:
@@ -68,7 +109,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError("--listen takes one HOST:PORT")
     config = GatewayConfig(bootstrap=_addresses(args.bootstrap_server, "--bootstrap-server"), listen=listen[0],
                            groups=args.groups, coordinators=_addresses(args.coordinator, "--coordinator"),
-                           advertised_host=args.advertised_host)
+                           advertised_host=args.advertised_host,
+                           server_ssl=tls.server_context(args.tls_cert, args.tls_key),
+                           broker_ssl=tls.client_context(args.broker_tls_ca, "--broker-tls-ca"),
+                           coordinator_ssl=tls.client_context(args.coordinator_tls_ca, "--coordinator-tls-ca"),
+                           require_sasl=args.require_sasl, coordinator_credentials=_credentials(args))
 
     async def main() -> None:
         gateway = Gateway(config)

@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import re
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -54,6 +56,8 @@ ALLOWED[kp.FETCH] = (0, 15)      # v16+ likewise
 for _key in (kp.METADATA, kp.DESCRIBE_CLUSTER, kp.FIND_COORDINATOR, kp.API_VERSIONS, kp.OFFSET_COMMIT,
              kp.OFFSET_FETCH, kp.ADD_OFFSETS_TO_TXN, kp.TXN_OFFSET_COMMIT, kp.OFFSET_DELETE):
     ALLOWED[_key] = kp.library_versions(_key)
+ALLOWED[kp.SASL_HANDSHAKE] = (1, 1)   # v0 is followed by raw SASL tokens, which cannot be followed; clients send v1
+ALLOWED[kp.SASL_AUTHENTICATE] = kp.library_versions(kp.SASL_AUTHENTICATE)
 for _key in (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, kp.DESCRIBE_GROUPS, kp.LIST_GROUPS,
              kp.DELETE_GROUPS):
     ALLOWED[_key] = kp.SUPPORTED[_key]
@@ -89,6 +93,13 @@ class GatewayConfig:
     coordinators: list[tuple[str, int]]
     advertised_host: str | None = None
     max_frame_bytes: int = kp.MAX_FRAME_BYTES
+    server_ssl: ssl.SSLContext | None = None       # TLS on every port of the gateway
+    broker_ssl: ssl.SSLContext | None = None       # TLS to the brokers
+    coordinator_ssl: ssl.SSLContext | None = None  # TLS to the coordinators' listeners
+    require_sasl: bool = False  # a connection authenticates (SASL, with the brokers) before anything else
+    # The gateway's own principal and token at the coordinators (SASL PLAIN): set, it forwards our
+    # groups' requests in Envelopes carrying each client's principal and address.
+    coordinator_credentials: tuple[str, str] | None = None
 
 
 async def _read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | None:
@@ -110,6 +121,7 @@ class _Upstream:
     writer: asyncio.StreamWriter
     pending: collections.deque = field(default_factory=collections.deque)
     task: asyncio.Task | None = None
+    correlation: int = 1000  # the gateway's own correlation ids (Envelopes), after its log-in's
 
 
 class Gateway:
@@ -164,7 +176,8 @@ class Gateway:
     async def _bind(self, name: str, port: int, node_id: int | None) -> None:
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._connection(reader, writer, name, node_id)
-        self._servers[name] = await asyncio.start_server(accept, self.config.listen[0], port, reuse_address=True)
+        self._servers[name] = await asyncio.start_server(accept, self.config.listen[0], port, reuse_address=True,
+                                                         ssl=self.config.server_ssl)
 
     async def gateway_port_of(self, node_id: int, host: str, port: int) -> int:
         """The gateway's port for broker `node_id` at host:port, bound before it is returned."""
@@ -184,7 +197,7 @@ class Gateway:
         return self.broker_port(node_id)
 
     async def _learn_brokers(self) -> None:
-        reader, writer = await self._open(self.config.bootstrap)
+        reader, writer = await self._open(self.config.bootstrap, self.config.broker_ssl)
         try:
             body = kp.request_class(kp.METADATA, 12)(topics=[], allow_auto_topic_creation=False,
                                                      include_topic_authorized_operations=False)
@@ -199,14 +212,42 @@ class Gateway:
             writer.close()
 
     @staticmethod
-    async def _open(addresses: list[tuple[str, int]]) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(addresses: list[tuple[str, int]], context: ssl.SSLContext | None = None,
+                    timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         error: Exception | None = None
         for host, port in addresses:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(host, port), 10)
-            except (TimeoutError, OSError) as e:
+                return await asyncio.wait_for(asyncio.open_connection(
+                    host, port, ssl=context, server_hostname=host if context else None), timeout)
+            except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
                 error = e
         raise Refused(f"no upstream answers ({error})")
+
+    async def open_coordinator(self, address: tuple[str, int],
+                               timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """A connection to a coordinator's listener, logged in with the gateway's own credentials
+        when it has them (SASL PLAIN, correlation ids 1 and 2). Refused if it cannot be had."""
+        reader, writer = await self._open([address], self.config.coordinator_ssl, timeout)
+        if self.config.coordinator_credentials is None:
+            return reader, writer
+        user, password = self.config.coordinator_credentials
+        try:
+            for correlation, api_key, version, body in (
+                    (1, kp.SASL_HANDSHAKE, 1, kp.request_class(kp.SASL_HANDSHAKE, 1)(mechanism="PLAIN")),
+                    (2, kp.SASL_AUTHENTICATE, 2, kp.request_class(kp.SASL_AUTHENTICATE, 2)(
+                        auth_bytes=f"\0{user}\0{password}".encode()))):
+                writer.write(kp.encode_request(body, version, correlation, "coordinator-gateway"))
+                payload = await asyncio.wait_for(_read_frame(reader, MAX_RESPONSE_BYTES), timeout)
+                if payload is None:
+                    raise Refused("the connection closed")
+                _, answer = kp.decode_response(api_key, version, payload)
+                if answer.error_code:
+                    raise Refused(f"error {answer.error_code} {getattr(answer, 'error_message', '') or ''}".strip())
+        except (TimeoutError, OSError, kp.KafkaProtocolError, Refused) as e:
+            writer.close()
+            log.error("gateway: the coordinator at %s:%d refused the gateway's log-in as %s: %s", *address, user, e)
+            raise Refused(f"cannot log in to the coordinator at {address[0]}:{address[1]}: {e}") from None
+        return reader, writer
 
     # --- our groups' coordinators -----------------------------------------------------------
 
@@ -217,12 +258,12 @@ class Gateway:
             return self._owners[group]
         for address in self.config.coordinators:
             try:
-                reader, writer = await asyncio.wait_for(asyncio.open_connection(*address), 5)
-            except (TimeoutError, OSError):
+                reader, writer = await self.open_coordinator(address, timeout=5)
+            except Refused:
                 continue
             try:
                 body = kp.request_class(kp.FIND_COORDINATOR, 3)(key=group, key_type=GROUP_KEY_TYPE)
-                writer.write(kp.encode_request(body, 3, 1, "coordinator-gateway"))
+                writer.write(kp.encode_request(body, 3, 3, "coordinator-gateway"))
                 payload = await asyncio.wait_for(_read_frame(reader, MAX_RESPONSE_BYTES), 10)
                 if payload is None:
                     continue
@@ -272,6 +313,14 @@ class _ClientConnection:
         self.coordinators: dict[tuple[str, int], _Upstream] = {}
         self.answers: asyncio.Queue[asyncio.Future[bytes] | None] = asyncio.Queue()
         self.closing: str | None = None
+        # SASL, passed through to the broker, which decides; the gateway follows it to learn the
+        # principal (`_sasl`): the mechanism of a handshake whose authentication is pending, the user
+        # its first message named, the rounds answered, and the principal once the broker accepted.
+        self.mechanism: str | None = None
+        self.user: str | None = None
+        self.rounds = 0
+        self.principal: tuple[str, str] | None = None
+        self.opaque_mechanism: str | None = None  # authenticated with a mechanism whose principal we cannot read
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_answers())
@@ -343,9 +392,68 @@ class _ClientConnection:
                 continue
             if not allowed(header.api_key, header.api_version):
                 raise Refused(f"{header.api_name} v{header.api_version} is not passed by the gateway")
+            if header.api_key in (kp.SASL_HANDSHAKE, kp.SASL_AUTHENTICATE):
+                self._sasl(header, payload)
+                continue
+            if header.api_key != kp.API_VERSIONS:
+                self._check_authenticated(header)
             await self._route(header, payload)
             for upstream in (self.broker, *self.coordinators.values()):  # a slow upstream slows its client
                 await upstream.writer.drain()
+
+    # --- authentication: SASL passed through, followed ---------------------------------------------
+
+    def _sasl(self, header: kp.RequestHeader, payload: bytes) -> None:
+        """A SaslHandshake or SaslAuthenticate, forwarded to the connection's broker (one client
+        connection, one upstream connection: the broker authenticates, and re-authenticates, the
+        client itself). For PLAIN and SCRAM the gateway reads the user the client's first message
+        names and, once the broker accepts the last round (PLAIN one, SCRAM two), takes `User:<user>`
+        as the connection's principal, Kafka's default principal for both."""
+        try:
+            body = kp.decode_any_request(payload).body
+        except kp.KafkaProtocolError as e:
+            raise Refused(str(e)) from None
+        if header.api_key == kp.SASL_HANDSHAKE:
+            self.mechanism, self.user, self.rounds = body.mechanism, None, 0
+            return self._forward(self.broker, header, payload, None)
+        if self.mechanism is None:
+            raise Refused("SaslAuthenticate without a SaslHandshake before it")
+        mechanism = self.mechanism
+        if self.rounds == 0 and mechanism in kp.SASL_MECHANISMS_WITH_NAMES:
+            try:
+                self.user = kp.sasl_username(mechanism, body.auth_bytes)
+            except kp.KafkaProtocolError as e:
+                raise Refused(f"SaslAuthenticate: {e}") from None
+        self.rounds += 1
+        rounds = self.rounds
+
+        async def follow(answer: bytes) -> bytes:
+            _, decoded = kp.decode_response(kp.SASL_AUTHENTICATE, header.api_version, answer)
+            if decoded.error_code:
+                self.mechanism = None  # the broker closes the connection
+            elif mechanism not in kp.SASL_MECHANISMS_WITH_NAMES:
+                self.mechanism, self.principal, self.opaque_mechanism = None, None, mechanism
+            elif rounds == (1 if mechanism == "PLAIN" else 2):
+                self.mechanism, self.principal, self.opaque_mechanism = None, ("User", self.user), None
+            return kp.frame(answer)
+        self._forward(self.broker, header, payload, follow)
+
+    def _check_authenticated(self, header: kp.RequestHeader) -> None:
+        """As a Kafka SASL listener: nothing but ApiVersions and SASL while an authentication is
+        under way, or before one when authentication is required (--require-sasl)."""
+        if self.mechanism in kp.SASL_MECHANISMS_WITH_NAMES:
+            raise Refused(f"{header.api_name} before SASL authentication completed")
+        if self.gw.config.require_sasl and self.principal is None and self.opaque_mechanism is None:
+            raise Refused(f"{header.api_name} before SASL authentication (the gateway requires it)")
+
+    def _conveyed_principal(self, group: str) -> bytes:
+        """The principal an Envelope carries for this client: `User:<user>` after PLAIN or SCRAM,
+        `User:ANONYMOUS` without authentication; Refused after a mechanism whose principal the
+        gateway cannot read (GSSAPI, OAUTHBEARER): fail closed rather than act as somebody else."""
+        if self.opaque_mechanism is not None:
+            raise Refused(f"group {group}: the principal of a {self.opaque_mechanism} client cannot be conveyed to "
+                          "the coordinator (PLAIN and SCRAM only)")
+        return kp.principal_bytes(*(self.principal or ("User", "ANONYMOUS")))
 
     async def _route(self, header: kp.RequestHeader, payload: bytes) -> None:
         key = header.api_key
@@ -374,14 +482,22 @@ class _ClientConnection:
                    kp.DESCRIBE_CLUSTER: self._describe_cluster_rewrite}.get(key)
         self._forward(self.broker, header, payload, rewrite(header) if rewrite else None)
 
-    def _forward(self, upstream: _Upstream, header: kp.RequestHeader, payload: bytes, rewrite: Rewrite | None) -> None:
+    def _forward(self, upstream: _Upstream, header: kp.RequestHeader, payload: bytes, rewrite: Rewrite | None,
+                 answer: bool = True) -> asyncio.Future[bytes]:
+        """Send `payload` upstream; its answer (after `rewrite`) is the client's next one, unless
+        `answer` is False (a part of an answer the caller assembles)."""
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         upstream.pending.append((header.correlation_id, future, rewrite))
-        self.answers.put_nowait(future)
+        if answer:
+            self.answers.put_nowait(future)
         upstream.writer.write(kp.frame(payload))
+        return future
 
     async def _upstream(self, addresses: list[tuple[str, int]], coordinator: bool = False) -> _Upstream:
-        reader, writer = await self.gw._open(addresses)
+        if coordinator:
+            reader, writer = await self.gw.open_coordinator(addresses[0])
+        else:
+            reader, writer = await self.gw._open(addresses, self.gw.config.broker_ssl)
         upstream = _Upstream(reader, writer)
         upstream.task = asyncio.create_task(self._read_answers(upstream, addresses[0] if coordinator else None))
         return upstream
@@ -437,12 +553,36 @@ class _ClientConnection:
             except Refused:
                 self.gw.forget_coordinator(owner)
                 raise
-        self._forward(upstream, header, payload, self._coordinator_answer(header, ours))
+        self._to_listener(upstream, header, payload, ours[0], self._coordinator_answer(header, ours))
+
+    def _to_listener(self, upstream: _Upstream, header: kp.RequestHeader, payload: bytes, group: str,
+                     rewrite: Rewrite | None, answer: bool = True) -> asyncio.Future[bytes]:
+        """A request forwarded to a coordinator's listener: as it is, or, when the gateway logs in to
+        the coordinators, in an Envelope with the client's principal and address (Kafka's forwarding,
+        KIP-590), whose answer is unwrapped before `rewrite`."""
+        if self.gw.config.coordinator_credentials is None:
+            return self._forward(upstream, header, payload, rewrite, answer)
+        principal = self._conveyed_principal(group)
+        try:
+            address = ipaddress.ip_address(self.host).packed
+        except ValueError:
+            address = bytes(4)
+        upstream.correlation += 1
+        wrapped = kp.envelope(payload, principal, address, upstream.correlation, "coordinator-gateway")
+
+        async def unwrap(answer: bytes) -> bytes:
+            _, envelope = kp.decode_response(kp.ENVELOPE, 0, answer)
+            if envelope.error_code or envelope.response_data is None:
+                raise Refused(f"the coordinator did not take the forwarded {header.api_name}: error "
+                              f"{envelope.error_code}")
+            inner = bytes(envelope.response_data)
+            return await rewrite(inner) if rewrite else kp.frame(inner)
+        envelope_header = kp.RequestHeader(kp.ENVELOPE, 0, upstream.correlation, "coordinator-gateway")
+        return self._forward(upstream, envelope_header, wrapped[4:], unwrap, answer)
 
     async def _list_our_groups(self, header: kp.RequestHeader, payload: bytes) -> None:
         """ListGroups on the coordinator node: every coordinator's groups in one answer (Kafka's Admin
         asks every node, so the brokers' groups come from their own ports)."""
-        loop = asyncio.get_running_loop()
         parts: list[asyncio.Future[bytes]] = []
         for address in self.gw.config.coordinators:
             upstream = self.coordinators.get(address)
@@ -451,10 +591,7 @@ class _ClientConnection:
                     upstream = self.coordinators[address] = await self._upstream([address], coordinator=True)
                 except Refused:
                     continue  # a coordinator not running owns nothing
-            future: asyncio.Future[bytes] = loop.create_future()
-            upstream.pending.append((header.correlation_id, future, None))
-            upstream.writer.write(kp.frame(payload))
-            parts.append(future)
+            parts.append(self._to_listener(upstream, header, payload, "(ListGroups)", None, answer=False))
         if not parts:
             raise Refused("ListGroups: no coordinator answers")
 
