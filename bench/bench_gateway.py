@@ -338,18 +338,23 @@ async def bench_round_trips(serve: Serve, kafka_port: int, sizes: Sizes) -> None
         for n in (1, sizes.clients):
             rates: dict[str, list[float]] = {"kafka": [], "http": []}
             cpu: dict[str, list[float]] = {"kafka": [], "http": []}
+            client_cpu: dict[str, list[float]] = {"kafka": [], "http": []}
             await _drive(pools["kafka", n] + pools["http", n], op, min(0.3, sizes.seconds))  # warm both
             for r in range(sizes.repeats):
                 for t in (("kafka", "http") if r % 2 == 0 else ("http", "kafka")):
-                    cpu_before, start = cpu_seconds(pid), time.perf_counter()
+                    cpu_before, client_before, start = cpu_seconds(pid), time.process_time(), time.perf_counter()
                     done = await _drive(pools[t, n], op, sizes.seconds)
                     elapsed = time.perf_counter() - start
                     rates[t].append(done / elapsed)
                     cpu[t].append((cpu_seconds(pid) - cpu_before) / max(done, 1) * 1e6)
+                    client_cpu[t].append((time.process_time() - client_before) / max(done, 1) * 1e6)
             k, h = median(rates["kafka"]), median(rates["http"])
             who = "1 sequential client " if n == 1 else f"{n} concurrent clients"
-            print(f"    {who}: Kafka listener {k:8,.0f}/s ({median(cpu['kafka']):5.0f} us coordinator CPU each)   "
-                  f"HTTP {h:8,.0f}/s ({median(cpu['http']):5.0f} us)   listener/HTTP {k / h:4.2f}  ({goal(k / h, 1.0)})")
+            print(f"    {who}: Kafka listener {k:7,.0f}/s   HTTP {h:7,.0f}/s   listener/HTTP {k / h:4.2f}  "
+                  f"({goal(k / h, 1.0)})")
+            print(f"      CPU per round trip, coordinator / these clients: Kafka {median(cpu['kafka']):5.0f} / "
+                  f"{median(client_cpu['kafka']):4.0f} us   HTTP {median(cpu['http']):5.0f} / "
+                  f"{median(client_cpu['http']):4.0f} us")
     for pool in pools.values():
         for m in pool:
             m.c.close()
@@ -425,7 +430,15 @@ def produce_throughput(bootstrap: str, topic: str, records: list[tuple[bytes, by
 
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                          "queue.buffering.max.messages": 1_000_000})
-    producer.list_topics(topic, timeout=10)  # connections and metadata before the clock starts
+    # The connections, the metadata, the producer id and the partition's leader before the clock starts
+    # (a first record: librdkafka sometimes takes 500 ms over it on a new topic, through either path).
+    # (The topics are compacted, as Connect's: every record has a key.)
+    outcome: list[Any] = []
+    producer.produce(topic, b"warm-up", b"warm-up", partition=0,
+                     on_delivery=lambda error, _message: outcome.append(error))
+    producer.flush(30)
+    if outcome != [None]:
+        raise RuntimeError(f"produce through {bootstrap}: the first record was not acknowledged: {outcome}")
     failed: list[Any] = []
 
     def delivered(error: Any, _message: Any) -> None:
@@ -443,15 +456,22 @@ def produce_throughput(bootstrap: str, topic: str, records: list[tuple[bytes, by
 
 
 def fetch_throughput(bootstrap: str, topic: str, count: int, value_bytes: int) -> float:
-    """MB/s of values read by a consumer assigned to partition 0 from its beginning, `count` records."""
+    """MB/s of values read by a consumer assigned to partition 0, the `count` records after the first
+    (produce_throughput's warm-up record, read before the clock starts: connections and offsets)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-fetch-not-ours",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     try:
-        consumer.list_topics(topic, timeout=10)
-        start = time.perf_counter()
         consumer.assign([TopicPartition(topic, 0, 0)])
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:
+            first = consumer.poll(1.0)
+        if first is None or first.error() is not None or first.value() != b"warm-up":
+            raise RuntimeError(f"fetch through {bootstrap}: the warm-up record was not read "
+                               f"({first and (first.error() or first.value()[:20])})")
+        start = time.perf_counter()
         got = 0
         deadline = time.monotonic() + 120
         while got < count and time.monotonic() < deadline:
@@ -475,7 +495,7 @@ def produce_latencies(bootstraps: dict[str, str], topic: str, samples: int) -> d
                  for name, b in bootstraps.items()}
     out: dict[str, list[float]] = {name: [] for name in bootstraps}
     for name, producer in producers.items():  # connections, metadata and a first record before measuring
-        producer.produce(topic, b"warm", partition=0)
+        producer.produce(topic, b"warm", b"warm", partition=0)
         producer.flush(10)
     for i, (key, value) in enumerate(records):
         for name, producer in (producers.items() if i % 2 == 0 else reversed(producers.items())):
@@ -503,9 +523,11 @@ def _fetch_frame(topic: str) -> bytes:
     return kp.frame(head + body.encode(version=12))
 
 
-def fetch_latencies(addresses: dict[str, tuple[str, int]], topic: str, samples: int) -> dict[str, list[float]]:
+def fetch_latencies(addresses: dict[str, tuple[str, int]], topic: str, samples: int,
+                    gateway_pid: int) -> tuple[dict[str, list[float]], float]:
     """ms of one Fetch v12 round trip (max_wait_ms 0, the first record of the partition, fetch_offset 0),
-    over a raw socket to the broker's port or the gateway's port for that broker; the paths alternating."""
+    over a raw socket to the broker's port or the gateway's port for that broker, the paths alternating;
+    and the gateway's CPU seconds per Fetch it forwarded."""
     frame = _fetch_frame(topic)
     sockets = {name: socket.create_connection(address, 10) for name, address in addresses.items()}
     for s in sockets.values():
@@ -521,6 +543,7 @@ def fetch_latencies(addresses: dict[str, tuple[str, int]], topic: str, samples: 
             buffer += chunk
         return bytes(buffer)
 
+    cpu_before = cpu_seconds(gateway_pid)
     try:
         for i in range(samples + 10):  # the first 10 are a warm-up
             for name in (addresses if i % 2 == 0 else reversed(list(addresses))):
@@ -542,7 +565,7 @@ def fetch_latencies(addresses: dict[str, tuple[str, int]], topic: str, samples: 
     finally:
         for s in sockets.values():
             s.close()
-    return out
+    return out, (cpu_seconds(gateway_pid) - cpu_before) / (samples + 10)
 
 
 def _decode_fetch_12(payload: bytes) -> tuple[int, Any]:
@@ -568,8 +591,8 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
     value_bytes = sum(len(v) for _, v in records)
     produced = {name: [] for name in paths}
     fetched = {name: [] for name in paths}
-    gateway_cpu: list[float] = []  # seconds of the gateway's CPU per MB, produce and fetch through it
-    gateway_fetch_cpu: list[float] = []
+    # The gateway's CPU seconds over all its runs (Linux counts them in 10 ms ticks: summed, not per run).
+    gateway_cpu = {"produce": 0.0, "fetch": 0.0}
     topics = []
     for r in range(sizes.repeats):
         for name in (paths if r % 2 == 0 else reversed(list(paths))):
@@ -582,17 +605,18 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
             fetched[name].append(fetch_throughput(paths[name], run_topic, len(records), value_bytes))
             after = cpu_seconds(gateway.process.pid)
             if name == "gateway":
-                gateway_cpu.append((middle - before) / (value_bytes / 1e6))
-                gateway_fetch_cpu.append((after - middle) / (value_bytes / 1e6))
+                gateway_cpu["produce"] += middle - before
+                gateway_cpu["fetch"] += after - middle
     figures: dict[str, float] = {}
     for what, results in (("produce", produced), ("fetch", fetched)):
         b, g = median(results["broker"]), median(results["gateway"])
         figures[what] = g
         print(f"  {what} throughput : broker {b:7.1f} MB/s   gateway {g:7.1f} MB/s   gateway/broker {g / b:4.2f}  "
               f"({goal(g / b, 0.5)})")
-    figures["fetch_cpu_ms_per_mb"] = median(gateway_fetch_cpu) * 1e3
-    print(f"  the gateway's CPU per MB of values: produce {median(gateway_cpu) * 1e3:5.2f} ms, "
-          f"fetch {median(gateway_fetch_cpu) * 1e3:5.2f} ms")
+    mb = len(produced["gateway"]) * value_bytes / 1e6
+    figures["fetch_cpu_ms_per_mb"] = gateway_cpu["fetch"] * 1e3 / mb
+    print(f"  the gateway's CPU per MB of values (over its {len(produced['gateway'])} runs, {mb:.0f} MB each way): "
+          f"produce {gateway_cpu['produce'] * 1e3 / mb:5.2f} ms, fetch {figures['fetch_cpu_ms_per_mb']:5.2f} ms")
 
     latency_topic = f"{topic}-latency"
     create_topic(bootstrap, latency_topic, 1)
@@ -600,8 +624,9 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
     produce_ms = produce_latencies(paths, latency_topic, sizes.latency_samples)
     nodes = broker_nodes(bootstrap)
     leader = _leader(bootstrap, latency_topic)
-    fetch_ms = fetch_latencies({"broker": nodes[leader], "gateway": ("127.0.0.1", gateway.port + 2 + leader)},
-                               latency_topic, sizes.latency_samples)
+    fetch_ms, fetch_cpu = fetch_latencies(
+        {"broker": nodes[leader], "gateway": ("127.0.0.1", gateway.port + 2 + leader)}, latency_topic,
+        sizes.latency_samples, gateway.process.pid)
     for what, samples in (("produce (acks=all, one at a time, to its delivery callback)", produce_ms),
                           ("fetch round trip (Fetch v12, one record, max_wait_ms 0)", fetch_ms)):
         b50, g50 = percentile(samples["broker"], 0.5), percentile(samples["gateway"], 0.5)
@@ -609,7 +634,8 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
         print(f"  {what}, {len(samples['broker'])} each:")
         print(f"    p50: broker {b50:6.2f} ms   gateway {g50:6.2f} ms   added {g50 - b50:+6.2f} ms")
         print(f"    p99: broker {b99:6.2f} ms   gateway {g99:6.2f} ms   added {g99 - b99:+6.2f} ms")
-    figures["fetch_added_p50_ms"] = percentile(fetch_ms["gateway"], 0.5) - percentile(fetch_ms["broker"], 0.5)
+    print(f"  the gateway's CPU per forwarded Fetch of one record: {fetch_cpu * 1e6:.0f} us")
+    figures["fetch_cpu_us_each"] = fetch_cpu * 1e6
     delete_topics(bootstrap, topics)
     return figures
 
@@ -690,6 +716,7 @@ def bench_rewrite(figures: dict[str, float] | None, sizes: Sizes) -> None:
         ("Produce answer, one partition", ProduceResponse, 10, produce_response()),
     ]
     per_mb_ms = None
+    small_us = None
     for name, cls, version, raw in cases:
         assert len(rewrite(cls, version, raw)) > 0
         calls = 20 if len(raw) > 100_000 else 2_000
@@ -705,6 +732,8 @@ def bench_rewrite(figures: dict[str, float] | None, sizes: Sizes) -> None:
             mb_ms = seconds * 1e3 / (len(raw) / 1e6)
             per_mb_ms = mb_ms if per_mb_ms is None else per_mb_ms
             line += f" = {mb_ms:5.2f} ms per MB ({1e3 / mb_ms:,.0f} MB/s of one core)"
+        if name.startswith("Fetch, one record"):
+            small_us = seconds * 1e6
         print(line)
     if figures and per_mb_ms is not None:
         forward = figures["fetch"]
@@ -712,9 +741,11 @@ def bench_rewrite(figures: dict[str, float] | None, sizes: Sizes) -> None:
         slowed = 1 / (1 / forward + per_mb_ms / 1e3)
         print(f"  against 2.: the gateway forwards fetches at {forward:.1f} MB/s, spending {cpu:.2f} ms of CPU per MB; "
               f"rewriting would add {per_mb_ms:.2f} ms per MB ({per_mb_ms / cpu if cpu > 0 else float('nan'):.2f}x its "
-              f"forwarding CPU), about {slowed:.1f} MB/s if nothing else overlapped; the fixed cost per answer "
-              "(the small and empty answers above) is paid by every fetch, most of which on Connect's internal "
-              "topics are small or empty")
+              f"forwarding CPU), about {slowed:.1f} MB/s if nothing else overlapped")
+        print(f"  per answer: the gateway spends {figures['fetch_cpu_us_each']:.0f} us of CPU forwarding a one-record "
+              f"Fetch; rewriting it would add {small_us:.0f} us "
+              f"({small_us / figures['fetch_cpu_us_each'] if figures['fetch_cpu_us_each'] else float('nan'):.2f}x), "
+              "on every Fetch and Produce answer (most fetches of Connect's internal topics are small or empty)")
 
 
 # --- main ------------------------------------------------------------------------------------------------
