@@ -54,7 +54,9 @@ class ConnectWorker:
     """One ConnectDistributed JVM of group `group`, its REST API on a free port of 127.0.0.1."""
 
     def __init__(self, run_dir: Path, name: str, gateway: str, brokers: str, group: str, *,
-                 heartbeat_ms: int = 1_000, session_ms: int = 10_000, delay_ms: int = 5_000) -> None:
+                 heartbeat_ms: int = 1_000, session_ms: int = 10_000, delay_ms: int = 5_000,
+                 extra: dict[str, object] | None = None) -> None:
+        """`extra`: more worker properties, over these (e.g. `{"connect.protocol": "eager"}`)."""
         self.name, self.port = name, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = run_dir / f"{name}.log"
@@ -69,6 +71,7 @@ class ConnectWorker:
             "listeners": self.url, "rest.advertised.host.name": "127.0.0.1", "rest.advertised.port": self.port,
             "session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms,
             "scheduled.rebalance.max.delay.ms": delay_ms, "plugin.discovery": "only_scan",
+            **(extra or {}),
         }
         self.properties = run_dir / f"{name}.properties"
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
