@@ -24,7 +24,7 @@ def test_a_tiny_gateway_run_prints_every_figure(kafka_broker) -> None:  # noqa: 
         capture_output=True, text=True, timeout=240, cwd=ROOT)
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
-    rates = re.findall(r"^ +(1 sequential client|2 concurrent clients): Kafka listener +[\d,]+/s +HTTP +[\d,]+/s +"
+    rates = re.findall(r"^ +(1 sequential client|2 concurrent clients) ?: Kafka listener +[\d,]+/s +HTTP +[\d,]+/s +"
                        r"listener/HTTP +\d+\.\d\d +\(goal >= 1: (?:met|not met)\)$", out, re.MULTILINE)
     assert rates == ["1 sequential client", "2 concurrent clients"] * 2, out
     assert len(re.findall(r"CPU per round trip, coordinator / these clients: Kafka +\d+ / +\d+ us", out)) == 4, out
