@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.integration
-def test_a_tiny_gateway_run_prints_every_figure(kafka_broker) -> None:  # noqa: ANN001
+def test_a_tiny_gateway_run_prints_every_figure(kafka_broker) -> None:
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "bench_gateway.py"), "--bootstrap-servers",
          kafka_broker.bootstrap_servers, "--quick", "--seconds", "0.3", "--clients", "2", "--records", "300"],
