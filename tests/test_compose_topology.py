@@ -8,20 +8,31 @@ runs is adapted: the broker addresses (each `kafka-N:9092` is local node N), the
 advertised URL (both coordinators on one host), the mounted files' paths, and the topic's name
 (one of this test's own: the session's cluster is shared).
 
+The gateway service runs too, with its command line as written, adapted the same way (the
+brokers, its listen port and the host its answers name, the coordinators' Kafka listeners, which
+the coordinators serve on ports of this test's choosing, each advertising its own). The Kafka
+Connect workers' properties file is read for what it tells the gateway: the worker group's id.
+
 What it holds to: the local cluster has the compose brokers' durability settings; the topic is
 as topic-init makes it (replication 3, min ISR 2, compacted, the partition count it validates);
 both coordinators serve, sharing the partitions without overlap, as the consumer group describes
 them; the image's health check passes against each; authentication and every ACL of the example
-files are enforced as the files say; a worker with the example worker token joins through
-find-coordinator asked of either instance; and a coordinator killed with SIGKILL hands its
-partitions to the other, which serves the group's members exactly as they were acknowledged.
+files are enforced as the files say (anonymous requests as ANONYMOUS: anonymous access is on for
+the Kafka listener); a worker with the example worker token joins through find-coordinator asked
+of either instance; a Kafka client (confluent-kafka's AdminClient) reaches the brokers through the
+gateway and sees only its ports, a member of the Connect workers' group joins through it and lands
+on the coordinator that owns the group while a sink connector's `connect-<name>` group is left to
+the brokers; and a coordinator killed with SIGKILL hands its partitions to the other, which serves
+the group's members exactly as they were acknowledged, and the gateway follows it there.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fnmatch
 import os
 import shlex
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -35,9 +46,13 @@ from test_docker_files import (
     COMPOSE,
     DOCKER,
     OUR_ENV,
+    SINK_GROUP_NAMES,
     brokers,
+    connect_properties,
+    connect_workers,
     coordinator_services,
     environment,
+    gateway_service,
     healthcheck_code,
     interpolate,
     mounted_files,
@@ -47,11 +62,17 @@ from test_docker_files import (
     stages,
     topic_init_commands,
 )
+from test_gateway import MEMBER_ID_REQUIRED, Client, _free_base
 
 from records import TaskId
+from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
 
+from coordinator.api import kafka_protocol as kp
 from coordinator.cli import main as coordinator
+from coordinator.gateway.proxy import COORDINATOR_NODE_ID, parse_address
 from coordinator.service import auth
+from coordinator.service.ownership import owner_client_id
+from coordinator.tools.connect_worker import until
 from coordinator.tools.devbroker import Cluster, free_port
 from coordinator.tools.process import ServeProcess
 
@@ -119,6 +140,10 @@ class Deployment:
         self.compose_topic = option(self.create, "--topic")
         self.partitions = int(option(self.create, "--partitions"))
         self.servers: dict[str, ServeProcess] = {}
+        self.kafka_listeners: dict[str, str] = {}  # coordinator service -> its Kafka listener here
+        self.gateway: subprocess.Popen | None = None
+        self.gateway_port = 0
+        self.gateway_log = tmp_path / "gateway.log"
 
     def topic_init(self, argv: list[str]) -> list[str]:
         argv = with_option(argv, "--bootstrap-servers", local_bootstrap(option(argv, "--bootstrap-servers"),
@@ -138,12 +163,44 @@ class Deployment:
         env["WORKER_OFFSETS_TOPIC"] = self.topic
         env["COORDINATOR_LISTEN"] = f"127.0.0.1:{port}"
         command = with_option(service["command"], "--advertised-url", f"http://127.0.0.1:{port}")
+        # Its Kafka listener on a port of its own here (in compose both use 9400, on their own hosts),
+        # advertised as what this host dials, as compose advertises each by its service name.
+        kafka = f"127.0.0.1:{free_port()}"
+        command = with_option(with_option(command, "--kafka-listener", kafka), "--kafka-advertised", kafka)
+        self.kafka_listeners[name] = kafka
         server = ServeProcess(self.cluster.bootstrap_servers, self.topic, self.tmp_path, port=port)
         server.args = [sys.executable, "-m", "coordinator", *command]
         # The container's environment: the image's and the service's variables, none of the test run's.
         server.env = {**{k: v for k, v in os.environ.items() if not OUR_ENV.match(k)}, **env}
         self.servers[name] = server
         return server
+
+    def start_gateway(self) -> subprocess.Popen:
+        """The gateway service as a local process: its command line, with the brokers, its listen
+        port, the host its answers name and the coordinators' Kafka listeners adapted."""
+        _, service = gateway_service(self.compose)
+        command = service["command"]
+        self.gateway_port = _free_base()
+        coordinators = dict(zip(
+            [option(s["command"], "--kafka-advertised") for s in coordinator_services(self.compose).values()],
+            [self.kafka_listeners[n] for n in coordinator_services(self.compose)], strict=True))
+        command = with_option(command, "--bootstrap-server",
+                              local_bootstrap(option(command, "--bootstrap-server"), self.addresses))
+        command = with_option(command, "--listen", f"127.0.0.1:{self.gateway_port}")
+        command = with_option(command, "--advertised-host", "127.0.0.1")
+        command = with_option(command, "--coordinator",
+                              ",".join(coordinators[a] for a in option(command, "--coordinator").split(",")))
+        env = {**{k: v for k, v in os.environ.items() if not OUR_ENV.match(k)}, **image_environment(),
+               **environment(service)}
+        with self.gateway_log.open("ab") as log:
+            self.gateway = subprocess.Popen([sys.executable, "-m", "coordinator", *command], stdout=log,
+                                            stderr=subprocess.STDOUT, env=env)
+        return self.gateway
+
+    def stop_gateway(self) -> None:
+        if self.gateway is not None and self.gateway.poll() is None:
+            self.gateway.terminate()
+            assert self.gateway.wait(30) == 0, self.gateway_log.read_text()
 
     def settings(self, name: str) -> dict[str, str]:
         return self.servers[name].env
@@ -200,8 +257,11 @@ def deployment(compose, kafka_cluster3, tmp_path):  # noqa: ANN001, ANN201
     try:
         yield d
     finally:
+        d.stop_gateway()
         for server in d.servers.values():
             server.stop()
+        text = d.gateway_log.read_text(errors="replace") if d.gateway_log.exists() else ""
+        assert "Traceback" not in text, text
         for server in d.servers.values():
             text = server.log_path.read_text(errors="replace") if server.log_path.exists() else ""
             assert "Traceback" not in text and "unexpected failure" not in text, server.log()
@@ -254,7 +314,9 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
         return all(owners.values()) and together == set(range(d.partitions)) and not owners[names[0]] & owners[names[1]]
     wait_for(shared, TIMEOUT_S, "the partitions to be shared without overlap")
     group_id = d.ownership_group()
-    wait_for(lambda: described_owners(cluster, group_id, d.topic) == {s.url: served(s) for s in (first, second)},
+    # Each member's client id: its advertised URL and Kafka listener (what find-coordinator names).
+    wait_for(lambda: described_owners(cluster, group_id, d.topic) == {
+        owner_client_id(s.url, parse_address(d.kafka_listeners[n])): served(s) for n, s in d.servers.items()},
              TIMEOUT_S, "the ownership consumer group to describe who serves what")
     for server in (first, second):
         assert server.process.poll() is None
@@ -274,11 +336,14 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     assert all(any(fnmatch.fnmatchcase(g, acl.group_pattern) for acl in acls) or g.startswith("unmatched")
                for g in groups)
     for server in (first, second):
-        status, body = server.request("GET", "/v1/groups")
-        assert (status, body["ErrorCode"]) == (401, 30), body  # no anonymous access (no --allow-anonymous)
         status, body = server.request("GET", "/v1/groups", token="not-a-token")
         assert (status, body["ErrorCode"]) == (401, 30), body
         assert server.request("GET", "/health")[0] == 200  # open
+    # Anonymous access is on (the Kafka listener's requests act as ANONYMOUS): a request without a
+    # token is ANONYMOUS, held to the ACLs like every principal.
+    assert all(setting(s.args[3:], s.env, "--allow-anonymous", "COORDINATOR_ALLOW_ANONYMOUS") == "true"
+               for s in (first, second))
+    token_of[auth.ANONYMOUS] = None
     outcomes = {}
     for group in sorted(groups):
         for principal in sorted(token_of):
@@ -296,7 +361,7 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     assert any(outcomes.values()) and not all(outcomes.values())
 
     # --- a worker joins through find-coordinator, asked of either instance
-    worker_principal = next(p for p in token_of if expected_allowed(acls, p, "Read", "connect-compose")
+    worker_principal = next(p for p in token_of if token_of[p] and expected_allowed(acls, p, "Read", "connect-compose")
                             and not expected_allowed(acls, p, "Alter", "connect-compose"))
     admin_principal = next(p for p in token_of if expected_allowed(acls, p, "Alter", "connect-compose"))
     group = "connect-compose"
@@ -319,6 +384,22 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     assert not ledger.violations and not any(w.unexpected for w in workers)
     acknowledged = {w.member_id: w.last for w in workers}
 
+    # --- the gateway: Kafka clients through it, the Connect workers' group to our coordinators
+    d.start_gateway()
+    metadata = until(lambda: gateway_metadata(d), TIMEOUT_S, "the gateway to answer Metadata")
+    node_ids = sorted(int(environment(s)["KAFKA_NODE_ID"]) for s in brokers(d.compose).values())
+    ports = {b.id: b.port for b in metadata.brokers.values()}
+    assert ports == {COORDINATOR_NODE_ID: d.gateway_port + 1, **{n: d.gateway_port + 2 + n for n in node_ids}}
+    assert all(b.host == "127.0.0.1" for b in metadata.brokers.values())
+    assert d.topic in metadata.topics and len(metadata.topics[d.topic].partitions) == d.partitions
+    connect_group = connect_properties(d.compose, next(iter(connect_workers(d.compose))))["group.id"]
+    joined = asyncio.run(asyncio.wait_for(join_through_gateway(d, connect_group), TIMEOUT_S))
+    connect_owner = d.owner(d_partition(d, connect_group, token_of[admin_principal]))
+    status, body = d.servers[connect_owner].request("GET", f"/v1/groups/{connect_group}",
+                                                    token=token_of[admin_principal])
+    assert (status, body["ErrorCode"]) == (200, 0), body
+    assert joined.member_id in {m["MemberId"] for m in body["Members"]}, body
+
     # --- SIGKILL the group's coordinator: the other takes its partitions over
     survivor = next(s for n, s in d.servers.items() if n != owner)
     taken = served(owner_server)
@@ -337,6 +418,82 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     converge(survivor, workers, everything, timeout=TIMEOUT_S)
     assert not ledger.violations and not any(w.unexpected for w in workers)
 
+    # The gateway follows the Connect group to the survivor (it owns every partition now): a request
+    # for it through the gateway is answered there, never by a broker.
+    answered = until(lambda: asyncio.run(heartbeat_through_gateway(d, connect_group, joined)), TIMEOUT_S,
+                     "the gateway to reach the surviving coordinator")
+    # NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS: the group's coordinator answers.
+    assert answered.error_code in (0, 22, 25, 27), answered
+    assert d.gateway.poll() is None
+
 
 def server_name(d: Deployment, server: ServeProcess) -> str:
     return next(name for name, s in d.servers.items() if s is server)
+
+
+def gateway_metadata(d: Deployment) -> Any:
+    """Metadata through the gateway's bootstrap port (None until it answers)."""
+    assert d.gateway is not None and d.gateway.poll() is None, d.gateway_log.read_text()
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{d.gateway_port}", "log_level": 0})
+        return admin.list_topics(timeout=5)
+    except Exception:  # noqa: BLE001 (not listening yet: KafkaException)
+        return None
+
+
+def d_partition(d: Deployment, group: str, token: str | None) -> int:
+    """The topic partition of `group`, as find-coordinator tells it."""
+    status, found = next(iter(d.servers.values())).request("POST", "/v1/find-coordinator", {"GroupId": group},
+                                                          token=token)
+    assert (status, found["ErrorCode"]) == (200, 0), found
+    return found["Partition"]
+
+
+async def join_through_gateway(d: Deployment, group: str) -> Any:
+    """A Connect worker's first steps on the gateway: FindCoordinator at the bootstrap port names the
+    gateway's coordinator node for the worker group (and a broker's gateway port for a sink
+    connector's group); JoinGroup there (twice: MEMBER_ID_REQUIRED, then in), SyncGroup, Heartbeat."""
+    async with Client(("127.0.0.1", d.gateway_port), "connect-1") as boot:
+        found = await boot.call(kp.FIND_COORDINATOR, 4, key_type=0,
+                                coordinator_keys=[group, *(f"connect-{n}" for n in SINK_GROUP_NAMES)])
+        nodes = {c.key: c for c in found.coordinators}
+        assert (nodes[group].error_code, nodes[group].node_id, nodes[group].port) == (
+            0, COORDINATOR_NODE_ID, d.gateway_port + 1), nodes[group]
+        for name in SINK_GROUP_NAMES:  # sink connectors' groups: the brokers' own coordinator
+            node = nodes[f"connect-{name}"]
+            if node.error_code == 0:
+                assert node.node_id != COORDINATOR_NODE_ID and node.port == d.gateway_port + 2 + node.node_id, node
+            else:
+                assert node.error_code == 15, node  # COORDINATOR_NOT_AVAILABLE while the broker loads it
+    cls = kp.request_class(kp.JOIN_GROUP, 9)
+    protocols = [cls.JoinGroupRequestProtocol(
+        name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://connect-1:8083/", -1, None), SESSIONED))]
+    fields = {"group_id": group, "session_timeout_ms": 60_000, "rebalance_timeout_ms": 60_000,
+              "group_instance_id": None, "protocol_type": "connect", "protocols": protocols, "reason": None}
+    async with Client((nodes[group].host, nodes[group].port), "connect-1") as member:
+        first = await member.call(kp.JOIN_GROUP, 9, member_id="", **fields)
+        assert first.error_code == MEMBER_ID_REQUIRED, first
+        joined = await member.call(kp.JOIN_GROUP, 9, member_id=first.member_id, **fields)
+        assert joined.error_code == 0 and joined.leader == first.member_id, joined
+        sync_cls = kp.request_class(kp.SYNC_GROUP, 5)
+        synced = await member.call(
+            kp.SYNC_GROUP, 5, group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
+            group_instance_id=None, protocol_type="connect", protocol_name=SESSIONED,
+            assignments=[sync_cls.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")])
+        assert synced.error_code == 0, synced
+        beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
+                                 member_id=joined.member_id, group_instance_id=None)
+        assert beat.error_code == 0, beat
+    return joined
+
+
+async def heartbeat_through_gateway(d: Deployment, group: str, joined: Any) -> Any:
+    """A Heartbeat of `joined`'s member on the gateway's coordinator node; None when the connection is
+    closed instead (the gateway met a coordinator that is gone, and asks again next time)."""
+    try:
+        async with Client(("127.0.0.1", d.gateway_port + 1), "connect-1") as member:
+            return await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
+                                     member_id=joined.member_id, group_instance_id=None)
+    except (OSError, asyncio.IncompleteReadError, TimeoutError):
+        await asyncio.sleep(0.5)
+        return None

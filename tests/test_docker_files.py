@@ -2,9 +2,16 @@
 
 What they hold to: the Dockerfile copies only the sources and installs every package the code
 imports; its health check works against a real HTTP endpoint; the compose file is three KRaft
-brokers with one quorum, a compacted topic with replication 3, and two coordinators in group
-ownership with distinct advertised URLs; every command line and environment variable the files
-give `coordinator` is one the command accepts; the example token and ACL files parse. No broker.
+brokers with one quorum, a compacted topic with replication 3, two coordinators in group
+ownership with distinct advertised URLs and Kafka listeners, a gateway whose every port is
+published and whose --coordinator names those listeners, and two Kafka Connect workers whose
+bootstrap.servers is the gateway, whose connectors' clients go to the brokers and whose group.id
+is the gateway's --groups (which no sink connector's `connect-<name>` group matches); every
+command line and environment variable the files give `coordinator` is one the command accepts;
+the example token and ACL files parse, and give ANONYMOUS (the Kafka listener's principal) only
+Read on the Connect group. The Kubernetes gateway component: valid objects, every gateway port in
+the Deployment and the Service, its settings what `coordinator gateway` reads, and the
+coordinators' Kafka listener port. No broker.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import http.server
 import json
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -230,10 +238,23 @@ def compose() -> dict[str, Any]:
 
 
 def brokers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {n: s for n, s in compose["services"].items() if s.get("image", "").startswith("apache/kafka:")}
+    """The Apache Kafka image's services that are brokers (the Connect workers run the same image)."""
+    return {n: s for n, s in compose["services"].items()
+            if s.get("image", "").startswith("apache/kafka:") and "KAFKA_NODE_ID" in environment(s)}
 
 
-def coordinator_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def connect_workers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run Kafka Connect (connect-distributed.sh) from the Apache Kafka image."""
+    return {n: s for n, s in compose["services"].items()
+            if s.get("image", "").startswith("apache/kafka:") and "connect-distributed.sh" in script(s)}
+
+
+def script(service: dict[str, Any]) -> str:
+    command = service.get("command") or ""
+    return "\n".join(command) if isinstance(command, list) else command
+
+
+def _our_image(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Services that run the image built from docker/Dockerfile, other than the one-shot topic-init."""
     result = {}
     for name, service in compose["services"].items():
@@ -242,6 +263,17 @@ def coordinator_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
             assert (DOCKER / build["context"]).resolve() == ROOT, "the build context must be the repository root"
             result[name] = service
     return result
+
+
+def coordinator_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run `coordinator serve` (the image's default command)."""
+    return {n: s for n, s in _our_image(compose).items() if (s.get("command") or ["serve"])[0] == "serve"}
+
+
+def gateway_service(compose: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The one service that runs `coordinator gateway`."""
+    (gateway,) = [(n, s) for n, s in _our_image(compose).items() if (s.get("command") or ["serve"])[0] == "gateway"]
+    return gateway
 
 
 def environment(service: dict[str, Any]) -> dict[str, str]:
@@ -339,6 +371,13 @@ def test_two_coordinators_in_group_ownership(compose) -> None:  # noqa: ANN001
         assert service["restart"] in ("always", "unless-stopped", "on-failure")
     assert urls == {f"http://{name}:8400" for name in coordinators}, "each advertises its own URL"
     assert host_ports == {"8401", "8402"}
+    # Each serves Kafka's group protocol too, and names itself (its compose host name) as a group's
+    # coordinator: the gateway connects to the address FindCoordinator gives.
+    for name, service in coordinators.items():
+        command = service["command"]
+        listener, advertised = option(command, "--kafka-listener"), option(command, "--kafka-advertised")
+        assert listener.startswith("0.0.0.0:") and advertised == f"{name}:{listener.rsplit(':', 1)[1]}", name
+        assert listener.rsplit(":", 1)[1] in service.get("expose", []), name
 
 
 def mounted_files(service: dict[str, Any]) -> dict[str, Path]:
@@ -404,4 +443,273 @@ def test_every_serve_flag_and_variable_is_accepted(compose, monkeypatch) -> None
         assert args.listen == "0.0.0.0:8400", name
         assert args.advertised_url == f"http://{name}:8400"
         assert args.tokens == "/etc/coordinator/tokens" and args.acls == "/etc/coordinator/acls"
-        assert not args.allow_anonymous
+        assert args.kafka_listener == "0.0.0.0:9400" and args.kafka_advertised == f"{name}:9400"
+        # The Kafka listener does not authenticate yet: its requests act as ANONYMOUS, let in only with
+        # anonymous access on (test_anonymous_may_only_read_the_connect_group: what the ACLs give it).
+        assert args.allow_anonymous, name
+
+
+def test_anonymous_may_only_read_the_connect_group(compose: dict[str, Any]) -> None:
+    """Anonymous access is on for the Kafka listener's sake: the example ACLs give ANONYMOUS Read
+    (and Describe) on the Connect workers' group, which the Kafka listener needs, and nothing else."""
+    auth = pytest.importorskip("coordinator.service.auth", reason="coordinator.service.auth not implemented yet")
+    acls = auth.parse_acls((DOCKER / "acls.example").read_text(), "acls.example")
+    authorizer = auth.Authorizer({}, acls, allow_anonymous=True)
+    anonymous = authorizer.authenticate(None)
+    group = connect_properties(compose, next(iter(connect_workers(compose))))["group.id"]
+    others = ["connect-compose", "x", f"{group}-2", f"connect-{group}", "other"]
+    for operation in auth.Operation:
+        expected = operation in (auth.Operation.READ, auth.Operation.DESCRIBE)
+        assert authorizer.allowed(anonymous, operation, group) == expected, operation
+        for other in others:
+            assert not authorizer.allowed(anonymous, operation, other), (operation, other)
+
+
+# --- the gateway and the Kafka Connect workers ------------------------------------------------------
+
+# A sample of sink connectors' consumer group names (`connect-<connector name>`): they stay on the
+# brokers' own coordinator, so the gateway's --groups must match none.
+SINK_GROUP_NAMES = ["sink", "s3-sink", "jdbc", "kafka-connect-cluster", "cluster", "a", "connect", "x.y_z-1"]
+
+
+def published(service: dict[str, Any]) -> dict[int, int]:
+    """Container port -> host port, for `ADDRESS:HOST:CONTAINER` entries."""
+    result = {}
+    for entry in service.get("ports", []):
+        *_, host, container = str(entry).split(":")
+        result[int(container)] = int(host)
+    return result
+
+
+def gateway_args(command: list[str], monkeypatch: pytest.MonkeyPatch) -> argparse.Namespace:
+    """The gateway's command line as the real parser reads it, no variable of ours in force."""
+    import os
+
+    with monkeypatch.context() as patch:
+        for variable in list(os.environ):
+            if OUR_ENV.match(variable):
+                patch.delenv(variable)
+        return cli.build_parser().parse_args(command)
+
+
+def gateway_ports(base: int, node_ids: list[int]) -> set[int]:
+    """The gateway's ports (coordinator/gateway/proxy.py): P, P+1 and P+2+N for each broker node id N."""
+    from coordinator.gateway.proxy import Gateway, GatewayConfig
+
+    gateway = Gateway(GatewayConfig(bootstrap=[("unused", 9092)], listen=("0.0.0.0", base), groups="x",
+                                    coordinators=[]))
+    return {gateway.bootstrap_port, gateway.coordinator_port} | {gateway.broker_port(n) for n in node_ids}
+
+
+def broker_node_ids(compose: dict[str, Any]) -> list[int]:
+    return sorted(int(environment(s)["KAFKA_NODE_ID"]) for s in brokers(compose).values())
+
+
+def connect_properties(compose: dict[str, Any], name: str) -> dict[str, str]:
+    """What a Connect worker's connect-distributed.sh reads: the mounted properties file, then the
+    lines its command appends (with the service's environment substituted)."""
+    service = compose["services"][name]
+    mounts = mounted_files(service)
+    (target,) = [t for t in mounts if t.endswith(".properties")]
+    text = mounts[target].read_text()
+    assert f"cat {target}" in script(service), "the worker's properties come from the mounted file"
+    env = environment(service)
+    for echoed in re.findall(r'echo "([^"]*)"', script(service)):
+        text += "\n" + re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], echoed)
+    pairs = (line.partition("=") for line in text.splitlines() if line.strip() and not line.startswith("#"))
+    return {key.strip(): value.strip() for key, _, value in pairs}
+
+
+def test_the_gateway_command_and_its_ports(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    name, service = gateway_service(compose)
+    args = gateway_args(service["command"], monkeypatch)
+    assert args.command == "gateway"
+    host, _, port = args.listen.rpartition(":")
+    base = int(port)
+    assert host == "0.0.0.0"
+    # The real brokers, by their internal listener, and the coordinators' Kafka listeners as each
+    # advertises it.
+    assert args.bootstrap_server.split(",") == [f"{n}:9092" for n in brokers(compose)]
+    advertised = [option(s["command"], "--kafka-advertised") for s in coordinator_services(compose).values()]
+    assert args.coordinator.split(",") == advertised
+    # The host its answers name is the service's own name on the compose network.
+    assert args.advertised_host == name
+    re.compile(args.groups)
+    # Every port a client may be sent to is exposed and published on the same number.
+    ports = gateway_ports(base, broker_node_ids(compose))
+    assert {int(p) for p in service["expose"]} == ports
+    assert published(service) == {p: p for p in ports}
+    # Its health check connects to the bootstrap port (the image's own asks serve's /health).
+    assert f"('127.0.0.1', {base})" in " ".join(service["healthcheck"]["test"])
+    conditions = {n: d["condition"] for n, d in service["depends_on"].items()}
+    assert {n: conditions[n] for n in brokers(compose)} == dict.fromkeys(brokers(compose), "service_healthy")
+    assert set(coordinator_services(compose)) <= set(conditions)
+    # The gateway's ports do not collide with another service's published ports.
+    others = [h for n, s in compose["services"].items() if n != name for h in published(s).values()]
+    assert not ports & set(others) and len(others) == len(set(others))
+
+
+def test_the_groups_regex_is_the_connect_workers_group_and_no_sink_group(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    _, service = gateway_service(compose)
+    groups = re.compile(gateway_args(service["command"], monkeypatch).groups)
+    workers = connect_workers(compose)
+    assert workers
+    for name in workers:
+        group = connect_properties(compose, name)["group.id"]
+        assert groups.fullmatch(group), (name, group)
+        assert not group.startswith("connect-"), "a connect- group id could be a sink connector's"
+    for sink in SINK_GROUP_NAMES + [connect_properties(compose, n)["group.id"] for n in workers]:
+        assert not groups.fullmatch(f"connect-{sink}"), sink
+
+
+def test_two_connect_workers_bootstrap_from_the_gateway_and_their_connectors_from_the_brokers(compose: dict[str, Any]) -> None:
+    workers = connect_workers(compose)
+    assert len(workers) == 2, sorted(workers)
+    gateway, gateway_config = gateway_service(compose)
+    base = int(option(gateway_config["command"], "--listen").rpartition(":")[2])
+    internal = {f"{n}:9092" for n in brokers(compose)}
+    image = {s["image"] for s in brokers(compose).values()}
+    hosts, groups = set(), set()
+    for name, service in workers.items():
+        assert {service["image"]} == image, "Connect from the brokers' Apache Kafka image"
+        assert service["entrypoint"] == ["/bin/sh", "-ec"]
+        assert script(service).splitlines()[-1].split() == ["exec", "/opt/kafka/bin/connect-distributed.sh",
+                                                              "/tmp/worker.properties"]
+        assert "> /tmp/worker.properties" in script(service)
+        props = connect_properties(compose, name)
+        # The worker's own clients (group member, internal topics, shared admin): the gateway.
+        assert props["bootstrap.servers"] == f"{gateway}:{base}"
+        # Its connectors' clients: the brokers, so connector data never crosses the gateway.
+        for prefix in ("producer", "consumer", "admin"):
+            assert set(props[f"{prefix}.bootstrap.servers"].split(",")) == internal, prefix
+        for store in ("config", "offset", "status"):
+            assert props[f"{store}.storage.topic"].startswith(props["group.id"])
+            assert int(props[f"{store}.storage.replication.factor"]) == len(brokers(compose))
+        # Connect's leader forwards REST requests to the worker by the URL it advertises.
+        assert props["rest.advertised.host.name"] == name
+        listener = props["listeners"].rpartition(":")[2]
+        assert props["rest.advertised.port"] == listener and listener in service["expose"]
+        hosts.update(published(service).values())
+        assert set(published(service)) == {int(listener)}
+        groups.add(props["group.id"])
+        assert {n: d["condition"] for n, d in service["depends_on"].items()} == {gateway: "service_healthy"}
+    assert len(groups) == 1, "one Connect cluster"
+    assert len(hosts) == 2, "each worker's REST API on a host port of its own"
+
+
+# --- the gateway on Kubernetes ----------------------------------------------------------------------
+
+KUBERNETES = DOCKER / "kubernetes"
+GATEWAY_K8S = KUBERNETES / "gateway"
+
+
+def _yaml() -> Any:
+    return pytest.importorskip("yaml", reason="needs PyYAML")
+
+
+def k8s_objects(*files: Path) -> list[dict[str, Any]]:
+    return [d for f in files for d in _yaml().safe_load_all(f.read_text()) if d]
+
+
+def gateway_k8s() -> tuple[dict[str, Any], dict[str, Any]]:
+    kustomization = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
+    objects = k8s_objects(*(GATEWAY_K8S / r for r in kustomization["resources"]))
+    (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
+    (service,) = [o for o in objects if o["kind"] == "Service"]
+    return deployment, service
+
+
+def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
+    main = _yaml().safe_load((KUBERNETES / "kustomization.yaml").read_text())
+    assert "gateway" in main["components"]
+    component = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component" and component["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
+    assert sorted(component["resources"]) == sorted(p.name for p in GATEWAY_K8S.glob("*.yaml")
+                                                    if p.name != "kustomization.yaml")
+    kubectl = shutil.which("kubectl")
+    if kubectl:  # kustomize renders it with the rest: the gateway in the namespace, with the image
+        rendered = subprocess.run([kubectl, "kustomize", str(KUBERNETES)], capture_output=True, text=True,
+                                  timeout=60, check=False)
+        assert rendered.returncode == 0, rendered.stderr
+        objects = [d for d in _yaml().safe_load_all(rendered.stdout) if d]
+        gateways = [o for o in objects if o["metadata"]["name"] == "worker-coordinator-gateway"]
+        assert sorted(o["kind"] for o in gateways) == ["Deployment", "Service"]
+        assert all(o["metadata"]["namespace"] == main["namespace"] for o in gateways)
+        (deployment,) = [o for o in gateways if o["kind"] == "Deployment"]
+        image = deployment["spec"]["template"]["spec"]["containers"][0]["image"]
+        assert image == f"{main['images'][0]['newName']}:{main['images'][0]['newTag']}"
+
+
+def test_the_kubernetes_gateway_objects_validate() -> None:
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed")
+    for o in gateway_k8s():
+        kubernetes_validate.validate(o, "1.30.0", strict=True)
+
+
+def test_the_kubernetes_gateway_ports_and_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    deployment, service = gateway_k8s()
+    pod = deployment["spec"]["template"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    assert service["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
+    (container,) = pod["spec"]["containers"]
+    assert container["args"] == ["gateway"]
+    env = {e["name"]: e for e in container["env"]}
+    config_map = k8s_objects(KUBERNETES / "configmap.yaml")[0]
+    values = {}
+    for name, e in env.items():
+        if "valueFrom" in e:
+            ref = e["valueFrom"]["configMapKeyRef"]
+            assert ref["name"] == config_map["metadata"]["name"]
+            values[name] = config_map["data"][ref["key"]]
+        else:
+            values[name] = e["value"]
+    with monkeypatch.context() as patch:
+        for name, value in values.items():
+            patch.setenv(name, value)
+        args = cli.build_parser().parse_args(container["args"])
+    # Every variable is one `coordinator gateway` reads (the parser takes its defaults from them): each
+    # value is in the setting it names. The brokers come from the coordinators' ConfigMap.
+    read = {"KAFKA_BOOTSTRAP_SERVERS": args.bootstrap_server, "COORDINATOR_GATEWAY_LISTEN": args.listen,
+            "COORDINATOR_GATEWAY_ADVERTISED_HOST": args.advertised_host, "COORDINATOR_GATEWAY_GROUPS": args.groups,
+            "COORDINATOR_GATEWAY_COORDINATORS": args.coordinator, "COORDINATOR_LOG_FORMAT": args.log_format}
+    assert values == read
+    base = int(args.listen.rpartition(":")[2])
+    # The pods' ports: the bootstrap port, the coordinator node's, one per broker node id (0-5 here),
+    # each in the Service on the same number, since the gateway's answers name its own ports.
+    node_ids = [int(p["name"].removeprefix("broker-")) for p in container["ports"] if p["name"].startswith("broker-")]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert set(ports.values()) == gateway_ports(base, node_ids)
+    assert ports["bootstrap"] == base and ports["coordinator"] == base + 1
+    assert all(ports[f"broker-{n}"] == base + 2 + n for n in node_ids)
+    assert {p["port"] for p in service["spec"]["ports"]} == set(ports.values())
+    assert all(ports[p["targetPort"]] == p["port"] for p in service["spec"]["ports"])
+    # Clients dial the Service's name (in the kustomization's namespace) for every port.
+    namespace = _yaml().safe_load((KUBERNETES / "kustomization.yaml").read_text())["namespace"]
+    assert args.advertised_host == f"{service['metadata']['name']}.{namespace}.svc"
+    # --coordinator: the coordinators' Service at their Kafka listener's port.
+    coordinator_service = k8s_objects(KUBERNETES / "service.yaml")[0]
+    (kafka_port,) = [p for p in coordinator_service["spec"]["ports"] if p["name"] == "kafka"]
+    assert args.coordinator == f"{coordinator_service['metadata']['name']}:{kafka_port['port']}"
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["tcpSocket"]["port"] == "bootstrap"
+    assert not re.fullmatch(args.groups, "connect-sink")
+
+
+def test_the_kubernetes_coordinators_serve_the_kafka_listener() -> None:
+    (deployment,) = [o for o in k8s_objects(KUBERNETES / "deployment.yaml") if o["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    config = k8s_objects(KUBERNETES / "configmap.yaml")[0]["data"]
+    assert config["COORDINATOR_KAFKA_LISTENER"] == f"0.0.0.0:{ports['kafka']}"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    order = [e["name"] for e in container["env"]]
+    # Each pod names itself as a group's coordinator: the gateway then reaches the owner directly.
+    assert env["COORDINATOR_KAFKA_ADVERTISED"] == f"$(POD_IP):{ports['kafka']}"
+    assert order.index("POD_IP") < order.index("COORDINATOR_KAFKA_ADVERTISED")
+    assert config["COORDINATOR_ALLOW_ANONYMOUS"] == "true"  # the listener's requests act as ANONYMOUS
+    service = k8s_objects(KUBERNETES / "service.yaml")[0]
+    assert {"name": "kafka", "port": ports["kafka"], "targetPort": "kafka", "protocol": "TCP"} in service["spec"]["ports"]
+    # The Secret's ACLs are the example file's: ANONYMOUS reads the Connect group and nothing else.
+    secret = k8s_objects(KUBERNETES / "secret.yaml")[0]
+    assert secret["stringData"]["acls"].split("\n")[-3:] == (DOCKER / "acls.example").read_text().split("\n")[-3:]
