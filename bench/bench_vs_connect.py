@@ -22,8 +22,14 @@ Scenarios, each on a fresh group with connectors whose tasks every worker runs s
              give the lost tasks out at once, its new leader not knowing they were lost);
   restart    stop one worker and start it again at once (Connect: SIGTERM and a new JVM on the same
              REST port, so the same worker id; ours: the SDK's stop and a new process with the same
-             instance id);
-  rolling    restart every worker, one at a time, each once the previous one has joined again;
+             instance id); for Connect not its leader, as in the crash: Connect's leader keeps the
+             assignor's memory, and one that leaves takes it along, so its successor sees the
+             leaver's work as new and hands it out at once where a non-leader's waits the delay (a
+             restart of whichever worker was last would measure one or the other by chance);
+  restart-leader  the same restart of Connect's leader (for ours, which has no leader, the same as
+             restart);
+  rolling    restart every worker, one at a time, each once the previous one has joined again
+             (Connect's leader last, for the same reason);
   storm      every worker starts at once in a group that has connectors and no member; measured
              from the start of the processes, so Connect's figures include a JVM's start-up (the
              "workers up after s" row says how long until every worker answered: Connect's REST
@@ -64,7 +70,7 @@ import orjson  # noqa: E402
 from bench.vs_connect.systems import SYSTEMS, System, Timing, task_ids  # noqa: E402
 from coordinator.tools import devbroker  # noqa: E402
 
-SCENARIOS = ("scale-out", "crash", "restart", "rolling", "storm")
+SCENARIOS = ("scale-out", "crash", "restart", "restart-leader", "rolling", "storm")
 
 
 # --- waiting ----------------------------------------------------------------------------------------
@@ -111,6 +117,7 @@ class Run:
         t = system.timing
         self.short = 120.0 + t.rebalance_ms / 1000
         self.startup_s: float | None = None
+        self.stopped: list[str] = []  # who the scenario stopped, each with whether it led the group then
         self.long = self.short + (t.session_ms + t.delay_ms) / 1000
 
     async def stable_group(self) -> None:
@@ -140,18 +147,37 @@ class Run:
         await self.system.kill(victim)
         return t0, await settle(self.system, self.expected, t0, self.long)
 
+    def _stopping(self, name: str) -> None:
+        """Note who is stopped and whether it leads the group (runs Connect's assignor) right now: a
+        leader that leaves takes the assignor's memory with it."""
+        leader = self.system.leader()
+        self.stopped.append(name if leader is None else f"{name} (the leader)" if leader == name else
+                            f"{name} ({leader} leads)")
+
     async def restart(self) -> tuple[float, float]:
+        return await self._restart(leader=False)
+
+    async def restart_leader(self) -> tuple[float, float]:
+        return await self._restart(leader=True)
+
+    async def _restart(self, leader: bool) -> tuple[float, float]:
         await self.stable_group()
+        current = self.system.leader()
+        name = self.names[-1] if current is None else current if leader else next(
+            n for n in reversed(self.names) if n != current)
         t0 = time.time()
-        await self.system.stop(self.names[-1])
-        await self.system.launch([self.names[-1]])
+        self._stopping(name)
+        await self.system.stop(name)
+        await self.system.launch([name])
         return t0, await settle(self.system, self.expected, t0, self.long)
 
     async def rolling(self) -> tuple[float, float]:
         await self.stable_group()
+        leader = self.system.leader()
         t0 = time.time()
-        for name in self.names:
+        for name in [n for n in self.names if n != leader] + [n for n in self.names if n == leader]:
             at = time.time()
+            self._stopping(name)
             await self.system.stop(name)
             await self.system.launch([name])
             await joined(self.system, name, at)
@@ -181,6 +207,8 @@ async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Ti
         result["figures"] = system.timeline.figures(run.expected, t0, t1, seen=time.time())
         if run.startup_s is not None:
             result["figures"]["startup_s"] = run.startup_s
+        if run.stopped:
+            result["stopped"] = run.stopped
     except Exception as e:  # noqa: BLE001 - report it and go on: one broken run should not hide the rest
         result["error"] = f"{type(e).__name__}: {e}"
     finally:
@@ -207,7 +235,7 @@ def goal(scenario: str, c: dict[str, Any], o: dict[str, Any]) -> list[tuple[str,
     if scenario in ("scale-out", "crash"):
         return [("moves <= Connect's", o["moved"] <= c["moved"]),
                 ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5)]
-    if scenario in ("restart", "rolling"):
+    if scenario in ("restart", "restart-leader", "rolling"):
         return [("unowned <= 1/50 of Connect's", o["unowned_task_s"] <= c["unowned_task_s"] / 50),
                 ("0 moves", o["moved"] == 0)]
     return [("0 moves", o["moved"] == 0),
@@ -274,6 +302,9 @@ def table(scenario: str, results: dict[str, dict[str, Any]]) -> list[str]:
                 checks.append(("never a task on two workers", results[key].get("double_owned_s") == 0))
             for text, ok in checks:
                 lines.append(f"  {f'goal, {heading}: {text}':<74} {'PASS' if ok else 'MISS'}")
+    for key, heading, _ in columns:
+        if results[key].get("stopped"):
+            lines.append(f"  stopped, {heading}: " + ", ".join(results[key]["stopped"]))
     lines.append("  wall: " + ", ".join(f"{heading} {results[k].get('wall_s', '-')} s" for k, heading, _ in columns))
     return lines
 
