@@ -10,20 +10,25 @@ advertised URL (both coordinators on one host), the mounted files' paths, and th
 
 The gateway service runs too, with its command line as written, adapted the same way (the
 brokers, its listen port and the host its answers name, the coordinators' Kafka listeners, which
-the coordinators serve on ports of this test's choosing, each advertising its own). The Kafka
-Connect workers' properties file is read for what it tells the gateway: the worker group's id.
+the coordinators serve on ports of this test's choosing, each advertising its own). So do the two
+Kafka Connect services, as Kafka Connect 4.3.1 JVMs (test_connect_real's jars): with the properties
+their command line gives connect-distributed.sh (the mounted file and the appended REST host), the
+gateway's, the brokers' and their REST addresses adapted, and their internal topics named for this
+run; the group id is as written (it lives in this run's coordinator topic, never at the brokers).
 
 What it holds to: the local cluster has the compose brokers' durability settings; the topic is
 as topic-init makes it (replication 3, min ISR 2, compacted, the partition count it validates);
 both coordinators serve, sharing the partitions without overlap, as the consumer group describes
 them; the image's health check passes against each; authentication and every ACL of the example
 files are enforced as the files say (anonymous requests as ANONYMOUS: anonymous access is on for
-the Kafka listener); a worker with the example worker token joins through find-coordinator asked
-of either instance; a Kafka client (confluent-kafka's AdminClient) reaches the brokers through the
-gateway and sees only its ports, a member of the Connect workers' group joins through it and lands
-on the coordinator that owns the group while a sink connector's `connect-<name>` group is left to
-the brokers; and a coordinator killed with SIGKILL hands its partitions to the other, which serves
-the group's members exactly as they were acknowledged, and the gateway follows it there.
+the Kafka listener); a Kafka client (confluent-kafka's AdminClient) reaches the brokers through the
+gateway and sees only its ports; a member of the Connect workers' group, by hand, joins through it
+onto the coordinator that owns the group while a sink connector's `connect-<name>` group is left to
+the brokers; both Connect workers join that group there and run a source connector's tasks; a
+worker with the example worker token joins through find-coordinator asked of either instance; and
+the coordinator that owns both groups, killed with SIGKILL, hands its partitions to the other,
+which serves the SDK group's members exactly as they were acknowledged, and where the Connect
+workers carry on through the gateway, none of them exiting, every task running.
 """
 
 from __future__ import annotations
@@ -72,8 +77,9 @@ from coordinator.cli import main as coordinator
 from coordinator.gateway.proxy import COORDINATOR_NODE_ID, parse_address
 from coordinator.service import auth
 from coordinator.service.ownership import owner_client_id
-from coordinator.tools.connect_worker import until
+from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import Cluster, free_port
+from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
@@ -84,6 +90,7 @@ yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
 WHERE_IT_RUNS = {"listeners", "advertised.listeners", "controller.quorum.voters", "listener.security.protocol.map",
                  "inter.broker.listener.name", "log.dirs"}
 OPERATIONS = ("Describe", "Alter", "Read", "Delete")
+CONNECT_TASKS = 2
 TIMEOUT_S = 120  # a consumer group forming, partitions loading, a session expiring: seconds on a busy machine
 
 
@@ -144,6 +151,7 @@ class Deployment:
         self.gateway: subprocess.Popen | None = None
         self.gateway_port = 0
         self.gateway_log = tmp_path / "gateway.log"
+        self.connect: dict[str, ConnectWorker] = {}
 
     def topic_init(self, argv: list[str]) -> list[str]:
         argv = with_option(argv, "--bootstrap-servers", local_bootstrap(option(argv, "--bootstrap-servers"),
@@ -196,6 +204,31 @@ class Deployment:
             self.gateway = subprocess.Popen([sys.executable, "-m", "coordinator", *command], stdout=log,
                                             stderr=subprocess.STDOUT, env=env)
         return self.gateway
+
+    def connect_worker(self, name: str) -> ConnectWorker:
+        """The Connect service `name` as a local JVM (Kafka Connect 4.3.1, as test_connect_real runs):
+        the properties its command line gives connect-distributed.sh, with the gateway's and the
+        brokers' addresses, its REST listener and advertised host, and its internal topics' names
+        (this run's own: the session's cluster is shared) adapted. The group id is as written: the
+        group lives in this run's own coordinator topic and never reaches the brokers."""
+        _, gateway = gateway_service(self.compose)
+        props = connect_properties(self.compose, name)
+        group = props["group.id"]
+        assert props["bootstrap.servers"] == f"{option(gateway['command'], '--advertised-host')}:" \
+                                             f"{option(gateway['command'], '--listen').rpartition(':')[2]}"
+        worker = ConnectWorker(self.tmp_path, name, "unused", "unused", group)  # its settings replaced below
+        props["bootstrap.servers"] = f"127.0.0.1:{self.gateway_port}"
+        for prefix in ("producer", "consumer", "admin"):
+            key = f"{prefix}.bootstrap.servers"
+            props[key] = local_bootstrap(props[key], self.addresses)
+        for key in ("config.storage.topic", "offset.storage.topic", "status.storage.topic"):
+            props[key] = f"{props[key]}-{self.topic}"
+        assert props["rest.advertised.host.name"] == name
+        props.update({"listeners": f"http://127.0.0.1:{worker.port}", "rest.advertised.host.name": "127.0.0.1",
+                      "rest.advertised.port": str(worker.port)})
+        worker.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
+        self.connect[name] = worker
+        return worker
 
     def stop_gateway(self) -> None:
         if self.gateway is not None and self.gateway.poll() is None:
@@ -257,6 +290,8 @@ def deployment(compose, kafka_cluster3, tmp_path):  # noqa: ANN001, ANN201
     try:
         yield d
     finally:
+        for worker in d.connect.values():
+            worker.stop()
         d.stop_gateway()
         for server in d.servers.values():
             server.stop()
@@ -360,11 +395,47 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     # The examples grant and refuse something each: the matrix above checked both ways.
     assert any(outcomes.values()) and not all(outcomes.values())
 
+    # --- the gateway: Kafka clients through it, the Connect workers' group to our coordinators
+    connect_group = connect_properties(d.compose, next(iter(connect_workers(d.compose))))["group.id"]
+    # The SDK workers' group (below), in the Connect workers' group's partition, so that the SIGKILL
+    # below moves both.
+    group = next(g for g in (f"connect-compose-{i}" for i in range(10_000))
+                 if partition_for(g, d.partitions) == partition_for(connect_group, d.partitions))
+    admin_token = token_of[next(p for p in token_of if expected_allowed(acls, p, "Alter", group))]
+    d.start_gateway()
+    metadata = until(lambda: gateway_metadata(d), TIMEOUT_S, "the gateway to answer Metadata")
+    node_ids = sorted(int(environment(s)["KAFKA_NODE_ID"]) for s in brokers(d.compose).values())
+    ports = {b.id: b.port for b in metadata.brokers.values()}
+    assert ports == {COORDINATOR_NODE_ID: d.gateway_port + 1, **{n: d.gateway_port + 2 + n for n in node_ids}}
+    assert all(b.host == "127.0.0.1" for b in metadata.brokers.values())
+    assert d.topic in metadata.topics and len(metadata.topics[d.topic].partitions) == d.partitions
+    # A member of the workers' group, by hand: FindCoordinator, JoinGroup, SyncGroup, Heartbeat through
+    # the gateway land on the coordinator that owns the group; then it leaves.
+    connect_owner = d.owner(partition_for(connect_group, d.partitions))
+    member = asyncio.run(asyncio.wait_for(join_through_gateway(d, connect_group, d.servers[connect_owner],
+                                                               admin_token), TIMEOUT_S))
+
+    # --- the two Kafka Connect workers, with the compose file's properties
+    for name in sorted(connect_workers(d.compose)):
+        d.connect_worker(name).start()
+    until(lambda: all(w.up() for w in d.connect.values()), TIMEOUT_S, "the Connect workers' REST APIs")
+    urls = {w.url.rstrip("/") for w in d.connect.values()}
+    until(lambda: connect_members(d.servers[connect_owner], connect_group, admin_token) == urls, TIMEOUT_S,
+          f"both Connect workers in group {connect_group} at {connect_owner}")
+    assert member not in connect_members(d.servers[connect_owner], connect_group, admin_token)
+    first_worker = next(iter(d.connect.values()))
+    # A source connector: its producer goes to the brokers directly (producer.bootstrap.servers);
+    # replication 3, as the brokers' min ISR 2 wants for acks=all.
+    connector = {**source_connector(f"{connect_group}-data-{d.topic}", CONNECT_TASKS),
+                 "topic.creation.default.replication.factor": "3"}
+    status, body = http("PUT", f"{first_worker.url}/connectors/source/config", connector)
+    assert status in (200, 201), body
+    until(lambda: first_worker.running("source", CONNECT_TASKS), TIMEOUT_S, "the connector's tasks RUNNING")
+
     # --- a worker joins through find-coordinator, asked of either instance
-    worker_principal = next(p for p in token_of if token_of[p] and expected_allowed(acls, p, "Read", "connect-compose")
-                            and not expected_allowed(acls, p, "Alter", "connect-compose"))
-    admin_principal = next(p for p in token_of if expected_allowed(acls, p, "Alter", "connect-compose"))
-    group = "connect-compose"
+    worker_principal = next(p for p in token_of if token_of[p] and expected_allowed(acls, p, "Read", group)
+                            and not expected_allowed(acls, p, "Alter", group))
+    admin_principal = next(p for p in token_of if expected_allowed(acls, p, "Alter", group))
     for server in (first, second):
         status, found = server.request("POST", "/v1/find-coordinator", {"GroupId": group},
                                        token=token_of[worker_principal])
@@ -384,22 +455,6 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     assert not ledger.violations and not any(w.unexpected for w in workers)
     acknowledged = {w.member_id: w.last for w in workers}
 
-    # --- the gateway: Kafka clients through it, the Connect workers' group to our coordinators
-    d.start_gateway()
-    metadata = until(lambda: gateway_metadata(d), TIMEOUT_S, "the gateway to answer Metadata")
-    node_ids = sorted(int(environment(s)["KAFKA_NODE_ID"]) for s in brokers(d.compose).values())
-    ports = {b.id: b.port for b in metadata.brokers.values()}
-    assert ports == {COORDINATOR_NODE_ID: d.gateway_port + 1, **{n: d.gateway_port + 2 + n for n in node_ids}}
-    assert all(b.host == "127.0.0.1" for b in metadata.brokers.values())
-    assert d.topic in metadata.topics and len(metadata.topics[d.topic].partitions) == d.partitions
-    connect_group = connect_properties(d.compose, next(iter(connect_workers(d.compose))))["group.id"]
-    joined = asyncio.run(asyncio.wait_for(join_through_gateway(d, connect_group), TIMEOUT_S))
-    connect_owner = d.owner(d_partition(d, connect_group, token_of[admin_principal]))
-    status, body = d.servers[connect_owner].request("GET", f"/v1/groups/{connect_group}",
-                                                    token=token_of[admin_principal])
-    assert (status, body["ErrorCode"]) == (200, 0), body
-    assert joined.member_id in {m["MemberId"] for m in body["Members"]}, body
-
     # --- SIGKILL the group's coordinator: the other takes its partitions over
     survivor = next(s for n, s in d.servers.items() if n != owner)
     taken = served(owner_server)
@@ -418,12 +473,12 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     converge(survivor, workers, everything, timeout=TIMEOUT_S)
     assert not ledger.violations and not any(w.unexpected for w in workers)
 
-    # The gateway follows the Connect group to the survivor (it owns every partition now): a request
-    # for it through the gateway is answered there, never by a broker.
-    answered = until(lambda: asyncio.run(heartbeat_through_gateway(d, connect_group, joined)), TIMEOUT_S,
-                     "the gateway to reach the surviving coordinator")
-    # NONE, ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS: the group's coordinator answers.
-    assert answered.error_code in (0, 22, 25, 27), answered
+    # The Connect workers' group was in the killed coordinator's partition too: the gateway follows it
+    # to the survivor, where both workers carry on (no worker process exits) and every task runs.
+    until(lambda: connect_members(survivor, connect_group, admin_token) == urls, TIMEOUT_S,
+          f"both Connect workers in group {connect_group} at the survivor")
+    until(lambda: first_worker.running("source", CONNECT_TASKS), TIMEOUT_S, "the connector's tasks RUNNING")
+    assert all(w.alive() for w in d.connect.values())
     assert d.gateway.poll() is None
 
 
@@ -441,18 +496,11 @@ def gateway_metadata(d: Deployment) -> Any:
         return None
 
 
-def d_partition(d: Deployment, group: str, token: str | None) -> int:
-    """The topic partition of `group`, as find-coordinator tells it."""
-    status, found = next(iter(d.servers.values())).request("POST", "/v1/find-coordinator", {"GroupId": group},
-                                                          token=token)
-    assert (status, found["ErrorCode"]) == (200, 0), found
-    return found["Partition"]
-
-
-async def join_through_gateway(d: Deployment, group: str) -> Any:
-    """A Connect worker's first steps on the gateway: FindCoordinator at the bootstrap port names the
-    gateway's coordinator node for the worker group (and a broker's gateway port for a sink
-    connector's group); JoinGroup there (twice: MEMBER_ID_REQUIRED, then in), SyncGroup, Heartbeat."""
+async def join_through_gateway(d: Deployment, group: str, owner: ServeProcess, token: str) -> str:
+    """A Connect worker's first steps on the gateway, by hand: FindCoordinator at the bootstrap port
+    names the gateway's coordinator node for the worker group (and a broker's gateway port for a sink
+    connector's group); JoinGroup there (twice: MEMBER_ID_REQUIRED, then in), SyncGroup, Heartbeat;
+    `owner` (over HTTP) has the member; then LeaveGroup. The member's id."""
     async with Client(("127.0.0.1", d.gateway_port), "connect-1") as boot:
         found = await boot.call(kp.FIND_COORDINATOR, 4, key_type=0,
                                 coordinator_keys=[group, *(f"connect-{n}" for n in SINK_GROUP_NAMES)])
@@ -484,16 +532,18 @@ async def join_through_gateway(d: Deployment, group: str) -> Any:
         beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
                                  member_id=joined.member_id, group_instance_id=None)
         assert beat.error_code == 0, beat
-    return joined
+        assert joined.member_id in connect_members(owner, group, token, key="MemberId")
+        leave_cls = kp.request_class(kp.LEAVE_GROUP, 5)
+        left = await member.call(kp.LEAVE_GROUP, 5, group_id=group, members=[
+            leave_cls.MemberIdentity(member_id=joined.member_id, group_instance_id=None, reason="compose test")])
+        assert left.error_code == 0 and [m.error_code for m in left.members] == [0], left
+    return joined.member_id
 
 
-async def heartbeat_through_gateway(d: Deployment, group: str, joined: Any) -> Any:
-    """A Heartbeat of `joined`'s member on the gateway's coordinator node; None when the connection is
-    closed instead (the gateway met a coordinator that is gone, and asks again next time)."""
-    try:
-        async with Client(("127.0.0.1", d.gateway_port + 1), "connect-1") as member:
-            return await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
-                                     member_id=joined.member_id, group_instance_id=None)
-    except (OSError, asyncio.IncompleteReadError, TimeoutError):
-        await asyncio.sleep(0.5)
-        return None
+def connect_members(server: ServeProcess, group: str, token: str, key: str = "Url") -> set[str]:
+    """The members of `group` as `server` describes it: their URLs (a Connect worker's is its REST
+    URL), or another field of each."""
+    status, body = server.request("GET", f"/v1/groups/{group}", token=token)
+    if status != 200 or body.get("ErrorCode"):
+        return set()
+    return {(m.get(key) or "").rstrip("/") for m in body["Members"]}
