@@ -45,6 +45,7 @@ import argparse
 import asyncio
 import atexit
 import io
+import os
 import random
 import re
 import shutil
@@ -89,7 +90,7 @@ class Sizes:
     repeats: int = 5
     seconds: float = 2.0
     clients: int = 16
-    records: int = 20_000          # per throughput run (~22 MB of values)
+    records: int = 50_000          # per throughput run (~56 MB of values)
     latency_samples: int = 1_000   # per path
     decode_rounds: int = 20
 
@@ -617,12 +618,10 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
     fetched = {name: [] for name in paths}
     # The gateway's CPU seconds over all its runs (Linux counts them in 10 ms ticks: summed, not per run).
     gateway_cpu = {"produce": 0.0, "fetch": 0.0}
-    topics = []
     for r in range(sizes.repeats):
         for name in (paths if r % 2 == 0 else reversed(list(paths))):
             run_topic = f"{topic}-{r}-{name}"  # a fresh partition per run: every fetch reads exactly its records
             create_topic(bootstrap, run_topic, 1)
-            topics.append(run_topic)
             before = cpu_seconds(gateway.process.pid)
             produced[name].append(produce_throughput(paths[name], run_topic, records))
             middle = cpu_seconds(gateway.process.pid)
@@ -631,6 +630,7 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
             if name == "gateway":
                 gateway_cpu["produce"] += middle - before
                 gateway_cpu["fetch"] += after - middle
+            delete_topics(bootstrap, [run_topic])  # the next run's bytes need not sit beside these
     figures: dict[str, float] = {}
     for what, results in (("produce", produced), ("fetch", fetched)):
         b, g = median(results["broker"]), median(results["gateway"])
@@ -644,7 +644,6 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
 
     latency_topic = f"{topic}-latency"
     create_topic(bootstrap, latency_topic, 1)
-    topics.append(latency_topic)
     produce_ms = produce_latencies(paths, latency_topic, sizes.latency_samples)
     nodes = broker_nodes(bootstrap)
     leader = _leader(bootstrap, latency_topic)
@@ -660,7 +659,7 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
         print(f"    p99: broker {b99:6.2f} ms   gateway {g99:6.2f} ms   added {g99 - b99:+6.2f} ms")
     print(f"  the gateway's CPU per forwarded Fetch of one record: {fetch_cpu * 1e6:.0f} us")
     figures["fetch_cpu_us_each"] = fetch_cpu * 1e6
-    delete_topics(bootstrap, topics)
+    delete_topics(bootstrap, [latency_topic])
     return figures
 
 
@@ -798,6 +797,8 @@ def main() -> int:
     topic = f"__bench_gateway_{run}"
     create_topic(args.bootstrap_servers, topic, PARTITIONS)
     figures = None
+    print("load average at the start (1, 5, 15 min): {:.1f} {:.1f} {:.1f} on {} cores".format(
+        *os.getloadavg(), os.cpu_count()))
     try:
         kafka_port = free_ports(1)
         serve = Serve(args.bootstrap_servers, topic, log_dir, "--kafka-listener", f"127.0.0.1:{kafka_port}",
@@ -815,6 +816,7 @@ def main() -> int:
     finally:
         _cleanup()
         delete_topics(args.bootstrap_servers, [topic])
+    print("load average at the end: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     return 0
 
 
