@@ -207,6 +207,7 @@ async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Ti
         result["figures"] = system.timeline.figures(run.expected, t0, t1, seen=time.time())
         if run.startup_s is not None:
             result["figures"]["startup_s"] = run.startup_s
+            result["figures"]["after_up_s"] = round(result["figures"]["recovered_s"] - run.startup_s, 2)
         if run.stopped:
             result["stopped"] = run.stopped
     except Exception as e:  # noqa: BLE001 - report it and go on: one broken run should not hide the rest
@@ -227,7 +228,7 @@ async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Ti
 
 ROWS = (("moved", "tasks moved"), ("unowned_task_s", "unowned task-s"), ("recovered_s", "all tasks running after s"),
         ("stable_s", "stable after s"), ("rebalances_max", "rebalances, busiest worker"),
-        ("startup_s", "workers up after s"))
+        ("startup_s", "workers up after s"), ("after_up_s", "all running, from up, s"))
 
 
 def goal(scenario: str, c: dict[str, Any], o: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -245,13 +246,20 @@ def goal(scenario: str, c: dict[str, Any], o: dict[str, Any]) -> list[tuple[str,
 SLACK_S = 0.5  # what one look at a status topic and a loaded 2-core machine blur; the older goals allow it too
 
 
-def goal_connect_on_ours(c: dict[str, Any], g: dict[str, Any]) -> list[tuple[str, bool]]:
+def goal_connect_on_ours(scenario: str, c: dict[str, Any], g: dict[str, Any]) -> list[tuple[str, bool]]:
     """The goals for Connect's own workers on our coordinator (issue 28, item 10), in every scenario:
     Connect's leader runs its own assignor on both coordinators, so the same moves; the coordinator
-    adds no time (all tasks running no more than 10% later than on Kafka's, or SLACK_S)."""
+    adds no time (all tasks running no more than 10% later than on Kafka's, or SLACK_S). In the storm
+    the time counts from when every worker was up: what comes before is JVMs starting on a shared
+    machine, not the coordinator."""
+    if scenario == "storm":
+        c_s, g_s = c["recovered_s"] - c["startup_s"], g["recovered_s"] - g["startup_s"]
+        when = " from up"
+    else:
+        c_s, g_s, when = c["recovered_s"], g["recovered_s"], ""
     return [("moves = Connect's", g["moved"] == c["moved"]),
-            (f"all running within 10% of Connect (or {SLACK_S:g} s)",
-             g["recovered_s"] <= max(c["recovered_s"] * 1.1, c["recovered_s"] + SLACK_S))]
+            (f"all running within 10% of Connect{when} (or {SLACK_S:g} s)",
+             g_s <= max(c_s * 1.1, c_s + SLACK_S))]
 
 
 def ratio(ours: float, connect: float) -> str:
@@ -297,7 +305,7 @@ def table(scenario: str, results: dict[str, dict[str, Any]]) -> list[str]:
             f = results[key].get("figures")
             if key == "connect" or not f:
                 continue
-            checks = goal(scenario, cf, f) if key == "ours" else goal_connect_on_ours(cf, f)
+            checks = goal(scenario, cf, f) if key == "ours" else goal_connect_on_ours(scenario, cf, f)
             if key == "connect-ours":
                 checks.append(("never a task on two workers", results[key].get("double_owned_s") == 0))
             for text, ok in checks:
