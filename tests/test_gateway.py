@@ -232,6 +232,18 @@ def test_bad_frames_close_only_their_connection(gateway):
 
     asyncio.run(run())
     assert gateway.gateway.bad_input >= 6
+    samples = _samples(gateway.gateway.metrics.exposition())
+    assert samples['coordinator_gateway_closed_connections_total{reason="bad-input"}'] >= 6
+    assert samples['coordinator_gateway_connections{port="bootstrap"}'] == 0  # every one closed and counted down
+
+
+def _samples(exposition: bytes) -> dict[str, float]:
+    out = {}
+    for line in exposition.decode().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
 
 
 def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listener(kafka_broker, unique_topic,
@@ -323,6 +335,16 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
                         assert described.groups[0].group_state == "Dead"
 
             asyncio.run(asyncio.wait_for(run(), 90))
+            # The gateway's metrics: where the requests went, our coordinator's failure codes (the
+            # offsets' INVALID_REQUEST; MEMBER_ID_REQUIRED is a step, not counted), the closed connection
+            samples = _samples(gw.gateway.metrics.exposition())
+            assert samples['coordinator_gateway_requests_total{api="JoinGroup",upstream="coordinator"}'] == 2
+            assert samples['coordinator_gateway_requests_total{api="Heartbeat",upstream="coordinator"}'] == 2  # not the stale one
+            assert samples['coordinator_gateway_requests_total{api="Metadata",upstream="broker"}'] >= 1
+            assert samples['coordinator_gateway_coordinator_errors_total{api="OffsetCommit",error="INVALID_REQUEST"}'] == 1
+            assert not any("MEMBER_ID_REQUIRED" in name for name in samples)
+            assert samples['coordinator_gateway_closed_connections_total{reason="upstream"}'] == 1
+            assert samples['coordinator_gateway_upstream_failures_total{upstream="coordinator"}'] >= 1
     finally:
         serve.stop()
     assert partition_for(group, PARTITIONS) in range(PARTITIONS)

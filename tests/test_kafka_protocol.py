@@ -237,8 +237,10 @@ def test_unsupported_api_or_version_names_what_it_got():
     with pytest.raises(kp.UnsupportedRequest, match="Heartbeat v9 is not served") as e:
         kp.decode_request(heartbeat[:2] + struct.pack(">h", 9) + heartbeat[4:])
     assert e.value.header.correlation_id == golden("heartbeat_v4", "request")["correlation_id"]
-    with pytest.raises(kp.UnsupportedRequest, match="api-key-0 v4"):
+    with pytest.raises(kp.UnsupportedRequest, match="Produce v4 is not served"):
         kp.decode_request(struct.pack(">hh", 0, 4) + heartbeat[4:])
+    with pytest.raises(kp.UnsupportedRequest, match="api-key-9999 v4"):  # a key Kafka never had
+        kp.decode_request(struct.pack(">hh", 9999, 4) + heartbeat[4:])
     join = bytes.fromhex(golden("join_group_v4", "request")["hex"])[4:]
     with pytest.raises(kp.UnsupportedRequest, match="JoinGroup v3"):
         kp.decode_request(join[:2] + struct.pack(">h", 3) + join[4:])

@@ -46,6 +46,7 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
     from kafka.protocol.api_data import ApiData
     from kafka.protocol.api_header import RequestHeader as _LibRequestHeader
     from kafka.protocol.api_header import ResponseHeader as _LibResponseHeader
+    from kafka.protocol.api_key import ApiKey
     from kafka.protocol.api_message import ApiMessage
     from kafka.protocol.consumer.group import (
         HeartbeatRequest,
@@ -140,13 +141,6 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ENVELOPE: (0, 0),
 }
 
-NAMES: dict[int, str] = {
-    API_VERSIONS: "ApiVersions", FIND_COORDINATOR: "FindCoordinator", JOIN_GROUP: "JoinGroup",
-    HEARTBEAT: "Heartbeat", LEAVE_GROUP: "LeaveGroup", SYNC_GROUP: "SyncGroup",
-    DESCRIBE_GROUPS: "DescribeGroups", LIST_GROUPS: "ListGroups", DELETE_GROUPS: "DeleteGroups",
-    OFFSET_COMMIT: "OffsetCommit", OFFSET_FETCH: "OffsetFetch", SASL_HANDSHAKE: "SaslHandshake",
-    SASL_AUTHENTICATE: "SaslAuthenticate", ENVELOPE: "Envelope",
-}
 
 _MESSAGES: dict[int, tuple[Any, Any]] = {
     API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
@@ -266,6 +260,17 @@ class FrameReader:
 # --- requests -------------------------------------------------------------------------------------
 
 
+def api_name(api_key: int) -> str:
+    """Kafka's name of an API (the library's table of every key), `api-key-N` for one it does not know."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api-key-{api_key}"
+
+
+NAMES: dict[int, str] = {api_key: api_name(api_key) for api_key in SUPPORTED}
+
+
 @dataclass(frozen=True)
 class RequestHeader:
     api_key: int
@@ -275,7 +280,7 @@ class RequestHeader:
 
     @property
     def api_name(self) -> str:
-        return NAMES.get(self.api_key, f"api-key-{self.api_key}")
+        return api_name(self.api_key)
 
 
 @dataclass(frozen=True)
@@ -492,6 +497,21 @@ def correlation_of(payload: bytes) -> int:
     if len(payload) < 4:
         raise KafkaProtocolError(f"a response is at least 4 bytes, got {len(payload)}")
     return _SIZE.unpack_from(payload)[0]
+
+
+def error_codes(answer: Any) -> list[int]:
+    """The error codes an answer carries: its own, and each key's, group's or member's of a batched
+    answer (FindCoordinator v4+, DescribeGroups, DeleteGroups, LeaveGroup v3+, OffsetFetch v8+); of
+    per-partition answers (OffsetCommit, OffsetFetch v1-v7) each distinct code once, unless the answer's
+    own code already counted it."""
+    codes = [answer.error_code] if getattr(answer, "error_code", None) is not None else []
+    for field in ("coordinators", "groups", "results", "members"):
+        for item in getattr(answer, field, None) or ():
+            code = getattr(item, "error_code", None)
+            if code is not None:
+                codes.append(code)
+    partitions = {p.error_code for t in getattr(answer, "topics", None) or () for p in getattr(t, "partitions", ())}
+    return codes + sorted(partitions - set(codes))
 
 
 # --- authentication: what a proxy learns of a SASL exchange, and the principal it conveys ---------

@@ -63,6 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     security.add_argument("--coordinator-password-file", default=env("COORDINATOR_GATEWAY_COORDINATOR_PASSWORD_FILE"),
                           metavar="FILE", help="a file holding the principal's token (env "
                                                "COORDINATOR_GATEWAY_COORDINATOR_PASSWORD_FILE)")
+    parser.add_argument("--metrics-listen", default=env("COORDINATOR_GATEWAY_METRICS_LISTEN"), metavar="HOST:PORT",
+                        help="serve the gateway's Prometheus metrics at http://HOST:PORT/metrics (env "
+                             "COORDINATOR_GATEWAY_METRICS_LISTEN; default: off)")
     parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"))
     parser.add_argument("--log-format", default=env("COORDINATOR_LOG_FORMAT", "auto"), choices=logs.FORMATS)
     parser.set_defaults(func=run)
@@ -107,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
     listen = _addresses(args.listen, "--listen")
     if len(listen) != 1:
         raise CliError("--listen takes one HOST:PORT")
+    metrics_at = _addresses(args.metrics_listen, "--metrics-listen")[0] if args.metrics_listen else None
     config = GatewayConfig(bootstrap=_addresses(args.bootstrap_server, "--bootstrap-server"), listen=listen[0],
                            groups=args.groups, coordinators=_addresses(args.coordinator, "--coordinator"),
                            advertised_host=args.advertised_host,
@@ -121,6 +125,18 @@ def run(args: argparse.Namespace) -> int:
             await gateway.start()
         except (OSError, ValueError) as e:
             raise CliError(f"cannot listen: {e}") from None
+        runner = None
+        if metrics_at is not None:
+            from aiohttp import web
+
+            runner = web.AppRunner(gateway.metrics.app(), access_log=None)
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, *metrics_at).start()
+            except OSError as e:
+                await runner.cleanup()
+                await gateway.close()
+                raise CliError(f"--metrics-listen: cannot listen on {args.metrics_listen}: {e.strerror}") from None
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -129,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
                  gateway.coordinator_port, config.bootstrap)
         await stop.wait()
         await gateway.close()
+        if runner is not None:
+            await runner.cleanup()
 
     asyncio.run(main())
     return 0

@@ -39,6 +39,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from coordinator.api import kafka_protocol as kp
+from coordinator.gateway.metrics import GatewayMetrics
+from coordinator.tools import logs
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,13 @@ _TO_COORDINATOR = (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, k
 
 
 class Refused(Exception):
-    """A reason to close one client connection (bad input, or an answer we cannot pass on)."""
+    """A reason to close one client connection; `kind` names it in the closed-connections metric:
+    bad-input (the client's bytes), unauthenticated, refused (what the gateway will not pass on, an
+    answer it cannot rewrite), upstream (a broker or coordinator gone or unreachable)."""
+
+    def __init__(self, message: str, kind: str = "bad-input") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -135,7 +143,8 @@ class Gateway:
         self._bind_lock = asyncio.Lock()
         self._owners: dict[str, tuple[str, int]] = {}  # group -> the coordinator listener that owns it
         self._connections: set[asyncio.Task] = set()
-        self.bad_input = 0
+        self.bad_input = 0  # connections closed, whatever the reason (metrics.closed has them by reason)
+        self.metrics = GatewayMetrics()
 
     # --- ports ----------------------------------------------------------------------------------
 
@@ -211,8 +220,7 @@ class Gateway:
         finally:
             writer.close()
 
-    @staticmethod
-    async def _open(addresses: list[tuple[str, int]], context: ssl.SSLContext | None = None,
+    async def _open(self, addresses: list[tuple[str, int]], context: ssl.SSLContext | None = None,
                     timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         error: Exception | None = None
         for host, port in addresses:
@@ -221,13 +229,17 @@ class Gateway:
                     host, port, ssl=context, server_hostname=host if context else None), timeout)
             except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
                 error = e
-        raise Refused(f"no upstream answers ({error})")
+        raise Refused(f"no upstream answers ({error})", "upstream")
 
     async def open_coordinator(self, address: tuple[str, int],
                                timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to a coordinator's listener, logged in with the gateway's own credentials
         when it has them (SASL PLAIN, correlation ids 1 and 2). Refused if it cannot be had."""
-        reader, writer = await self._open([address], self.config.coordinator_ssl, timeout)
+        try:
+            reader, writer = await self._open([address], self.config.coordinator_ssl, timeout)
+        except Refused:
+            self.metrics.upstream_failures.labels("coordinator").inc()
+            raise
         if self.config.coordinator_credentials is None:
             return reader, writer
         user, password = self.config.coordinator_credentials
@@ -245,8 +257,9 @@ class Gateway:
                     raise Refused(f"error {answer.error_code} {getattr(answer, 'error_message', '') or ''}".strip())
         except (TimeoutError, OSError, kp.KafkaProtocolError, Refused) as e:
             writer.close()
+            self.metrics.upstream_failures.labels("coordinator").inc()
             log.error("gateway: the coordinator at %s:%d refused the gateway's log-in as %s: %s", *address, user, e)
-            raise Refused(f"cannot log in to the coordinator at {address[0]}:{address[1]}: {e}") from None
+            raise Refused(f"cannot log in to the coordinator at {address[0]}:{address[1]}: {e}", "upstream") from None
         return reader, writer
 
     # --- our groups' coordinators -----------------------------------------------------------
@@ -293,9 +306,11 @@ class Gateway:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
+        self.metrics.connections.labels(port_name).inc()
         try:
             await _ClientConnection(self, reader, writer, port_name, node_id).run()
         finally:
+            self.metrics.connections.labels(port_name).dec()
             if task is not None:
                 self._connections.discard(task)
 
@@ -327,7 +342,7 @@ class _ClientConnection:
         try:
             await self._serve()
         except Refused as e:
-            self._refuse(str(e))
+            self._refuse(str(e), e.kind)
         except (ConnectionError, asyncio.CancelledError):
             pass
         except Exception:  # a bug: logged with its traceback; the client reconnects
@@ -345,15 +360,19 @@ class _ClientConnection:
             await asyncio.gather(sender, *(u.task for u in upstreams if u.task), return_exceptions=True)
             self.writer.close()
 
-    def _refuse(self, reason: str) -> None:
+    def _refuse(self, reason: str, kind: str) -> None:
+        """One `gateway-connection-closed` event (a warning) naming the client id and host, counted."""
         self.gw.bad_input += 1
-        log.warning("gateway: closing the connection from %s on the %s port%s: %s", self.host, self.port_name,
-                    f" (client id {self.client_id})" if self.client_id else "", reason)
+        self.gw.metrics.closed.labels(kind).inc()
+        logs.event(log, "gateway-connection-closed", "gateway: closing the connection from %s on the %s port%s: %s",
+                   self.host, self.port_name, f" (client id {self.client_id})" if self.client_id else "", reason,
+                   level=logging.WARNING, host=self.host, port=self.port_name, client_id=self.client_id,
+                   reason=kind, detail=reason)
 
-    def _abort(self, reason: str) -> None:
+    def _abort(self, reason: str, kind: str = "refused") -> None:
         if self.closing is None:
             self.closing = reason
-            self._refuse(reason)
+            self._refuse(reason, kind)
         self.writer.close()
 
     async def _send_answers(self) -> None:
@@ -364,10 +383,10 @@ class _ClientConnection:
             except asyncio.CancelledError:
                 raise
             except Refused as e:
-                self._abort(str(e))
+                self._abort(str(e), e.kind)
                 return
             except Exception as e:  # noqa: BLE001 (an upstream gone or an answer that does not decode)
-                self._abort(f"{type(e).__name__}: {e}")
+                self._abort(f"{type(e).__name__}: {e}", "upstream" if isinstance(e, ConnectionError) else "refused")
                 return
             self.writer.write(data)
             await self.writer.drain()
@@ -442,9 +461,9 @@ class _ClientConnection:
         """As a Kafka SASL listener: nothing but ApiVersions and SASL while an authentication is
         under way, or before one when authentication is required (--require-sasl)."""
         if self.mechanism in kp.SASL_MECHANISMS_WITH_NAMES:
-            raise Refused(f"{header.api_name} before SASL authentication completed")
+            raise Refused(f"{header.api_name} before SASL authentication completed", "unauthenticated")
         if self.gw.config.require_sasl and self.principal is None and self.opaque_mechanism is None:
-            raise Refused(f"{header.api_name} before SASL authentication (the gateway requires it)")
+            raise Refused(f"{header.api_name} before SASL authentication (the gateway requires it)", "unauthenticated")
 
     def _conveyed_principal(self, group: str) -> bytes:
         """The principal an Envelope carries for this client: `User:<user>` after PLAIN or SCRAM,
@@ -452,7 +471,7 @@ class _ClientConnection:
         gateway cannot read (GSSAPI, OAUTHBEARER): fail closed rather than act as somebody else."""
         if self.opaque_mechanism is not None:
             raise Refused(f"group {group}: the principal of a {self.opaque_mechanism} client cannot be conveyed to "
-                          "the coordinator (PLAIN and SCRAM only)")
+                          "the coordinator (PLAIN and SCRAM only)", "unauthenticated")
         return kp.principal_bytes(*(self.principal or ("User", "ANONYMOUS")))
 
     async def _route(self, header: kp.RequestHeader, payload: bytes) -> None:
@@ -463,6 +482,7 @@ class _ClientConnection:
             except kp.KafkaProtocolError as e:
                 raise Refused(str(e)) from None
             if acks == 0:  # no answer comes: nothing to wait for
+                self.gw.metrics.requests.labels(header.api_name, "broker").inc()
                 self.broker.writer.write(kp.frame(payload))
                 return
         if kp.is_group_keyed(key) or key == kp.FIND_COORDINATOR:
@@ -486,6 +506,8 @@ class _ClientConnection:
                  answer: bool = True) -> asyncio.Future[bytes]:
         """Send `payload` upstream; its answer (after `rewrite`) is the client's next one, unless
         `answer` is False (a part of an answer the caller assembles)."""
+        if upstream is self.broker:
+            self.gw.metrics.requests.labels(header.api_name, "broker").inc()
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         upstream.pending.append((header.correlation_id, future, rewrite))
         if answer:
@@ -497,7 +519,11 @@ class _ClientConnection:
         if coordinator:
             reader, writer = await self.gw.open_coordinator(addresses[0])
         else:
-            reader, writer = await self.gw._open(addresses, self.gw.config.broker_ssl)
+            try:
+                reader, writer = await self.gw._open(addresses, self.gw.config.broker_ssl)
+            except Refused:
+                self.gw.metrics.upstream_failures.labels("broker").inc()
+                raise
         upstream = _Upstream(reader, writer)
         upstream.task = asyncio.create_task(self._read_answers(upstream, addresses[0] if coordinator else None))
         return upstream
@@ -532,7 +558,7 @@ class _ClientConnection:
             upstream.pending.clear()
             if coordinator is not None:
                 self.gw.forget_coordinator(coordinator)
-            self._abort(f"upstream connection lost: {e}")
+            self._abort(f"upstream connection lost: {e}", "refused" if isinstance(e, Refused) else "upstream")
 
     # --- our groups ---------------------------------------------------------------------------
 
@@ -560,6 +586,7 @@ class _ClientConnection:
         """A request forwarded to a coordinator's listener: as it is, or, when the gateway logs in to
         the coordinators, in an Envelope with the client's principal and address (Kafka's forwarding,
         KIP-590), whose answer is unwrapped before `rewrite`."""
+        self.gw.metrics.requests.labels(header.api_name, "coordinator").inc()
         if self.gw.config.coordinator_credentials is None:
             return self._forward(upstream, header, payload, rewrite, answer)
         principal = self._conveyed_principal(group)
@@ -618,6 +645,7 @@ class _ClientConnection:
                 codes = [g.error_code for g in body.groups]
             elif header.api_key == kp.DELETE_GROUPS:
                 codes = [r.error_code for r in body.results]
+            self.gw.metrics.observe_coordinator_answer(header.api_name, kp.error_codes(body))
             if NOT_COORDINATOR in codes:
                 for group in groups:
                     self.gw.forget(group)

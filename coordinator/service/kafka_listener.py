@@ -241,7 +241,7 @@ class KafkaListener:
         return self._observed(header, await _HANDLERS[header.api_key](self, header, body, caller)), None
 
     def _observed(self, header: kp.RequestHeader, answer: Any) -> bytes:
-        self.server.metrics.observe_kafka_request(kp.NAMES[header.api_key], _error_codes(answer))
+        self.server.metrics.observe_kafka_request(kp.NAMES[header.api_key], kp.error_codes(answer))
         return kp.encode_response(header, answer)
 
     # --- authentication -------------------------------------------------------------------------
@@ -588,21 +588,6 @@ class KafkaListener:
         if version >= 2:
             return cls(throttle_time_ms=0, topics=topics, error_code=code)
         return cls(topics=topics)
-
-
-def _error_codes(answer: Any) -> list[int]:
-    """The error codes an answer carries: its own, and each key's, group's or member's of a batched
-    answer (FindCoordinator v4+, DescribeGroups, DeleteGroups, LeaveGroup v3+, OffsetFetch v8+); of
-    per-partition answers (OffsetCommit, OffsetFetch v1-v7) each distinct code once, unless the answer's
-    own code already counted it."""
-    codes = [answer.error_code] if getattr(answer, "error_code", None) is not None else []
-    for field in ("coordinators", "groups", "results", "members"):
-        for item in getattr(answer, field, None) or ():
-            code = getattr(item, "error_code", None)
-            if code is not None:
-                codes.append(code)
-    partitions = {p.error_code for t in getattr(answer, "topics", None) or () for p in getattr(t, "partitions", ())}
-    return codes + sorted(partitions - set(codes))
 
 
 def _member_bytes(state: Any, group_id: str) -> dict[str, tuple[bytes, bytes]]:

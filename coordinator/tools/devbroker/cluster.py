@@ -239,7 +239,9 @@ def _random_cluster_id() -> str:
 
 
 def server_properties(cluster: Cluster, node: Node, overrides: dict[str, object] | None = None) -> str:
-    """The node's server.properties: development settings, with durability set as in production."""
+    """The node's server.properties: development settings, with durability set as in production.
+    In an override's text, `{port}` and `{controller_port}` are the node's (a second listener, say
+    SASL beside PLAINTEXT, names the node's controller port in `listeners`)."""
     replicas = len(cluster.nodes)
     min_isr = min(2, replicas)
     voters = ",".join(f"{n.id}@{HOST}:{n.controller_port}" for n in cluster.nodes)
@@ -274,7 +276,8 @@ def server_properties(cluster: Cluster, node: Node, overrides: dict[str, object]
         "group.initial.rebalance.delay.ms": 0,
         "log.cleaner.backoff.ms": 500,
         "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
-        **(overrides or {}),
+        **{key: value.format(port=node.port, controller_port=node.controller_port) if isinstance(value, str)
+           else value for key, value in (overrides or {}).items()},
     }
     header = f"# Node {node.id} of the dev cluster {cluster.cluster_id} (written by `coordinator dev-broker up`)\n"
     return header + "".join(f"{key}={value}\n" for key, value in settings.items())
