@@ -107,6 +107,7 @@ class Story:
     workers: list[OpsWorker] = field(default_factory=list)
     # (time in ms, {task: Connect's worker id}) whenever Connect's REST API was read with every task RUNNING
     seen: list[tuple[int, dict[int, str]]] = field(default_factory=list)
+    generations: list[int] = field(default_factory=list)  # the generations the group settled at
     stopped: bool = False
 
     @property
@@ -138,6 +139,12 @@ class Story:
         status = until(lambda: self.workers[0].running("src", TASKS), RECOVERY_S, what)
         self.seen.append((int(time.time() * 1000), {t["id"]: t["worker_id"] for t in status["tasks"]}))
         return status
+
+    def settled(self) -> int:
+        """The generation the group settles at (Stable, unchanged for 3 s), recorded."""
+        generation = until(lambda: _settled_generation(self), 60, "the group settled")
+        self.generations.append(generation)
+        return generation
 
     def described(self) -> dict:
         return orjson.loads(_describe(self.serve.url, self.key))
@@ -180,7 +187,7 @@ def story(kafka_cluster3, tmp_path_factory):
         until(lambda: http("PUT", f"{s.workers[0].url}/connectors/src/config", config)[0] in (200, 201), 60,
               "the connector is created (409 while the group rebalances)")
         s.running("every task RUNNING")
-        until(lambda: _settled_generation(s), 60, "the group settled")
+        s.settled()
         yield s
     finally:
         for w in s.workers:
@@ -236,16 +243,23 @@ def test_kafka_tools_list_and_describe_our_group_and_refuse_to_delete_it_while_i
 
 
 def test_a_gateway_restart_leaves_the_workers_running(story: Story) -> None:
+    """The gateway is the workers' only way to our coordinator: the same members at the same
+    generation more than a session (10 s) after the kill means their heartbeats went on through the
+    new gateway process, and nobody had to rejoin."""
     before = story.described()
+    killed = time.monotonic()
     story.gateway.kill()
     story.gateway.wait(timeout=30)
     story.start_gateway()  # the same ports
     time.sleep(8.0)  # several heartbeats through the new gateway process
     assert all(w.alive() for w in story.workers)
     story.running("every task RUNNING after the gateway's restart")
-    until(lambda: _settled_generation(story), 60, "the group settled")
+    generation = story.settled()
+    assert time.monotonic() - killed > 10.0
     after = story.assert_one_group_each_task_once()
     assert after["GroupId"] == before["GroupId"] == story.key and after["ProtocolName"] == "sessioned"
+    assert generation == before["Generation"]
+    assert {m["MemberId"] for m in after["Members"]} == {m["MemberId"] for m in before["Members"]}
     assert "Traceback" not in story.gateway_log()
 
 
@@ -272,17 +286,17 @@ def test_a_restart_of_the_broker_leading_the_config_topic_leaves_the_workers_run
     finally:
         story.cluster.start_node(node, timeout=120)
 
-    def in_sync() -> bool:
+    def in_sync() -> bool:  # every topic's: the cluster is the session's, and others kill nodes too
         try:
-            partitions = admin.list_topics(config_topic, timeout=10).topics[config_topic].partitions
-            return all(len(p.isrs) == 3 for p in partitions.values())
+            topics = admin.list_topics(timeout=10).topics.values()
+            return all(len(p.isrs) == len(p.replicas) and p.leader >= 0 for t in topics for p in t.partitions.values())
         except Exception:  # noqa: BLE001
             return False
-    until(in_sync, RECOVERY_S, "the config topic's replicas in sync again")
+    until(in_sync, RECOVERY_S, "every replica in sync again")
     time.sleep(5.0)
     assert all(w.alive() for w in story.workers)
     story.running("every task RUNNING after the broker's restart")
-    until(lambda: _settled_generation(story), 60, "the group settled")
+    story.settled()
     story.assert_one_group_each_task_once()
     # Connect's config topic still takes writes: a change of the connector's config reaches every task.
     config = {**source_connector(f"{story.key}-data", TASKS), "topic.creation.default.replication.factor": "3",
@@ -291,7 +305,7 @@ def test_a_restart_of_the_broker_leading_the_config_topic_leaves_the_workers_run
           "the connector's config is changed")
     until(lambda: _config_of(story.workers[1]).get("throughput") == "2", 60, "another worker reads the new config")
     story.running("every task RUNNING with the new config")
-    until(lambda: _settled_generation(story), 60, "the group settled")
+    story.settled()
     story.assert_one_group_each_task_once()
 
 
@@ -401,6 +415,7 @@ def test_the_audit_tells_the_story_of_the_real_group(story: Story, spark_session
     assert rebalances and [r["number"] for r in rebalances] == list(range(1, len(rebalances) + 1)), rebalances
     assert all(a["to_epoch"] < b["to_epoch"] for a, b in itertools.pairwise(rebalances)), rebalances
     assert max(r["members"] for r in rebalances) == 3, rebalances
+    assert set(story.generations) <= {r["to_epoch"] for r in rebalances}, (story.generations, rebalances)
     # Who ran which task when: at every moment Connect's REST API was read during the story, the
     # ownership table names, for each task, the worker Connect named; and no task was ever held by
     # two members at once.
