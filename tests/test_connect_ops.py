@@ -5,9 +5,10 @@ workers' internal topics and our topic with replication factor 3), while an oper
 
 (a) uses Kafka's own tools through the gateway's bootstrap port: `Admin.listGroups()` and
     kafka-tools' `GroupsCommand --list` (kafka-groups.sh) list our group, `describeClassicGroups`
-    shows its three members, Stable, protocol sessioned; `deleteGroups` is refused with
-    NON_EMPTY_GROUP while the workers run and succeeds once they have stopped, after which our
-    coordinator no longer has the group;
+    shows its three members, Stable, protocol sessioned; the DeleteGroups RPC (kafka-clients 4.3.1's
+    `Admin.deleteConsumerGroups`, its one way to send it) is refused with NON_EMPTY_GROUP while the
+    workers run and succeeds once they have stopped, after which our coordinator no longer has the
+    group;
 (b) kills the gateway (SIGKILL) and starts it again on the same ports: the workers carry on;
 (c) kills the broker that leads the Connect config topic (SIGKILL) and starts it again: the workers
     carry on; and no connection of a worker's group member, internal-topic clients or shared admin
