@@ -558,7 +558,12 @@ class _ClientConnection:
             upstream.pending.clear()
             if coordinator is not None:
                 self.gw.forget_coordinator(coordinator)
-            self._abort(f"upstream connection lost: {e}", "refused" if isinstance(e, Refused) else "upstream")
+            # Closed once the answers read before it are written: a broker answers a failed
+            # authentication, then closes, and the client must read why.
+            closed: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            closed.set_exception(Refused(f"upstream connection lost: {e}", "refused" if isinstance(e, Refused)
+                                         else "upstream"))
+            self.answers.put_nowait(closed)
 
     # --- our groups ---------------------------------------------------------------------------
 
