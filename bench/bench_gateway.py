@@ -71,6 +71,7 @@ from records.model import ConnectorsAndTasks, TaskId
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.api import wire
+from coordinator.tools import devbroker
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -387,32 +388,11 @@ async def bench_round_trips(serve: Serve, kafka_port: int, sizes: Sizes) -> None
 # --- 2. bytes through the gateway ---------------------------------------------------------------------
 
 
-def free_ports(count: int) -> int:
-    """A base port with `count` free ports from it."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + count >= 65535:
-            continue
-        sockets = []
-        try:
-            for p in range(base, base + count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError("no run of free ports")
 
 
 class GatewayProcess:
     def __init__(self, bootstrap: str, kafka_listener: str, log_dir: Path, node_ids: list[int]) -> None:
-        self.port = free_ports(3 + max(node_ids))
+        self.port = devbroker.free_port_block(3 + max(node_ids))
         self.log_path = log_dir / f"gateway-{self.port}.log"
         self.args = [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", bootstrap,
                      "--listen", f"127.0.0.1:{self.port}", "--groups", GROUPS, "--coordinator", kafka_listener,
@@ -800,7 +780,7 @@ def main() -> int:
     print("load average at the start (1, 5, 15 min): {:.1f} {:.1f} {:.1f} on {} cores".format(
         *os.getloadavg(), os.cpu_count()))
     try:
-        kafka_port = free_ports(1)
+        kafka_port = devbroker.free_port_block(1)
         serve = Serve(args.bootstrap_servers, topic, log_dir, "--kafka-listener", f"127.0.0.1:{kafka_port}",
                       "--initial-assignment-delay-ms", "0")
         serve.args[serve.args.index("--log-level") + 1] = "WARNING"

@@ -9,7 +9,6 @@ reaches the broker; bad frames close only their own connection."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import struct
 import threading
 import time
@@ -26,7 +25,7 @@ from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
 from coordinator.api import kafka_protocol as kp
 from coordinator.cli import main as coordinator
 from coordinator.gateway.proxy import ALLOWED, COORDINATOR_NODE_ID, Gateway, GatewayConfig, parse_address
-from coordinator.tools.devbroker import free_port
+from coordinator.tools.devbroker import free_port, free_port_block
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 
@@ -38,24 +37,8 @@ MEMBER_ID_REQUIRED = 79
 
 
 def _free_base() -> int:
-    """A port P with P .. P+12 free (the bootstrap, coordinator and broker ports follow it)."""
-    for _ in range(100):
-        base = free_port()
-        if base + 12 > 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + 12):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind(("127.0.0.1", port))
-            return base
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise AssertionError("no free port range")
+    """A port P with P .. P+11 free (the bootstrap, coordinator and broker ports follow it)."""
+    return free_port_block(12)
 
 
 class RunningGateway:
