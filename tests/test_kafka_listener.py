@@ -30,6 +30,7 @@ from coordinator.api import openapi
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ConnectorTaskCount, SetConnectorsRequest
+from coordinator.service.auth import Authorizer
 from coordinator.service.kafka_listener import _HANDLERS, KafkaListener, node_id
 from coordinator.service.ownership import Owner, owner_client_id, parse_owner
 from coordinator.service.runtime import PartitionRuntime
@@ -129,10 +130,13 @@ async def heartbeat(client: Client, member_id: str, generation: int, version: in
 
 
 class Coordinator:
-    def __init__(self, broker: Any, topic: str) -> None:
+    """A coordinator of partition 0 with its Kafka listener, in this process; `authorizer` and the
+    listener's options (ssl, gateway_principals) for the security tests."""
+
+    def __init__(self, broker: Any, topic: str, authorizer: Authorizer | None = None, **listener: Any) -> None:
         self.server = CoordinatorServer(broker.client_config(), topic, PARTITIONS, [0], "http://127.0.0.1:1",
-                                        CoordinatorConfig(initial_assignment_delay_ms=0))
-        self.listener = KafkaListener(self.server)
+                                        CoordinatorConfig(initial_assignment_delay_ms=0), authorizer=authorizer)
+        self.listener = KafkaListener(self.server, **listener)
 
     async def __aenter__(self) -> Self:
         await self.server.start()

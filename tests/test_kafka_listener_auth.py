@@ -7,17 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Any, Self
+from typing import Any
 
 import pytest
 import tls_files
-from test_kafka_listener import G, PARTITIONS, Client, _samples, _topic, protocols
+from test_kafka_listener import Client, Coordinator, G, _samples, _topic, protocols
 
 from coordinator.api import kafka_protocol as kp
-from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.service.auth import Authorizer, parse_acls, parse_tokens
-from coordinator.service.kafka_listener import KafkaListener
-from coordinator.service.server import CoordinatorServer
 from coordinator.tools import tls
 
 pytestmark = pytest.mark.integration
@@ -30,22 +27,10 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 SASL_AUTHENTICATION_FAILED = 58
 
 
-class SecureCoordinator:
-    def __init__(self, broker: Any, topic: str, *, allow_anonymous: bool = False,
-                 context: ssl.SSLContext | None = None) -> None:
-        authorizer = Authorizer(parse_tokens(TOKENS), parse_acls(ACLS), allow_anonymous=allow_anonymous)
-        self.server = CoordinatorServer(broker.client_config(), topic, PARTITIONS, [0], "http://127.0.0.1:1",
-                                        CoordinatorConfig(initial_assignment_delay_ms=0), authorizer=authorizer)
-        self.listener = KafkaListener(self.server, ssl=context, gateway_principals=frozenset({"gateway"}))
-
-    async def __aenter__(self) -> Self:
-        await self.server.start()
-        self.address = await self.listener.start("127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.listener.close()
-        await self.server.close()
+def SecureCoordinator(broker: Any, topic: str, *, allow_anonymous: bool = False,
+                      context: ssl.SSLContext | None = None) -> Coordinator:
+    authorizer = Authorizer(parse_tokens(TOKENS), parse_acls(ACLS), allow_anonymous=allow_anonymous)
+    return Coordinator(broker, topic, authorizer, ssl=context, gateway_principals=frozenset({"gateway"}))
 
 
 async def login(client: Client, user: str, password: str) -> Any:
@@ -55,8 +40,9 @@ async def login(client: Client, user: str, password: str) -> Any:
 
 
 def join_fields(member: str = "") -> dict[str, Any]:
-    return dict(group_id=G, session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id=member,
-                group_instance_id=None, protocol_type="connect", protocols=protocols("http://w:8083/"), reason=None)
+    return {"group_id": G, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": member,
+            "group_instance_id": None, "protocol_type": "connect", "protocols": protocols("http://w:8083/"),
+            "reason": None}
 
 
 def test_sasl_plain_then_our_acls_for_the_principal_and_a_wrong_password_closes_the_connection(
@@ -128,45 +114,45 @@ def test_a_trusted_gateway_forwards_in_envelopes_as_the_clients_principal_and_ad
     anonymous = kp.principal_bytes("User", "ANONYMOUS")
 
     async def main() -> None:
-        async with SecureCoordinator(kafka_broker, unique_topic) as c:
-            async with Client(c.address, "gw") as gateway, Client(c.address, "connect-1") as alice:
-                assert (await login(gateway, "gateway", "gateway-token")).error_code == 0
-                assert (await login(alice, "alice", "alice-token")).error_code == 0
-                # only a principal of --kafka-gateway-principals may forward (Kafka's answer to a broker
-                # without ClusterAction)
-                sent = _enveloped(alice, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9, **join_fields())
-                assert (await alice.receive(sent)).error_code == CLUSTER_AUTHORIZATION_FAILED
-                # the gateway finds the owner of any group, without an ACL of its own
-                found = await gateway.call(kp.FIND_COORDINATOR, 3, key=G, key_type=0)
-                assert found.error_code == 0 and found.port == c.address[1]
-                # as User:carol from 10.1.2.3: our ACLs let carol in, and the member is hers
-                join = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9,
-                                                        **join_fields()), kp.JOIN_GROUP, 9)
-                assert join.error_code == 79 and join.member_id.startswith("connect-9-")
-                join = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9,
-                                                        **join_fields(join.member_id)), kp.JOIN_GROUP, 9)
-                assert join.error_code == 0
-                described = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]),
-                                                             kp.DESCRIBE_GROUPS, 5, groups=[G],
-                                                             include_authorized_operations=False),
-                                         kp.DESCRIBE_GROUPS, 5)
-                member = described.groups[0].members[0]
-                assert (member.client_id, member.client_host) == ("connect-9", "10.1.2.3")
-                # User:mallory, and a client that did not authenticate (anonymous access is off), may not
-                for who in (mallory, anonymous):
-                    refused = await _inner(gateway, _enveloped(gateway, who, bytes(16), kp.JOIN_GROUP, 9,
-                                                               **join_fields()), kp.JOIN_GROUP, 9)
-                    assert refused.error_code == GROUP_AUTHORIZATION_FAILED
-                # an Envelope that does not read is refused, the connection kept
-                bad = await gateway.receive(gateway.send(kp.ENVELOPE, 0, request_data=b"\x00\x0c", request_principal=carol,
-                                                         client_host_address=bytes(4)))
-                assert bad.error_code == 42 and bad.response_data is None
-                bad = await gateway.receive(_enveloped(gateway, b"\x00\x07junk", bytes(4), kp.HEARTBEAT, 4, group_id=G,
-                                                       generation_id=1, member_id="m", group_instance_id=None))
-                assert bad.error_code == 42
-                # a gateway's own group request (not forwarded): its connection is closed
-                gateway.send(kp.JOIN_GROUP, 9, **join_fields())
-                assert await gateway.closed()
+        async with SecureCoordinator(kafka_broker, unique_topic) as c, Client(c.address, "gw") as gateway, \
+                Client(c.address, "connect-1") as alice:
+            assert (await login(gateway, "gateway", "gateway-token")).error_code == 0
+            assert (await login(alice, "alice", "alice-token")).error_code == 0
+            # only a principal of --kafka-gateway-principals may forward (Kafka's answer to a broker
+            # without ClusterAction)
+            sent = _enveloped(alice, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9, **join_fields())
+            assert (await alice.receive(sent)).error_code == CLUSTER_AUTHORIZATION_FAILED
+            # the gateway finds the owner of any group, without an ACL of its own
+            found = await gateway.call(kp.FIND_COORDINATOR, 3, key=G, key_type=0)
+            assert found.error_code == 0 and found.port == c.address[1]
+            # as User:carol from 10.1.2.3: our ACLs let carol in, and the member is hers
+            join = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9,
+                                                    **join_fields()), kp.JOIN_GROUP, 9)
+            assert join.error_code == 79 and join.member_id.startswith("connect-9-")
+            join = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9,
+                                                    **join_fields(join.member_id)), kp.JOIN_GROUP, 9)
+            assert join.error_code == 0
+            described = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]),
+                                                         kp.DESCRIBE_GROUPS, 5, groups=[G],
+                                                         include_authorized_operations=False),
+                                     kp.DESCRIBE_GROUPS, 5)
+            member = described.groups[0].members[0]
+            assert (member.client_id, member.client_host) == ("connect-9", "10.1.2.3")
+            # User:mallory, and a client that did not authenticate (anonymous access is off), may not
+            for who in (mallory, anonymous):
+                refused = await _inner(gateway, _enveloped(gateway, who, bytes(16), kp.JOIN_GROUP, 9,
+                                                           **join_fields()), kp.JOIN_GROUP, 9)
+                assert refused.error_code == GROUP_AUTHORIZATION_FAILED
+            # an Envelope that does not read is refused, the connection kept
+            bad = await gateway.receive(gateway.send(kp.ENVELOPE, 0, request_data=b"\x00\x0c", request_principal=carol,
+                                                     client_host_address=bytes(4)))
+            assert bad.error_code == 42 and bad.response_data is None
+            bad = await gateway.receive(_enveloped(gateway, b"\x00\x07junk", bytes(4), kp.HEARTBEAT, 4, group_id=G,
+                                                   generation_id=1, member_id="m", group_instance_id=None))
+            assert bad.error_code == 42
+            # a gateway's own group request (not forwarded): its connection is closed
+            gateway.send(kp.JOIN_GROUP, 9, **join_fields())
+            assert await gateway.closed()
     asyncio.run(main())
 
 
