@@ -39,6 +39,7 @@ import connect_java
 import orjson
 import pytest
 from confluent_kafka.admin import AdminClient
+from connect_group import describe, settled_generation
 
 from coordinator import cli
 from coordinator.tools import maven
@@ -143,12 +144,12 @@ class Story:
 
     def settled(self) -> int:
         """The generation the group settles at (Stable, unchanged for 3 s), recorded."""
-        generation = until(lambda: _settled_generation(self), 60, "the group settled")
+        generation = until(lambda: settled_generation(self.serve.url, self.key), 60, "the group settled")
         self.generations.append(generation)
         return generation
 
     def described(self) -> dict:
-        return orjson.loads(_describe(self.serve.url, self.key))
+        return describe(self.serve.url, self.key)
 
     def assert_one_group_each_task_once(self) -> dict:
         """Our coordinator's view: the three workers' URLs, and each source task in exactly one
@@ -446,20 +447,3 @@ def _answers(port: int) -> bool:
     with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
         return True
     return False
-
-
-def _settled_generation(story: Story) -> int | None:
-    """The group's generation when it is Stable and still the same 3 s later, else None."""
-    before = story.described()
-    time.sleep(3.0)
-    after = story.described()
-    if after["State"].upper() == "STABLE" and after["Generation"] == before["Generation"]:
-        return after["Generation"]
-    return None
-
-
-def _describe(url: str, group: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", group, "--url", url,
-                          "--format", "json"], capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout

@@ -16,8 +16,8 @@ import subprocess
 import sys
 import time
 
-import orjson
 import pytest
+from connect_group import describe, settled_generation
 from kafka_groups import groups_at
 
 from coordinator.cli import main as coordinator
@@ -63,7 +63,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         # port P+1), and the real broker's coordinator never heard of the group.
         for w in workers:
             assert f"Discovered group coordinator 127.0.0.1:{gateway_port + 1}" in w.log.read_text()
-        described = orjson.loads(_describe(serves[0].url, key))
+        described = describe(serves[0].url, key)
         assert {m["Url"] for m in described["Members"]} == {f"{w.url}/" for w in workers}
         assert described["GroupType"] == "classic" and described["ProtocolName"] == "sessioned"
         generation = described["Generation"]
@@ -85,7 +85,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
               "every source task and the sink's RUNNING")
         # The sink's task is given out in Connect's rounds: the generation to compare after the
         # failover is the one the group stays at once those are over.
-        generation = until(lambda: _settled_generation(serves[0].url, key), 60, "the group settled")
+        generation = until(lambda: settled_generation(serves[0].url, key), 60, "the group settled")
 
         # SIGKILL of the coordinator; another process takes the partitions over from the topic.
         serves[0].kill()
@@ -93,7 +93,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         time.sleep(8.0)  # several heartbeats against the new coordinator
         assert all(w.alive() for w in workers)
         status = until(lambda: workers[0].running("src", TASKS), 60, "every task RUNNING after the failover")
-        after = orjson.loads(_describe(serves[-1].url, key))
+        after = describe(serves[-1].url, key)
         assert after["Generation"] == generation and len(after["Members"]) == 3
         source_tasks = [t["Task"] for m in after["Members"] for t in m["Assignment"]["Tasks"] if t["Connector"] == "src"]
         assert sorted(source_tasks) == list(range(TASKS))
@@ -114,20 +114,3 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
         gateway_log.close()
         for s in serves:
             s.kill()
-
-
-def _settled_generation(url: str, group: str) -> int | None:
-    """The group's generation when it is Stable and still the same 3 s later, else None."""
-    before = orjson.loads(_describe(url, group))
-    time.sleep(3.0)
-    after = orjson.loads(_describe(url, group))
-    if after["State"].upper() == "STABLE" and after["Generation"] == before["Generation"]:
-        return after["Generation"]
-    return None
-
-
-def _describe(url: str, group: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", group, "--url", url,
-                          "--format", "json"], capture_output=True, text=True, timeout=60, check=False)
-    assert out.returncode == 0, out.stderr
-    return out.stdout
