@@ -43,7 +43,7 @@ from connect_group import describe, settled_generation
 
 from coordinator import cli
 from coordinator.tools import maven
-from coordinator.tools.connect_worker import CONNECT_LOG4J, ConnectWorker, http, libs, source_connector, until
+from coordinator.tools.connect_worker import CONNECT_LOG4J, ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import Cluster, free_port
 from coordinator.tools.process import ServeProcess
 
@@ -80,15 +80,6 @@ class OpsWorker(ConnectWorker):
         self.properties.write_text(re.sub(r"(storage\.replication\.factor)=1\n", r"\1=3\n", text), encoding="utf-8")
         self.log4j = run_dir / "connect-log4j2.properties"
         self.log4j.write_text(CONNECT_LOG4J.read_text(encoding="utf-8") + NETWORK_LOG4J, encoding="utf-8")
-
-    def start(self) -> OpsWorker:
-        with self.log.open("ab") as out:
-            self.process = subprocess.Popen(
-                [maven.java(), "-Xms128m", "-Xmx256m", "-XX:+UseSerialGC",
-                 f"-Dlog4j2.configurationFile={self.log4j}", "-cp", f"{libs()}/*",
-                 "org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties)],
-                stdout=out, stderr=subprocess.STDOUT)
-        return self
 
     def initiated(self) -> list[tuple[str, str, int, int]]:
         """(client kind, client id, port, node id) of every connection its Kafka clients opened (a

@@ -75,13 +75,14 @@ class ConnectWorker:
         }
         self.properties = run_dir / f"{name}.properties"
         self.properties.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
+        self.log4j = CONNECT_LOG4J  # a subclass may log more
         self.process: subprocess.Popen | None = None
 
     def start(self) -> ConnectWorker:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [maven.java(), "-Xms128m", "-Xmx256m", "-XX:+UseSerialGC",
-                 f"-Dlog4j2.configurationFile={CONNECT_LOG4J}", "-cp", f"{libs()}/*",
+                 f"-Dlog4j2.configurationFile={self.log4j}", "-cp", f"{libs()}/*",
                  "org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties)],
                 stdout=out, stderr=subprocess.STDOUT)
         return self
