@@ -108,3 +108,76 @@ def test_a_taken_name_and_a_bad_events_path_are_clear_errors(tmp_path: Path) -> 
     result = subprocess.run([sys.executable, "-m", "coordinator", "worker", "--group", "g", "--count", "-1"],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "--count" in result.stderr and "Traceback" not in result.stderr
+
+
+DOCKER = Path(__file__).resolve().parent.parent / "docker"
+WORKER_TOKEN = "REPLACE-ME-example-worker-token-7f3c9a"  # User:connect-workers in docker/tokens.example
+OPS_TOKEN = "REPLACE-ME-example-ops-token-2b8e41"  # User:ops
+
+
+def test_a_refused_scenario_line_is_one_line_and_a_clean_non_zero_exit(
+        kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
+    """Issue 29, the newcomer's findings: with the example ACLs the workers may Read their group but
+    not Alter it, so a scenario's `connectors` line is answered 403. The fleet says so in one line,
+    its workers leave, and it exits 1, without a traceback. The scenario alone decides how many
+    workers join (its `0 join 2`, not 3 more from --count's default)."""
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
+    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens",
+                         str(DOCKER / "tokens.example"), "--acls", str(DOCKER / "acls.example"),
+                         *FLAGS[1:]).start()
+    events, scenario = tmp_path / "events.jsonl", tmp_path / "scenario.txt"
+    scenario.write_text("0 join 2\n3 connectors A=2\n60 stop\n")
+    try:
+        status, _ = serve.request("PUT", "/v1/groups/connect-acl/connectors", {"Connectors": [{"Name": "A", "Tasks": 1}]},
+                                  token=OPS_TOKEN)
+        assert status == 200
+        result = subprocess.run([sys.executable, "-m", "coordinator", "worker", "--group", "connect-acl", "--url",
+                                 serve.url, "--token", WORKER_TOKEN, "--scenario", str(scenario), "--events",
+                                 str(events)], capture_output=True, text=True, timeout=90)
+        assert result.returncode == 1, result
+        assert "Traceback" not in result.stderr + result.stdout, result.stderr
+        errors = [line for line in result.stderr.splitlines() if "error" in line]
+        assert errors == [line for line in errors if line.startswith("coordinator worker: error: setting the "
+                                                                     "connectors of group connect-acl: HTTP 403")]
+        assert len(errors) == 1, result.stderr
+        seen = _events(events)
+        assert {e["worker"] for e in seen} == {"worker-1", "worker-2"}  # the scenario's two, no more
+        assert set().union(*_owned(seen).values()) == set() and any(e["event"] == "revoked" for e in seen)
+        assert "joined: worker-1, worker-2" in result.stdout and "worker-3" not in result.stdout
+    finally:
+        serve.stop()
+
+
+def test_a_second_sigterm_while_leaving_a_gone_coordinator_exits_at_once_without_a_traceback(
+        kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
+    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
+                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
+    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *FLAGS).start()
+    events = tmp_path / "events.jsonl"
+    fleet = None
+    try:
+        status, _ = serve.request("PUT", "/v1/groups/fleet/connectors", {"Connectors": [{"Name": "A", "Tasks": 2}]})
+        assert status == 200
+        fleet = subprocess.Popen([sys.executable, "-m", "coordinator", "worker", "--group", "fleet", "--url",
+                                  serve.url, "--names", "alpha", "beta", "--events", str(events)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _wait_for(events, lambda seen: set().union(*_owned(seen).values()) == {"A", "A-0", "A-1"})
+        serve.kill()  # the coordinator is gone: each leave now retries for the client's 30 s
+        fleet.send_signal(signal.SIGTERM)
+        time.sleep(1.5)
+        assert fleet.poll() is None, "the first SIGTERM should have started a graceful leave that waits"
+        started = time.monotonic()
+        fleet.send_signal(signal.SIGTERM)
+        out, err = fleet.communicate(timeout=20)
+        assert time.monotonic() - started < 10, "the second SIGTERM did not cut the leave short"
+        assert fleet.returncode == 1, (out, err)
+        assert "Traceback" not in out + err and "CancelledError" not in out + err, err
+        (line,) = [x for x in err.splitlines() if x.startswith("coordinator worker: error:")]
+        assert "stopped again while the workers were leaving" in line and "alpha" in line
+        assert "summary:" in out
+    finally:
+        if fleet is not None and fleet.poll() is None:
+            fleet.kill()
+            fleet.communicate()
+        serve.stop()

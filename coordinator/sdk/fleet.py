@@ -24,7 +24,12 @@ its last one leaves.
 (`ts`, seconds since the epoch) and the worker's name: `assigned`, `revoked` and `lost` with the
 `connectors` and `tasks` ("connector-N"), and `rebalance` when a worker's rebalance completed
 (`latency_ms`, seed 001's measure). Processes on one machine can be put on one timeline that way.
-SIGTERM stops the fleet as Ctrl-C does: every worker revokes its work and leaves.
+SIGTERM stops the fleet as Ctrl-C does: every worker revokes its work and leaves. A second SIGTERM
+or Ctrl-C during that leave (a coordinator gone makes each leave wait for its retries) stops at once:
+the workers that have not left yet stop heartbeating, their sessions expire on the coordinator, and
+the fleet exits 1 with one line saying so. A step the coordinator refuses (a scenario's `connectors`
+line without the Alter ACL, HTTP 403) or that no coordinator answers ends the fleet the same graceful
+way, with one line naming the step and exit code 1.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import BinaryIO, TextIO
 
+import aiohttp
 import orjson
 
 from records import ConnectorsAndTasks
@@ -49,7 +55,7 @@ from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.items import Item, describe, items_of
 from coordinator.errors import CliError
 from coordinator.sdk.admin import connector_count
-from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, RebalanceMetrics, Worker
 
 ACTIONS = ("join", "scale-out", "scale-in", "bounce", "crash", "connectors", "upgrade", "downgrade", "stop")
@@ -188,8 +194,9 @@ class Fleet:
         return names
 
     async def leave(self, name: str) -> None:
-        worker = self.workers.pop(name)
+        worker = self.workers[name]
         await worker.stop(leave=True)
+        del self.workers[name]  # only now: a leave cut short (a second signal) still names it as not left
         self.say(f"{name:<10} left the group")
 
     async def scale_in(self, count: int) -> None:
@@ -225,10 +232,13 @@ class Fleet:
     async def set_connectors(self, counts: dict[str, int]) -> None:
         body = wire.SetConnectorsRequest(
             connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()])
-        answer = await self.client.call(self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors",
-                                        wire.ErrorResponse, body)
+        try:
+            answer = await self.client.call(self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors",
+                                            wire.ErrorResponse, body)
+        except (ApiError, Unavailable) as e:  # a 403 without the Alter ACL, no coordinator: the caller's one line
+            raise CliError(f"setting the connectors of group {self.group_id}: {e}") from None
         if answer.error_code:
-            raise CliError(f"setting connectors: {answer.error_message}")
+            raise CliError(f"setting the connectors of group {self.group_id}: {answer.error_message}")
         self.say("connectors: " + ", ".join(f"{n} ({t} tasks)" for n, t in counts.items()))
 
     async def stop(self) -> None:
@@ -299,13 +309,29 @@ class Fleet:
         elif event.action == "scale-in":
             await self.scale_in(int(a[0]) if a else 1)
         elif event.action == "bounce":
-            asyncio.create_task(self.bounce(a[0], float(a[1]) if len(a) > 1 else 1.0))
+            # Checked here: a mistake in a task of its own would only be a logged traceback.
+            self._named(event, a)
+            asyncio.create_task(self.bounce(a[0], _number(event, a[1]) if len(a) > 1 else 1.0))
         elif event.action == "crash":
-            await self.crash(a[0])
+            await self.crash(self._named(event, a))
         elif event.action == "connectors":
             await self.set_connectors(_connector_counts(a))
         elif event.action == "stop":
             self.say("stopping")
+
+
+    def _named(self, event: Event, args: tuple[str, ...]) -> str:
+        if not args or args[0] not in self.workers:
+            raise CliError(f"{event.action} at {event.at_s:g} s: " + (f"no worker named {args[0]} runs" if args
+                                                                      else "needs a worker's name"), exit_code=2)
+        return args[0]
+
+
+def _number(event: Event, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise CliError(f"{event.action} at {event.at_s:g} s: expected seconds, got {text!r}", exit_code=2) from None
 
 
 def _natural(name: str) -> tuple:
@@ -330,7 +356,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    epilog=SCENARIO_HELP)
     parser.add_argument("--group", required=True)
     parser.add_argument("--count", type=int, default=None,
-                        help="workers that join at the start, named worker-N (default 3, or 0 with --names)")
+                        help="workers that join at the start, named worker-N, besides any of --names and the "
+                             "scenario's join lines (default 3; 0 with --names or --scenario: then they decide)")
     parser.add_argument("--names", nargs="+", default=(), metavar="NAME",
                         help="workers of these names (their instance ids) join at the start; a process "
                              "restarted with the same name is the same static member")
@@ -373,7 +400,9 @@ def serve_metrics(fleet: Fleet, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    count = args.count if args.count is not None else 0 if args.names else 3
+    # With a scenario, its own `join` lines say who joins: 3 more by default would make the README's
+    # `0 join 5` start 8 workers.
+    count = args.count if args.count is not None else 0 if args.names or args.scenario else 3
     if count < 0:
         raise CliError("--count must not be negative", exit_code=2)
     events = [Event(0.0, "join", (str(count),))] if count else []
@@ -400,9 +429,26 @@ def _open_events(path: str | None) -> BinaryIO | None:
 
 
 async def _run(args: argparse.Namespace, events: list[Event]) -> int:
-    # SIGTERM (a service manager's or Kubernetes' stop) ends the fleet as Ctrl-C does: work revoked, leave sent.
+    # SIGTERM (a service manager's or Kubernetes' stop) and Ctrl-C end the fleet gracefully: work
+    # revoked, leave sent. A second one while the workers leave abandons the leave (with the
+    # coordinator gone, each leave retries for the client's retry_for_s) and exits at once.
     main = asyncio.current_task()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
+    loop = asyncio.get_running_loop()
+    phase = {"now": "running", "leaving": None}
+
+    def on_signal() -> None:
+        if phase["now"] == "running":
+            phase["now"] = "stopping"
+            main.cancel()
+        elif phase["now"] == "stopping":
+            phase["now"] = "abandoned"
+            leaving = phase["leaving"]
+            if leaving is not None and not leaving.done():
+                leaving.cancel()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    failed: CliError | None = None
     async with CoordinatorClient(args.url, token=args.token) as client:
         fleet = Fleet(client, args.group, static=not args.dynamic, server_side=args.server_side,
                       assignor_name=args.assignor, quiet=args.quiet, events=_open_events(args.events),
@@ -416,11 +462,31 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
                 await fleet.join(names=args.names)
             await fleet.play(events)
             if not any(e.action == "stop" for e in events):
-                await asyncio.Event().wait()  # until Ctrl-C
-        except (KeyboardInterrupt, asyncio.CancelledError):
+                await asyncio.Event().wait()  # until Ctrl-C or SIGTERM
+        except asyncio.CancelledError:
             pass
-        finally:
-            if not args.quiet:
-                print(fleet.summary(), flush=True)
-            await asyncio.shield(fleet.stop())
+        except CliError as e:  # a refused or failed step: the workers still leave, then the one line
+            failed = e
+        except (ApiError, Unavailable) as e:
+            failed = CliError(str(e))
+        except (aiohttp.ClientError, OSError, TimeoutError) as e:
+            failed = CliError(f"cannot reach the coordinator at {args.url}: {type(e).__name__}: {e}")
+        if phase["now"] == "running":
+            phase["now"] = "stopping"  # a signal from here on abandons the leave
+        if not args.quiet:
+            print(fleet.summary(), flush=True)
+        leaving = phase["leaving"] = asyncio.ensure_future(fleet.stop())
+        try:
+            if phase["now"] == "abandoned":
+                leaving.cancel()
+            await leaving
+        except asyncio.CancelledError:
+            for worker in list(fleet.workers.values()):
+                await worker.stop(leave=False)  # no network: heartbeats stop, sessions expire
+            left = ", ".join(fleet.workers) or "none"
+            raise CliError(f"stopped again while the workers were leaving: {left} did not leave; their sessions "
+                           "will expire on the coordinator" + (f" (before that: {failed})" if failed else "")) \
+                from None
+    if failed is not None:
+        raise failed
     return 0
