@@ -7,7 +7,14 @@ runs is imported: `coordinator --help` or `coordinator serve` never loads Spark,
 the worker SDK, and a coordinator that fails over does not pay for them at start-up.
 
 Errors a user can cause (bad flags, an unreachable broker, a missing topic) are reported as one
-clear line on stderr with a non-zero exit code, never as a traceback.
+clear line on stderr with a non-zero exit code, never as a traceback, by `main` alone: a
+subcommand raises `CliError` (exit code 2 for a bad or conflicting flag), and every parser here is
+a `_Parser`, whose errors (an unknown flag, a bad value, a missing argument) are `UsageError`s
+instead of argparse's usage text and message on two lines. A subcommand with `--log-format`
+(serve, gateway) registers `error_line` (`coordinator.tools.logs.error_line`) as a parser default;
+where its logs would be JSON (`--log-format json`, COORDINATOR_LOG_FORMAT=json, or `auto` off a
+terminal), its errors are one JSON object line too, with `level`, `message` and `event`
+(`usage-error`, `command-failed`, or `command-crashed` with the traceback in `exception`).
 
 Flags mean one thing everywhere: `--format table|json` is always a table (or text) for people or
 JSON for scripts; Kafka's connection flags are Kafka's (`--bootstrap-server`, `--command-config`).
@@ -21,10 +28,11 @@ import argparse
 import importlib
 import importlib.metadata
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple, NoReturn
 
-from coordinator.errors import CliError
+from coordinator.errors import CliError, UsageError
 
 
 class Command(NamedTuple):
@@ -66,10 +74,44 @@ class _Subcommands:
         return self._actions.add_parser(name, help=COMMANDS[name].help, **kwargs)
 
 
+class _Parser(argparse.ArgumentParser):
+    """The parser of `coordinator` and of every subcommand (add_subparsers makes its parsers of the
+    class of the parser it is called on). Its errors are `UsageError`s, reported by `main` as every
+    other error is: one line, exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, prog=self.prog)
+
+    def parse_known_args(self, args: Sequence[str] | None = None,
+                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+        namespace, extras = super().parse_known_args(args, namespace)
+        # Checked by each parser, so that an unknown flag is refused by the subcommand it was given to
+        # (`coordinator connectors set: error: ...`), not by `coordinator` after every subparser ran.
+        # Nothing here wants the leftovers: a subcommand's parser takes every word after its name.
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        self._check_environment_choices(namespace)
+        return namespace, extras
+
+    def _check_environment_choices(self, namespace: argparse.Namespace) -> None:
+        """argparse checks `choices` only for values on the command line: a default taken from the
+        environment (COORDINATOR_LOG_FORMAT=yaml, COORDINATOR_OWNERSHIP=grop) would reach the
+        subcommand unchecked, as a traceback or as another choice silently. Refused here instead."""
+        for action in self._actions:
+            value = getattr(namespace, action.dest, None)
+            if (action.choices is None or not action.option_strings or not isinstance(action.default, str)
+                    or value is not action.default or value in action.choices):
+                continue
+            variable = getattr(value, "variable", None)  # serve's defaults remember their variable
+            source = f"from {variable}" if variable else "its default, from the environment"
+            self.error(f"argument {'/'.join(action.option_strings)}: invalid choice: {value!r} ({source}; "
+                       f"choose from {', '.join(map(repr, action.choices))})")
+
+
 def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
     """The parser with the subcommands `load` (None: every one) complete; the others are listed
     with their help only, so that `--help` and a typo's error name them all."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="coordinator",
         description="Event-sourced group coordinator for Kafka Connect-style worker groups.",
     )
@@ -120,11 +162,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # The top-level parser has no option that takes a value: the first word is the subcommand.
     command = next((word for word in argv if not word.startswith("-")), None)
-    args = build_parser([command] if command else []).parse_args(argv)
+    parser = build_parser([command] if command else [])
+    args = None
     try:
+        args = parser.parse_args(argv)
         return int(args.func(args) or 0)
     except CliError as e:
-        print(f"coordinator {args.command}: error: {e}", file=sys.stderr)
+        _report(e, parser, command, argv, args)
         return e.exit_code
     except KeyboardInterrupt:
         return 130
+    except Exception as e:
+        # A bug: its traceback is how it gets fixed. Where the logs are JSON it goes inside one
+        # JSON line (as a logged exception does), so that the log pipeline keeps it.
+        line = _json_line(parser, command, argv, args, f"{type(e).__name__}: {e}", "command-crashed",
+                          exception=traceback.format_exc(), exit_code=1)
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        return 1
+
+
+def _report(error: CliError, parser: argparse.ArgumentParser, command: str | None, argv: list[str],
+            args: argparse.Namespace | None) -> None:
+    """The one place an error reaches the user: one line on stderr, JSON where the logs are."""
+    usage = isinstance(error, UsageError)
+    name = args.command if args is not None else command
+    prog = (error.prog if usage else None) or ("coordinator " + name if name else "coordinator")
+    event = "usage-error" if error.exit_code == 2 else "command-failed"
+    line = _json_line(parser, command, argv, args, str(error), event,
+                      command=prog.removeprefix("coordinator").strip() or None, exit_code=error.exit_code)
+    if line is None:
+        line = f"{prog}: error: {error}" + (f"; see {prog} --help" if usage else "")
+    print(line, file=sys.stderr)
+
+
+def _json_line(parser: argparse.ArgumentParser, word: str | None, argv: list[str],
+               args: argparse.Namespace | None, message: str, event: str, **fields: Any) -> str | None:
+    """The error as the subcommand's logs would carry it, or None where they are text (or where
+    the subcommand has no --log-format). Before the arguments are parsed (a usage error), the
+    format is the last --log-format on the command line, else that flag's default (its variable)."""
+    subcommands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    sub = subcommands.choices.get(word) if subcommands and word else None
+    writer: Callable[..., str | None] | None = sub.get_default("error_line") if sub else None
+    if writer is None:
+        return None
+    if args is not None and hasattr(args, "log_format"):
+        fmt = args.log_format
+    else:
+        action = sub._option_string_actions.get("--log-format")
+        fmt = action.default if action is not None else "auto"
+        for i, word in enumerate(argv):
+            if word == "--log-format" and i + 1 < len(argv):
+                fmt = argv[i + 1]
+            elif word.startswith("--log-format="):
+                fmt = word.partition("=")[2]
+    return writer(message, str(fmt), event, logger="coordinator.cli", **fields)

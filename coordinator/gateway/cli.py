@@ -66,9 +66,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--metrics-listen", default=env("COORDINATOR_GATEWAY_METRICS_LISTEN"), metavar="HOST:PORT",
                         help="serve the gateway's Prometheus metrics at http://HOST:PORT/metrics (env "
                              "COORDINATOR_GATEWAY_METRICS_LISTEN; default: off)")
-    parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"))
-    parser.add_argument("--log-format", default=env("COORDINATOR_LOG_FORMAT", "auto"), choices=logs.FORMATS)
-    parser.set_defaults(func=run)
+    # choices: a level logging does not know was a traceback from logs.configure.
+    parser.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),
+                        choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(env COORDINATOR_LOG_LEVEL)")
+    parser.add_argument("--log-format", default=env("COORDINATOR_LOG_FORMAT", "auto"), choices=logs.FORMATS,
+                        help="json: one JSON object per line; text: for people; auto: text on a terminal, json "
+                             "otherwise (env COORDINATOR_LOG_FORMAT, default auto); start-up errors follow it")
+    # `coordinator` writes the gateway's errors, bad flags included, as JSON where its logs are JSON.
+    parser.set_defaults(func=run, error_line=logs.error_line)
 
 
 def _addresses(text: str | None, flag: str) -> list[tuple[str, int]]:

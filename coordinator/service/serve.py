@@ -174,11 +174,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="json: one JSON object per line, with event, group, member, epoch and partition "
                             "fields for joins, leaves, fencings, rebalances, ownership moves and partition "
                             "loads; text: for people; auto: text on a terminal, json otherwise (env "
-                            "COORDINATOR_LOG_FORMAT, default auto)")
+                            "COORDINATOR_LOG_FORMAT, default auto); start-up errors follow it")
     logs_.add_argument("--access-log", action="store_true", default=env_flag("COORDINATOR_ACCESS_LOG"),
                        help="log every HTTP request (method, path, status, milliseconds, client) as an "
                             "`http-request` event (env COORDINATOR_ACCESS_LOG)")
-    parser.set_defaults(func=run)
+    # `coordinator` writes serve's errors, bad flags included, as JSON where its logs are JSON.
+    parser.set_defaults(func=run, error_line=logs.error_line)
 
 
 def _env_list(name: str) -> list[str]:

@@ -63,14 +63,33 @@ def _text(value: Any) -> str:
     return orjson.dumps(value).decode() if (" " in value or not value) else value
 
 
-def configure(level: str | int = "INFO", fmt: str = "auto", stream: TextIO | None = None) -> None:
-    """The root logger's one handler. `auto` is text on a terminal and JSON otherwise (a container,
-    a file, a pipe): what a person reads, or what a log pipeline parses."""
+def resolve(fmt: str, stream: TextIO) -> str:
+    """`text` or `json`: `auto` is text on a terminal and JSON otherwise (a container, a file, a
+    pipe): what a person reads, or what a log pipeline parses."""
     if fmt not in FORMATS:
         raise ValueError(f"log format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    stream = stream or sys.stderr
     if fmt == "auto":
-        fmt = "text" if stream.isatty() else "json"
+        return "text" if stream.isatty() else "json"
+    return fmt
+
+
+def error_line(message: str, fmt: str, event: str, *, logger: str = "coordinator", stream: TextIO | None = None,
+               **fields: Any) -> str | None:
+    """A command's error as its logs would carry it, for `coordinator.cli` to print: one JSON object
+    line (without the newline) when `fmt` comes out as JSON on `stream` (default stderr), else None
+    (the command line then writes its text line). Used before `configure` ran as well (a bad flag),
+    so that under --log-format json a log pipeline never gets a line it cannot parse."""
+    if fmt not in FORMATS or resolve(fmt, stream or sys.stderr) != "json":
+        return None  # a bad --log-format value is itself the error being reported: in text
+    record = logging.LogRecord(logger, logging.ERROR, __file__, 0, message, None, None)
+    setattr(record, _FIELDS, {"event": event, **{k: v for k, v in fields.items() if v is not None}})
+    return JsonFormatter().format(record)
+
+
+def configure(level: str | int = "INFO", fmt: str = "auto", stream: TextIO | None = None) -> None:
+    """The root logger's one handler, in `fmt` as `resolve` settles it."""
+    stream = stream or sys.stderr
+    fmt = resolve(fmt, stream)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
     root = logging.getLogger()
