@@ -1,11 +1,13 @@
 """What `/metrics` exports, without a server: a normal rebalance counts no error, errors carry
-their names, and the process, platform and build series are there (issue 19, item 1)."""
+their names, and the process, platform and build series are there (issue 19, item 1); the series
+whose label values are known in advance are there at 0 before anything happens (issue 29, item 4)."""
 
 from __future__ import annotations
 
 import pytest
 
 from coordinator.core.protocol import ErrorCode
+from coordinator.service import metrics
 from coordinator.service.metrics import Metrics
 
 pytestmark = pytest.mark.ops
@@ -28,7 +30,8 @@ def test_protocol_steps_are_signals_not_errors_and_errors_carry_their_names() ->
                  ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED):
         m.observe_request(HB, 0.001, code)
     samples = _samples(m)
-    assert not [name for name in samples if name.startswith("coordinator_errors_total")]
+    errors = {name: value for name, value in samples.items() if name.startswith("coordinator_errors_total")}
+    assert errors and not any(errors.values())
     assert samples[f'coordinator_protocol_signals_total{{api="{HB}",signal="COMPUTE_ASSIGNMENT"}}'] == 2
     assert samples[f'coordinator_protocol_signals_total{{api="{HB}",signal="REBALANCE_IN_PROGRESS"}}'] == 1
     m.observe_request(HB, 0.001, ErrorCode.FENCED_MEMBER_EPOCH)
@@ -94,3 +97,43 @@ def test_the_kafka_listener_counts_requests_and_failures_per_kafka_api() -> None
     assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_errors_total")} == {
         'coordinator_kafka_errors_total{api="DeleteGroups",error="GROUP_ID_NOT_FOUND"}': 1,
         'coordinator_kafka_errors_total{api="DeleteGroups",error="NOT_COORDINATOR"}': 1}
+
+
+def test_the_series_known_in_advance_are_there_at_zero_before_anything_happens() -> None:
+    """Each API's request count, and its documented errors and signals, at 0 from the start: a counter
+    Prometheus first sees at 1 has no 0 before it, so rate() would miss that first error."""
+    from coordinator.service.metrics import documented_codes
+    from coordinator.service.server import CoordinatorServer
+
+    samples = _samples(Metrics())
+    documented = documented_codes()
+    # The label values are the server's own routes, as the middleware labels requests.
+    app = CoordinatorServer({"bootstrap.servers": "unused:9092"}, "t", 2, [], "http://unused").app()
+    assert set(documented) == {r.resource.canonical for r in app.router.routes()
+                               if r.resource.canonical.startswith("/v1/")}
+    for api, codes in documented.items():
+        assert samples[f'coordinator_request_seconds_count{{api="{api}"}}'] == 0
+        assert samples[f'coordinator_request_seconds_bucket{{api="{api}",le="+Inf"}}'] == 0
+        assert ErrorCode.GROUP_AUTHORIZATION_FAILED in codes  # a 401 answers any API without a credential
+        for code in codes:
+            family, label = ("protocol_signals", "signal") if code in metrics.SIGNALS else ("errors", "error")
+            assert samples[f'coordinator_{family}_total{{api="{api}",{label}="{code.name}"}}'] == 0
+    heartbeat = documented[HB]
+    assert {ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.NOT_COORDINATOR, ErrorCode.COMPUTE_ASSIGNMENT} <= heartbeat
+    assert ErrorCode.ILLEGAL_GENERATION not in heartbeat  # classic only: not every code for every API
+    assert samples[f'coordinator_protocol_signals_total{{api="/v1/classic-group/join",signal="MEMBER_ID_REQUIRED"}}'] == 0
+    assert not [name for name in samples if 'partition="' in name]  # no partition is served yet
+
+
+def test_a_loaded_partition_has_its_series_at_zero_before_its_first_commit() -> None:
+    m = Metrics()
+    m.observe_load(3, 0.25, 17)
+    samples = _samples(m)
+    assert samples['coordinator_partition_loads_total{partition="3"}'] == 1
+    assert samples['coordinator_partition_load_seconds{partition="3"}'] == 0.25
+    assert samples['coordinator_partition_records_loaded{partition="3"}'] == 17
+    assert samples['coordinator_rebalances_total{partition="3"}'] == 0
+    for histogram in ("batch_records", "commit_seconds", "rebalance_duration_seconds"):
+        assert samples[f'coordinator_{histogram}_count{{partition="3"}}'] == 0
+        assert samples[f'coordinator_{histogram}_bucket{{le="+Inf",partition="3"}}'] == 0
+    assert not [name for name in samples if 'partition="4"' in name]  # only the partitions loaded here

@@ -8,6 +8,10 @@ Kubernetes manifests (issue 19, items 2 and 3).
   heartbeats) exports on /metrics, with the suffix its type gives it (`_total` of a counter,
   `_bucket`/`_sum`/`_count` of a histogram); each label a selector matches or an aggregation keeps
   is one that metric carries. `up` is Prometheus's own.
+- The same serve scraped fresh, once its partitions serve and before any request (issue 29, item 4):
+  every series named has a sample, so no panel shows "No data" and no rate() misses a first
+  increment; a group's series (metrics.PER_GROUP) cannot exist before a group does, so they must be
+  declared and each panel naming them falls back to 0 (`or on() ... vector(0)`).
 - The rules: `promtool check rules` when promtool is there (`make promtool` unpacks it from Debian's
   prometheus package into ~/.cache), and always their structure (alert, expr, for, severity,
   summary, description, runbook) and that each expression parses.
@@ -33,6 +37,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.cli import main as coordinator
 
@@ -330,6 +335,15 @@ def test_the_dashboard_is_grafanas_and_covers_what_operators_watch() -> None:
 class Family:
     type: str
     labels: set[str]  # over its samples; empty when it has none yet
+    series: set[str] = field(default_factory=set)  # the names of its samples (`x_total`, `x_bucket`, ...)
+
+
+def _families(text: str) -> dict[str, Family]:
+    families = {}
+    for family in text_string_to_metric_families(text):
+        families[family.name] = Family(family.type, {label for s in family.samples for label in s.labels},
+                                       {s.name for s in family.samples})
+    return families
 
 
 def _exported(families: dict[str, Family], name: str) -> Family | None:
@@ -343,12 +357,20 @@ def _exported(families: dict[str, Family], name: str) -> Family | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def scraped(kafka_broker, tmp_path_factory) -> dict[str, Family]:  # noqa: ANN001
-    """/metrics of a `coordinator serve --ownership group` (as the Kubernetes manifests run it) that
-    has served a group through a rebalance and a fenced heartbeat."""
-    from prometheus_client.parser import text_string_to_metric_families
+@dataclass
+class Scrapes:
+    fresh_text: str  # once every partition serves, before any request
+    worked: dict[str, Family]  # after a group's rebalance and a fenced heartbeat
 
+    @property
+    def fresh(self) -> dict[str, Family]:
+        return _families(self.fresh_text)
+
+
+@pytest.fixture(scope="module")
+def scrapes(kafka_broker, tmp_path_factory) -> Scrapes:  # noqa: ANN001
+    """/metrics of a `coordinator serve --ownership group` (as the Kubernetes manifests run it), fresh
+    and after it has served a group through a rebalance and a fenced heartbeat."""
     from coordinator.tools.process import ServeProcess
 
     topic = f"test-ops-files-{os.getpid()}-{time.monotonic_ns()}"
@@ -360,6 +382,8 @@ def scraped(kafka_broker, tmp_path_factory) -> dict[str, Family]:  # noqa: ANN00
     server.start(wait=False)
     try:
         server.wait_healthy(90, partitions=2)
+        with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
+            fresh = response.read().decode()
         group = "connect-ops"
         assert server.request("PUT", f"/v1/groups/{group}/connectors",
                               {"Connectors": [{"Name": "A", "Tasks": 2}]})[1]["ErrorCode"] == 0
@@ -386,10 +410,12 @@ def scraped(kafka_broker, tmp_path_factory) -> dict[str, Family]:  # noqa: ANN00
             text = response.read().decode()
     finally:
         assert server.stop() == 0, server.log()
-    families = {}
-    for family in text_string_to_metric_families(text):
-        families[family.name] = Family(family.type, {label for s in family.samples for label in s.labels})
-    return families
+    return Scrapes(fresh, _families(text))
+
+
+@pytest.fixture(scope="module")
+def scraped(scrapes: Scrapes) -> dict[str, Family]:
+    return scrapes.worked
 
 
 def test_the_scrape_is_what_the_lexer_expects(scraped: dict[str, Family]) -> None:
@@ -419,6 +445,52 @@ def test_every_metric_named_is_exported_by_a_running_coordinator(where: str, scr
             if family is not None and family.labels:
                 missing = kept - family.labels - TARGET_LABELS
                 assert not missing, f"{where}: aggregates {name} by {sorted(missing)}, which it does not carry"
+
+
+# A fallback that makes a query answer 0 where its series has no sample: `count(...) or vector(0)`,
+# or `or on() label_replace(vector(0), ...)` beside a per-group series (on(): only when there is none).
+_FALLBACK = re.compile(r"\bor\s+(?:on\s*\(\s*\)\s*)?(?:label_replace\(\s*)?vector\(\s*0\s*\)")
+
+
+@pytest.mark.parametrize("where", sorted(expressions()))
+def test_every_series_named_is_on_a_fresh_coordinator(where: str, scrapes: Scrapes) -> None:
+    """Before any request, every series the expression names has a sample (at 0 where nothing has
+    happened yet); a group's series are only declared, and a panel naming them falls back to 0."""
+    from coordinator.service.metrics import PER_GROUP
+
+    expr = expressions()[where]
+    for name, labels in parse(expr).metrics.items():
+        if name in PROMETHEUS_OWN:
+            continue
+        family = _exported(scrapes.fresh, name)
+        assert family is not None, f"{where}: {name} is not declared by a fresh coordinator serve"
+        if name in family.series:
+            extra = labels - family.labels - TARGET_LABELS
+            assert not extra, f"{where}: {name} has no label {sorted(extra)} (it has {sorted(family.labels)})"
+        if name in PER_GROUP:
+            assert not family.series, f"{where}: {name} has samples with no group served: a placeholder group?"
+            if where.startswith("dashboard panel"):
+                assert _FALLBACK.search(expr), f"{where}: names the per-group {name} without falling back to 0"
+            continue  # an alert on it does not fire, a variable lists no group: both right while none exists
+        assert name in family.series, f"{where}: {name} has no sample on a fresh coordinator serve (No data)"
+
+
+def test_the_fresh_scrape_holds_each_served_partition_and_api_and_no_group(scrapes: Scrapes) -> None:
+    """The fresh scrape itself, so that the test above cannot pass on a scrape of the wrong moment."""
+    from coordinator.service.metrics import PER_GROUP, documented_codes
+
+    samples = {f"{s.name}{{{','.join(f'{k}={v}' for k, v in sorted(s.labels.items()))}}}": s.value
+               for family in text_string_to_metric_families(scrapes.fresh_text) for s in family.samples}
+    for partition in ("0", "1"):
+        assert samples[f"coordinator_partition_status{{partition={partition},status=serving}}"] == 1
+        assert samples[f"coordinator_groups{{partition={partition}}}"] == 0
+        assert samples[f"coordinator_commit_seconds_count{{partition={partition}}}"] == 0
+        assert samples[f"coordinator_rebalances_total{{partition={partition}}}"] == 0
+    for api in documented_codes():
+        assert samples[f"coordinator_request_seconds_count{{api={api}}}"] == 0  # no request yet
+    assert samples["coordinator_errors_total{api=/v1/connect-group/heartbeat,error=FENCED_MEMBER_EPOCH}"] == 0
+    assert not [name for name in samples if name.split("{")[0] in PER_GROUP]
+    assert _FALLBACK.search("count(x) or vector(0)") and not _FALLBACK.search("x or y")
 
 
 # --- the rules -------------------------------------------------------------------------------------

@@ -4,10 +4,21 @@ Event metrics (requests, errors, batches, commits, loads, rebalances) are counte
 state metrics (groups, members, epochs) are read from the partitions' state when scraped, so they
 can never drift from what the coordinator holds. Each server has its own registry: two servers in
 one process (tests, benchmarks) do not mix their figures.
+
+Every series the dashboard and the alert rules under docker/ name is there from the first scrape,
+at 0, where its label values are known in advance (issue 29, item 4): a series Prometheus first
+sees at 1 has no 0 before it, so rate() and increase() miss that first error or rebalance, and a
+panel shows "No data" instead of 0. Known in advance are the APIs and the errors and signals their
+documentation names (`coordinator.api.openapi.OPERATIONS`), initialised here, and the partitions
+this process serves, initialised at each load. A group's series (PER_GROUP) cannot be: groups come
+and go, and a placeholder group would be counted by every panel that counts groups. For them the
+dashboard's queries end in `or on() vector(0)`-style fallbacks, and an alert on them not firing
+when no group exists is what it should do.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -28,6 +39,7 @@ from prometheus_client.registry import Collector
 
 from records import ConnectGroupMetadataKey, Record
 
+from coordinator.api.openapi import OPERATIONS
 from coordinator.core.protocol import ErrorCode
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -46,6 +58,27 @@ PARTITION_STATUSES = {"loading": "loading", "active": "serving", "failed": "fail
 # (client-side assignment), a classic member told to rejoin or to join again with its new id. An
 # alert on coordinator_errors_total must not fire on a normal rebalance, so they are counted apart.
 SIGNALS = frozenset({ErrorCode.COMPUTE_ASSIGNMENT, ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED})
+
+
+# The series labelled by group: they exist once a group does, never before (see the module's doc).
+PER_GROUP = frozenset({"coordinator_group_epoch", "coordinator_assignment_epoch",
+                       "coordinator_rebalance_in_progress_seconds"})
+
+
+def documented_codes() -> dict[str, frozenset[ErrorCode]]:
+    """The codes each HTTP API (its path, as the server's metrics label it) can answer with, as the
+    OpenAPI document lists them: the codes its description names, GROUP_AUTHORIZATION_FAILED for
+    every API (401 without a credential), INVALID_REQUEST for one with a body (400, 413). Two
+    operations on one path (GET and DELETE /v1/groups/{group_id}) share its label, so their codes."""
+    names = {code.name: code for code in ErrorCode if code is not ErrorCode.NONE}
+    codes: dict[str, set[ErrorCode]] = {}
+    for op in OPERATIONS:
+        found = codes.setdefault(op.path, set())
+        found.update(names[word] for word in re.findall(r"\b[A-Z][A-Z_]+\b", op.description) if word in names)
+        found.add(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if op.request is not None:
+            found.add(ErrorCode.INVALID_REQUEST)
+    return {path: frozenset(found) for path, found in codes.items()}
 
 
 def _error_name(code: int) -> str:
@@ -104,6 +137,10 @@ class Metrics:
                                            "epoch bump to convergence (every member at the new epoch with nothing "
                                            "to revoke), as they converge", ["partition"],
                                            buckets=_REBALANCE_BUCKETS, registry=r)
+        for api, codes in documented_codes().items():
+            self.request_seconds.labels(api)
+            for code in codes:
+                (self.signals if code in SIGNALS else self.errors).labels(api, code.name)
 
     def watch(self, partitions: Callable[[], Mapping[int, Any]]) -> None:
         """Report the status of the partitions (runtimes) `partitions()` returns when scraped, and the
@@ -137,6 +174,9 @@ class Metrics:
 
     def observe_load(self, partition: int, seconds: float, records: int) -> None:
         label = str(partition)
+        # The partition is served from now on: its event series start at 0 (see the module's doc).
+        for family in (self.batch_records, self.commit_seconds, self.rebalances, self.rebalance_seconds):
+            family.labels(label)
         self.loads.labels(label).inc()
         self.load_seconds.labels(label).set(seconds)
         self.records_loaded.labels(label).set(records)
