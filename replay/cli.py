@@ -271,10 +271,13 @@ def _timeline(args: argparse.Namespace) -> int:
     return 0
 
 
-def _moves(r: Rebalance) -> str:
+def _moves(r: Rebalance, so_far: bool = False) -> str:
+    """What moved, as "moved X a -> b, ..." or "nothing moved" (not "moved nothing moved"); "so far" while open."""
     shown = [f"{item} {a or '(none)'} -> {b or '(none)'}" for item, a, b in r.moved[:_MOVES_SHOWN]]
     more = f", ... +{len(r.moved) - _MOVES_SHOWN} more" if len(r.moved) > _MOVES_SHOWN else ""
-    return ", ".join(shown) + more if shown else "nothing moved"
+    if not shown:
+        return "nothing moved so far" if so_far else "nothing moved"
+    return ("so far moved " if so_far else "moved ") + ", ".join(shown) + more
 
 
 def _counts(r: Rebalance) -> str:
@@ -311,11 +314,11 @@ def _print_timeline(history: History, read: _Read, rebalances: list[Rebalance]) 
         else:
             r = line[1]
             rows.append(["", "", (f"└ converged at {_epoch_word(r)} {r.to_epoch} after "
-                                  f"{format_duration(r.duration_ms)}: {_counts(r)}; moved {_moves(r)}")])
+                                  f"{format_duration(r.duration_ms)}: {_counts(r)}; {_moves(r)}")])
             inside = None
     if inside is not None:
         rows.append(["", "", (f"└ not converged where the read ended ({_epoch_word(inside)} {inside.to_epoch}); "
-                              f"so far moved {_moves(inside)}")])
+                              f"{_moves(inside, so_far=True)}")])
     print()
     print(table(rows, ["TIME (UTC)", "OFFSET", "EVENT"]))
     done = [r for r in rebalances if r.end is not None]

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.metadata
 import os
 import pty
@@ -42,6 +43,7 @@ from coordinator.cli import build_parser
 from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
+from coordinator.core.views import connector_status
 from coordinator.sdk.fleet import parse_scenario
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
@@ -50,10 +52,17 @@ G = "connect-cluster"
 
 
 @contextmanager
-def serving(coordinator_of: GroupCoordinator) -> Iterator[str]:
-    """The base URL of an endpoint answering find-coordinator (itself) and describe from `coordinator_of`."""
+def serving(coordinator_of: GroupCoordinator, puts: list | None = None) -> Iterator[str]:
+    """The base URL of an endpoint answering find-coordinator (itself) and describe from
+    `coordinator_of`, and taking any PUT (appended to `puts` as (path, body))."""
 
     class Handler(BaseHTTPRequestHandler):
+        def do_PUT(self) -> None:  # connectors set, config set
+            body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if puts is not None:
+                puts.append((self.path, body))
+            self._answer(wire.ErrorResponse(error_code=0, error_message=None))
+
         def do_POST(self) -> None:  # find-coordinator
             self._answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=0, url=url))
 
@@ -111,6 +120,79 @@ def test_describe_shows_who_left_and_why_in_the_table_and_the_json(capsys: pytes
     assert described["GroupEpoch"] == epoch and described["Departures"] == [
         {"MemberId": "S2", "InstanceId": "i-2", "Reason": "session-timeout",
          "ReasonText": "fenced: no heartbeat within its session timeout"}]
+
+
+def test_describe_tasks_speaks_the_status_endpoints_words_and_shows_the_timeouts(
+        capsys: pytest.CaptureFixture) -> None:
+    """Issue 29 item 6: one vocabulary for where a task is. The coordinator knows what it assigned,
+    never that a task runs: describe --tasks (table and JSON) says what the status endpoint
+    (views.connector_status) says, item by item. The default view shows the group's timeouts."""
+    d = _static_member_crashed()  # W1 holds A and A-0; S2's A-1 is deferred until the scheduled rebalance
+    status = connector_status(d.state, d.coordinator.config, G, "A")
+    want = {("A", None): status.connector, **{("A", n): s for n, s in status.tasks}}
+    with serving(d.coordinator) as url:
+        assert coordinator(["groups", "describe", G, "--url", url, "--tasks", "--format", "json"]) == 0
+        rows = orjson.loads(capsys.readouterr().out)
+        assert coordinator(["groups", "describe", G, "--url", url, "--tasks"]) == 0
+        tasks = capsys.readouterr().out
+        assert coordinator(["groups", "describe", G, "--url", url]) == 0
+        default = capsys.readouterr().out
+    got = {(r["Connector"], r["Task"]): (r["Status"], r["Member"] or r["Revoking"], r["DeferredUntilMs"])
+           for r in rows}
+    assert got == {k: (s.state, s.member_id, s.deferred_until_ms) for k, s in want.items()}
+    assert {r["Status"] for r in rows} == {"ASSIGNED", "UNASSIGNED"} and [r["Deferred"] for r in rows] == [
+        False, False, True]
+    at = d.coordinator.describe_group(G).scheduled_rebalance_at_ms
+    until = datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at % 1000:03d}Z"
+    assert [line.split() for line in tasks.splitlines()] == [
+        ["CONNECTOR", "TASK", "STATUS", "MEMBER", "REVOKING", "TARGET", "DEFERRED-UNTIL"],
+        ["A", "-", "ASSIGNED", "W1", "-", "W1", "-"], ["A", "0", "ASSIGNED", "W1", "-", "W1", "-"],
+        ["A", "1", "UNASSIGNED", "-", "-", "-", until]]
+    assert "running" not in tasks + default and f"deferred: A-1 unassigned until {until}" in default
+    assert ("timeouts: session timeout 10000 ms, heartbeat interval 1000 ms, rebalance timeout each member's own, "
+            "scheduled rebalance max delay "
+            f"{d.coordinator.config.scheduled_rebalance_max_delay_ms} ms, initial assignment delay") in default
+
+
+def test_deferred_work_without_a_rebalance_time_is_said_plainly(capsys: pytest.CaptureFixture) -> None:
+    """Deferred with no time set (the scheduled rebalance has run; the status endpoint says null):
+    it waits for the next target assignment, and describe says so rather than "a time not yet set"."""
+    d = _static_member_crashed()
+
+    class NoTime:
+        def describe_group(self, group_id: str):  # noqa: ANN201
+            return dataclasses.replace(d.coordinator.describe_group(group_id), scheduled_rebalance_at_ms=None)
+
+    with serving(NoTime()) as url:
+        assert coordinator(["groups", "describe", G, "--url", url, "--tasks"]) == 0
+        tasks = capsys.readouterr().out
+        assert coordinator(["groups", "describe", G, "--url", url, "--tasks", "--format", "json"]) == 0
+        rows = orjson.loads(capsys.readouterr().out)
+        assert coordinator(["groups", "describe", G, "--url", url]) == 0
+        default = capsys.readouterr().out
+    assert tasks.splitlines()[3].split() == ["A", "1", "UNASSIGNED", "-", "-", "-", "next-target"]
+    assert "next-target: deferred, no rebalance time is set: it goes out with the next target assignment" in tasks
+    assert rows[2]["Deferred"] is True and rows[2]["DeferredUntilMs"] is None and rows[2]["Status"] == "UNASSIGNED"
+    assert "deferred: A-1 unassigned until the next target assignment (no rebalance time is set)" in default
+    assert "not yet set" not in tasks + default
+
+
+def test_connectors_set_and_config_set_say_what_they_set(capsys: pytest.CaptureFixture) -> None:
+    puts: list = []
+    with serving(_static_member_crashed().coordinator, puts) as url:
+        assert coordinator(["connectors", "set", G, "A=2", "B=1", "--url", url]) == 0
+        assert capsys.readouterr().out == f"group {G}: connectors set to A (2 tasks), B (1 task)\n"
+        assert coordinator(["connectors", "set", G, "--url", url]) == 0
+        assert capsys.readouterr().out == f"group {G}: connectors set to none (every connector removed)\n"
+        assert coordinator(["config", "set", G, "--session-timeout-ms", "7000", "--heartbeat-interval-ms", "700",
+                            "--url", url]) == 0
+        assert capsys.readouterr().out == (
+            f"group {G}: config set: session timeout 7000 ms, heartbeat interval 700 ms; the server's default for "
+            "rebalance timeout, scheduled rebalance max delay, initial assignment delay\n")
+        assert coordinator(["config", "set", G, "--session-timeout-ms", "7000", "--url", url, "--format", "json"]) == 0
+        assert orjson.loads(capsys.readouterr().out)["SessionTimeoutMs"] == 7000
+    assert [path for path, _ in puts] == [f"/v1/groups/{G}/connectors"] * 2 + [f"/v1/groups/{G}/config"] * 2
+    assert puts[0][1] == {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]}
 
 
 def test_describe_says_nothing_of_departures_when_the_last_change_removed_nobody(
@@ -239,12 +321,12 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
 
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--members", *url)
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PROTOCOL", "EPOCH", "STATE"]
+    assert code == 0 and lines[0].split() == ["MEMBER", "INSTANCE", "CLIENT", "HOST", "PROTOCOL", "EPOCH", "STATE"]
     assert lines[1].split() == [member["MemberId"], "worker-1", "ANONYMOUS", "127.0.0.1", "connect",
                                 str(member["MemberEpoch"]), "STABLE"]
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--members", "--verbose", *url)
     lines = out.splitlines()
-    assert lines[0].split()[-3:] == ["OWNS", "REVOKING", "TARGET"]
+    assert lines[0].split()[-3:] == ["ASSIGNED", "REVOKING", "TARGET"]
     owns = ",".join([*member["Assignment"]["Connectors"],
                      *(f"{t['Connector']}-{t['Task']}" for t in member["Assignment"]["Tasks"])])
     assert lines[1].split()[-3:] == [owns, "-", owns]
@@ -271,7 +353,8 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
     deferred = {("-" if "Task" not in t else str(t["Task"])) for t in d["Deferred"]["Tasks"]}
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--tasks", *url)
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["CONNECTOR", "TASK", "MEMBER", "REVOKING", "TARGET"]
+    assert code == 0 and lines[0].split() == ["CONNECTOR", "TASK", "STATUS", "MEMBER", "REVOKING", "TARGET",
+                                              "DEFERRED-UNTIL"]
     rows = {(line.split()[0], line.split()[1]): line.split(None, 2)[2] for line in lines[1:]}
     assert set(rows) == {("A", "-"), ("A", "0"), ("A", "1"), ("B", "-"), ("B", "0")}
     items = {*member["Assignment"]["Connectors"], *(f"{t['Connector']}-{t['Task']}" for t in
@@ -279,15 +362,15 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
     for (connector, task), rest in rows.items():
         item = connector if task == "-" else f"{connector}-{task}"
         if item in items:
-            assert rest.split() == [member["MemberId"], "-", member["MemberId"]]
+            assert rest.split() == ["ASSIGNED", member["MemberId"], "-", member["MemberId"], "-"]
         else:
-            assert rest.split() == ["deferred", "until", until, "-", "-"], (item, rest)
+            assert rest.split() == ["UNASSIGNED", "-", "-", "-", until], (item, rest)
     assert len(rows) - len(items) == len(d["Deferred"]["Tasks"]) + len(d["Deferred"]["Connectors"]) > 0
     assert deferred
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--tasks", "--format", "json", *url)
     statuses = {(r["Connector"], r["Task"]): (r["Status"], r["DeferredUntilMs"]) for r in orjson.loads(out)}
-    assert {s for s, _ in statuses.values()} == {"running", "deferred"}
-    assert {u for s, u in statuses.values() if s == "deferred"} == {at}  # JSON keeps the number
+    assert {s for s, _ in statuses.values()} == {"ASSIGNED", "UNASSIGNED"}  # the status endpoint's words
+    assert {u for s, u in statuses.values() if s == "UNASSIGNED"} == {at}  # JSON keeps the number
 
     # The default view keeps its shape; its deferred line gives the time as ISO text too.
     code, out, _ = _cli(capsys, "groups", "describe", WATCHED, *url)

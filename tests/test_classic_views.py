@@ -324,7 +324,7 @@ def test_describe_shows_a_translated_classic_members_url_and_config_offset(capsy
         assert cli.main(["groups", "describe", G, "--url", base]) == 0
         out = capsys.readouterr().out
     table = out[out.index("MEMBER"):].splitlines()
-    assert table[0].split() == ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "OWNS", "REVOKING",
+    assert table[0].split() == ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING",
                                 "TARGET"]
     rows = {line.split()[0]: line.split() for line in table[1:4]}
     assert rows[c1][2:4] == ["classic", url("C1")] and rows["n1"][2:4] == ["connect", "-"]
@@ -347,7 +347,7 @@ def test_groups_describe_prints_a_classic_members_url_config_offset_and_work(
         described = orjson.loads(capsys.readouterr().out)
     assert out.splitlines()[0] == f"group {G} (classic): STABLE, generation 4, protocol sessioned, leader W1"
     table = out[out.index("MEMBER"):].splitlines()
-    assert table[0].split() == ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "RUNS"]
+    assert table[0].split() == ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "ASSIGNED"]
     assert [line.split() for line in table[1:5]] == [
         ["W1", "-", url("W1"), "12", "STABLE", "A,A-0"], ["W2", "-", url("W2"), "12", "STABLE", "A-1"],
         ["W3", "-", url("W3"), "12", "STABLE", "A-2"], ["X9", "-", "-", "-", "STABLE", "-"]]

@@ -233,9 +233,9 @@ def test_the_page_of_a_classic_group_shows_each_workers_url_config_offset_and_wo
         table = tables[m][:tables[m].index("</table>")]
         assert f'<td class="k">url</td><td>{url(m)}</td>' in table
         assert '<td class="k">config offset</td><td>12</td>' in table
-        assert f'<td class="k">runs</td><td>{runs}</td>' in table and '<td class="k">note</td>' not in table
+        assert f'<td class="k">assigned</td><td>{runs}</td>' in table and '<td class="k">note</td>' not in table
     x9 = tables["X9"][:tables["X9"].index("</table>")]
-    assert '<td class="k">runs</td><td><span class="none">nothing</span></td>' in x9
+    assert '<td class="k">assigned</td><td><span class="none">nothing</span></td>' in x9
     assert "its JoinGroup metadata cannot be read" in x9
     # The timeline draws a lane per worker and a bar per task it ran.
     assert all(f">{m}<" in html for m in ("W1", "W2", "W3")) and "A-2" in html
@@ -271,8 +271,34 @@ def test_the_live_page_of_a_classic_group(live: Live) -> None:
         table = table[:table.index("</table>")]
         assert f'<td class="k">url</td><td>{url("C1")}</td>' in table
         assert '<td class="k">config offset</td><td>33</td>' in table
-        assert '<td class="k">runs</td><td>sink, sink-0, sink-1</td>' in table
+        assert '<td class="k">assigned</td><td>sink, sink-0, sink-1</td>' in table
         assert "pod-c1" in table and "<svg" in page and "sink-1" in page[page.index("<svg"):]
     finally:
         requests.post(f"{live.url}/v1/classic-group/leave", headers=headers, timeout=30, json={
             "GroupId": group, "Members": [{"MemberId": joined["MemberId"], "GroupInstanceId": "pod-c1"}]})
+
+
+# --- one vocabulary, and deferred work without a time (issue 29, items 6 and 10) ---------------------------
+
+
+def test_the_page_says_assigned_and_when_deferred_work_goes_out() -> None:
+    """The page's word for a member's work is the status endpoint's (ASSIGNED): the coordinator knows
+    what it assigned, not what runs. Deferred work waits for the scheduled rebalance, or, with no time
+    set (the status endpoint's null), for the next target assignment: said so, not "at -"."""
+    import dataclasses
+
+    from test_admin_cli import G as GROUP
+    from test_admin_cli import _static_member_crashed
+
+    from coordinator.service.pages import group_page
+
+    d = _static_member_crashed()
+    described = d.coordinator.describe_group(GROUP)
+    at = described.scheduled_rebalance_at_ms
+    html = group_page(described, None, "", coordinator="http://c", partition=0, now_ms=at - 2_000)
+    assert '<td class="k">assigned</td><td>A, A-0</td>' in html and ">runs<" not in html
+    assert "A-1: unassigned until the scheduled rebalance at 1970-01-01T00:05:10.000Z (in 2 s)." in html
+    untimed = group_page(dataclasses.replace(described, scheduled_rebalance_at_ms=None), None, "",
+                         coordinator="http://c", partition=0, now_ms=at)
+    assert "A-1: unassigned until the next target assignment (no rebalance time is set)." in untimed
+    assert "at -" not in untimed

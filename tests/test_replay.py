@@ -168,6 +168,17 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     assert "┌ rebalance 3: W2 fenced: no heartbeat within its session timeout" in out
     assert "└ converged at epoch 6 after 3 s: 3 released by members that left or joined again; moved clicks-source W2 -> (none)" in out
     assert "7 rebalances converged" in out
+    # Issue 29: a rebalance that moved nothing says "nothing moved", never "moved nothing moved".
+    closes = [line for line in out.splitlines() if "└ converged at" in line]
+    assert len(closes) == 7 and "moved nothing" not in out
+    assert all(line.endswith("; nothing moved") or "; moved " in line for line in closes), closes
+    # The story's rebalances all move something: the wording of one that moves nothing, open or closed.
+    from types import SimpleNamespace
+
+    from replay.cli import _moves
+    assert _moves(SimpleNamespace(moved=())) == "nothing moved"
+    assert _moves(SimpleNamespace(moved=()), so_far=True) == "nothing moved so far"
+    assert _moves(SimpleNamespace(moved=[("A-0", "W1", None)]), so_far=True) == "so far moved A-0 W1 -> (none)"
 
     code, out, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["jsonl"]),
                        "--format", "json")

@@ -25,6 +25,7 @@ import msgspec
 import orjson
 
 from coordinator.api import wire
+from coordinator.core.protocol import ASSIGNED, REVOKING, UNASSIGNED
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 from coordinator.tools.text import iso_time, table
@@ -49,12 +50,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _group_argument(describe)
     view = describe  # one view at a time: checked in _describe, so that a clash is one line
     view.add_argument("--members", action="store_true",
-                      help="one row per member: member and instance id, client id, host, protocol, epoch, state")
+                      help="one row per member: member and instance id, client (over HTTP the principal its "
+                           "heartbeats authenticated as, which carry no client id; over Kafka's protocol its "
+                           "client.id), host, protocol, epoch, state")
     view.add_argument("--state", action="store_true",
                       help="the group's coordinator (URL and partition), assignor, state, epochs and member count")
     view.add_argument("--tasks", action="store_true",
-                      help="one row per connector and task: the member running it, the member revoking it, its "
-                           "target, or unassigned / deferred until a time")
+                      help="one row per connector and task, in the status endpoint's words: ASSIGNED to a member, "
+                           "REVOKING by its owner, or UNASSIGNED (deferred until the scheduled rebalance, or "
+                           "until the next target assignment when no rebalance time is set); its target. Whether "
+                           "it runs only the worker knows")
     describe.add_argument("--verbose", action="store_true",
                           help="with --members: also what each member owns, is revoking and is given as its target")
     describe.add_argument("--watch", nargs="?", type=_seconds, const=2.0, metavar="SECONDS",
@@ -316,8 +321,9 @@ def _description_text(a: wire.GroupDescription) -> str:
         lines.append(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch "
                      f"{a.assignment_epoch}, assignor {a.assignor} ({a.assignor_kind})")
     lines.append("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
+    lines.append(_timeouts(a))
     if a.deferred.connectors or a.deferred.tasks:
-        lines.append(f"deferred: {_items(a.deferred)} until {_when(a.scheduled_rebalance_at_ms)}")
+        lines.append(f"deferred: {_items(a.deferred)} unassigned until {_when(a.scheduled_rebalance_at_ms)}")
     if a.assignment_error:
         lines.append(f"assignment error {a.assignment_error}: {a.assignment_error_message}")
     lines.append("")
@@ -327,11 +333,11 @@ def _description_text(a: wire.GroupDescription) -> str:
         # Translated classic members: their URL too (the worker's REST API, from its JoinGroup).
         lines.append(table([[m.member_id, m.instance_id, m.protocol, m.url, m.member_epoch, m.state,
                              _items(m.assignment), _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                           ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+                           ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING", "TARGET"]))
     else:
         lines.append(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
                              _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                           ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]))
+                           ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "ASSIGNED", "REVOKING", "TARGET"]))
     notes = [f"{m.member_id}: {m.note}" for m in a.members if getattr(m, "note", None)]
     if notes:
         lines.append("")
@@ -351,15 +357,28 @@ def _classic_members_table(a: wire.GroupDescription) -> str:
         return f"group {a.group_id} has no members"
     return table([[m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state,
                    _items(m.assignment)] for m in a.members],
-                 ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "RUNS"])
+                 ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "ASSIGNED"])
 
 
 def _when(ms: int | None) -> str:
-    return "a time not yet set" if ms is None else iso_time(ms)
+    """Until when deferred work waits. No time (the status endpoint's null): the scheduled rebalance
+    has run or the assignor asked for no delay, so the work goes out with the next target assignment."""
+    return "the next target assignment (no rebalance time is set)" if ms is None else iso_time(ms)
+
+
+def _timeouts(a: wire.GroupDescription) -> str:
+    """The group's timeouts in effect (its own, or the server's defaults), as `config set` names them."""
+    rebalance = ("each member's own" if a.rebalance_timeout_ms is None  # null: the members' RebalanceTimeoutMs
+                 else f"{a.rebalance_timeout_ms} ms")
+    return (f"timeouts: session timeout {a.session_timeout_ms} ms, heartbeat interval {a.heartbeat_interval_ms} ms, "
+            f"rebalance timeout {rebalance}, scheduled rebalance max delay "
+            f"{a.scheduled_rebalance_max_delay_ms} ms, initial assignment delay {a.initial_assignment_delay_ms} ms")
 
 
 def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
-    header = ["MEMBER", "INSTANCE", "CLIENT-ID", "HOST", "PROTOCOL", "EPOCH", "STATE"]
+    # CLIENT, not CLIENT-ID: the member's ClientId field is the principal for a member heard over
+    # HTTP (whose heartbeats carry no client id) and the client.id only over Kafka's protocol.
+    header = ["MEMBER", "INSTANCE", "CLIENT", "HOST", "PROTOCOL", "EPOCH", "STATE"]
     rows = []
     for m in a.members:
         row: list[Any] = [m.member_id, m.instance_id, m.client_id or None, m.client_host or None, m.protocol,
@@ -368,7 +387,7 @@ def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
             row += [_items(m.assignment), _items(m.pending_revocation), _items(m.target)]
         rows.append(row)
     if verbose:
-        header += ["OWNS", "REVOKING", "TARGET"]
+        header += ["ASSIGNED", "REVOKING", "TARGET"]
     return table(rows, header) if rows else f"group {a.group_id} has no members"
 
 
@@ -392,7 +411,9 @@ def _state_table(a: _Described) -> str:
 
 def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
     """One row per connector and task the group runs (and any still held that it no longer runs):
-    who runs it, who is revoking it, whose target it is, and its status."""
+    its status in the status endpoint's words (`coordinator.core.views.connector_status`: ASSIGNED,
+    REVOKING while its owner gives it up and nobody else holds it, else UNASSIGNED), the member it is
+    assigned to, who is revoking it, whose target it is, and whether it is deferred (until when)."""
     owner: dict[tuple[str, int | None], str] = {}
     revoking: dict[tuple[str, int | None], str] = {}
     target: dict[tuple[str, int | None], str] = {}
@@ -407,11 +428,11 @@ def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
     items += sorted({*owner, *revoking} - set(items), key=lambda k: (k[0], -1 if k[1] is None else k[1]))
     rows = []
     for key in items:
-        status = ("running" if key in owner else "revoking" if key in revoking
-                  else "deferred" if key in deferred else "unassigned")
-        rows.append({"Connector": key[0], "Task": key[1], "Member": owner.get(key), "Revoking": revoking.get(key),
-                     "Target": target.get(key), "Status": status,
-                     "DeferredUntilMs": a.scheduled_rebalance_at_ms if status == "deferred" else None})
+        status = ASSIGNED if key in owner else REVOKING if key in revoking else UNASSIGNED
+        waits = status == UNASSIGNED and key in deferred
+        rows.append({"Connector": key[0], "Task": key[1], "Status": status, "Member": owner.get(key),
+                     "Revoking": revoking.get(key), "Target": target.get(key), "Deferred": waits,
+                     "DeferredUntilMs": a.scheduled_rebalance_at_ms if waits else None})
     return rows
 
 
@@ -426,13 +447,16 @@ def _tasks_json(a: wire.GroupDescription) -> list[dict[str, Any]]:
 def _tasks_table(a: wire.GroupDescription) -> str:
     rows = []
     for r in _task_rows(a):
-        member = r["Member"]
-        if member is None and r["Revoking"] is None:
-            member = f"deferred until {_when(r['DeferredUntilMs'])}" if r["Status"] == "deferred" else "unassigned"
-        rows.append([r["Connector"], "-" if r["Task"] is None else r["Task"], member, r["Revoking"], r["Target"]])
+        until = None if not r["Deferred"] else "next-target" if r["DeferredUntilMs"] is None \
+            else iso_time(r["DeferredUntilMs"])
+        rows.append([r["Connector"], "-" if r["Task"] is None else r["Task"], r["Status"], r["Member"],
+                     r["Revoking"], r["Target"], until])
     if not rows:
         return f"group {a.group_id} runs no connectors"
-    return table(rows, ["CONNECTOR", "TASK", "MEMBER", "REVOKING", "TARGET"])
+    out = table(rows, ["CONNECTOR", "TASK", "STATUS", "MEMBER", "REVOKING", "TARGET", "DEFERRED-UNTIL"])
+    if any(r[-1] == "next-target" for r in rows):
+        out += "\n\nnext-target: deferred, no rebalance time is set: it goes out with the next target assignment"
+    return out
 
 
 async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -> int:
@@ -440,8 +464,16 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
     if len(set(names)) != len(names):
         raise CliError("a connector is named twice", exit_code=2)
     body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in args.connectors])
-    return _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
+    code = _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
                                              wire.ErrorResponse, body))
+    if code == 0:  # one line of what is now true, so that success is not silence
+        if args.format == "json":
+            _print_json({"GroupId": args.group, "Connectors": body.connectors})
+        else:
+            print(f"group {args.group}: connectors set to "
+                  + (", ".join(f"{n} ({t} task{'' if t == 1 else 's'})" for n, t in args.connectors)
+                     or "none (every connector removed)"))
+    return code
 
 
 async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> int:
@@ -450,5 +482,18 @@ async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> in
                                  rebalance_timeout_ms=args.rebalance_timeout_ms,
                                  scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
                                  initial_assignment_delay_ms=args.initial_assignment_delay_ms)
-    return _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config",
+    code = _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config",
                                              wire.ErrorResponse, body))
+    if code == 0:  # the whole config is replaced: say so, the defaults included
+        if args.format == "json":
+            _print_json({"GroupId": args.group, **{k: v for k, v in msgspec.to_builtins(body).items()}})
+        else:
+            named = [("session timeout", body.session_timeout_ms), ("heartbeat interval", body.heartbeat_interval_ms),
+                     ("rebalance timeout", body.rebalance_timeout_ms),
+                     ("scheduled rebalance max delay", body.scheduled_rebalance_max_delay_ms),
+                     ("initial assignment delay", body.initial_assignment_delay_ms)]
+            given = [f"{k} {v} ms" for k, v in named if v is not None]
+            default = [k for k, v in named if v is None]
+            print(f"group {args.group}: config set: " + ", ".join(given or ["nothing given"])
+                  + (f"; the server's default for {', '.join(default)}" if default else ""))
+    return code

@@ -189,7 +189,8 @@ def _member_table(m: MemberDescription) -> str:
         # not known.
         offset = getattr(m, "config_offset", None)
         rows.append(("config offset", _esc(offset) if offset is not None else '<span class="none">-</span>'))
-    rows += [("runs", _items(m.assignment)),
+    # "assigned", the status endpoint's ASSIGNED: the coordinator knows what it gave, not what runs.
+    rows += [("assigned", _items(m.assignment)),
              ("revoking", f'<span class="revoking">{_items(m.pending_revocation)}</span>'
               if items_of(m.pending_revocation) else _items(m.pending_revocation)),
              ("target", _items(m.target))]
@@ -219,9 +220,13 @@ def group_page(d: GroupDescription, picture: str | None, note: str, *, coordinat
     connectors = "".join(f"<tr><td>{_esc(c.name)}</td><td>{c.tasks}</td></tr>" for c in d.connectors)
     out.append("<h2>Connectors</h2>" + (f"<table><tr><th>connector</th><th>tasks</th></tr>{connectors}</table>"
                                          if connectors else '<p class="none">none</p>'))
-    if items_of(d.deferred):
-        left = "" if d.scheduled_rebalance_at_ms is None else \
-            f" (in {format_duration(max(0, d.scheduled_rebalance_at_ms - now_ms))})"
+    if items_of(d.deferred) and d.scheduled_rebalance_at_ms is None:
+        # No time (the status endpoint's null): the scheduled rebalance has run, or the assignor
+        # asked for no delay; the work goes out with the next target assignment.
+        out.append(f"<h2>Deferred work</h2><p>{_items(d.deferred)}: unassigned until the next target assignment "
+                   "(no rebalance time is set).</p>")
+    elif items_of(d.deferred):
+        left = f" (in {format_duration(max(0, d.scheduled_rebalance_at_ms - now_ms))})"
         out.append(f"<h2>Deferred work</h2><p>{_items(d.deferred)}: unassigned until the scheduled rebalance at "
                    f"{_iso(d.scheduled_rebalance_at_ms)}{left}.</p>")
     else:
