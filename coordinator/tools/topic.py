@@ -1,10 +1,13 @@
-"""`coordinator topic create|describe|validate`: the coordinator's compacted topic.
+"""`coordinator topic create|describe|validate|alter`: the coordinator's compacted topic.
 
 The topic is the coordinator's only storage: a group's state is the replay of its records (DESIGN
 §3), and the latest record per key must stay readable forever. Two properties follow, and
 `validate` insists on both: the cleanup policy is exactly `compact` (retention would delete live
 state), and the partition count never changes (a group lives in partition murmur2(group_id) % N,
 so a new N sends groups to partitions that do not hold their records).
+
+`alter` brings an existing topic's settings to those `create` sets (a topic created before one of
+them existed, such as max.message.bytes), without a Kafka tool.
 
 Existence is decided from metadata, not from DescribeConfigs, and a config a broker does not list
 means the broker default: brokers of other vendors differ in what DescribeConfigs returns.
@@ -21,10 +24,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import orjson
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
+    AlterConfigOpType,
     ClusterMetadata,
+    ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
@@ -33,7 +38,7 @@ from confluent_kafka.admin import (
 )
 
 from coordinator.errors import CliError
-from coordinator.tools import kafka_config
+from coordinator.tools import kafka_config, partitions
 
 DEFAULT_PARTITIONS = 16
 DEFAULT_TIMEOUT = 15.0
@@ -191,6 +196,32 @@ class Admin:
                 raise CliError(f"topic {topic.topic} was created but is not visible after {self.timeout:g}s")
             time.sleep(0.1)
 
+    def alter(self, topic: str, configs: dict[str, str]) -> None:
+        """Set `configs` on the topic and leave its other configs as they are (IncrementalAlterConfigs)."""
+        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+                   for name, value in sorted(configs.items())]
+        resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
+        self._client.incremental_alter_configs([resource], request_timeout=self.timeout)[resource].result()
+
+    def first_keyless(self, topic: Topic, client: dict[str, str]) -> tuple[int, int] | None:
+        """(partition, offset) of the topic's first record without a key, or None when every record
+        has one (or there is none)."""
+        consumer = Consumer(partitions.reader_config(client, f"coordinator-topic-alter-{time.monotonic_ns()}",
+                                                     logger=_LIBRDKAFKA_LOG))
+        try:
+            for p in topic.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic.name, p.id), timeout=self.timeout)
+                if low >= high:
+                    continue  # empty: nothing to read (and read_range would wait for a first record)
+                for message in partitions.read_range(consumer, topic.name, p.id, low, high, self.timeout):
+                    if message.key() is None:
+                        return p.id, message.offset()
+        except partitions.LogError as e:
+            raise CliError(str(e)) from None
+        finally:
+            consumer.close()
+        return None
+
     def _configs(self, topic: str) -> dict[str, Config]:
         resource = ConfigResource(ResourceType.TOPIC, topic)
         entries = self._client.describe_configs([resource], request_timeout=self.timeout)[resource].result()
@@ -313,6 +344,66 @@ def _create(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Change:
+    name: str
+    old: Config | None  # None: the broker did not report the config
+    new: str
+
+    def __str__(self) -> str:
+        if self.old is None:
+            old = "(not reported)"
+        elif self.old.source == "dynamic_topic_config":
+            old = self.old.value or ""
+        else:  # a value the topic has from the broker or Kafka's default, not one set on it
+            old = f"{self.old.value or ''} ({self.old.source})"
+        return f"{self.name}: {old} -> {self.new}"
+
+
+def changes(topic: Topic, wanted: dict[str, str]) -> list[Change]:
+    """What setting `wanted` on the topic changes: the configs whose value differs, or that are not
+    set on the topic itself."""
+    out = []
+    for name, value in sorted(wanted.items()):
+        old = topic.configs.get(name)
+        if old is None or old.value != value or old.source != "dynamic_topic_config":
+            out.append(Change(name, old, value))
+    return out
+
+
+def _alter(args: argparse.Namespace) -> int:
+    admin = Admin(args)
+    topic = admin.describe(args.topic)
+    if topic is None:
+        raise CliError(f"topic {args.topic} does not exist (`coordinator topic create` makes it)")
+    # min.insync.replicas follows the replication factor the topic has, as create derives it from the
+    # one it creates with; alter changes neither it nor the partition count (groups live by N).
+    wanted = topic_configs(topic.replication_factor) | dict(args.config)
+    if not topic.compacted and "compact" in _policies(wanted["cleanup.policy"]):
+        # Compaction discards every record without a key (Kafka's log cleaner drops them as invalid),
+        # so a topic of `delete` records is made compact only when none would be lost that way. The
+        # coordinator writes a key on every record; a keyless one means this is someone else's topic.
+        keyless = admin.first_keyless(topic, kafka_config.client_config(args))
+        if keyless is not None:
+            raise CliError(
+                f"topic {topic.name} cannot be made compact: partition {keyless[0]} has a record without a key "
+                f"at offset {keyless[1]}, which compaction would delete (is --topic the coordinator's topic?)")
+    todo = changes(topic, wanted)
+    if not todo:
+        print(f"topic {topic.name} already has the coordinator's settings; nothing to change")
+        return 0
+    verb = "would change" if args.dry_run else "changing"
+    print(f"topic {topic.name}: {verb} {len(todo)} setting(s)")
+    for change in todo:
+        print(f"  {change}")
+    if args.dry_run:
+        print("dry run: nothing changed (run without --dry-run to apply)")
+        return 0
+    admin.alter(topic.name, {c.name: c.new for c in todo})
+    print(f"altered topic {topic.name}: {len(todo)} setting(s) changed")
+    return 0
+
+
 def _describe(args: argparse.Namespace) -> int:
     topic = Admin(args).describe(args.topic)
     if topic is None:
@@ -392,6 +483,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         commands, "validate", _validate, "check that the topic is fit for the coordinator; exit 1 if not"
     )
     validate.add_argument("--partitions", type=_positive_int, help="the partition count the topic must have")
+
+    alter = _add_command(
+        commands, "alter", _alter,
+        "bring an existing topic's configs to those create sets, showing each change (old -> new); the partition "
+        "count and replication factor stay")
+    alter.add_argument(
+        "--config",
+        type=kafka_config.key_value,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config to set instead of the coordinator's (repeatable), as create takes it",
+    )
+    alter.add_argument("--dry-run", action="store_true", help="show what would change and change nothing")
 
 
 def _table_or_json(text: str) -> str:
