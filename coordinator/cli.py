@@ -49,7 +49,7 @@ COMMANDS: dict[str, Command] = {
     "config": Command("coordinator.sdk.admin", "set a group's timeouts"),
     "worker": Command("coordinator.sdk.fleet", "run a fleet of simulated workers"),
     "demo": Command("coordinator.sdk.demo", "the main job: a coordinator, a worker fleet and a scripted story"),
-    "topic": Command("coordinator.tools.topic", "create, describe or validate the coordinator's compacted topic"),
+    "topic": Command("coordinator.tools.topic", "create, describe, validate or alter the coordinator's compacted topic"),
     "dev-broker": Command("coordinator.tools.devbroker",
                           "start, stop or inspect a local Apache Kafka (1 or 3 KRaft nodes)"),
     "replay": Command("replay.cli",
