@@ -92,7 +92,8 @@ def test_the_kafka_listener_counts_requests_and_failures_per_kafka_api() -> None
     samples = _samples(m)
     assert samples["coordinator_kafka_connections"] == 1
     assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_requests_total")} == {
-        'coordinator_kafka_requests_total{api="JoinGroup"}': 1, 'coordinator_kafka_requests_total{api="DeleteGroups"}': 1,
+        'coordinator_kafka_requests_total{api="JoinGroup"}': 1,
+        'coordinator_kafka_requests_total{api="DeleteGroups"}': 1,
         'coordinator_kafka_requests_total{api="ApiVersions"}': 1}
     assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_errors_total")} == {
         'coordinator_kafka_errors_total{api="DeleteGroups",error="GROUP_ID_NOT_FOUND"}': 1,
@@ -121,7 +122,8 @@ def test_the_series_known_in_advance_are_there_at_zero_before_anything_happens()
     heartbeat = documented[HB]
     assert {ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.NOT_COORDINATOR, ErrorCode.COMPUTE_ASSIGNMENT} <= heartbeat
     assert ErrorCode.ILLEGAL_GENERATION not in heartbeat  # classic only: not every code for every API
-    assert samples[f'coordinator_protocol_signals_total{{api="/v1/classic-group/join",signal="MEMBER_ID_REQUIRED"}}'] == 0
+    join = "/v1/classic-group/join"
+    assert samples[f'coordinator_protocol_signals_total{{api="{join}",signal="MEMBER_ID_REQUIRED"}}'] == 0
     assert not [name for name in samples if 'partition="' in name]  # no partition is served yet
 
 

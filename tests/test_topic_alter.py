@@ -52,7 +52,8 @@ def alter(capsys: pytest.CaptureFixture[str], bootstrap: str, topic: str, *optio
     return code, out, err
 
 
-def test_alter_brings_an_old_topic_to_the_documented_settings(kafka_broker, admin, unique_topic, capsys) -> None:  # noqa: ANN001
+def test_alter_brings_an_old_topic_to_the_documented_settings(  # noqa: ANN001
+        kafka_broker, admin, unique_topic, capsys) -> None:
     create_directly(admin, unique_topic, OLD)
 
     code, out, err = alter(capsys, kafka_broker.bootstrap_servers, unique_topic, "--dry-run")
@@ -80,13 +81,14 @@ def test_alter_brings_an_old_topic_to_the_documented_settings(kafka_broker, admi
 
 def test_config_overrides_win_as_in_create(kafka_broker, admin, unique_topic, capsys) -> None:  # noqa: ANN001
     create_directly(admin, unique_topic, topic_configs(1))
-    code, out, _ = alter(capsys, kafka_broker.bootstrap_servers, unique_topic, "--config", "segment.bytes=52428800")
-    assert code == 0
-    assert out.splitlines()[1:-1] == ["  segment.bytes: 104857600 -> 52428800"]
+    code, out, err = alter(capsys, kafka_broker.bootstrap_servers, unique_topic, "--config", "segment.bytes=52428800")
+    assert code == 0, err
+    assert out.splitlines()[1:-1] == ["  segment.bytes: 104857600 -> 52428800"], out
     assert set_on_topic(admin, unique_topic)["segment.bytes"] == "52428800"
 
 
-def test_a_delete_topic_of_keyed_records_is_made_compact(kafka_broker, admin, unique_topic, capsys) -> None:  # noqa: ANN001
+def test_a_delete_topic_of_keyed_records_is_made_compact(  # noqa: ANN001
+        kafka_broker, admin, unique_topic, capsys) -> None:
     create_directly(admin, unique_topic, {"cleanup.policy": "delete"})
     producer = Producer(kafka_broker.client_config())
     producer.produce(unique_topic, key=b"k", value=b"v", partition=1)
@@ -97,7 +99,8 @@ def test_a_delete_topic_of_keyed_records_is_made_compact(kafka_broker, admin, un
     assert set_on_topic(admin, unique_topic)["cleanup.policy"] == "compact"
 
 
-def test_a_topic_compaction_would_lose_records_from_is_refused(kafka_broker, admin, unique_topic, capsys) -> None:  # noqa: ANN001
+def test_a_topic_compaction_would_lose_records_from_is_refused(  # noqa: ANN001
+        kafka_broker, admin, unique_topic, capsys) -> None:
     create_directly(admin, unique_topic, {"cleanup.policy": "delete", "max.message.bytes": "1048588"})
     producer = Producer(kafka_broker.client_config())
     producer.produce(unique_topic, key=b"k", value=b"v", partition=1)
