@@ -62,6 +62,8 @@ def test_alter_brings_an_old_topic_to_the_documented_settings(  # noqa: ANN001
     assert lines[0] == f"topic {unique_topic}: would change 6 setting(s)"
     assert "  max.message.bytes: 1048588 -> 16777216" in lines  # set on the topic: its value alone
     assert "  delete.retention.ms: 86400000 (default_config) -> 604800000" in lines  # Kafka's default: said so
+    (unclean,) = [line for line in lines if "unclean.leader.election.enable" in line]  # the broker's false, pinned
+    assert unclean.endswith(") -> false (set on the topic)"), unclean
     assert not [line for line in lines if "min.compaction.lag.ms" in line or "cleanup.policy" in line]
     assert lines[-1] == "dry run: nothing changed (run without --dry-run to apply)"
     assert set_on_topic(admin, unique_topic) == OLD  # the dry run changed nothing

@@ -357,6 +357,9 @@ class Change:
             old = self.old.value or ""
         else:  # a value the topic has from the broker or Kafka's default, not one set on it
             old = f"{self.old.value or ''} ({self.old.source})"
+        if self.old is not None and self.old.value == self.new:
+            # The same value, inherited: set on the topic, so a broker default changed later cannot change it.
+            return f"{self.name}: {old} -> {self.new} (set on the topic)"
         return f"{self.name}: {old} -> {self.new}"
 
 
