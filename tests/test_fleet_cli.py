@@ -129,8 +129,8 @@ def test_a_refused_scenario_line_is_one_line_and_a_clean_non_zero_exit(
     events, scenario = tmp_path / "events.jsonl", tmp_path / "scenario.txt"
     scenario.write_text("0 join 2\n3 connectors A=2\n60 stop\n")
     try:
-        status, _ = serve.request("PUT", "/v1/groups/connect-acl/connectors", {"Connectors": [{"Name": "A", "Tasks": 1}]},
-                                  token=OPS_TOKEN)
+        status, _ = serve.request("PUT", "/v1/groups/connect-acl/connectors",
+                                  {"Connectors": [{"Name": "A", "Tasks": 1}]}, token=OPS_TOKEN)
         assert status == 200
         result = subprocess.run([sys.executable, "-m", "coordinator", "worker", "--group", "connect-acl", "--url",
                                  serve.url, "--token", WORKER_TOKEN, "--scenario", str(scenario), "--events",

@@ -174,7 +174,7 @@ def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[
             raise CliError(str(e)) from None
         except Unavailable as e:
             raise CliError(str(e)) from None
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise CliError(f"cannot reach the coordinator at {args.url}: {e}") from None
     return run
 
@@ -333,7 +333,8 @@ def _description_text(a: wire.GroupDescription) -> str:
         # Translated classic members: their URL too (the worker's REST API, from its JoinGroup).
         lines.append(table([[m.member_id, m.instance_id, m.protocol, m.url, m.member_epoch, m.state,
                              _items(m.assignment), _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                           ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING", "TARGET"]))
+                           ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING",
+                            "TARGET"]))
     else:
         lines.append(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
                              _items(m.pending_revocation), _items(m.target)] for m in a.members],
