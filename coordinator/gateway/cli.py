@@ -80,11 +80,11 @@ def _addresses(text: str | None, flag: str) -> list[tuple[str, int]]:
     from coordinator.gateway.proxy import parse_address
 
     if not text:
-        raise CliError(f"{flag} is required")
+        raise CliError(f"{flag} is required", exit_code=2)
     try:
         return [parse_address(part) for part in text.split(",") if part.strip()]
     except ValueError as e:
-        raise CliError(f"{flag}: {e}") from None
+        raise CliError(f"{flag}: {e}", exit_code=2) from None
 
 
 def _credentials(args: argparse.Namespace) -> tuple[str, str] | None:
@@ -107,14 +107,14 @@ def run(args: argparse.Namespace) -> int:
 
     logs.configure(args.log_level, args.log_format)
     if not args.groups:
-        raise CliError("--groups is required")
+        raise CliError("--groups is required", exit_code=2)
     try:
         re.compile(args.groups)
     except re.error as e:
-        raise CliError(f"--groups: {e}") from None
+        raise CliError(f"--groups: {e}", exit_code=2) from None
     listen = _addresses(args.listen, "--listen")
     if len(listen) != 1:
-        raise CliError("--listen takes one HOST:PORT")
+        raise CliError("--listen takes one HOST:PORT", exit_code=2)
     metrics_at = _addresses(args.metrics_listen, "--metrics-listen")[0] if args.metrics_listen else None
     config = GatewayConfig(bootstrap=_addresses(args.bootstrap_server, "--bootstrap-server"), listen=listen[0],
                            groups=args.groups, coordinators=_addresses(args.coordinator, "--coordinator"),
