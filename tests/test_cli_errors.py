@@ -54,6 +54,9 @@ CONFLICTS: dict[str, list[Case]] = {
         ([*SERVE, "--allow-anonymous", "--tls-cert", "{tmp}/tokens"], "TLS needs both", {}),
         ([*SERVE, "--tokens", "{tmp}/bad-tokens"], "expected 'TOKEN PRINCIPAL'", {}),
         ([*SERVE], "--allow-anonymous", {}),  # no tokens, no anonymous: nobody could be served
+        # librdkafka refuses it at every attempt: refused at once, not retried for --connect-timeout.
+        ([*SERVE, "--allow-anonymous", "--connect-timeout", "60", "--kafka-config", "no.such.property=1"],
+         'No such configuration property: "no.such.property"', {}),
         (["serve"], "no Kafka bootstrap servers", {}),
         ([*SERVE, "--allow-anonymous", "--connect-timeout", "soon"], "argument --connect-timeout: expected a number",
          {}),

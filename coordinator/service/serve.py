@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
-from tenacity import RetryCallState, Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_delay, wait_exponential
 
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.config import KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS
@@ -293,12 +293,19 @@ def wait_for_topic(args: argparse.Namespace) -> int:
         log.warning("waiting for Kafka at %s to answer (%s); retrying in %.1f s", args.bootstrap_servers,
                     state.outcome.exception(), state.next_action.sleep if state.next_action else 0)
 
+    def unanswered(e: BaseException) -> bool:
+        # A usage error (exit code 2: a --kafka-config property librdkafka does not know) is the same
+        # at every attempt: refused at once, not after --connect-timeout of retries.
+        return isinstance(e, CliError) and e.exit_code != 2
+
     try:
-        for attempt in Retrying(retry=retry_if_exception_type(CliError), stop=stop_after_delay(args.connect_timeout),
+        for attempt in Retrying(retry=retry_if_exception(unanswered), stop=stop_after_delay(args.connect_timeout),
                                 wait=wait_exponential(multiplier=0.5, max=10), before_sleep=waiting, reraise=True):
             with attempt:
                 topic = Admin(args).describe(args.topic)
     except CliError as e:
+        if not unanswered(e):
+            raise
         raise CliError(f"gave up after --connect-timeout {args.connect_timeout:g}s: {e}") from None
     if topic is None:
         raise CliError(f"topic {args.topic} does not exist at {args.bootstrap_servers}; create it with: "
