@@ -121,6 +121,10 @@ CONFLICTS: dict[str, list[Case]] = {
     "topic describe": [
         (["topic", "describe", "--bootstrap-server", NOWHERE, "--format", "yaml"], "invalid choice: 'yaml'", {}),
         (["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "acks"], "expected KEY=VALUE", {}),
+        (["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "ssl.protocol=TLSv1.3"],
+         "--kafka-config: ssl.protocol: a Java client setting librdkafka has no counterpart for", {}),
+        (["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "no.such.property=1"],
+         "invalid Kafka client configuration", {}),
     ],
     "topic validate": [
         (["topic", "validate", "--bootstrap-server", NOWHERE, "--partitions", "many"], "expected a whole number", {}),
@@ -165,6 +169,12 @@ CONFLICTS: dict[str, list[Case]] = {
         (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--optimize-every", "soon"],
          "--optimize-every", {}),
         (["audit", "--bootstrap-server", NOWHERE], "no warehouse", {}),
+        (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--kafka-config",
+          "sasl.mechanism=GSSAPI", "--kafka-config", "sasl.username=u", "--kafka-config", "sasl.password=p"],
+         "only PLAIN and SCRAM credentials", {}),
+        (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--kafka-config",
+          "ssl.certificate.location={tmp}/tokens", "--kafka-config", "ssl.key.location={tmp}/empty"],
+         "set ssl.certificate.location and ssl.key.location to the same file", {}),
     ],
     "sql": [
         (["sql", "SELECT 1"], "no warehouse: pass --warehouse DIR", {}),
