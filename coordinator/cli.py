@@ -213,9 +213,9 @@ def _json_line(parser: argparse.ArgumentParser, word: str | None, argv: list[str
     else:
         action = sub._option_string_actions.get("--log-format")
         fmt = action.default if action is not None else "auto"
-        for i, word in enumerate(argv):
-            if word == "--log-format" and i + 1 < len(argv):
+        for i, arg in enumerate(argv):
+            if arg == "--log-format" and i + 1 < len(argv):
                 fmt = argv[i + 1]
-            elif word.startswith("--log-format="):
-                fmt = word.partition("=")[2]
+            elif arg.startswith("--log-format="):
+                fmt = arg.partition("=")[2]
     return writer(message, str(fmt), event, logger="coordinator.cli", **fields)
