@@ -55,11 +55,14 @@ COMMANDS: dict[str, Command] = {
                           "start, stop or inspect a local Apache Kafka (1 or 3 KRaft nodes)"),
     "replay": Command("replay.cli",
                       "a group's history from the topic or a dump: timeline, state, diff, who-owned, verify"),
-    "dump": Command("replay.cli", "copy the topic's records (or another dump) to a file for `coordinator replay --file`"),
-    "audit": Command("spark.cli", "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"),
+    "dump": Command("replay.cli",
+                    "copy the topic's records (or another dump) to a file for `coordinator replay --file`"),
+    "audit": Command("spark.cli",
+                     "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"),
     "sql": Command("spark.cli", "query the audit's tables with Spark SQL"),
     "spark-conf": Command("spark.cli", "print the Spark settings that find the audit's tables by name"),
-    "completion": Command("coordinator.cli", "print a shell completion script: eval \"$(coordinator completion bash)\""),
+    "completion": Command("coordinator.cli",
+                          "print a shell completion script: eval \"$(coordinator completion bash)\""),
 }
 
 DISTRIBUTION = "worker-coordinator"

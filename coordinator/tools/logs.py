@@ -36,8 +36,8 @@ def event(logger: logging.Logger, name: str, message: str, *args: Any, level: in
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {"time": iso_time(int(record.created * 1000)), "level": record.levelname, "logger": record.name,
-                                "message": record.getMessage()}
+        line: dict[str, Any] = {"time": iso_time(int(record.created * 1000)), "level": record.levelname,
+                                "logger": record.name, "message": record.getMessage()}
         line.update(getattr(record, _FIELDS, ()))
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
