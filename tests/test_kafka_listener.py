@@ -33,7 +33,7 @@ from coordinator.core.protocol import ConnectorTaskCount, SetConnectorsRequest
 from coordinator.service.auth import Authorizer
 from coordinator.service.kafka_listener import _HANDLERS, KafkaListener, node_id
 from coordinator.service.ownership import Owner, owner_client_id, parse_owner
-from coordinator.service.runtime import PartitionRuntime
+from coordinator.service.runtime import PartitionRuntime, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import partition_for
@@ -140,6 +140,12 @@ class Coordinator:
 
     async def __aenter__(self) -> Self:
         await self.server.start()
+        # A topic just created may not have its leader yet: the load is retried in the background,
+        # and until it succeeds every answer is COORDINATOR_LOAD_IN_PROGRESS.
+        deadline = time.monotonic() + 60
+        while self.server.runtimes[0].status is not Status.ACTIVE:
+            assert time.monotonic() < deadline, "partition 0 not loaded within 60 s"
+            await asyncio.sleep(0.05)
         self.address = await self.listener.start("127.0.0.1", 0)
         return self
 
