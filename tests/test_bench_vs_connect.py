@@ -19,6 +19,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.integration
+# Longer than the run's own 600 s subprocess timeout below, so that a slow run fails with that
+# timeout's message and the bench's output rather than pytest's 300 s default killing it first.
+@pytest.mark.timeout(900)
 def test_scale_out_side_by_side_with_real_kafka_connect(tmp_path: Path) -> None:
     out = tmp_path / "timelines.json"
     result = subprocess.run(
