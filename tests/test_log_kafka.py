@@ -29,7 +29,29 @@ def test_murmur2_is_kafkas(text: str) -> None:
 def test_partition_for_spreads_groups_and_is_stable() -> None:
     parts = [partition_for(f"connect-cluster-{i}", 16) for i in range(1_000)]
     assert all(0 <= p < 16 for p in parts) and len(set(parts)) == 16
-    assert partition_for("connect-cluster-7", 16) == partition_for("connect-cluster-7", 16)
+    # Kafka's default partitioner, Utils.toPositive(murmur2(key)) % partitions, worked by hand from the
+    # test vectors above (not from our murmur2): e.g. foobar, -790332482 & 0x7fffffff = 1357151166.
+    assert [partition_for(key, 16) for key in ("21", "foobar", "a-little-bit-long-string", "abc")] == [12, 14, 0, 11]
+    assert [partition_for(key, 7) for key in ("21", "foobar", "a-little-bit-long-string", "abc")] == [3, 0, 1, 4]
+
+
+@pytest.mark.integration
+def test_partition_for_is_where_a_kafka_producer_puts_the_key(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
+    """An independent implementation: librdkafka's "murmur2" partitioner (documented as Java
+    producer compatible) picks the partition; partition_for must pick the same one."""
+    _topic(kafka_broker, unique_topic, partitions=16)
+    producer = Producer({**kafka_broker.client_config(), "partitioner": "murmur2"})
+    keys = [f"connect-cluster-{i}" for i in range(200)] + ["g", "connect-\u00e9t\u00e9", "x" * 37]
+    placed: dict[str, int] = {}
+
+    def delivered(err, msg) -> None:  # noqa: ANN001
+        assert err is None, err
+        placed[msg.key().decode()] = msg.partition()
+
+    for key in keys:
+        producer.produce(unique_topic, key=key.encode(), value=b"", on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert placed == {key: partition_for(key, 16) for key in keys}
 
 
 def _topic(broker, topic: str, partitions: int = 4) -> None:  # noqa: ANN001
