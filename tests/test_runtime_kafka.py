@@ -98,8 +98,21 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
         assert first.status is Status.FENCED
         with pytest.raises(NotServing):
             await first.call(heartbeat(HeartbeatRequest(G, "W1", epoch)))
-        # Nothing the fenced owner tried to write is visible.
-        assert "W4" not in second.coordinator.state.groups[G].members
+        # Nothing the fenced owner tried to write is durable: a fresh load of the topic, after the
+        # fenced write, is the state the new owner serves and has no W4. (The new owner's memory was
+        # loaded before that write, so it could not show W4 whatever had reached the topic.)
+        after = CoordinatorState()
+        await asyncio.to_thread(load_partition, kafka_broker.client_config(), unique_topic, 0, after)
+        assert "W4" not in after.groups[G].members
+        assert set(after.groups[G].members) == {"W1", "W2", "W3"}
+        assert after.slots() == second.coordinator.state.slots()
+        # The control: the same join through the owner that serves is in a fresh load, so W4's
+        # absence above is the fence's doing, not a load that misses what was written last.
+        r = await second.call(heartbeat(HeartbeatRequest(G, "W4", 0, rebalance_timeout_ms=5_000)))
+        assert r.error_code == ErrorCode.NONE, r
+        control = CoordinatorState()
+        await asyncio.to_thread(load_partition, kafka_broker.client_config(), unique_topic, 0, control)
+        assert "W4" in control.groups[G].members
         await second.close()
 
     asyncio.run(scenario())
