@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run run-connect test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway soak promtool clean
+.PHONY: install run run-connect test test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway soak promtool chromium clean
 
 install: $(STAMP)
 
@@ -52,7 +52,7 @@ run-connect: install
 
 # The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
 # broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.
-test: install promtool
+test: install promtool chromium
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # promtool, for tests/test_ops_files.py's `promtool check rules`: Debian's prometheus package, fetched
@@ -67,6 +67,23 @@ promtool:
 	mkdir -p "$(dir $(PROMTOOL))" && mv usr/bin/promtool "$(PROMTOOL)"; \
 	rm -rf $$dir; \
 	[ -x "$(PROMTOOL)" ] || echo "make promtool: Debian's prometheus package could not be fetched; the promtool test will be skipped" >&2
+
+# chromium, for tests/test_pages.py's headless-browser test of the group page: Debian's package, installed
+# system-wide (unlike promtool it needs dozens of shared libraries, which only apt resolves), so only as root
+# with apt-get; `apt-get update` first only if the install fails (stale or absent package lists). About 125 MB
+# of packages; it waits up to 2 min for the dpkg lock if another apt holds it. Best effort: where it cannot be
+# installed the browser test is skipped, saying why.
+chromium:
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then why="not root"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then why="no apt-get"; \
+	else echo "make chromium: installing Debian's chromium with apt-get" >&2; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends chromium >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends chromium >/dev/null 2>&1; }; \
+		why="apt-get install chromium failed"; fi; \
+	command -v chromium >/dev/null 2>&1 || \
+		echo "make chromium: Debian's chromium could not be installed ($$why); the browser test will be skipped" >&2
 
 # The property tests at many times their CI example counts (the stateful state-machine test most).
 test-long: install
