@@ -28,9 +28,16 @@ def test_a_tiny_capacity_run_prints_its_ladders_and_the_churn(kafka_broker) -> N
     assert "on 4 connections:" in out and "on 20 connections (one per member, as a fleet holds them):" in out
     rows = re.findall(r"^ +(100|200) +(\d[\d,]*) +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\dc", out, re.MULTILINE)
     assert [offered for offered, _ in rows] == ["100", "200", "100", "200"], out
-    # Every offered heartbeat was answered, with ErrorCode 0 (a row says "errors N" otherwise).
+    # The answered/s column is not asserted: the generator awaits an answer to each request it sends,
+    # so it equals offered/s by construction (an unanswered request hangs the generator until its
+    # timeout, and the run exits non-zero: the returncode check above). What can fail: a step's note
+    # says "errors N" when an answer lacked ErrorCode 0, and "N commits" when the coordinator wrote to
+    # its topic during the step; a steady heartbeat changes nothing, so nothing may be written.
     ladders = out.partition("3. writes")[0]
-    assert all(answered == offered for offered, answered in rows) and "errors" not in ladders, out
+    assert "errors" not in ladders and "commits" not in ladders, out
     assert len(re.findall(r"-> on \d+ connections one instance answers \d+ steady heartbeats/s", out)) == 2 or \
         "no step met the bound" in out, out
     assert re.search(r"acknowledged changes +: +[\d,]+ /s .* errors 0", out), out
+    # The churn did write: the coordinator's own counts (its metrics), not the load generator's.
+    server = re.search(r"server side .*: ([\d,]+) heartbeats in ([\d,]+) transactions", out)
+    assert server and int(server[1].replace(",", "")) > 0 and int(server[2].replace(",", "")) > 0, out
