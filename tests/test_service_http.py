@@ -49,7 +49,7 @@ from coordinator.core.assignors import GroupSpec, assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import Item, items_of
 from coordinator.core.member import Assign, ComputeAssignment, Lose, Member, Revoke
-from coordinator.core.protocol import HeartbeatResponse, PrepareAssignmentResponse
+from coordinator.core.protocol import SCHEDULED_REBALANCE, HeartbeatResponse, PrepareAssignmentResponse, Timer
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import load_partition
 from coordinator.service.server import CoordinatorServer
@@ -764,21 +764,32 @@ def test_deferred_work_is_reassigned_even_if_the_wall_clock_steps_back(kafka_bro
     ms (`PartitionRuntime._arm`); the handler re-checks the deadline against the wall clock. A
     wall-clock step back (NTP step, VM resume) between arming and firing makes the timer fire
     "early": the handler finds the deadline in the future and drops it; nothing arms it again."""
-    step = {"back_s": 0.0}
+    step = {"back_s": 0.0, "watch": False}
 
     async def scenario(client: TestClient, server: CoordinatorServer) -> None:
         runtime = server.runtime_for(G)
         runtime.clock = lambda: time.time() - step["back_s"]  # the runtime's own clock hook
+        arm = runtime._arm
+
+        def arm_then_step_back(timers: list[Timer]) -> None:
+            # The wall clock steps back 200 ms right after the deferral's timer is armed, inside the
+            # runtime's own call: always between arming and firing, however slow this machine is.
+            # (The step used to be made from the test after a describe, which a slow machine could
+            # reach only after the timer had fired; the test then skipped itself.)
+            arm(timers)
+            if step["watch"] and any(t.key[0] == SCHEDULED_REBALANCE and t.deadline_ms is not None for t in timers):
+                step["back_s"] = 0.2
+
+        runtime._arm = arm_then_step_back
         cluster, workers = await _seed_group(client, delay_ms=1_000)
         w1, w2, w3 = workers["W1"], workers["W2"], workers["W3"]
         departed = w2.owned
+        step["watch"] = True
         await w2.leave()
         d = await cluster.converge([w1, w3])
         scheduled = d["ScheduledRebalanceAtMs"]
         assert items(d["Deferred"]) == departed and scheduled is not None
-        if now_ms() > scheduled - 300:
-            pytest.skip("too slow here to step the clock back before the timer fires")
-        step["back_s"] = 0.2  # the wall clock steps back 200 ms; the timer is already armed
+        assert step["back_s"] == 0.2, "the deferral's timer was never armed"
         give_up = scheduled + 200 + 1_000  # the coordinator's clock passed the deadline a second ago
         while not departed <= w1.owned | w3.owned:
             assert now_ms() < give_up, f"deferred work never reassigned: {await cluster.describe()}"
