@@ -382,6 +382,7 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(cap
     answers = orjson.loads(plain.stdout.splitlines()[-1])
     assert set(answers["tables"]) == set(t.TABLES) | set(t.VIEWS)
     assert answers["records"] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
+    assert len(answers["rows"]) == len(queries)  # zip below would stop at the shorter
     for query, rows in zip(queries, answers["rows"]):  # in any order where ORDER BY has ties
         assert sorted(map(orjson.dumps, rows)) == sorted(map(orjson.dumps, sql(capsys, here, query))), query
 
@@ -564,6 +565,7 @@ def test_decoding_a_batch_gives_every_records_fields() -> None:
     batch = decode_batch([0] * len(encoded), list(range(len(encoded))), d.stamps,
                          [k for k, _ in encoded], [v for _, v in encoded])
     rows = batch.to_pylist()
+    assert len(rows) == len(d.log)  # zip below would stop at the shorter
     for row, record in zip(rows, d.log):
         assert row["record_type"] == record.record_type and row["group_id"] == "decode"
         assert row["tombstone"] == (record.value is None) and row["error"] is None
