@@ -22,10 +22,13 @@ from pathlib import Path
 import pytest
 
 from coordinator.tools import devbroker
+from coordinator.tools.devbroker import jars
 
-# Confluent's image, because testcontainers' KafkaContainer drives its startup scripts; 7.9 is
-# Apache Kafka 3.9 and runs in KRaft mode.
-KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", "confluentinc/cp-kafka:7.9.0")
+# Apache Kafka's own image at the version the repository pins (devbroker's pom.xml, kafka.version),
+# the same Kafka the no-Docker path runs. (It was Confluent's cp-kafka 7.9, i.e. Kafka 3.9, because
+# testcontainers' KafkaContainer only drives Confluent's startup scripts; the container is now
+# configured here instead.)
+KAFKA_IMAGE = os.environ.get("KAFKA_TEST_IMAGE", f"apache/kafka:{jars.kafka_version()}")
 
 # The `coordinator serve` processes the tests start assign a new group as soon as its members join:
 # the initial assignment delay (3 s by default) is tested on its own (test_initial_assignment_delay
@@ -90,22 +93,56 @@ def _docker_answers() -> bool:
 
 
 def _testcontainers_kafka() -> Iterator[Broker]:
-    from testcontainers.community.kafka import KafkaContainer
+    import time
 
-    container = (
-        KafkaContainer(KAFKA_IMAGE)
-        .with_kraft()
-        # One broker: the transaction log's default replication factor of 3 could never be met,
-        # and every transactional producer would fail.
-        .with_env("KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR", "1")
-        .with_env("KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "1")
-        .with_env("KAFKA_AUTO_CREATE_TOPICS_ENABLE", "false")
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+    from testcontainers.core.container import DockerContainer
+
+    # One KRaft node with the dev broker's one-node settings (devbroker.cluster.server_properties),
+    # as the apache/kafka image takes them: KAFKA_<PROPERTY> with dots as underscores. The client
+    # listener is on the same port inside and outside the container, so that the advertised address
+    # (known before the start) is the one clients reach.
+    port = devbroker.free_port_block(1)
+    container = DockerContainer(KAFKA_IMAGE).with_bind_ports(port, port)
+    host = container.get_docker_client().host()
+    settings = {
+        "NODE_ID": "1",
+        "PROCESS_ROLES": "broker,controller",
+        "LISTENERS": f"PLAINTEXT://0.0.0.0:{port},CONTROLLER://localhost:9093",
+        "ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:{port}",
+        "LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "INTER_BROKER_LISTENER_NAME": "PLAINTEXT",
+        # One broker: the internal topics' default replication factor of 3 could never be met, and
+        # every transactional producer would fail.
+        "OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "SHARE_COORDINATOR_STATE_TOPIC_REPLICATION_FACTOR": "1",
+        "SHARE_COORDINATOR_STATE_TOPIC_MIN_ISR": "1",
+        "AUTO_CREATE_TOPICS_ENABLE": "false",
+        "GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
         # The cleaner looks for work every 15 s by default; compaction tests should not wait that long.
-        .with_env("KAFKA_LOG_CLEANER_BACKOFF_MS", "500")
-    )
-    container.start(timeout=120)
+        "LOG_CLEANER_BACKOFF_MS": "500",
+    }
+    for key, value in settings.items():
+        container = container.with_env(f"KAFKA_{key}", value)
+    container.start()
     try:
-        yield Broker(container.get_bootstrap_server(), "testcontainers")
+        bootstrap = f"{host}:{port}"
+        # Ready when the broker answers a metadata request (no log line to match across versions).
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(timeout=5)
+                break
+            except KafkaException:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        yield Broker(bootstrap, "testcontainers")
     finally:
         container.stop()
 
