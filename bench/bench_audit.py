@@ -104,9 +104,17 @@ class Writer:
 
         self.failed = 0
         self.error: str | None = None
-        self.producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                  "linger.ms": linger_ms, "queue.buffering.max.messages": 1_000_000,
-                                  "queue.buffering.max.kbytes": 1_048_576, "on_delivery": self._delivered})
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": linger_ms,
+                "queue.buffering.max.messages": 1_000_000,
+                "queue.buffering.max.kbytes": 1_048_576,
+                "on_delivery": self._delivered,
+            }
+        )
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is not None:
@@ -137,8 +145,12 @@ def topic_size(bootstrap: str, topic: str) -> int:
 
     consumer = open_consumer({"bootstrap.servers": bootstrap})
     try:
-        return sum(high - low for low, high in (consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-                                                for p in range(PARTITIONS)))
+        return sum(
+            high - low
+            for low, high in (
+                consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in range(PARTITIONS)
+            )
+        )
     finally:
         consumer.close()
 
@@ -219,16 +231,20 @@ def audit_phases() -> Iterator[Phases]:
 # --- the measurements ---------------------------------------------------------------------------------------
 
 
-def stream_round(spark: Any, options: dict[str, str], directory: Path,
-                 decode: Any) -> tuple[float, int, int, Counter]:
+def stream_round(spark: Any, options: dict[str, str], directory: Path, decode: Any) -> tuple[float, int, int, Counter]:
     """An available-now query from the topic into a Delta table of `decode(df)`'s rows:
     (seconds, rows the progress reports counted, rows in the table, durationMs summed by phase)."""
     out = directory / "table"
     stream = decode(spark.readStream.format("kafka").options(**options).load())
     started = time.perf_counter()
-    query = (stream.writeStream.format("delta").queryName(f"raw-{directory.name}")
-             .option("path", str(out)).option("checkpointLocation", str(directory / "_checkpoint"))
-             .trigger(availableNow=True).start())
+    query = (
+        stream.writeStream.format("delta")
+        .queryName(f"raw-{directory.name}")
+        .option("path", str(out))
+        .option("checkpointLocation", str(directory / "_checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination()
     seconds = time.perf_counter() - started
     if query.exception() is not None:
@@ -241,30 +257,42 @@ def stream_round(spark: Any, options: dict[str, str], directory: Path,
     return seconds, rows, spark.read.format("delta").load(str(out)).count(), durations
 
 
-def bench_stream(spark: Any, options: dict[str, str], scratch: Path, count: int, rounds: int, label: str,
-                 decode: Any) -> float:
+def bench_stream(
+    spark: Any, options: dict[str, str], scratch: Path, count: int, rounds: int, label: str, decode: Any
+) -> float:
     """Median records/s of `rounds` stream rounds (after one warm-up round that is not counted)."""
     stream_round(spark, options, scratch / f"{label}-warm-up", decode)
     times = []
     for i in range(rounds):
         seconds, progressed, stored, durations = stream_round(spark, options, scratch / f"{label}-{i}", decode)
         if progressed != count or stored != count:
-            print(f"  !! round {i + 1}: progress reports counted {progressed:,} rows, the table holds {stored:,}; "
-                  f"the topic holds {count:,}")
+            print(
+                f"  !! round {i + 1}: progress reports counted {progressed:,} rows, the table holds {stored:,}; "
+                f"the topic holds {count:,}"
+            )
         times.append(seconds)
         trigger = durations.get("triggerExecution", 0) / 1000
-        print(f"    round {i + 1}: {seconds:6.2f} s ({count / seconds:9,.0f} records/s); addBatch "
-              f"{durations.get('addBatch', 0) / 1000:.2f} s of {trigger:.2f} s in triggers")
+        print(
+            f"    round {i + 1}: {seconds:6.2f} s ({count / seconds:9,.0f} records/s); addBatch "
+            f"{durations.get('addBatch', 0) / 1000:.2f} s of {trigger:.2f} s in triggers"
+        )
     seconds = statistics.median(times)
     return count / seconds
 
 
-def audit_round(spark: Any, bootstrap: str, topic: str, database: str, min_partitions: int | None,
-                max_offsets: int | None) -> tuple[float, list]:
+def audit_round(
+    spark: Any, bootstrap: str, topic: str, database: str, min_partitions: int | None, max_offsets: int | None
+) -> tuple[float, list]:
     from spark.audit import Audit
 
-    audit = Audit(spark, {"bootstrap.servers": bootstrap}, topic, database=database, min_partitions=min_partitions,
-                  max_offsets_per_trigger=max_offsets)
+    audit = Audit(
+        spark,
+        {"bootstrap.servers": bootstrap},
+        topic,
+        database=database,
+        min_partitions=min_partitions,
+        max_offsets_per_trigger=max_offsets,
+    )
     started = time.perf_counter()
     query = audit.start("available-now")
     query.awaitTermination()
@@ -274,27 +302,39 @@ def audit_round(spark: Any, bootstrap: str, topic: str, database: str, min_parti
     return seconds, audit.reports
 
 
-def bench_full_audit(spark: Any, bootstrap: str, topic: str, run_id: str, count: int, base_rate: float,
-                     rounds: int, min_partitions: int | None, max_offsets: int | None) -> None:
+def bench_full_audit(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    run_id: str,
+    count: int,
+    base_rate: float,
+    rounds: int,
+    min_partitions: int | None,
+    max_offsets: int | None,
+) -> None:
     times, batch_seconds = [], []
     with audit_phases() as phases:
         for i in range(rounds):
-            seconds, reports = audit_round(spark, bootstrap, topic, f"bench_{run_id}_{i}", min_partitions,
-                                           max_offsets)
+            seconds, reports = audit_round(spark, bootstrap, topic, f"bench_{run_id}_{i}", min_partitions, max_offsets)
             audited = sum(r.records for r in reports)
             corrupt = sum(r.corrupt for r in reports)
             check = "= the topic" if audited == count else f"!! the topic holds {count:,}"
             in_batches = sum(r.seconds for r in reports)
             batch_seconds.append(in_batches)
-            print(f"  round {i + 1}: {seconds:6.2f} s ({count / seconds:9,.0f} records/s); {len(reports)} batch(es), "
-                  f"{audited:,} records ({check}), {corrupt} corrupt, {sum(r.rebalances for r in reports):,} "
-                  f"rebalances, {sum(r.intervals for r in reports):,} holdings ended; "
-                  f"{in_batches:.2f} s in foreachBatch")
+            print(
+                f"  round {i + 1}: {seconds:6.2f} s ({count / seconds:9,.0f} records/s); {len(reports)} batch(es), "
+                f"{audited:,} records ({check}), {corrupt} corrupt, {sum(r.rebalances for r in reports):,} "
+                f"rebalances, {sum(r.intervals for r in reports):,} holdings ended; "
+                f"{in_batches:.2f} s in foreachBatch"
+            )
             times.append(seconds)
     seconds = statistics.median(times)
     rate = count / seconds
-    print(f"  audit          : {rate:12,.0f} records/s  ({seconds:.2f} s, median of {rounds}; "
-          f"{rate / base_rate:.2f}x the baseline); goal >= {AUDIT_GOAL:,}/s -> {_met(rate >= AUDIT_GOAL)}")
+    print(
+        f"  audit          : {rate:12,.0f} records/s  ({seconds:.2f} s, median of {rounds}; "
+        f"{rate / base_rate:.2f}x the baseline); goal >= {AUDIT_GOAL:,}/s -> {_met(rate >= AUDIT_GOAL)}"
+    )
     print_phases(phases, f"all {rounds} rounds", rounds, "round")
     outside = statistics.median(times) - statistics.median(batch_seconds)
     print(f"    {'outside foreachBatch (query start, offsets, planning)':58}: {outside:7.2f} s (median round)")
@@ -311,14 +351,27 @@ def print_phases(phases: Phases, what: str, count: int, unit: str) -> None:
         print(f"    {label:58}: {seconds / count:7.2f} s per {unit} ({seconds / total:4.0%})")
 
 
-def bench_lag(spark: Any, bootstrap: str, topic: str, database: str, sizes: Sizes, min_partitions: int | None,
-              max_offsets: int | None) -> None:
+def bench_lag(
+    spark: Any,
+    bootstrap: str,
+    topic: str,
+    database: str,
+    sizes: Sizes,
+    min_partitions: int | None,
+    max_offsets: int | None,
+) -> None:
     from spark.audit import Audit
 
     total = int(sizes.lag_rate * sizes.lag_seconds)
     records = records_for(total)
-    audit = Audit(spark, {"bootstrap.servers": bootstrap}, topic, database=database, min_partitions=min_partitions,
-                  max_offsets_per_trigger=max_offsets)
+    audit = Audit(
+        spark,
+        {"bootstrap.servers": bootstrap},
+        topic,
+        database=database,
+        min_partitions=min_partitions,
+        max_offsets_per_trigger=max_offsets,
+    )
     with audit_phases() as phases:
         query = audit.start(sizes.lag_trigger)
         try:
@@ -348,9 +401,11 @@ def bench_lag(spark: Any, bootstrap: str, topic: str, database: str, sizes: Size
         raise RuntimeError(f"the audit failed: {query.exception()}")
     reports = [r for r in audit.reports if r.records]
     audited = sum(r.records for r in reports)
-    print(f"  produced {total:,} records in {producing:.1f} s ({total / producing:,.0f}/s); the audit had all "
-          f"{audited:,} {caught_up - producing:.1f} s after the last was sent"
-          + ("" if audited == total else f" !! {audited:,} of {total:,} audited"))
+    print(
+        f"  produced {total:,} records in {producing:.1f} s ({total / producing:,.0f}/s); the audit had all "
+        f"{audited:,} {caught_up - producing:.1f} s after the last was sent"
+        + ("" if audited == total else f" !! {audited:,} of {total:,} audited")
+    )
     if not reports:
         print("  !! no batch with records")
         return
@@ -358,14 +413,20 @@ def bench_lag(spark: Any, bootstrap: str, topic: str, database: str, sizes: Size
     oldest = [r.oldest_lag_ms for r in reports]
     seconds = [r.seconds for r in reports]
     rows = [r.records for r in reports]
-    print(f"  {len(reports)} batches with records (trigger {sizes.lag_trigger}), records per batch median "
-          f"{statistics.median(rows):,.0f}, max {max(rows):,}")
+    print(
+        f"  {len(reports)} batches with records (trigger {sizes.lag_trigger}), records per batch median "
+        f"{statistics.median(rows):,.0f}, max {max(rows):,}"
+    )
     lag_ok = statistics.median(newest) <= LAG_GOALS_MS[0] and max(newest) <= LAG_GOALS_MS[1]
-    print(f"  newest record's lag : median {statistics.median(newest):7,.0f} ms, max {max(newest):7,} ms; goal median "
-          f"<= {LAG_GOALS_MS[0]:,}, max <= {LAG_GOALS_MS[1]:,} -> {_met(lag_ok)}")
+    print(
+        f"  newest record's lag : median {statistics.median(newest):7,.0f} ms, max {max(newest):7,} ms; goal median "
+        f"<= {LAG_GOALS_MS[0]:,}, max <= {LAG_GOALS_MS[1]:,} -> {_met(lag_ok)}"
+    )
     print(f"  oldest record's lag : median {statistics.median(oldest):7,.0f} ms, max {max(oldest):7,} ms")
-    print(f"  batch duration      : median {statistics.median(seconds) * 1000:7,.0f} ms, "
-          f"max {max(seconds) * 1000:7,.0f} ms (foreachBatch: every table written)")
+    print(
+        f"  batch duration      : median {statistics.median(seconds) * 1000:7,.0f} ms, "
+        f"max {max(seconds) * 1000:7,.0f} ms (foreachBatch: every table written)"
+    )
     if progress:
         names = ("triggerExecution", "addBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
         medians = {k: statistics.median(p["durationMs"].get(k, 0) for p in progress) for k in names}
@@ -383,8 +444,9 @@ def main() -> int:
     parser.add_argument("--records", type=int, help="records in the topic (default 1,000,000; --quick 100,000)")
     parser.add_argument("--rounds", type=int, help="rounds of each measurement (default 3; --quick 2)")
     parser.add_argument("--min-partitions", type=int, help="the source's minPartitions (default: not set)")
-    parser.add_argument("--max-offsets-per-trigger", type=int,
-                        help="the source's maxOffsetsPerTrigger (default: not set)")
+    parser.add_argument(
+        "--max-offsets-per-trigger", type=int, help="the source's maxOffsetsPerTrigger (default: not set)"
+    )
     parser.add_argument("--lag-trigger", help="processing-time trigger of the lag measurement (default 1s)")
     parser.add_argument("--lag-rate", type=int, help="records/s produced during the lag measurement (default 2,000)")
     parser.add_argument("--lag-seconds", type=float, help="how long records are produced (default 30; --quick 10)")
@@ -400,8 +462,10 @@ def main() -> int:
     topic, lag_topic = f"bench-audit-{run_id}", f"bench-audit-{run_id}-lag"
     topics: list[str] = []
     started = time.monotonic()
-    print(f"audit benchmark{' (--quick)' if args.quick else ''}: broker {bootstrap}, {os.cpu_count()} cores, "
-          f"topics {topic} and {lag_topic} ({PARTITIONS} partitions), median of {sizes.rounds} rounds")
+    print(
+        f"audit benchmark{' (--quick)' if args.quick else ''}: broker {bootstrap}, {os.cpu_count()} cores, "
+        f"topics {topic} and {lag_topic} ({PARTITIONS} partitions), median of {sizes.rounds} rounds"
+    )
     print(LEGEND)
     spark = None
     try:
@@ -419,8 +483,10 @@ def main() -> int:
             count = len(records)
             megabytes = sum(len(r.key) + len(r.value or b"") for r in records) / 2**20
             del records
-            print(f"  fill           : {count / seconds:12,.0f} records/s  ({seconds:.1f} s, {megabytes:.0f} MiB of "
-                  f"keys and values; idempotent producer, linger.ms=20)")
+            print(
+                f"  fill           : {count / seconds:12,.0f} records/s  ({seconds:.1f} s, {megabytes:.0f} MiB of "
+                f"keys and values; idempotent producer, linger.ms=20)"
+            )
 
             t = time.perf_counter()
             from spark.audit import source_options
@@ -428,17 +494,24 @@ def main() -> int:
             from spark.session import session
 
             spark = session(scratch / "spark", warehouse=scratch / "warehouse")
-            print(f"Spark {spark.version} started in {time.perf_counter() - t:.1f} s: master "
-                  f"{spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores; source options "
-                  f"minPartitions={args.min_partitions or 'not set'}, maxOffsetsPerTrigger="
-                  f"{args.max_offsets_per_trigger or 'not set'}; each figure after one round not counted")
-            options = source_options({"bootstrap.servers": bootstrap}, topic, min_partitions=args.min_partitions,
-                                     max_offsets_per_trigger=args.max_offsets_per_trigger)
+            print(
+                f"Spark {spark.version} started in {time.perf_counter() - t:.1f} s: master "
+                f"{spark.sparkContext.master}, {spark.sparkContext.defaultParallelism} cores; source options "
+                f"minPartitions={args.min_partitions or 'not set'}, maxOffsetsPerTrigger="
+                f"{args.max_offsets_per_trigger or 'not set'}; each figure after one round not counted"
+            )
+            options = source_options(
+                {"bootstrap.servers": bootstrap},
+                topic,
+                min_partitions=args.min_partitions,
+                max_offsets_per_trigger=args.max_offsets_per_trigger,
+            )
             raw_columns = ("partition", "offset", "timestamp", "key", "value")
 
             print("2. baseline: Spark's Kafka source -> Delta, the raw columns, nothing decoded")
-            base_rate = bench_stream(spark, options, scratch, count, sizes.rounds, "baseline",
-                                     lambda df: df.select(*raw_columns))
+            base_rate = bench_stream(
+                spark, options, scratch, count, sizes.rounds, "baseline", lambda df: df.select(*raw_columns)
+            )
             print(f"  baseline       : {base_rate:12,.0f} records/s  (median of {sizes.rounds})")
 
             print("3. raw table: Spark's Kafka source -> Delta, the records table's rows")
@@ -448,22 +521,44 @@ def main() -> int:
                 rates[label] = bench_stream(spark, options, scratch, count, sizes.rounds, label.split()[0], decode)
             for label, rate in rates.items():
                 ok = rate >= RAW_GOAL and rate / base_rate >= RAW_RATIO_GOAL
-                print(f"  raw table, {label:20}: {rate:10,.0f} records/s (median of {sizes.rounds}; "
-                      f"{rate / base_rate:.2f}x the baseline); goals >= {RAW_GOAL:,}/s and >= {RAW_RATIO_GOAL}x -> "
-                      f"{_met(ok)}")
+                print(
+                    f"  raw table, {label:20}: {rate:10,.0f} records/s (median of {sizes.rounds}; "
+                    f"{rate / base_rate:.2f}x the baseline); goals >= {RAW_GOAL:,}/s and >= {RAW_RATIO_GOAL}x -> "
+                    f"{_met(ok)}"
+                )
 
             from spark.cli import MAX_OFFSETS_PER_TRIGGER
 
             audit_max = args.max_offsets_per_trigger or MAX_OFFSETS_PER_TRIGGER
-            print(f"4. full audit (spark.audit.Audit, available-now, a fresh database each round, "
-                  f"maxOffsetsPerTrigger {audit_max:,} as coordinator audit's default)")
-            bench_full_audit(spark, bootstrap, topic, run_id.replace("-", "_"), count, base_rate, sizes.rounds,
-                             args.min_partitions, audit_max)
+            print(
+                f"4. full audit (spark.audit.Audit, available-now, a fresh database each round, "
+                f"maxOffsetsPerTrigger {audit_max:,} as coordinator audit's default)"
+            )
+            bench_full_audit(
+                spark,
+                bootstrap,
+                topic,
+                run_id.replace("-", "_"),
+                count,
+                base_rate,
+                sizes.rounds,
+                args.min_partitions,
+                audit_max,
+            )
 
-            print(f"5. end-to-end lag: audit with trigger {sizes.lag_trigger} while {sizes.lag_rate:,} records/s "
-                  f"arrive for {sizes.lag_seconds:g} s")
-            bench_lag(spark, bootstrap, lag_topic, f"bench_{run_id.replace('-', '_')}_lag", sizes, args.min_partitions,
-                      args.max_offsets_per_trigger)
+            print(
+                f"5. end-to-end lag: audit with trigger {sizes.lag_trigger} while {sizes.lag_rate:,} records/s "
+                f"arrive for {sizes.lag_seconds:g} s"
+            )
+            bench_lag(
+                spark,
+                bootstrap,
+                lag_topic,
+                f"bench_{run_id.replace('-', '_')}_lag",
+                sizes,
+                args.min_partitions,
+                args.max_offsets_per_trigger,
+            )
             spark.stop()
             spark = None
     except KeyboardInterrupt:

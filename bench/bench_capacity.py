@@ -47,8 +47,15 @@ HEARTBEAT = svc.HEARTBEAT
 # --- the open-loop load generator (a process of its own) ----------------------------------------------
 
 
-def open_loop_process(port: int, bodies: list[bytes], rate: float, seconds: float, warmup: float, connections: int,
-                      results: multiprocessing.Queue) -> None:
+def open_loop_process(
+    port: int,
+    bodies: list[bytes],
+    rate: float,
+    seconds: float,
+    warmup: float,
+    connections: int,
+    results: multiprocessing.Queue,
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which stops this process
     try:
         results.put(asyncio.run(_open_loop(port, bodies, rate, seconds, warmup, connections)))
@@ -56,12 +63,16 @@ def open_loop_process(port: int, bodies: list[bytes], rate: float, seconds: floa
         results.put({"failed": repr(e)})
 
 
-async def _open_loop(port: int, bodies: list[bytes], rate: float, seconds: float, warmup: float,
-                     connections: int) -> dict:
+async def _open_loop(
+    port: int, bodies: list[bytes], rate: float, seconds: float, warmup: float, connections: int
+) -> dict:
     """Request i is due at start + i / rate and goes on connection i % connections; its latency runs
     from its due time to the end of its answer."""
-    requests = [b"POST " + HEARTBEAT.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                b"Content-Length: " + str(len(b)).encode() + b"\r\n\r\n" + b for b in bodies]
+    requests = [
+        b"POST " + HEARTBEAT.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: " + str(len(b)).encode() + b"\r\n\r\n" + b
+        for b in bodies
+    ]
     n = len(requests)
     total = int(rate * (warmup + seconds))
     start = measure_from = 0.0
@@ -123,16 +134,23 @@ async def _open_loop(port: int, bodies: list[bytes], rate: float, seconds: float
     def q(x: float) -> float:
         return latencies[min(count - 1, int(count * x))] if count else float("nan")
 
-    return {"count": count, "rate": count / seconds, "p50": q(0.5), "p99": q(0.99), "p999": q(0.999),
-            "errors": errors, "late_sends": late_sends}
+    return {
+        "count": count,
+        "rate": count / seconds,
+        "p50": q(0.5),
+        "p99": q(0.99),
+        "p999": q(0.999),
+        "errors": errors,
+        "late_sends": late_sends,
+    }
 
 
-def run_open_loop(port: int, bodies: list[bytes], rate: float, seconds: float, warmup: float,
-                  connections: int) -> dict:
+def run_open_loop(port: int, bodies: list[bytes], rate: float, seconds: float, warmup: float, connections: int) -> dict:
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=open_loop_process, daemon=True,
-                              args=(port, bodies, rate, seconds, warmup, connections, results))
+    process = context.Process(
+        target=open_loop_process, daemon=True, args=(port, bodies, rate, seconds, warmup, connections, results)
+    )
     process.start()
     svc._children.append(process)
     try:
@@ -147,7 +165,6 @@ def run_open_loop(port: int, bodies: list[bytes], rate: float, seconds: float, w
 # --- 1. and 2.: steady heartbeats, memory -------------------------------------------------------------
 
 
-
 def steady(server: svc.Serve, args: argparse.Namespace) -> None:
     groups = [f"capacity-{g:03d}" for g in range(args.groups)]
     empty_rss = rss_bytes(server.process.pid)
@@ -156,24 +173,32 @@ def steady(server: svc.Serve, args: argparse.Namespace) -> None:
     members = [svc.member(g, f"worker-{m:02d}.{g}") for m in range(args.members) for g in groups]
     rounds, seconds = asyncio.run(svc.drive_to_stable(server.port, members, groups, timeout=300))
     rss = rss_bytes(server.process.pid)
-    print(f"  {len(members):,} members in {len(groups)} groups stable after {rounds} rounds ({seconds:.1f} s); "
-          f"coordinator RSS {empty_rss / 2**20:.0f} MiB empty, {rss / 2**20:.0f} MiB with them: "
-          f"{(rss - empty_rss) / len(members) / 1024:.1f} KiB per member (2 connectors x 4 tasks per group)")
+    print(
+        f"  {len(members):,} members in {len(groups)} groups stable after {rounds} rounds ({seconds:.1f} s); "
+        f"coordinator RSS {empty_rss / 2**20:.0f} MiB empty, {rss / 2**20:.0f} MiB with them: "
+        f"{(rss - empty_rss) / len(members) / 1024:.1f} KiB per member (2 connectors x 4 tasks per group)"
+    )
     # The SDK's steady heartbeat: nothing changed since the last, so only who is asking.
     bodies = [svc.heartbeat_body(m.heartbeat(0)) for m in members]
     status, sample = svc.http_request(server.port, "POST", HEARTBEAT, svc.orjson.loads(bodies[0]))
     if status != 200 or sample["ErrorCode"] != 0 or sample["Assignment"] is not None:
         raise RuntimeError(f"a steady heartbeat was answered {status} {sample}")
-    print(f"  request body {len(bodies[0])} bytes ({bodies[0].decode()[:90]}...); each step {args.seconds:g} s "
-          f"after {args.warmup:g} s of warm-up; bound p99 <= {args.p99_ms:g} ms")
+    print(
+        f"  request body {len(bodies[0])} bytes ({bodies[0].decode()[:90]}...); each step {args.seconds:g} s "
+        f"after {args.warmup:g} s of warm-up; bound p99 <= {args.p99_ms:g} ms"
+    )
     for connections in args.connections:
         ladder(server, bodies, connections, args)
 
 
 def ladder(server: svc.Serve, bodies: list[bytes], connections: int, args: argparse.Namespace) -> None:
-    print(f"  on {connections:,} connections{' (one per member, as a fleet holds them)' if connections == len(bodies) else ''}:")
-    print(f"  {'offered/s':>10} {'answered/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'serve CPU':>9} "
-          f"{'machine CPU':>11}  {'CPU us/hb':>9} {'RSS MiB':>7}")
+    print(
+        f"  on {connections:,} connections{' (one per member, as a fleet holds them)' if connections == len(bodies) else ''}:"
+    )
+    print(
+        f"  {'offered/s':>10} {'answered/s':>10} {'p50 ms':>8} {'p99 ms':>8} {'p99.9 ms':>9} {'serve CPU':>9} "
+        f"{'machine CPU':>11}  {'CPU us/hb':>9} {'RSS MiB':>7}"
+    )
     best = None
     over = False
     for rate in args.rates:
@@ -184,10 +209,12 @@ def ladder(server: svc.Serve, bodies: list[bytes], connections: int, args: argpa
         serve_cores = (svc.cpu_seconds(server.process.pid) - cpu0) / wall
         machine = (svc.machine_busy_seconds() - busy0) / wall
         after = server.metrics()
-        commits = svc.metric_sum(after, "coordinator_batch_records_count") - \
-            svc.metric_sum(before, "coordinator_batch_records_count")
-        served = svc.metric_sum(after, "coordinator_request_seconds_count") - \
-            svc.metric_sum(before, "coordinator_request_seconds_count")
+        commits = svc.metric_sum(after, "coordinator_batch_records_count") - svc.metric_sum(
+            before, "coordinator_batch_records_count"
+        )
+        served = svc.metric_sum(after, "coordinator_request_seconds_count") - svc.metric_sum(
+            before, "coordinator_request_seconds_count"
+        )
         per_hb_us = serve_cores * wall / max(1, served) * 1e6
         ok = r["errors"] == 0 and r["rate"] >= 0.98 * rate and r["p99"] * 1e3 <= args.p99_ms
         notes = ["ok" if ok else "OVER the bound"]
@@ -197,9 +224,12 @@ def ladder(server: svc.Serve, bodies: list[bytes], connections: int, args: argpa
             notes.append(f"{commits:.0f} commits")
         if r["late_sends"]:
             notes.append(f"{r['late_sends']:,} sent >5 ms late")
-        print(f"  {rate:>10,.0f} {r['rate']:>10,.0f} {r['p50'] * 1e3:>8.2f} {r['p99'] * 1e3:>8.2f} "
-              f"{r['p999'] * 1e3:>9.2f} {serve_cores:>8.2f}c {machine:>8.2f}/{os.cpu_count()}c  {per_hb_us:>9.0f} "
-              f"{rss_bytes(server.process.pid) / 2**20:>7.0f}  {'; '.join(notes)}", flush=True)
+        print(
+            f"  {rate:>10,.0f} {r['rate']:>10,.0f} {r['p50'] * 1e3:>8.2f} {r['p99'] * 1e3:>8.2f} "
+            f"{r['p999'] * 1e3:>9.2f} {serve_cores:>8.2f}c {machine:>8.2f}/{os.cpu_count()}c  {per_hb_us:>9.0f} "
+            f"{rss_bytes(server.process.pid) / 2**20:>7.0f}  {'; '.join(notes)}",
+            flush=True,
+        )
         if ok and not over:
             best = (rate, r, serve_cores, per_hb_us)
         over = over or not ok
@@ -209,9 +239,11 @@ def ladder(server: svc.Serve, bodies: list[bytes], connections: int, args: argpa
         print("  -> no step met the bound")
         return
     rate, r, cores, per_hb = best
-    print(f"  -> on {connections:,} connections one instance answers {rate:,.0f} steady heartbeats/s with p99 "
-          f"{r['p99'] * 1e3:.1f} ms <= {args.p99_ms:g} ms (the highest step before one over the bound), at {cores:.2f} cores of coordinator serve ({per_hb:.0f} us of CPU per heartbeat, "
-          f"HTTP included)")
+    print(
+        f"  -> on {connections:,} connections one instance answers {rate:,.0f} steady heartbeats/s with p99 "
+        f"{r['p99'] * 1e3:.1f} ms <= {args.p99_ms:g} ms (the highest step before one over the bound), at {cores:.2f} cores of coordinator serve ({per_hb:.0f} us of CPU per heartbeat, "
+        f"HTTP included)"
+    )
 
 
 # --- 3. writes: one partition -------------------------------------------------------------------------
@@ -233,14 +265,20 @@ def main() -> int:
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092"))
     parser.add_argument("--groups", type=int, default=200)
     parser.add_argument("--members", type=int, default=25, help="members per group")
-    parser.add_argument("--rates", type=lambda s: [float(x) for x in s.split(",")],
-                        default=[500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000],
-                        help="offered heartbeats/s, step by step (comma-separated)")
+    parser.add_argument(
+        "--rates",
+        type=lambda s: [float(x) for x in s.split(",")],
+        default=[500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 10000],
+        help="offered heartbeats/s, step by step (comma-separated)",
+    )
     parser.add_argument("--seconds", type=float, default=6.0, help="each step's measured length")
     parser.add_argument("--warmup", type=float, default=1.0)
-    parser.add_argument("--connections", type=lambda s: [int(x) for x in s.split(",")], default=[64, 5000],
-                        help="the load generator's connections, one ladder per value (comma-separated; a fleet "
-                             "holds one per worker)")
+    parser.add_argument(
+        "--connections",
+        type=lambda s: [int(x) for x in s.split(",")],
+        default=[64, 5000],
+        help="the load generator's connections, one ladder per value (comma-separated; a fleet holds one per worker)",
+    )
     parser.add_argument("--p99-ms", type=float, default=50.0, help="the latency bound of a step")
     parser.add_argument("--partitions", type=int, default=16, help="partitions of the steady phase's topic")
     parser.add_argument("--skip-churn", action="store_true", help="skip 3., the one-partition churn")
@@ -257,8 +295,11 @@ def main() -> int:
         topics.append(names[0])
         server = svc.Serve(args.bootstrap_servers, names[0], log_dir, "--log-level", "WARNING").start()
         server.wait_healthy()
-        print(f"1.+2. steady heartbeats, open loop ({args.groups} groups x {args.members} members, "
-              f"{args.partitions} partitions)", flush=True)
+        print(
+            f"1.+2. steady heartbeats, open loop ({args.groups} groups x {args.members} members, "
+            f"{args.partitions} partitions)",
+            flush=True,
+        )
         steady(server, args)
         server.stop()
         if not args.skip_churn:

@@ -91,8 +91,8 @@ class Sizes:
     repeats: int = 5
     seconds: float = 2.0
     clients: int = 16
-    records: int = 50_000          # per throughput run (~56 MB of values)
-    latency_samples: int = 1_000   # per path
+    records: int = 50_000  # per throughput run (~56 MB of values)
+    latency_samples: int = 1_000  # per path
     decode_rounds: int = 20
 
 
@@ -151,8 +151,10 @@ class HttpConnection:
 
     @staticmethod
     def request(path: str, body: bytes) -> bytes:
-        return (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+        return (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
 
     async def round_trip(self, request: bytes) -> bytes:
         self.writer.write(request)
@@ -168,8 +170,12 @@ def _metadata(url: str) -> bytes:
 
 
 def _assignment(member: str, url: str) -> bytes:
-    return encode_assignment(WorkerAssignment(member, url, 7, ConnectorsAndTasks(
-        ("source-a",), tuple(TaskId("source-a", i) for i in range(4)))), SESSIONED)
+    return encode_assignment(
+        WorkerAssignment(
+            member, url, 7, ConnectorsAndTasks(("source-a",), tuple(TaskId("source-a", i) for i in range(4)))
+        ),
+        SESSIONED,
+    )
 
 
 class KafkaMember:
@@ -181,11 +187,21 @@ class KafkaMember:
 
     def _join_frame(self) -> bytes:
         cls = kp.request_class(kp.JOIN_GROUP, 9)
-        return kp.encode_request(cls(
-            group_id=self.group, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=30_000, member_id=self.member_id,
-            group_instance_id=None, protocol_type="connect",
-            protocols=[cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=_metadata(self.url))], reason=None),
-            9, 0, "bench-kafka")
+        return kp.encode_request(
+            cls(
+                group_id=self.group,
+                session_timeout_ms=SESSION_MS,
+                rebalance_timeout_ms=30_000,
+                member_id=self.member_id,
+                group_instance_id=None,
+                protocol_type="connect",
+                protocols=[cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=_metadata(self.url))],
+                reason=None,
+            ),
+            9,
+            0,
+            "bench-kafka",
+        )
 
     # The answers are read at fixed places, as the HTTP client's are decoded by msgspec: after the
     # response header v1 (correlation id, no tagged fields: checked), throttle_time_ms, error_code, then
@@ -200,16 +216,25 @@ class KafkaMember:
 
     def _sync_frame(self, generation: int) -> bytes:
         cls = kp.request_class(kp.SYNC_GROUP, 5)
-        return kp.encode_request(cls(
-            group_id=self.group, generation_id=generation, member_id=self.member_id, group_instance_id=None,
-            protocol_type="connect", protocol_name=SESSIONED,
-            assignments=[cls.SyncGroupRequestAssignment(member_id=self.member_id, assignment=self.assignment)]),
-            5, 0, "bench-kafka")
+        return kp.encode_request(
+            cls(
+                group_id=self.group,
+                generation_id=generation,
+                member_id=self.member_id,
+                group_instance_id=None,
+                protocol_type="connect",
+                protocol_name=SESSIONED,
+                assignments=[cls.SyncGroupRequestAssignment(member_id=self.member_id, assignment=self.assignment)],
+            ),
+            5,
+            0,
+            "bench-kafka",
+        )
 
     async def sync(self) -> None:
         # encoded once (`setup`); the generation patched in
         at = self.sync_generation_at
-        frame = b"".join((self.sync_frame[:at], struct.pack(">i", self.generation), self.sync_frame[at + 4:]))
+        frame = b"".join((self.sync_frame[:at], struct.pack(">i", self.generation), self.sync_frame[at + 4 :]))
         payload = await self.c.round_trip(frame)
         error = struct.unpack_from(">h", payload, 9)[0]
         if payload[4] != 0 or error != NONE:
@@ -233,8 +258,11 @@ class KafkaMember:
         frame = self._sync_frame(self.generation)
         payload = await self.c.round_trip(frame)
         _, synced = kp.decode_response(kp.SYNC_GROUP, 5, payload)
-        if synced.error_code != struct.unpack_from(">h", payload, 9)[0] or synced.error_code or \
-                synced.assignment != self.assignment:
+        if (
+            synced.error_code != struct.unpack_from(">h", payload, 9)[0]
+            or synced.error_code
+            or synced.assignment != self.assignment
+        ):
             raise RuntimeError(f"SyncGroup over Kafka: {synced}")
         self._heartbeat_frame()
         # The heartbeat's answer is read at a fixed place: header v1 (correlation id, no tagged fields),
@@ -246,9 +274,14 @@ class KafkaMember:
 
     def _heartbeat_frame(self) -> None:
         self.heartbeat_generation = self.generation
-        self.heartbeat_frame = kp.encode_request(kp.request_class(kp.HEARTBEAT, 4)(
-            group_id=self.group, generation_id=self.generation, member_id=self.member_id, group_instance_id=None),
-            4, 0, "bench-kafka")
+        self.heartbeat_frame = kp.encode_request(
+            kp.request_class(kp.HEARTBEAT, 4)(
+                group_id=self.group, generation_id=self.generation, member_id=self.member_id, group_instance_id=None
+            ),
+            4,
+            0,
+            "bench-kafka",
+        )
 
     async def join_sync(self) -> None:
         await self.join()
@@ -270,10 +303,19 @@ class HttpMember:
         self.member_id, self.generation = "", -1
 
     def _join_request(self) -> bytes:
-        return HttpConnection.request("/v1/classic-group/join", wire.encode(wire.JoinGroupRequest(
-            group_id=self.group, member_id=self.member_id, protocol_type="connect",
-            protocols=[wire.ClassicProtocol(name=SESSIONED, metadata=_metadata(self.url))],
-            session_timeout_ms=SESSION_MS, rebalance_timeout_ms=30_000)))
+        return HttpConnection.request(
+            "/v1/classic-group/join",
+            wire.encode(
+                wire.JoinGroupRequest(
+                    group_id=self.group,
+                    member_id=self.member_id,
+                    protocol_type="connect",
+                    protocols=[wire.ClassicProtocol(name=SESSIONED, metadata=_metadata(self.url))],
+                    session_timeout_ms=SESSION_MS,
+                    rebalance_timeout_ms=30_000,
+                )
+            ),
+        )
 
     async def join(self) -> None:
         answer = wire.decode(await self.c.round_trip(self.join_request), wire.JoinGroupResponse)
@@ -282,10 +324,19 @@ class HttpMember:
         self.generation = answer.generation_id
 
     async def sync(self) -> None:
-        request = HttpConnection.request("/v1/classic-group/sync", wire.encode(wire.SyncGroupRequest(
-            group_id=self.group, member_id=self.member_id, generation_id=self.generation, protocol_type="connect",
-            protocol_name=SESSIONED, assignments=[wire.SyncGroupAssignment(member_id=self.member_id,
-                                                                           assignment=self.assignment)])))
+        request = HttpConnection.request(
+            "/v1/classic-group/sync",
+            wire.encode(
+                wire.SyncGroupRequest(
+                    group_id=self.group,
+                    member_id=self.member_id,
+                    generation_id=self.generation,
+                    protocol_type="connect",
+                    protocol_name=SESSIONED,
+                    assignments=[wire.SyncGroupAssignment(member_id=self.member_id, assignment=self.assignment)],
+                )
+            ),
+        )
         answer = wire.decode(await self.c.round_trip(request), wire.SyncGroupResponse)
         if answer.error_code != NONE:
             raise RuntimeError(f"SyncGroup over HTTP: error {answer.error_code} {answer.error_message}")
@@ -305,9 +356,14 @@ class HttpMember:
 
     def _heartbeat_request(self) -> None:
         self.heartbeat_generation = self.generation
-        self.heartbeat_request = HttpConnection.request("/v1/classic-group/heartbeat", wire.encode(
-            wire.ClassicHeartbeatRequest(group_id=self.group, member_id=self.member_id,
-                                         generation_id=self.generation)))
+        self.heartbeat_request = HttpConnection.request(
+            "/v1/classic-group/heartbeat",
+            wire.encode(
+                wire.ClassicHeartbeatRequest(
+                    group_id=self.group, member_id=self.member_id, generation_id=self.generation
+                )
+            ),
+        )
 
     async def join_sync(self) -> None:
         await self.join()
@@ -350,15 +406,22 @@ async def _drive(members: list[Any], op: str, seconds: float) -> int:
 
 
 async def bench_round_trips(serve: Serve, kafka_port: int, sizes: Sizes) -> None:
-    print("1. group round trips per second, the coordinator's Kafka listener against its HTTP API "
-          f"(same process; median of {sizes.repeats} x {sizes.seconds:g} s; one group per client)")
+    print(
+        "1. group round trips per second, the coordinator's Kafka listener against its HTTP API "
+        f"(same process; median of {sizes.repeats} x {sizes.seconds:g} s; one group per client)"
+    )
     pid = serve.process.pid
     prefix = f"bench-gw-{uuid.uuid4().hex[:6]}"
     # One sequential client, and `clients` concurrent ones, per transport: their members made once.
-    pools = {(t, n): await _members(t, n, f"{prefix}-{n}", serve, kafka_port)
-             for n in (1, sizes.clients) for t in ("kafka", "http")}
-    for op, title in (("join_sync", "(a) JoinGroup + SyncGroup (a rejoin: a new generation each)"),
-                      ("heartbeat", "(b) Heartbeat")):
+    pools = {
+        (t, n): await _members(t, n, f"{prefix}-{n}", serve, kafka_port)
+        for n in (1, sizes.clients)
+        for t in ("kafka", "http")
+    }
+    for op, title in (
+        ("join_sync", "(a) JoinGroup + SyncGroup (a rejoin: a new generation each)"),
+        ("heartbeat", "(b) Heartbeat"),
+    ):
         print(f"  {title}")
         for n in (1, sizes.clients):
             rates: dict[str, list[float]] = {"kafka": [], "http": []}
@@ -366,7 +429,7 @@ async def bench_round_trips(serve: Serve, kafka_port: int, sizes: Sizes) -> None
             client_cpu: dict[str, list[float]] = {"kafka": [], "http": []}
             await _drive(pools["kafka", n] + pools["http", n], op, min(0.3, sizes.seconds))  # warm both
             for r in range(sizes.repeats):
-                for t in (("kafka", "http") if r % 2 == 0 else ("http", "kafka")):
+                for t in ("kafka", "http") if r % 2 == 0 else ("http", "kafka"):
                     cpu_before, client_before, start = cpu_seconds(pid), time.process_time(), time.perf_counter()
                     done = await _drive(pools[t, n], op, sizes.seconds)
                     elapsed = time.perf_counter() - start
@@ -375,11 +438,15 @@ async def bench_round_trips(serve: Serve, kafka_port: int, sizes: Sizes) -> None
                     client_cpu[t].append((time.process_time() - client_before) / max(done, 1) * 1e6)
             k, h = median(rates["kafka"]), median(rates["http"])
             who = "1 sequential client " if n == 1 else f"{n} concurrent clients"
-            print(f"    {who}: Kafka listener {k:7,.0f}/s   HTTP {h:7,.0f}/s   listener/HTTP {k / h:4.2f}  "
-                  f"({goal(k / h, 1.0)})")
-            print(f"      CPU per round trip, coordinator / these clients: Kafka {median(cpu['kafka']):5.0f} / "
-                  f"{median(client_cpu['kafka']):4.0f} us   HTTP {median(cpu['http']):5.0f} / "
-                  f"{median(client_cpu['http']):4.0f} us")
+            print(
+                f"    {who}: Kafka listener {k:7,.0f}/s   HTTP {h:7,.0f}/s   listener/HTTP {k / h:4.2f}  "
+                f"({goal(k / h, 1.0)})"
+            )
+            print(
+                f"      CPU per round trip, coordinator / these clients: Kafka {median(cpu['kafka']):5.0f} / "
+                f"{median(client_cpu['kafka']):4.0f} us   HTTP {median(cpu['http']):5.0f} / "
+                f"{median(client_cpu['http']):4.0f} us"
+            )
     for pool in pools.values():
         for m in pool:
             m.c.close()
@@ -388,20 +455,32 @@ async def bench_round_trips(serve: Serve, kafka_port: int, sizes: Sizes) -> None
 # --- 2. bytes through the gateway ---------------------------------------------------------------------
 
 
-
-
 class GatewayProcess:
     def __init__(self, bootstrap: str, kafka_listener: str, log_dir: Path, node_ids: list[int]) -> None:
         self.port = devbroker.free_port_block(3 + max(node_ids))
         self.log_path = log_dir / f"gateway-{self.port}.log"
-        self.args = [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", bootstrap,
-                     "--listen", f"127.0.0.1:{self.port}", "--groups", GROUPS, "--coordinator", kafka_listener,
-                     "--log-level", "WARNING"]
+        self.args = [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "gateway",
+            "--bootstrap-server",
+            bootstrap,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--groups",
+            GROUPS,
+            "--coordinator",
+            kafka_listener,
+            "--log-level",
+            "WARNING",
+        ]
 
     def start(self) -> GatewayProcess:
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
-                                            cwd=Path(__file__).resolve().parents[1])
+            self.process = subprocess.Popen(
+                self.args, stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1]
+            )
         _children.append(self.process)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -432,14 +511,21 @@ def produce_throughput(bootstrap: str, topic: str, records: list[tuple[bytes, by
     """MB/s of values produced, acks=all, with the producer's own batching, until all are acknowledged."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                         "queue.buffering.max.messages": 1_000_000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "queue.buffering.max.messages": 1_000_000,
+        }
+    )
     # The connections, the metadata, the producer id and the partition's leader before the clock starts
     # (a first record: librdkafka sometimes takes 500 ms over it on a new topic, through either path).
     # (The topics are compacted, as Connect's: every record has a key.)
     outcome: list[Any] = []
-    producer.produce(topic, b"warm-up", b"warm-up", partition=0,
-                     on_delivery=lambda error, _message: outcome.append(error))
+    producer.produce(
+        topic, b"warm-up", b"warm-up", partition=0, on_delivery=lambda error, _message: outcome.append(error)
+    )
     producer.flush(30)
     if outcome != [None]:
         raise RuntimeError(f"produce through {bootstrap}: the first record was not acknowledged: {outcome}")
@@ -464,8 +550,14 @@ def fetch_throughput(bootstrap: str, topic: str, count: int, value_bytes: int) -
     (produce_throughput's warm-up record, read before the clock starts: connections and offsets)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-fetch-not-ours",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-fetch-not-ours",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         consumer.assign([TopicPartition(topic, 0, 0)])
         first = None
@@ -473,8 +565,10 @@ def fetch_throughput(bootstrap: str, topic: str, count: int, value_bytes: int) -
         while first is None and time.monotonic() < deadline:
             first = consumer.poll(1.0)
         if first is None or first.error() is not None or first.value() != b"warm-up":
-            raise RuntimeError(f"fetch through {bootstrap}: the warm-up record was not read "
-                               f"({first and (first.error() or first.value()[:20])})")
+            raise RuntimeError(
+                f"fetch through {bootstrap}: the warm-up record was not read "
+                f"({first and (first.error() or first.value()[:20])})"
+            )
         start = time.perf_counter()
         got = 0
         deadline = time.monotonic() + 120
@@ -496,19 +590,25 @@ def produce_latencies(bootstraps: dict[str, str], topic: str, samples: int) -> d
     from confluent_kafka import Producer
 
     records = connect_records(samples, seed=11)
-    producers = {name: Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 0, "enable.idempotence": True})
-                 for name, b in bootstraps.items()}
+    producers = {
+        name: Producer({"bootstrap.servers": b, "acks": "all", "linger.ms": 0, "enable.idempotence": True})
+        for name, b in bootstraps.items()
+    }
     out: dict[str, list[float]] = {name: [] for name in bootstraps}
-    for name, producer in producers.items():  # connections, metadata and a first record before measuring
+    for producer in producers.values():  # connections, metadata and a first record before measuring
         producer.produce(topic, b"warm", b"warm", partition=0)
         producer.flush(10)
     for i, (key, value) in enumerate(records):
-        for name, producer in (producers.items() if i % 2 == 0 else reversed(producers.items())):
+        for name, producer in producers.items() if i % 2 == 0 else reversed(producers.items()):
             done: list[float] = []
             start = time.perf_counter()
-            producer.produce(topic, value, key, partition=0,
-                             on_delivery=lambda error, _m, done=done: done.append(
-                                 float("nan") if error else time.perf_counter()))
+            producer.produce(
+                topic,
+                value,
+                key,
+                partition=0,
+                on_delivery=lambda error, _m, done=done: done.append(float("nan") if error else time.perf_counter()),
+            )
             producer.flush(10)
             if not done or done[0] != done[0]:
                 raise RuntimeError(f"a produce through {name} failed")
@@ -518,18 +618,41 @@ def produce_latencies(bootstraps: dict[str, str], topic: str, samples: int) -> d
 
 def _fetch_frame(topic: str) -> bytes:
     cls = FetchRequest[12]
-    body = cls(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0,
-               session_epoch=-1, topics=[cls.FetchTopic(topic=topic, partitions=[cls.FetchTopic.FetchPartition(
-                   partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1, log_start_offset=-1,
-                   partition_max_bytes=4096)])],
-               forgotten_topics_data=[], rack_id="")
-    head = LibRequestHeader(request_api_key=1, request_api_version=12, correlation_id=0,
-                            client_id="bench-fetch").encode(flexible=True)
+    body = cls(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            cls.FetchTopic(
+                topic=topic,
+                partitions=[
+                    cls.FetchTopic.FetchPartition(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        last_fetched_epoch=-1,
+                        log_start_offset=-1,
+                        partition_max_bytes=4096,
+                    )
+                ],
+            )
+        ],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    head = LibRequestHeader(
+        request_api_key=1, request_api_version=12, correlation_id=0, client_id="bench-fetch"
+    ).encode(flexible=True)
     return kp.frame(head + body.encode(version=12))
 
 
-def fetch_latencies(addresses: dict[str, tuple[str, int]], topic: str, samples: int,
-                    gateway_pid: int) -> tuple[dict[str, list[float]], float]:
+def fetch_latencies(
+    addresses: dict[str, tuple[str, int]], topic: str, samples: int, gateway_pid: int
+) -> tuple[dict[str, list[float]], float]:
     """ms of one Fetch v12 round trip (max_wait_ms 0, the first record of the partition, fetch_offset 0),
     over a raw socket to the broker's port or the gateway's port for that broker, the paths alternating;
     and the gateway's CPU seconds per Fetch it forwarded."""
@@ -551,7 +674,7 @@ def fetch_latencies(addresses: dict[str, tuple[str, int]], topic: str, samples: 
     cpu_before = cpu_seconds(gateway_pid)
     try:
         for i in range(samples + 10):  # the first 10 are a warm-up
-            for name in (addresses if i % 2 == 0 else reversed(list(addresses))):
+            for name in addresses if i % 2 == 0 else reversed(list(addresses)):
                 s = sockets[name]
                 correlation = struct.pack(">i", i + 1)
                 start = time.perf_counter()
@@ -588,8 +711,10 @@ def broker_nodes(bootstrap: str) -> dict[int, tuple[str, int]]:
 
 
 def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Sizes) -> dict[str, float]:
-    print(f"2. bytes through the gateway against straight to the broker (confluent_kafka; values of 200 B - 2 KB, "
-          f"{sizes.records:,} records per run; median of {sizes.repeats})")
+    print(
+        f"2. bytes through the gateway against straight to the broker (confluent_kafka; values of 200 B - 2 KB, "
+        f"{sizes.records:,} records per run; median of {sizes.repeats})"
+    )
     gateway_bootstrap = f"127.0.0.1:{gateway.port}"
     paths = {"broker": bootstrap, "gateway": gateway_bootstrap}
     records = connect_records(sizes.records)
@@ -599,7 +724,7 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
     # The gateway's CPU seconds over all its runs (Linux counts them in 10 ms ticks: summed, not per run).
     gateway_cpu = {"produce": 0.0, "fetch": 0.0}
     for r in range(sizes.repeats):
-        for name in (paths if r % 2 == 0 else reversed(list(paths))):
+        for name in paths if r % 2 == 0 else reversed(list(paths)):
             run_topic = f"{topic}-{r}-{name}"  # a fresh partition per run: every fetch reads exactly its records
             create_topic(bootstrap, run_topic, 1)
             before = cpu_seconds(gateway.process.pid)
@@ -615,12 +740,16 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
     for what, results in (("produce", produced), ("fetch", fetched)):
         b, g = median(results["broker"]), median(results["gateway"])
         figures[what] = g
-        print(f"  {what} throughput : broker {b:7.1f} MB/s   gateway {g:7.1f} MB/s   gateway/broker {g / b:4.2f}  "
-              f"({goal(g / b, 0.5)})")
+        print(
+            f"  {what} throughput : broker {b:7.1f} MB/s   gateway {g:7.1f} MB/s   gateway/broker {g / b:4.2f}  "
+            f"({goal(g / b, 0.5)})"
+        )
     mb = len(produced["gateway"]) * value_bytes / 1e6
     figures["fetch_cpu_ms_per_mb"] = gateway_cpu["fetch"] * 1e3 / mb
-    print(f"  the gateway's CPU per MB of values (over its {len(produced['gateway'])} runs, {mb:.0f} MB each way): "
-          f"produce {gateway_cpu['produce'] * 1e3 / mb:5.2f} ms, fetch {figures['fetch_cpu_ms_per_mb']:5.2f} ms")
+    print(
+        f"  the gateway's CPU per MB of values (over its {len(produced['gateway'])} runs, {mb:.0f} MB each way): "
+        f"produce {gateway_cpu['produce'] * 1e3 / mb:5.2f} ms, fetch {figures['fetch_cpu_ms_per_mb']:5.2f} ms"
+    )
 
     latency_topic = f"{topic}-latency"
     create_topic(bootstrap, latency_topic, 1)
@@ -628,10 +757,15 @@ def bench_bytes(bootstrap: str, gateway: GatewayProcess, topic: str, sizes: Size
     nodes = broker_nodes(bootstrap)
     leader = _leader(bootstrap, latency_topic)
     fetch_ms, fetch_cpu = fetch_latencies(
-        {"broker": nodes[leader], "gateway": ("127.0.0.1", gateway.port + 2 + leader)}, latency_topic,
-        sizes.latency_samples, gateway.process.pid)
-    for what, samples in (("produce (acks=all, one at a time, to its delivery callback)", produce_ms),
-                          ("fetch round trip (Fetch v12, one record, max_wait_ms 0)", fetch_ms)):
+        {"broker": nodes[leader], "gateway": ("127.0.0.1", gateway.port + 2 + leader)},
+        latency_topic,
+        sizes.latency_samples,
+        gateway.process.pid,
+    )
+    for what, samples in (
+        ("produce (acks=all, one at a time, to its delivery callback)", produce_ms),
+        ("fetch round trip (Fetch v12, one record, max_wait_ms 0)", fetch_ms),
+    ):
         b50, g50 = percentile(samples["broker"], 0.5), percentile(samples["gateway"], 0.5)
         b99, g99 = percentile(samples["broker"], 0.99), percentile(samples["gateway"], 0.99)
         print(f"  {what}, {len(samples['broker'])} each:")
@@ -674,23 +808,52 @@ def fetch_response(records_by_partition: list[bytes | None]) -> bytes:
     """A Fetch v16 answer body: one topic, a partition per entry (None: absent), one node endpoint."""
     cls = FetchResponse[16]
     partition = cls.FetchableTopicResponse.PartitionData
-    partitions = [partition(partition_index=i, error_code=0, high_watermark=1000, last_stable_offset=1000,
-                            log_start_offset=0, aborted_transactions=[], preferred_read_replica=-1, records=records)
-                  for i, records in enumerate(records_by_partition) if records is not None]
-    body = cls(throttle_time_ms=0, error_code=0, session_id=12345,
-               responses=[cls.FetchableTopicResponse(topic_id=uuid.uuid4(), partitions=partitions)] if partitions
-               else [],
-               node_endpoints=[cls.NodeEndpoint(node_id=1, host="broker-1.kafka.internal", port=9092, rack=None)])
+    partitions = [
+        partition(
+            partition_index=i,
+            error_code=0,
+            high_watermark=1000,
+            last_stable_offset=1000,
+            log_start_offset=0,
+            aborted_transactions=[],
+            preferred_read_replica=-1,
+            records=records,
+        )
+        for i, records in enumerate(records_by_partition)
+        if records is not None
+    ]
+    body = cls(
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=12345,
+        responses=[cls.FetchableTopicResponse(topic_id=uuid.uuid4(), partitions=partitions)] if partitions else [],
+        node_endpoints=[cls.NodeEndpoint(node_id=1, host="broker-1.kafka.internal", port=9092, rack=None)],
+    )
     return body.encode(version=16)
 
 
 def produce_response() -> bytes:
     cls = ProduceResponse[10]
-    body = cls(responses=[cls.TopicProduceResponse(name="connect-status", partition_responses=[
-        cls.TopicProduceResponse.PartitionProduceResponse(
-            index=0, error_code=0, base_offset=1234, log_append_time_ms=-1, log_start_offset=0, record_errors=[],
-            error_message=None)])], throttle_time_ms=0,
-        node_endpoints=[cls.NodeEndpoint(node_id=1, host="broker-1.kafka.internal", port=9092, rack=None)])
+    body = cls(
+        responses=[
+            cls.TopicProduceResponse(
+                name="connect-status",
+                partition_responses=[
+                    cls.TopicProduceResponse.PartitionProduceResponse(
+                        index=0,
+                        error_code=0,
+                        base_offset=1234,
+                        log_append_time_ms=-1,
+                        log_start_offset=0,
+                        record_errors=[],
+                        error_message=None,
+                    )
+                ],
+            )
+        ],
+        throttle_time_ms=0,
+        node_endpoints=[cls.NodeEndpoint(node_id=1, host="broker-1.kafka.internal", port=9092, rack=None)],
+    )
     return body.encode(version=10)
 
 
@@ -706,14 +869,20 @@ def rewrite(cls: Any, version: int, raw: bytes) -> bytes:
 
 
 def bench_rewrite(figures: dict[str, float] | None, sizes: Sizes) -> None:
-    print("3. the other option for KIP-951: decoding and re-encoding every Fetch v16 / Produce v10 answer in Python "
-          f"(kafka-python; median of {sizes.decode_rounds} rounds)")
+    print(
+        "3. the other option for KIP-951: decoding and re-encoding every Fetch v16 / Produce v10 answer in Python "
+        f"(kafka-python; median of {sizes.decode_rounds} rounds)"
+    )
     one_mib = record_batches(1 << 20)
     small = record_batches(1, batch_bytes=64)  # one batch of one record
     cases = [
         ("Fetch, 1 MiB of records in one partition", FetchResponse, 16, fetch_response([one_mib])),
-        ("Fetch, 1 MiB over 16 partitions", FetchResponse, 16,
-         fetch_response([record_batches(1 << 16, seed=s) for s in range(16)])),
+        (
+            "Fetch, 1 MiB over 16 partitions",
+            FetchResponse,
+            16,
+            fetch_response([record_batches(1 << 16, seed=s) for s in range(16)]),
+        ),
         ("Fetch, one record (a status update)", FetchResponse, 16, fetch_response([small])),
         ("Fetch, nothing new (incremental session)", FetchResponse, 16, fetch_response([])),
         ("Produce answer, one partition", ProduceResponse, 10, produce_response()),
@@ -742,13 +911,17 @@ def bench_rewrite(figures: dict[str, float] | None, sizes: Sizes) -> None:
         forward = figures["fetch"]
         cpu = figures["fetch_cpu_ms_per_mb"]
         slowed = 1 / (1 / forward + per_mb_ms / 1e3)
-        print(f"  against 2.: the gateway forwards fetches at {forward:.1f} MB/s, spending {cpu:.2f} ms of CPU per MB; "
-              f"rewriting would add {per_mb_ms:.2f} ms per MB ({per_mb_ms / cpu if cpu > 0 else float('nan'):.2f}x its "
-              f"forwarding CPU), about {slowed:.1f} MB/s if nothing else overlapped")
-        print(f"  per answer: the gateway spends {figures['fetch_cpu_us_each']:.0f} us of CPU forwarding a one-record "
-              f"Fetch; rewriting it would add {small_us:.0f} us "
-              f"({small_us / figures['fetch_cpu_us_each'] if figures['fetch_cpu_us_each'] else float('nan'):.2f}x), "
-              "on every Fetch and Produce answer (most fetches of Connect's internal topics are small or empty)")
+        print(
+            f"  against 2.: the gateway forwards fetches at {forward:.1f} MB/s, spending {cpu:.2f} ms of CPU per MB; "
+            f"rewriting would add {per_mb_ms:.2f} ms per MB ({per_mb_ms / cpu if cpu > 0 else float('nan'):.2f}x its "
+            f"forwarding CPU), about {slowed:.1f} MB/s if nothing else overlapped"
+        )
+        print(
+            f"  per answer: the gateway spends {figures['fetch_cpu_us_each']:.0f} us of CPU forwarding a one-record "
+            f"Fetch; rewriting it would add {small_us:.0f} us "
+            f"({small_us / figures['fetch_cpu_us_each'] if figures['fetch_cpu_us_each'] else float('nan'):.2f}x), "
+            "on every Fetch and Produce answer (most fetches of Connect's internal topics are small or empty)"
+        )
 
 
 # --- main ------------------------------------------------------------------------------------------------
@@ -777,19 +950,30 @@ def main() -> int:
     topic = f"__bench_gateway_{run}"
     create_topic(args.bootstrap_servers, topic, PARTITIONS)
     figures = None
-    print("load average at the start (1, 5, 15 min): {:.1f} {:.1f} {:.1f} on {} cores".format(
-        *os.getloadavg(), os.cpu_count()))
+    print(
+        "load average at the start (1, 5, 15 min): {:.1f} {:.1f} {:.1f} on {} cores".format(
+            *os.getloadavg(), os.cpu_count()
+        )
+    )
     try:
         kafka_port = devbroker.free_port_block(1)
-        serve = Serve(args.bootstrap_servers, topic, log_dir, "--kafka-listener", f"127.0.0.1:{kafka_port}",
-                      "--initial-assignment-delay-ms", "0")
+        serve = Serve(
+            args.bootstrap_servers,
+            topic,
+            log_dir,
+            "--kafka-listener",
+            f"127.0.0.1:{kafka_port}",
+            "--initial-assignment-delay-ms",
+            "0",
+        )
         serve.args[serve.args.index("--log-level") + 1] = "WARNING"
         serve.start().wait_healthy()
         if "1" not in skip:
             asyncio.run(bench_round_trips(serve, kafka_port, sizes))
         if "2" not in skip:
-            gateway = GatewayProcess(args.bootstrap_servers, f"127.0.0.1:{kafka_port}", log_dir,
-                                     list(broker_nodes(args.bootstrap_servers))).start()
+            gateway = GatewayProcess(
+                args.bootstrap_servers, f"127.0.0.1:{kafka_port}", log_dir, list(broker_nodes(args.bootstrap_servers))
+            ).start()
             figures = bench_bytes(args.bootstrap_servers, gateway, f"bench-gw-data-{run}", sizes)
         if "3" not in skip:
             bench_rewrite(figures, sizes)

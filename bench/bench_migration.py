@@ -42,10 +42,14 @@ class Run:
     """One rolling pass over a fleet on a virtual clock, with the figures kept as it goes."""
 
     def __init__(self, workers: int, connectors: dict[str, int], timeouts: dict[str, int], seed: int) -> None:
-        self.d = Driver(CoordinatorConfig(session_timeout_ms=timeouts["session_timeout_ms"],
-                                          heartbeat_interval_ms=timeouts["heartbeat_interval_ms"],
-                                          scheduled_rebalance_max_delay_ms=timeouts["scheduled_rebalance_max_delay_ms"],
-                                          initial_assignment_delay_ms=0))
+        self.d = Driver(
+            CoordinatorConfig(
+                session_timeout_ms=timeouts["session_timeout_ms"],
+                heartbeat_interval_ms=timeouts["heartbeat_interval_ms"],
+                scheduled_rebalance_max_delay_ms=timeouts["scheduled_rebalance_max_delay_ms"],
+                initial_assignment_delay_ms=0,
+            )
+        )
         self.d.set_connectors(G, connectors)
         self.every = configured_work(tuple(ConnectorTaskCount(n, t) for n, t in connectors.items())).items
         self.timeouts = timeouts
@@ -67,13 +71,24 @@ class Run:
         t = self.timeouts
         if protocol == "classic":
             self.classic[name] = SimClassicWorker(
-                self.d, G, name, instance_id=name, session_timeout_ms=t["session_timeout_ms"],
-                rebalance_timeout_ms=t["rebalance_timeout_ms"], heartbeat_interval_ms=t["heartbeat_interval_ms"],
-                scheduled_rebalance_max_delay_ms=t["scheduled_rebalance_max_delay_ms"])
+                self.d,
+                G,
+                name,
+                instance_id=name,
+                session_timeout_ms=t["session_timeout_ms"],
+                rebalance_timeout_ms=t["rebalance_timeout_ms"],
+                heartbeat_interval_ms=t["heartbeat_interval_ms"],
+                scheduled_rebalance_max_delay_ms=t["scheduled_rebalance_max_delay_ms"],
+            )
         else:
-            self.connect[name] = SimWorker(self.d, G, name, instance_id=name,
-                                           rebalance_timeout_ms=t["rebalance_timeout_ms"],
-                                           session_timeout_ms=t["session_timeout_ms"])
+            self.connect[name] = SimWorker(
+                self.d,
+                G,
+                name,
+                instance_id=name,
+                rebalance_timeout_ms=t["rebalance_timeout_ms"],
+                session_timeout_ms=t["session_timeout_ms"],
+            )
 
     def stop(self, name: str) -> None:
         if name in self.classic:
@@ -123,19 +138,32 @@ class Run:
 
 
 def measure(args: argparse.Namespace, protocol: str, seed: int) -> dict[str, float]:
-    timeouts = {"session_timeout_ms": args.session_ms, "heartbeat_interval_ms": args.heartbeat_ms,
-                "rebalance_timeout_ms": args.rebalance_ms, "scheduled_rebalance_max_delay_ms": args.delay_ms}
+    timeouts = {
+        "session_timeout_ms": args.session_ms,
+        "heartbeat_interval_ms": args.heartbeat_ms,
+        "rebalance_timeout_ms": args.rebalance_ms,
+        "scheduled_rebalance_max_delay_ms": args.delay_ms,
+    }
     run = Run(args.workers, dict(args.connectors), timeouts, seed)
     converge_ms = run.rolling(protocol, args.pause_ms)
-    return {"moved": run.moved, "unowned_task_s": run.unowned_ms / 1000, "converge_s": converge_ms / 1000,
-            "double_owned_s": run.double_ms / 1000}
+    return {
+        "moved": run.moved,
+        "unowned_task_s": run.unowned_ms / 1000,
+        "converge_s": converge_ms / 1000,
+        "double_owned_s": run.double_ms / 1000,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", type=int, default=10)
-    parser.add_argument("--connectors", nargs="+", default=[("A", 20), ("B", 20), ("C", 20)],
-                        type=lambda s: (s.split("=")[0], int(s.split("=")[1])), metavar="NAME=TASKS")
+    parser.add_argument(
+        "--connectors",
+        nargs="+",
+        default=[("A", 20), ("B", 20), ("C", 20)],
+        type=lambda s: (s.split("=")[0], int(s.split("=")[1])),
+        metavar="NAME=TASKS",
+    )
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--pause-ms", type=int, default=1_000, help="between a worker's stop and its new process")
     parser.add_argument("--session-ms", type=int, default=10_000)
@@ -144,15 +172,21 @@ def main() -> int:
     parser.add_argument("--delay-ms", type=int, default=300_000, help="scheduled.rebalance.max.delay.ms")
     args = parser.parse_args()
     tasks = sum(t for _, t in args.connectors)
-    print(f"bench-migration: {args.workers} workers, {len(args.connectors)} connectors, {tasks} tasks; session "
-          f"{args.session_ms} ms, heartbeat {args.heartbeat_ms} ms, delay {args.delay_ms} ms; "
-          f"pause {args.pause_ms} ms; {args.rounds} rounds (virtual clock)")
+    print(
+        f"bench-migration: {args.workers} workers, {len(args.connectors)} connectors, {tasks} tasks; session "
+        f"{args.session_ms} ms, heartbeat {args.heartbeat_ms} ms, delay {args.delay_ms} ms; "
+        f"pause {args.pause_ms} ms; {args.rounds} rounds (virtual clock)"
+    )
     results: dict[str, list[dict[str, float]]] = {"classic": [], "connect": []}
     for seed in range(args.rounds):
         for protocol in ("classic", "connect"):
             results[protocol].append(measure(args, protocol, seed))
-    rows = (("moved", "tasks moved"), ("unowned_task_s", "unowned task-s"), ("converge_s", "converged after last, s"),
-            ("double_owned_s", "double-owned task-s"))
+    rows = (
+        ("moved", "tasks moved"),
+        ("unowned_task_s", "unowned task-s"),
+        ("converge_s", "converged after last, s"),
+        ("double_owned_s", "double-owned task-s"),
+    )
     print(f"{'':30}{'restart (classic)':>20}{'upgrade (connect)':>20}{'ratio':>10}")
     failed = False
     for key, label in rows:

@@ -240,8 +240,9 @@ class Timing:
     @property
     def join_goal_s(self) -> float:
         """A new group waits the initial assignment delay for more members, then converges."""
-        delay = CoordinatorConfig().initial_assignment_delay_ms if self.initial_delay_ms is None \
-            else self.initial_delay_ms
+        delay = (
+            CoordinatorConfig().initial_assignment_delay_ms if self.initial_delay_ms is None else self.initial_delay_ms
+        )
         return delay / 1000 + self.converge_goal_s
 
     @property
@@ -327,9 +328,25 @@ class Scenario:
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
-    subprocess.run([sys.executable, "-m", "coordinator", "topic", "create", "--bootstrap-servers", bootstrap,
-                    "--topic", topic, "--partitions", "1", "--replication-factor", "1"],
-                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "topic",
+            "create",
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        ],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
 
 
 def delete_topic(bootstrap: str, topic: str) -> None:
@@ -344,14 +361,24 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         print(f"  (could not delete topic {topic}: {e})", flush=True)
 
 
-async def run_one(scenario: Scenario, side: str, timing: Timing, bootstrap: str, log_dir: Path, serial: int
-                  ) -> dict[str, Any]:
+async def run_one(
+    scenario: Scenario, side: str, timing: Timing, bootstrap: str, log_dir: Path, serial: int
+) -> dict[str, Any]:
     topic = f"bench-rebalance-{os.getpid()}-{serial}"
     await asyncio.to_thread(create_topic, bootstrap, topic)
-    flags = ["--allow-anonymous", "--log-level", "WARNING",
-             "--heartbeat-interval-ms", str(timing.heartbeat_ms), "--session-timeout-ms", str(timing.session_ms),
-             "--scheduled-rebalance-max-delay-ms", str(scenario.delay_ms),
-             "--server-assignment-interval-ms", str(timing.server_interval_ms)]
+    flags = [
+        "--allow-anonymous",
+        "--log-level",
+        "WARNING",
+        "--heartbeat-interval-ms",
+        str(timing.heartbeat_ms),
+        "--session-timeout-ms",
+        str(timing.session_ms),
+        "--scheduled-rebalance-max-delay-ms",
+        str(scenario.delay_ms),
+        "--server-assignment-interval-ms",
+        str(timing.server_interval_ms),
+    ]
     if timing.initial_delay_ms is not None:
         flags += ["--initial-assignment-delay-ms", str(timing.initial_delay_ms)]
     serve = ServeProcess(bootstrap, topic, log_dir, *flags)
@@ -360,14 +387,19 @@ async def run_one(scenario: Scenario, side: str, timing: Timing, bootstrap: str,
     try:
         async with CountingClient(serve.url, retry_for_s=60) as client:
             tracker = Tracker()
-            fleet = BenchFleet(client, f"bench-{scenario.key}", server_side=side == "server-side", tracker=tracker,
-                               static=scenario.params.get("static", True))
+            fleet = BenchFleet(
+                client,
+                f"bench-{scenario.key}",
+                server_side=side == "server-side",
+                tracker=tracker,
+                static=scenario.params.get("static", True),
+            )
             await fleet.set_connectors(scenario.connectors)
             expected = configured_work(tuple(ConnectorTaskCount(n, t) for n, t in scenario.connectors.items())).items
             env = Env(fleet, client, tracker, timing, expected, scenario.delay_ms, side)
             try:
                 figures = await scenario.run(env)
-            except (TimeoutError, asyncio.TimeoutError) as e:
+            except TimeoutError as e:
                 figures = {"error": str(e)}
             except Exception as e:  # a worker stopped, or the coordinator failed: report, go on
                 figures = {"error": f"{type(e).__name__}: {e}"}
@@ -401,15 +433,25 @@ async def scale_out(env: Env, workers: int) -> dict[str, Any]:
     elsewhere = sum(1 for names in starts.values() if any(n != new for n in names))
     hb, steady = env.heartbeats(t0, converged, workers + 1)
     tasks_s, connectors_s = env.unowned(t0, t1)
-    return dict(converge_s=converged - t0, final_s=env.final_at - t0, moved=moved, moved_incl_returns=incl_returns,
-                share=share,
-                moved_elsewhere=elsewhere, unowned_task_s=tasks_s, unowned_connector_s=connectors_s,
-                heartbeats=hb, heartbeats_steady=steady, computations=env.client.computations_between(t0, converged),
-                double_s=env.double(t0, t1))
+    return dict(
+        converge_s=converged - t0,
+        final_s=env.final_at - t0,
+        moved=moved,
+        moved_incl_returns=incl_returns,
+        share=share,
+        moved_elsewhere=elsewhere,
+        unowned_task_s=tasks_s,
+        unowned_connector_s=connectors_s,
+        heartbeats=hb,
+        heartbeats_steady=steady,
+        computations=env.client.computations_between(t0, converged),
+        double_s=env.double(t0, t1),
+    )
 
 
-async def rolling_bounce(env: Env, workers: int, away_s: float, hard: bool = False, count: int | None = None
-                         ) -> dict[str, Any]:
+async def rolling_bounce(
+    env: Env, workers: int, away_s: float, hard: bool = False, count: int | None = None
+) -> dict[str, Any]:
     await env.fleet.join(workers)
     await env.settle(timeout=60)
     before = env.tracker.owners()
@@ -433,24 +475,42 @@ async def rolling_bounce(env: Env, workers: int, away_s: float, hard: bool = Fal
         last_change = max(back, stopped + env.timing.session_ms / 1000) if hard else back
         unowned = [env.tracker.unowned_s(item, tb, end) for item in mine]
         tasks = [item for item in mine if isinstance(item, TaskId)]
-        bounces.append(dict(name=name, tasks=len(tasks), items=len(mine), away_s=back - stopped,
-                            unowned_max_s=max(unowned, default=0.0),
-                            converge_s=converged - last_change, final_s=env.final_at - last_change,
-                            got_own_back=env.fleet.workers[name].owned == mine))
+        bounces.append(
+            dict(
+                name=name,
+                tasks=len(tasks),
+                items=len(mine),
+                away_s=back - stopped,
+                unowned_max_s=max(unowned, default=0.0),
+                converge_s=converged - last_change,
+                final_s=env.final_at - last_change,
+                got_own_back=env.fleet.workers[name].owned == mine,
+            )
+        )
     t1 = clock()
     moved, incl_returns, _ = env.moves(before, t0, t1)
     tasks_s, connectors_s = env.unowned(t0, t1)
     done = [b for b in bounces if "error" not in b]
     hb, steady = env.heartbeats(t0, t1, workers)
-    return dict(bounces=bounces, moved=moved, moved_incl_returns=incl_returns, unowned_task_s=tasks_s,
-                unowned_connector_s=connectors_s, heartbeats=hb, heartbeats_steady=steady,
-                computations=env.client.computations_between(t0, t1), double_s=env.double(t0, t1),
-                converge_max_s=max((b["converge_s"] for b in done), default=None),
-                converge_median_s=statistics.median([b["converge_s"] for b in done]) if done else None,
-                final_max_s=max((b["final_s"] for b in done), default=None),
-                final_median_s=statistics.median([b["final_s"] for b in done]) if done else None,
-                bounced_tasks=sum(b["tasks"] for b in done), bounced_items=sum(b["items"] for b in done),
-                incomplete=len(done) < (count or workers), window_s=t1 - t0)
+    return dict(
+        bounces=bounces,
+        moved=moved,
+        moved_incl_returns=incl_returns,
+        unowned_task_s=tasks_s,
+        unowned_connector_s=connectors_s,
+        heartbeats=hb,
+        heartbeats_steady=steady,
+        computations=env.client.computations_between(t0, t1),
+        double_s=env.double(t0, t1),
+        converge_max_s=max((b["converge_s"] for b in done), default=None),
+        converge_median_s=statistics.median([b["converge_s"] for b in done]) if done else None,
+        final_max_s=max((b["final_s"] for b in done), default=None),
+        final_median_s=statistics.median([b["final_s"] for b in done]) if done else None,
+        bounced_tasks=sum(b["tasks"] for b in done),
+        bounced_items=sum(b["items"] for b in done),
+        incomplete=len(done) < (count or workers),
+        window_s=t1 - t0,
+    )
 
 
 async def crash(env: Env, workers: int, victim: str) -> dict[str, Any]:
@@ -468,12 +528,23 @@ async def crash(env: Env, workers: int, victim: str) -> dict[str, Any]:
     tasks_s, connectors_s = env.unowned(t0, t1)
     hb, steady = env.heartbeats(t0, converged, workers - 1)
     tasks = sum(1 for item in mine if isinstance(item, TaskId))
-    return dict(converge_s=converged - t0, final_s=env.final_at - t0, acts_after_s=acts_after, moved=moved,
-                moved_incl_returns=incl_returns,
-                victim_items=len(mine), victim_tasks=tasks, moved_not_victims=foreign, unowned_task_s=tasks_s,
-                unowned_connector_s=connectors_s, model_task_s=tasks * acts_after, heartbeats=hb,
-                heartbeats_steady=steady, computations=env.client.computations_between(t0, converged),
-                double_s=env.double(t0, t1))
+    return dict(
+        converge_s=converged - t0,
+        final_s=env.final_at - t0,
+        acts_after_s=acts_after,
+        moved=moved,
+        moved_incl_returns=incl_returns,
+        victim_items=len(mine),
+        victim_tasks=tasks,
+        moved_not_victims=foreign,
+        unowned_task_s=tasks_s,
+        unowned_connector_s=connectors_s,
+        model_task_s=tasks * acts_after,
+        heartbeats=hb,
+        heartbeats_steady=steady,
+        computations=env.client.computations_between(t0, converged),
+        double_s=env.double(t0, t1),
+    )
 
 
 async def join_storm(env: Env, workers: int) -> dict[str, Any]:
@@ -486,11 +557,21 @@ async def join_storm(env: Env, workers: int) -> dict[str, Any]:
     tasks_s, connectors_s = env.unowned(t0, t1)
     hb, steady = env.heartbeats(t0, converged, workers)
     assigned = sum(1 for t, _, _ in env.tracker.assigned if t0 <= t <= t1)
-    return dict(converge_s=converged - last_join, final_s=env.final_at - last_join, since_first_s=converged - t0,
-                joins_s=last_join - t0, moved=moved,
-                moved_incl_returns=incl_returns, assignments=assigned, unowned_task_s=tasks_s,
-                unowned_connector_s=connectors_s, heartbeats=hb, heartbeats_steady=steady,
-                computations=env.client.computations_between(t0, converged), double_s=env.double(t0, t1))
+    return dict(
+        converge_s=converged - last_join,
+        final_s=env.final_at - last_join,
+        since_first_s=converged - t0,
+        joins_s=last_join - t0,
+        moved=moved,
+        moved_incl_returns=incl_returns,
+        assignments=assigned,
+        unowned_task_s=tasks_s,
+        unowned_connector_s=connectors_s,
+        heartbeats=hb,
+        heartbeats_steady=steady,
+        computations=env.client.computations_between(t0, converged),
+        double_s=env.double(t0, t1),
+    )
 
 
 def _natural(name: str) -> tuple:
@@ -509,8 +590,17 @@ def table(title: str, rows: list[tuple[str, str, dict[str, tuple[str, bool | Non
     """rows: (figure, goal, side -> (value, judgement))."""
     print(f"\n== {title} ==")
     head = ["figure", "goal", *SIDES]
-    body = [[figure, goal, *[(cells[s][0] + (f"  {verdict(cells[s][1])}" if cells[s][1] is not None else ""))
-                             if s in cells else "-" for s in SIDES]] for figure, goal, cells in rows]
+    body = [
+        [
+            figure,
+            goal,
+            *[
+                (cells[s][0] + (f"  {verdict(cells[s][1])}" if cells[s][1] is not None else "")) if s in cells else "-"
+                for s in SIDES
+            ],
+        ]
+        for figure, goal, cells in rows
+    ]
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     for r in [head, ["-" * w for w in widths], *body]:
         print("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
@@ -528,14 +618,21 @@ def errors(results: dict[str, dict[str, Any]]) -> bool:
     return bad
 
 
-def common_rows(results: dict[str, dict[str, Any]], t: Timing, window: str,
-                heartbeat_window: str = "change to converged") -> list:
+def common_rows(
+    results: dict[str, dict[str, Any]], t: Timing, window: str, heartbeat_window: str = "change to converged"
+) -> list:
     ok = {s: f for s, f in results.items() if "error" not in f}
     return [
-        (f"unowned connector-s ({window})", "(no goal)",
-         {s: (f"{f['unowned_connector_s']:.2f}", None) for s, f in ok.items()}),
-        (f"heartbeats ({heartbeat_window})", "(no goal)",
-         {s: (f"{f['heartbeats']} (steady rate alone {f['heartbeats_steady']})", None) for s, f in ok.items()}),
+        (
+            f"unowned connector-s ({window})",
+            "(no goal)",
+            {s: (f"{f['unowned_connector_s']:.2f}", None) for s, f in ok.items()},
+        ),
+        (
+            f"heartbeats ({heartbeat_window})",
+            "(no goal)",
+            {s: (f"{f['heartbeats']} (steady rate alone {f['heartbeats_steady']})", None) for s, f in ok.items()},
+        ),
         ("assignments installed by workers", "(no goal)", {s: (str(f["computations"]), None) for s, f in ok.items()}),
         ("item-s owned twice at once", "0", {s: (f"{f['double_s']:.3f}", f["double_s"] == 0) for s, f in ok.items()}),
         ("wall time of the run", "", {s: (f"{f['wall_s']:.1f} s", None) for s, f in results.items()}),
@@ -544,18 +641,44 @@ def common_rows(results: dict[str, dict[str, Any]], t: Timing, window: str,
 
 def report_scale_out(sc: Scenario, t: Timing, results: dict[str, dict[str, Any]]) -> None:
     ok = {s: f for s, f in results.items() if "error" not in f}
-    table(sc.title, [
-        ("converge after the join", f"<= {t.converge_goal_s:.2f} s (3 heartbeats)",
-         {s: (f"{f['converge_s']:.2f} s (state final {f['final_s']:.2f} s)", f["converge_s"] <= t.converge_goal_s)
-          for s, f in ok.items()}),
-        ("items moved", "= the new worker's share",
-         {s: (f"{f['moved']} (share {f['share']}, moved elsewhere {f['moved_elsewhere']})",
-              f["moved"] == f["share"] and f["moved_elsewhere"] == 0) for s, f in ok.items()}),
-        ("items moved incl. returns", "(no goal)", {s: (str(f["moved_incl_returns"]), None) for s, f in ok.items()}),
-        ("unowned task-s (join to converged)", "(no goal)",
-         {s: (f"{f['unowned_task_s']:.2f}", None) for s, f in ok.items()}),
-        *common_rows(results, t, "join to converged"),
-    ])
+    table(
+        sc.title,
+        [
+            (
+                "converge after the join",
+                f"<= {t.converge_goal_s:.2f} s (3 heartbeats)",
+                {
+                    s: (
+                        f"{f['converge_s']:.2f} s (state final {f['final_s']:.2f} s)",
+                        f["converge_s"] <= t.converge_goal_s,
+                    )
+                    for s, f in ok.items()
+                },
+            ),
+            (
+                "items moved",
+                "= the new worker's share",
+                {
+                    s: (
+                        f"{f['moved']} (share {f['share']}, moved elsewhere {f['moved_elsewhere']})",
+                        f["moved"] == f["share"] and f["moved_elsewhere"] == 0,
+                    )
+                    for s, f in ok.items()
+                },
+            ),
+            (
+                "items moved incl. returns",
+                "(no goal)",
+                {s: (str(f["moved_incl_returns"]), None) for s, f in ok.items()},
+            ),
+            (
+                "unowned task-s (join to converged)",
+                "(no goal)",
+                {s: (f"{f['unowned_task_s']:.2f}", None) for s, f in ok.items()},
+            ),
+            *common_rows(results, t, "join to converged"),
+        ],
+    )
     errors(results)
 
 
@@ -571,27 +694,71 @@ def report_bounce(sc: Scenario, t: Timing, results: dict[str, dict[str, Any]]) -
     away = "max(away, session)" if fd else "away"
     after = "return or session expiry, the later" if fd else "return"
     rows = [
-        (f"converge after each {after}, median", f"<= {t.converge_goal_s:.2f} s (3 heartbeats)",
-         {s: (f"{_s(f['converge_median_s'])} (state final {_s(f['final_median_s'])})",
-              f["converge_median_s"] is not None and f["converge_median_s"] <= t.converge_goal_s) for s, f in ok.items()}),
-        (f"converge after each {after}, max", f"<= {t.converge_goal_s:.2f} s (3 heartbeats)",
-         {s: (f"{_s(f['converge_max_s'])} (state final {_s(f['final_max_s'])})",
-              f["converge_max_s"] is not None and f["converge_max_s"] <= t.converge_goal_s and not f["incomplete"])
-          for s, f in ok.items()}),
+        (
+            f"converge after each {after}, median",
+            f"<= {t.converge_goal_s:.2f} s (3 heartbeats)",
+            {
+                s: (
+                    f"{_s(f['converge_median_s'])} (state final {_s(f['final_median_s'])})",
+                    f["converge_median_s"] is not None and f["converge_median_s"] <= t.converge_goal_s,
+                )
+                for s, f in ok.items()
+            },
+        ),
+        (
+            f"converge after each {after}, max",
+            f"<= {t.converge_goal_s:.2f} s (3 heartbeats)",
+            {
+                s: (
+                    f"{_s(f['converge_max_s'])} (state final {_s(f['final_max_s'])})",
+                    f["converge_max_s"] is not None
+                    and f["converge_max_s"] <= t.converge_goal_s
+                    and not f["incomplete"],
+                )
+                for s, f in ok.items()
+            },
+        ),
         ("items moved", "0 (nothing moves)", {s: (str(f["moved"]), f["moved"] == 0) for s, f in ok.items()}),
-        ("items moved incl. returns", "(the bounced workers' items)",
-         {s: (f"{f['moved_incl_returns']} (bounced {f['bounced_items']})", None) for s, f in ok.items()}),
-        (f"unowned - {away}, per bounced worker, max", f"<= {excess_goal:.2f} s (3 heartbeats), never the delay ({delay_s:g} s)",
-         {s: (_s(_max_excess(f)), _max_excess(f) is not None and _max_excess(f) <= excess_goal and not f["incomplete"])
-          for s, f in ok.items()}),
-        ("unowned task-s (whole rolling bounce)", f"~ bounced tasks x {away} (+ join latency)",
-         {s: (f"{f['unowned_task_s']:.1f} (tasks x {away} = {_tasks_away(f):.1f})", None) for s, f in ok.items()}),
+        (
+            "items moved incl. returns",
+            "(the bounced workers' items)",
+            {s: (f"{f['moved_incl_returns']} (bounced {f['bounced_items']})", None) for s, f in ok.items()},
+        ),
+        (
+            f"unowned - {away}, per bounced worker, max",
+            f"<= {excess_goal:.2f} s (3 heartbeats), never the delay ({delay_s:g} s)",
+            {
+                s: (
+                    _s(_max_excess(f)),
+                    _max_excess(f) is not None and _max_excess(f) <= excess_goal and not f["incomplete"],
+                )
+                for s, f in ok.items()
+            },
+        ),
+        (
+            "unowned task-s (whole rolling bounce)",
+            f"~ bounced tasks x {away} (+ join latency)",
+            {s: (f"{f['unowned_task_s']:.1f} (tasks x {away} = {_tasks_away(f):.1f})", None) for s, f in ok.items()},
+        ),
     ]
     if sc.params.get("connect_model"):
-        rows.append(("  Kafka Connect's assignor (MODEL, not run)", f"bounced tasks x {delay_s:g} s delay",
-                     {s: (f"{f['bounced_tasks'] * delay_s:,.0f} task-s (MODEL)", None) for s, f in ok.items()}))
-        rows.append(("  ours / Connect model", "",
-                     {s: (f"{f['unowned_task_s'] / max(1e-9, f['bounced_tasks'] * delay_s):.4f}", None) for s, f in ok.items()}))
+        rows.append(
+            (
+                "  Kafka Connect's assignor (MODEL, not run)",
+                f"bounced tasks x {delay_s:g} s delay",
+                {s: (f"{f['bounced_tasks'] * delay_s:,.0f} task-s (MODEL)", None) for s, f in ok.items()},
+            )
+        )
+        rows.append(
+            (
+                "  ours / Connect model",
+                "",
+                {
+                    s: (f"{f['unowned_task_s'] / max(1e-9, f['bounced_tasks'] * delay_s):.4f}", None)
+                    for s, f in ok.items()
+                },
+            )
+        )
     table(sc.title, rows + common_rows(results, t, "whole rolling bounce", "whole rolling bounce"))
     for side, f in ok.items():
         print(f"  {side} per bounced worker: away -> tasks unowned (max over its items), c = converge after {after}")
@@ -602,9 +769,11 @@ def report_bounce(sc: Scenario, t: Timing, results: dict[str, dict[str, Any]]) -
             else:
                 flag = "" if b["excess_s"] <= excess_goal else " MISS"
                 own = "" if b["got_own_back"] else " (NOT its own work back)"
-                line.append(f"{b['name']} {b['away_s']:.2f}->{b['unowned_max_s']:.2f}s c{b['converge_s']:.2f}{flag}{own}")
+                line.append(
+                    f"{b['name']} {b['away_s']:.2f}->{b['unowned_max_s']:.2f}s c{b['converge_s']:.2f}{flag}{own}"
+                )
         for i in range(0, len(line), 4):
-            print("    " + "; ".join(line[i:i + 4]))
+            print("    " + "; ".join(line[i : i + 4]))
     errors(results)
 
 
@@ -624,34 +793,79 @@ def _s(value: float | None) -> str:
 def report_crash(sc: Scenario, t: Timing, results: dict[str, dict[str, Any]]) -> None:
     ok = {s: f for s, f in results.items() if "error" not in f}
     acts = (t.session_ms + sc.delay_ms) / 1000
-    table(sc.title, [
-        ("converge after the crash", f"<= session + delay + 3 heartbeats = {acts + t.converge_goal_s:.2f} s",
-         {s: (f"{f['converge_s']:.2f} s (state final {f['final_s']:.2f} s)", f["converge_s"] <= acts + t.converge_goal_s)
-          for s, f in ok.items()}),
-        ("items moved", "= the crashed worker's items",
-         {s: (f"{f['moved']} (crashed worker had {f['victim_items']}; others moved {f['moved_not_victims']})",
-              f["moved"] == f["victim_items"] and f["moved_not_victims"] == 0) for s, f in ok.items()}),
-        ("items moved incl. returns", "(no goal)", {s: (str(f["moved_incl_returns"]), None) for s, f in ok.items()}),
-        ("unowned task-s (crash to converged)", f"~ its tasks x (session + delay) = its tasks x {acts:g} s",
-         {s: (f"{f['unowned_task_s']:.1f} (model {f['model_task_s']:.1f})", None) for s, f in ok.items()}),
-        *common_rows(results, t, "crash to converged"),
-    ])
+    table(
+        sc.title,
+        [
+            (
+                "converge after the crash",
+                f"<= session + delay + 3 heartbeats = {acts + t.converge_goal_s:.2f} s",
+                {
+                    s: (
+                        f"{f['converge_s']:.2f} s (state final {f['final_s']:.2f} s)",
+                        f["converge_s"] <= acts + t.converge_goal_s,
+                    )
+                    for s, f in ok.items()
+                },
+            ),
+            (
+                "items moved",
+                "= the crashed worker's items",
+                {
+                    s: (
+                        f"{f['moved']} (crashed worker had {f['victim_items']}; others moved {f['moved_not_victims']})",
+                        f["moved"] == f["victim_items"] and f["moved_not_victims"] == 0,
+                    )
+                    for s, f in ok.items()
+                },
+            ),
+            (
+                "items moved incl. returns",
+                "(no goal)",
+                {s: (str(f["moved_incl_returns"]), None) for s, f in ok.items()},
+            ),
+            (
+                "unowned task-s (crash to converged)",
+                f"~ its tasks x (session + delay) = its tasks x {acts:g} s",
+                {s: (f"{f['unowned_task_s']:.1f} (model {f['model_task_s']:.1f})", None) for s, f in ok.items()},
+            ),
+            *common_rows(results, t, "crash to converged"),
+        ],
+    )
     errors(results)
 
 
 def report_join(sc: Scenario, t: Timing, results: dict[str, dict[str, Any]]) -> None:
     ok = {s: f for s, f in results.items() if "error" not in f}
-    table(sc.title, [
-        ("converge after the last join", f"<= {t.join_goal_s:.2f} s (initial assignment delay + 3 heartbeats)",
-         {s: (f"{f['converge_s']:.2f} s (state final {f['final_s']:.2f} s; joins took {f['joins_s']:.2f} s)",
-              f["converge_s"] <= t.join_goal_s)
-          for s, f in ok.items()}),
-        ("items moved after their first owner", "(no goal)",
-         {s: (f"{f['moved']} ({f['assignments']} assignments for {len(_expected(sc))} items)", None) for s, f in ok.items()}),
-        ("unowned task-s (first join to converged)", "(no goal)",
-         {s: (f"{f['unowned_task_s']:.1f}", None) for s, f in ok.items()}),
-        *common_rows(results, t, "first join to converged"),
-    ])
+    table(
+        sc.title,
+        [
+            (
+                "converge after the last join",
+                f"<= {t.join_goal_s:.2f} s (initial assignment delay + 3 heartbeats)",
+                {
+                    s: (
+                        f"{f['converge_s']:.2f} s (state final {f['final_s']:.2f} s; joins took {f['joins_s']:.2f} s)",
+                        f["converge_s"] <= t.join_goal_s,
+                    )
+                    for s, f in ok.items()
+                },
+            ),
+            (
+                "items moved after their first owner",
+                "(no goal)",
+                {
+                    s: (f"{f['moved']} ({f['assignments']} assignments for {len(_expected(sc))} items)", None)
+                    for s, f in ok.items()
+                },
+            ),
+            (
+                "unowned task-s (first join to converged)",
+                "(no goal)",
+                {s: (f"{f['unowned_task_s']:.1f}", None) for s, f in ok.items()},
+            ),
+            *common_rows(results, t, "first join to converged"),
+        ],
+    )
     errors(results)
 
 
@@ -673,31 +887,77 @@ def scenarios(quick: bool) -> list[Scenario]:
     delay = 3_000 if quick else 5_000
     ntasks = sum(work.values())
     out = [
-        Scenario("scale-out", f"scale out {n} -> {n + 1} workers, {len(work)} connectors / {ntasks} tasks",
-                 300_000, work, lambda env: scale_out(env, n), report_scale_out),
-        Scenario("rolling-bounce", f"rolling bounce of {bounce_n} workers, each away 1 s, delay 10 s, "
-                                   f"{len(work)} connectors / {ntasks} tasks",
-                 10_000, work, lambda env: rolling_bounce(env, bounce_n, 1.0), report_bounce),
-        Scenario("crash-0", f"one worker of {n} crashes, delay 0, {ntasks} tasks",
-                 0, work, lambda env: crash(env, n, "worker-3"), report_crash),
-        Scenario("crash-delay", f"one worker of {n} crashes, delay {delay / 1000:g} s, {ntasks} tasks",
-                 delay, work, lambda env: crash(env, n, "worker-3"), report_crash),
-        Scenario("join", f"{storm_n} workers join an empty group, {ntasks} tasks",
-                 300_000, work, lambda env: join_storm(env, storm_n), report_join),
-        Scenario("rolling-bounce-300", f"rolling bounce of {big_n} workers, each away 2 s, default delay 300 s, "
-                                       f"{ntasks} tasks",
-                 300_000, work, lambda env: rolling_bounce(env, big_n, 2.0), report_bounce,
-                 params={"connect_model": True}),
-        Scenario("hard-bounce", f"rolling hard bounce (kill, no leave; back after 2.5 s, same instance id) of "
-                                f"{hard_n} of {n} workers, default delay 300 s, {ntasks} tasks",
-                 300_000, work, lambda env: rolling_bounce(env, n, 2.5, hard=True, count=hard_n), report_bounce,
-                 params={"hard": True}),
+        Scenario(
+            "scale-out",
+            f"scale out {n} -> {n + 1} workers, {len(work)} connectors / {ntasks} tasks",
+            300_000,
+            work,
+            lambda env: scale_out(env, n),
+            report_scale_out,
+        ),
+        Scenario(
+            "rolling-bounce",
+            f"rolling bounce of {bounce_n} workers, each away 1 s, delay 10 s, {len(work)} connectors / {ntasks} tasks",
+            10_000,
+            work,
+            lambda env: rolling_bounce(env, bounce_n, 1.0),
+            report_bounce,
+        ),
+        Scenario(
+            "crash-0",
+            f"one worker of {n} crashes, delay 0, {ntasks} tasks",
+            0,
+            work,
+            lambda env: crash(env, n, "worker-3"),
+            report_crash,
+        ),
+        Scenario(
+            "crash-delay",
+            f"one worker of {n} crashes, delay {delay / 1000:g} s, {ntasks} tasks",
+            delay,
+            work,
+            lambda env: crash(env, n, "worker-3"),
+            report_crash,
+        ),
+        Scenario(
+            "join",
+            f"{storm_n} workers join an empty group, {ntasks} tasks",
+            300_000,
+            work,
+            lambda env: join_storm(env, storm_n),
+            report_join,
+        ),
+        Scenario(
+            "rolling-bounce-300",
+            f"rolling bounce of {big_n} workers, each away 2 s, default delay 300 s, {ntasks} tasks",
+            300_000,
+            work,
+            lambda env: rolling_bounce(env, big_n, 2.0),
+            report_bounce,
+            params={"connect_model": True},
+        ),
+        Scenario(
+            "hard-bounce",
+            f"rolling hard bounce (kill, no leave; back after 2.5 s, same instance id) of "
+            f"{hard_n} of {n} workers, default delay 300 s, {ntasks} tasks",
+            300_000,
+            work,
+            lambda env: rolling_bounce(env, n, 2.5, hard=True, count=hard_n),
+            report_bounce,
+            params={"hard": True},
+        ),
         # Not run by default: a dynamic worker (no instance id) restarting with a new member id is,
         # to the coordinator, a new worker; its predecessor's work waits for the whole delay.
-        Scenario("bounce-dynamic", f"bounce of 1 dynamic worker of {n} (new member id, no instance id), away 1 s, "
-                                   f"delay {delay / 1000:g} s",
-                 delay, work, lambda env: rolling_bounce(env, n, 1.0, count=1), report_bounce,
-                 params={"static": False}, default=False),
+        Scenario(
+            "bounce-dynamic",
+            f"bounce of 1 dynamic worker of {n} (new member id, no instance id), away 1 s, delay {delay / 1000:g} s",
+            delay,
+            work,
+            lambda env: rolling_bounce(env, n, 1.0, count=1),
+            report_bounce,
+            params={"static": False},
+            default=False,
+        ),
     ]
     return out
 
@@ -705,12 +965,14 @@ def scenarios(quick: bool) -> list[Scenario]:
 async def amain(args: argparse.Namespace) -> int:
     timing = Timing(args.heartbeat_ms, args.session_ms, args.server_interval_ms, args.initial_delay_ms)
     chosen = [s for s in scenarios(args.quick) if (s.key in args.scenario if args.scenario else s.default)]
-    print(f"rebalance benchmark: real coordinator (`coordinator serve`), SDK workers, broker {args.bootstrap_servers}; "
-          f"heartbeat {timing.heartbeat_ms} ms, session {timing.session_ms} ms, server-side assignor at most every "
-          f"{timing.server_interval_ms} ms; initial assignment delay "
-          f"{'the default' if timing.initial_delay_ms is None else f'{timing.initial_delay_ms} ms'}; "
-          "assignor incremental_cooperative, client-side and server-side"
-          + ("; --quick" if args.quick else ""), flush=True)
+    print(
+        f"rebalance benchmark: real coordinator (`coordinator serve`), SDK workers, broker {args.bootstrap_servers}; "
+        f"heartbeat {timing.heartbeat_ms} ms, session {timing.session_ms} ms, server-side assignor at most every "
+        f"{timing.server_interval_ms} ms; initial assignment delay "
+        f"{'the default' if timing.initial_delay_ms is None else f'{timing.initial_delay_ms} ms'}; "
+        "assignor incremental_cooperative, client-side and server-side" + ("; --quick" if args.quick else ""),
+        flush=True,
+    )
     started = clock()
     serial = 0
     with tempfile.TemporaryDirectory(prefix="bench-rebalance-") as logs:
@@ -730,14 +992,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092"))
     parser.add_argument("--quick", action="store_true", help="fewer workers and tasks: a smoke test")
-    parser.add_argument("--scenario", action="append",
-                        choices=[s.key for s in scenarios(False)],
-                        help="run only this scenario (repeatable)")
+    parser.add_argument(
+        "--scenario",
+        action="append",
+        choices=[s.key for s in scenarios(False)],
+        help="run only this scenario (repeatable)",
+    )
     parser.add_argument("--heartbeat-ms", type=int, default=250)
     parser.add_argument("--session-ms", type=int, default=3_000)
     parser.add_argument("--server-interval-ms", type=int, default=100)
-    parser.add_argument("--initial-delay-ms", type=int, default=None,
-                        help="the coordinator's initial assignment delay (default: its own default)")
+    parser.add_argument(
+        "--initial-delay-ms",
+        type=int,
+        default=None,
+        help="the coordinator's initial assignment delay (default: its own default)",
+    )
     return asyncio.run(amain(parser.parse_args()))
 
 

@@ -81,8 +81,11 @@ def build(count: int) -> tuple[list[RawRecord], str, int]:
                     raws.append(RawRecord(partition, offset, T0 + len(raws) * 5, *record))
                     offset += 1
     last = raws[-1].partition
-    sizes = {f"connect-cluster-{i}": len(templates[i % len(templates)]) for i in range(n)
-             if partition_for(f"connect-cluster-{i}", PARTITIONS) == last}
+    sizes = {
+        f"connect-cluster-{i}": len(templates[i % len(templates)])
+        for i in range(n)
+        if partition_for(f"connect-cluster-{i}", PARTITIONS) == last
+    }
     group = max(sizes, key=sizes.get)  # the busiest group of the partition read last
     end = sum(1 for r in raws if r.partition == last)
     return raws, group, int(end * 0.95)
@@ -113,33 +116,55 @@ def main() -> int:
             files[fmt] = path
         prefix = group_key_prefix(group)
         group_records = sum(1 for r in raws if r.key.startswith(prefix, 2))
-        print(f"replay benchmark, one core, median of {args.rounds} rounds: {len(raws):,} records, "
-              f"{PARTITIONS} partitions, group {group} ({group_records:,} records, partition {raws[-1].partition}); "
-              f"built in {time.perf_counter() - started:.0f} s")
+        print(
+            f"replay benchmark, one core, median of {args.rounds} rounds: {len(raws):,} records, "
+            f"{PARTITIONS} partitions, group {group} ({group_records:,} records, partition {raws[-1].partition}); "
+            f"built in {time.perf_counter() - started:.0f} s"
+        )
         for fmt, path in files.items():
             size = path.stat().st_size / 2**20
             read = median_seconds(lambda p=path: sum(1 for _ in read_dump(p)), args.rounds)
-            timeline = median_seconds(lambda p=path: run_cli("replay", "timeline", "--group", group, "--file", str(p),
-                                                             "--no-progress"), args.rounds)
-            state = median_seconds(lambda p=path: run_cli("replay", "state", "--group", group, "--file", str(p),
-                                                          "--at", str(at), "--no-progress"), args.rounds)
+            timeline = median_seconds(
+                lambda p=path: run_cli("replay", "timeline", "--group", group, "--file", str(p), "--no-progress"),
+                args.rounds,
+            )
+            state = median_seconds(
+                lambda p=path: run_cli(
+                    "replay", "state", "--group", group, "--file", str(p), "--at", str(at), "--no-progress"
+                ),
+                args.rounds,
+            )
             print(f"{fmt:6} dump ({size:5.0f} MiB)  read alone {read:6.2f} s ({len(raws) / read:,.0f} records/s)")
             for label, seconds in (("timeline --group", timeline), (f"state --at {at}", state)):
-                print(f"  {label:22}: {seconds:6.2f} s; goal <= {GOAL_S:g} s -> "
-                      f"{'met' if seconds <= GOAL_S else 'NOT met'}")
+                print(
+                    f"  {label:22}: {seconds:6.2f} s; goal <= {GOAL_S:g} s -> "
+                    f"{'met' if seconds <= GOAL_S else 'NOT met'}"
+                )
         path = files["binary"]
         verify = median_seconds(lambda: run_cli("replay", "verify", "--file", str(path), "--no-progress"), 1)
-        print(f"verify (every record decoded and replayed, binary dump): {verify:.1f} s "
-              f"({len(raws) / verify:,.0f} records/s)")
+        print(
+            f"verify (every record decoded and replayed, binary dump): {verify:.1f} s "
+            f"({len(raws) / verify:,.0f} records/s)"
+        )
         # The whole command as an on-call engineer runs it: interpreter start-up and imports included.
         script = Path(sys.executable).with_name("coordinator")
         for label, extra in (("timeline", []), ("state --at", ["--at", str(at)])):
-            command = [str(script), "replay", label.split()[0], "--group", group, "--file", str(path), "--no-progress",
-                       *extra]
+            command = [
+                str(script),
+                "replay",
+                label.split()[0],
+                "--group",
+                group,
+                "--file",
+                str(path),
+                "--no-progress",
+                *extra,
+            ]
             start = time.perf_counter()
             subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-            print(f"console script `coordinator replay {label}` (binary), wall time: "
-                  f"{time.perf_counter() - start:.2f} s")
+            print(
+                f"console script `coordinator replay {label}` (binary), wall time: {time.perf_counter() - start:.2f} s"
+            )
     return 0
 
 

@@ -89,8 +89,19 @@ class Sizes:
     load_rounds: int = 3
 
 
-QUICK = Sizes(steady_groups=10, steady_members=10, seconds=2.0, warmup=0.5, churn_groups=20, churn_members=10,
-              failover_groups=10, failover_members=10, failover_runs=1, load_records=30_000, load_rounds=1)
+QUICK = Sizes(
+    steady_groups=10,
+    steady_members=10,
+    seconds=2.0,
+    warmup=0.5,
+    churn_groups=20,
+    churn_members=10,
+    failover_groups=10,
+    failover_members=10,
+    failover_runs=1,
+    load_records=30_000,
+    load_rounds=1,
+)
 
 
 # --- processes: everything started here is stopped on the way out, whatever happens --------------
@@ -141,17 +152,36 @@ class Serve:
 
     def __init__(self, bootstrap: str, topic: str, log_dir: Path, *extra: str, port: int | None = None) -> None:
         self.port = port or free_port()
-        self.args = [sys.executable, "-m", "coordinator", "serve", "--bootstrap-servers", bootstrap, "--topic", topic,
-                     "--listen", f"127.0.0.1:{self.port}", "--allow-anonymous", "--log-level", "INFO",
-                     "--session-timeout-ms", str(SESSION_MS), "--heartbeat-interval-ms", "3000",
-                     "--server-assignor", "incremental_cooperative", *extra]
+        self.args = [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "serve",
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            topic,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            "--allow-anonymous",
+            "--log-level",
+            "INFO",
+            "--session-timeout-ms",
+            str(SESSION_MS),
+            "--heartbeat-interval-ms",
+            "3000",
+            "--server-assignor",
+            "incremental_cooperative",
+            *extra,
+        ]
         self.log_path = log_dir / f"serve-{self.port}-{time.monotonic_ns()}.log"
         self.process: subprocess.Popen | None = None
 
     def start(self) -> Serve:
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT,
-                                            cwd=Path(__file__).resolve().parents[1])
+            self.process = subprocess.Popen(
+                self.args, stdout=log, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parents[1]
+            )
         _children.append(self.process)
         return self
 
@@ -214,10 +244,26 @@ def metric_sum(metrics: dict[str, float], prefix: str) -> float:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1) -> None:
-    result = subprocess.run([sys.executable, "-m", "coordinator", "topic", "create", "--bootstrap-servers", bootstrap,
-                             "--topic", topic, "--partitions", str(partitions),
-                             "--replication-factor", str(replication_factor)],
-                            capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "topic",
+            "create",
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--replication-factor",
+            str(replication_factor),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     if result.returncode != 0:
         raise RuntimeError(f"coordinator topic create failed: {result.stderr.strip()}")
 
@@ -237,8 +283,9 @@ def delete_topics(bootstrap: str, topics: list[str]) -> None:
 # --- the load generator (a separate process) --------------------------------------------------------
 
 
-def loadgen_process(url: str, sequences: list[list[bytes]], seconds: float, warmup: float, concurrency: int,
-                    results: Any) -> None:
+def loadgen_process(
+    url: str, sequences: list[list[bytes]], seconds: float, warmup: float, concurrency: int, results: Any
+) -> None:
     """Request i goes to member i % n, and is step (i // n) of its sequence (a steady heartbeat, or
     join then leave): with n much larger than `concurrency`, a member never has two requests in flight."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the parent, which stops this process
@@ -250,8 +297,7 @@ def loadgen_process(url: str, sequences: list[list[bytes]], seconds: float, warm
         results.put({"failed": repr(e)})
 
 
-async def _loadgen(url: str, sequences: list[list[bytes]], seconds: float, warmup: float,
-                   concurrency: int) -> dict:
+async def _loadgen(url: str, sequences: list[list[bytes]], seconds: float, warmup: float, concurrency: int) -> dict:
     import aiohttp
 
     n = len(sequences)
@@ -277,9 +323,10 @@ async def _loadgen(url: str, sequences: list[list[bytes]], seconds: float, warmu
                 try:
                     async with session.post(url, data=sequence[step], headers=headers) as response:
                         raw = await response.read()
-                        code = orjson.loads(raw).get("ErrorCode") if response.status == 200 else \
-                            f"HTTP {response.status}"
-                except (aiohttp.ClientError, asyncio.TimeoutError, ValueError) as e:
+                        code = (
+                            orjson.loads(raw).get("ErrorCode") if response.status == 200 else f"HTTP {response.status}"
+                        )
+                except (TimeoutError, aiohttp.ClientError, ValueError) as e:
                     code = type(e).__name__
                 t1 = perf()
                 if t0 >= measure_from and t1 <= end:
@@ -289,10 +336,14 @@ async def _loadgen(url: str, sequences: list[list[bytes]], seconds: float, warmu
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     latencies.sort()
     count = len(latencies)
-    return {"count": count, "seconds": seconds, "rate": count / seconds,
-            "p50": latencies[count // 2] if count else float("nan"),
-            "p99": latencies[min(count - 1, int(count * 0.99))] if count else float("nan"),
-            "codes": dict(codes)}
+    return {
+        "count": count,
+        "seconds": seconds,
+        "rate": count / seconds,
+        "p50": latencies[count // 2] if count else float("nan"),
+        "p99": latencies[min(count - 1, int(count * 0.99))] if count else float("nan"),
+        "codes": dict(codes),
+    }
 
 
 def bare_endpoint_process(port: int, body: bytes) -> None:
@@ -312,8 +363,11 @@ def bare_endpoint_process(port: int, body: bytes) -> None:
 def run_loadgen(url: str, sequences: list[list[bytes]], sizes: Sizes) -> dict:
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    process = context.Process(target=loadgen_process, daemon=True,
-                              args=(url, sequences, sizes.seconds, sizes.warmup, sizes.concurrency, results))
+    process = context.Process(
+        target=loadgen_process,
+        daemon=True,
+        args=(url, sequences, sizes.seconds, sizes.warmup, sizes.concurrency, results),
+    )
     process.start()
     _children.append(process)
     try:
@@ -330,8 +384,13 @@ def run_loadgen(url: str, sequences: list[list[bytes]], sizes: Sizes) -> dict:
 
 def member(group_id: str, member_id: str) -> Member:
     """A worker's side of the protocol: the project's member state machine, server-side assignor."""
-    return Member(group_id, member_id, rebalance_timeout_ms=60_000, server_assignor="incremental_cooperative",
-                  session_timeout_ms=10 ** 9)
+    return Member(
+        group_id,
+        member_id,
+        rebalance_timeout_ms=60_000,
+        server_assignor="incremental_cooperative",
+        session_timeout_ms=10**9,
+    )
 
 
 def heartbeat_body(request: HeartbeatRequest) -> bytes:
@@ -378,8 +437,12 @@ async def drive_to_stable(port: int, members: list[Member], groups: list[str], t
 
 
 def put_connectors(port: int, group_id: str, connectors: dict[str, int]) -> None:
-    status, body = http_request(port, "PUT", f"/v1/groups/{group_id}/connectors",
-                                {"Connectors": [{"Name": n, "Tasks": t} for n, t in connectors.items()]})
+    status, body = http_request(
+        port,
+        "PUT",
+        f"/v1/groups/{group_id}/connectors",
+        {"Connectors": [{"Name": n, "Tasks": t} for n, t in connectors.items()]},
+    )
     if status != 200 or body["ErrorCode"] != 0:
         raise RuntimeError(f"PUT connectors of {group_id}: {status} {body}")
 
@@ -391,12 +454,16 @@ def bench_steady(server: Serve, sizes: Sizes) -> None:
     members = [member(g, f"worker-{m:02d}.{g}") for m in range(sizes.steady_members) for g in groups]
     rounds, seconds = asyncio.run(drive_to_stable(server.port, members, groups, timeout=240))
     owned = sum(len(m.owned) for m in members)
-    print(f"  {len(members):,} members in {len(groups)} groups stable after {rounds} rounds ({seconds:.1f} s); "
-          f"{owned:,} connectors and tasks owned, each once")
+    print(
+        f"  {len(members):,} members in {len(groups)} groups stable after {rounds} rounds ({seconds:.1f} s); "
+        f"{owned:,} connectors and tasks owned, each once"
+    )
 
     # A steady heartbeat as a worker sends it after an error (every field but the join's): with what it owns.
-    bodies = [[heartbeat_body(HeartbeatRequest(m.group_id, m.member_id, m.member_epoch,
-                                               owned=connectors_and_tasks(m.owned)))] for m in members]
+    bodies = [
+        [heartbeat_body(HeartbeatRequest(m.group_id, m.member_id, m.member_epoch, owned=connectors_and_tasks(m.owned)))]
+        for m in members
+    ]
     status, sample = http_request(server.port, "POST", HEARTBEAT, orjson.loads(bodies[0][0]))
     response_body = orjson.dumps(sample)
     if status != 200 or sample["ErrorCode"] != 0 or sample["Assignment"] is not None:
@@ -405,7 +472,9 @@ def bench_steady(server: Serve, sizes: Sizes) -> None:
     before = server.metrics()
     service = run_loadgen(f"http://127.0.0.1:{server.port}{HEARTBEAT}", bodies, sizes)
     after = server.metrics()
-    commits = metric_sum(after, "coordinator_batch_records_count") - metric_sum(before, "coordinator_batch_records_count")
+    commits = metric_sum(after, "coordinator_batch_records_count") - metric_sum(
+        before, "coordinator_batch_records_count"
+    )
 
     port = free_port()
     context = multiprocessing.get_context("spawn")
@@ -427,13 +496,19 @@ def bench_steady(server: Serve, sizes: Sizes) -> None:
 
     errors = {k: v for k, v in service["codes"].items() if k[1] != 0}
     ratio = service["rate"] / baseline["rate"]
-    print(f"  request {len(bodies[0][0])} bytes, response {len(response_body)} bytes; {sizes.concurrency} in flight, "
-          f"{sizes.seconds:g} s after {sizes.warmup:g} s of warm-up")
-    print(f"  bare aiohttp endpoint    : {baseline['rate']:9,.0f} req/s  p50 {baseline['p50'] * 1e3:6.2f} ms  "
-          f"p99 {baseline['p99'] * 1e3:6.2f} ms  (baseline)")
-    print(f"  coordinator serve        : {service['rate']:9,.0f} req/s  p50 {service['p50'] * 1e3:6.2f} ms  "
-          f"p99 {service['p99'] * 1e3:6.2f} ms  errors {sum(errors.values())}{' ' + str(errors) if errors else ''}; "
-          f"transactions committed meanwhile: {commits:.0f}")
+    print(
+        f"  request {len(bodies[0][0])} bytes, response {len(response_body)} bytes; {sizes.concurrency} in flight, "
+        f"{sizes.seconds:g} s after {sizes.warmup:g} s of warm-up"
+    )
+    print(
+        f"  bare aiohttp endpoint    : {baseline['rate']:9,.0f} req/s  p50 {baseline['p50'] * 1e3:6.2f} ms  "
+        f"p99 {baseline['p99'] * 1e3:6.2f} ms  (baseline)"
+    )
+    print(
+        f"  coordinator serve        : {service['rate']:9,.0f} req/s  p50 {service['p50'] * 1e3:6.2f} ms  "
+        f"p99 {service['p99'] * 1e3:6.2f} ms  errors {sum(errors.values())}{' ' + str(errors) if errors else ''}; "
+        f"transactions committed meanwhile: {commits:.0f}"
+    )
     print(f"  -> {ratio:.2f} of the bare endpoint's throughput; goal >= 0.6 -> {'met' if ratio >= 0.6 else 'NOT met'}")
 
 
@@ -454,8 +529,10 @@ def broker_commits(bootstrap: str, topic: str, partitions: int, records_per_comm
     def commit_loop(partition: int) -> None:
         writer = PartitionWriter({"bootstrap.servers": bootstrap}, topic, partition, prefix="bench-service-broker")
         writer.open()
-        batch = [Record(ConnectGroupMetadataKey(f"broker-{partition}-{i}"), ConnectGroupMetadataValue(i))
-                 for i in range(records_per_commit)]
+        batch = [
+            Record(ConnectGroupMetadataKey(f"broker-{partition}-{i}"), ConnectGroupMetadataValue(i))
+            for i in range(records_per_commit)
+        ]
         try:
             while not stop.is_set():
                 started = time.perf_counter()
@@ -477,20 +554,33 @@ def broker_commits(bootstrap: str, topic: str, partitions: int, records_per_comm
     stop.set()
     for t in threads:
         t.join()
-    every = sorted(x for xs in latencies for x in xs[len(xs) // 4:])
-    return {"commits": done / elapsed, "p50": every[len(every) // 2], "p99": every[int(len(every) * 0.99)],
-            "cores": cores}
+    every = sorted(x for xs in latencies for x in xs[len(xs) // 4 :])
+    return {
+        "commits": done / elapsed,
+        "p50": every[len(every) // 2],
+        "p99": every[int(len(every) * 0.99)],
+        "cores": cores,
+    }
 
 
-def print_broker_commits(bootstrap: str, topic: str, partitions: int, records_per_commit: int, changes_per_commit: float,
-                         sizes: Sizes, replication_factor: int = 1) -> None:
+def print_broker_commits(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    records_per_commit: int,
+    changes_per_commit: float,
+    sizes: Sizes,
+    replication_factor: int = 1,
+) -> None:
     create_topic(bootstrap, topic, partitions, replication_factor)
     base = broker_commits(bootstrap, topic, partitions, records_per_commit, sizes.seconds / 2)
-    print(f"  broker alone (baseline)  : {base['commits']:9,.0f} commits/s of {records_per_commit} records over "
-          f"{partitions} partitions, commit p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms, "
-          f"machine CPU {base['cores']:.2f} of {os.cpu_count()} cores; "
-          f"at {changes_per_commit:.1f} changes per commit that bounds the churn at "
-          f"{base['commits'] * changes_per_commit:,.0f} changes/s")
+    print(
+        f"  broker alone (baseline)  : {base['commits']:9,.0f} commits/s of {records_per_commit} records over "
+        f"{partitions} partitions, commit p50 {base['p50'] * 1e3:.2f} ms p99 {base['p99'] * 1e3:.2f} ms, "
+        f"machine CPU {base['cores']:.2f} of {os.cpu_count()} cores; "
+        f"at {changes_per_commit:.1f} changes per commit that bounds the churn at "
+        f"{base['commits'] * changes_per_commit:,.0f} changes/s"
+    )
 
 
 def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, float]:
@@ -515,30 +605,45 @@ def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, fl
     server_cores = (cpu_seconds(server.process.pid) - cpu_before) / wall
     machine_cores = (machine_busy_seconds() - busy_before) / wall
     after = server.metrics()
-    requests = (metric_sum(after, 'coordinator_request_seconds_count{api="/v1/connect-group/heartbeat"}')
-                - metric_sum(before, 'coordinator_request_seconds_count{api="/v1/connect-group/heartbeat"}'))
-    commits = metric_sum(after, "coordinator_batch_records_count") - metric_sum(before, "coordinator_batch_records_count")
+    requests = metric_sum(after, 'coordinator_request_seconds_count{api="/v1/connect-group/heartbeat"}') - metric_sum(
+        before, 'coordinator_request_seconds_count{api="/v1/connect-group/heartbeat"}'
+    )
+    commits = metric_sum(after, "coordinator_batch_records_count") - metric_sum(
+        before, "coordinator_batch_records_count"
+    )
     records = metric_sum(after, "coordinator_batch_records_sum") - metric_sum(before, "coordinator_batch_records_sum")
-    commit_s = metric_sum(after, "coordinator_commit_seconds_sum") - metric_sum(before, "coordinator_commit_seconds_sum")
+    commit_s = metric_sum(after, "coordinator_commit_seconds_sum") - metric_sum(
+        before, "coordinator_commit_seconds_sum"
+    )
     ok = sum(v for (step, code), v in result["codes"].items() if code == 0)
     errors = {("join" if step == 0 else "leave", code): v for (step, code), v in result["codes"].items() if code != 0}
     rate = ok / result["seconds"]
-    print(f"  {len(sequences):,} members of {len(groups)} groups over {len(spread)} of {partitions} partitions "
-          f"(each 2 connectors, 8 tasks), alternately joining (epoch 0) and leaving (epoch -1); "
-          f"{sizes.concurrency} in flight")
-    print(f"  acknowledged changes     : {rate:9,.0f} /s    p50 {result['p50'] * 1e3:6.2f} ms  "
-          f"p99 {result['p99'] * 1e3:6.2f} ms  errors {sum(errors.values())}{' ' + str(errors) if errors else ''}")
-    print(f"  server side (warm-up included): {requests:,.0f} heartbeats in {commits:,.0f} transactions "
-          f"({requests / max(1, commits):.1f} changes, {records / max(1, commits):.1f} records each; "
-          f"{records / max(1, requests):.1f} records per change), {commit_s / max(1, commits) * 1e3:.1f} ms per commit "
-          "(write + commit_transaction, from handing the batch to the writer's thread)")
-    print(f"  CPU meanwhile (warm-up included): coordinator serve {server_cores:.2f} cores, the whole machine "
-          f"{machine_cores:.2f} of {os.cpu_count()} (the rest: the broker, the load generator)")
+    print(
+        f"  {len(sequences):,} members of {len(groups)} groups over {len(spread)} of {partitions} partitions "
+        f"(each 2 connectors, 8 tasks), alternately joining (epoch 0) and leaving (epoch -1); "
+        f"{sizes.concurrency} in flight"
+    )
+    print(
+        f"  acknowledged changes     : {rate:9,.0f} /s    p50 {result['p50'] * 1e3:6.2f} ms  "
+        f"p99 {result['p99'] * 1e3:6.2f} ms  errors {sum(errors.values())}{' ' + str(errors) if errors else ''}"
+    )
+    print(
+        f"  server side (warm-up included): {requests:,.0f} heartbeats in {commits:,.0f} transactions "
+        f"({requests / max(1, commits):.1f} changes, {records / max(1, commits):.1f} records each; "
+        f"{records / max(1, requests):.1f} records per change), {commit_s / max(1, commits) * 1e3:.1f} ms per commit "
+        "(write + commit_transaction, from handing the batch to the writer's thread)"
+    )
+    print(
+        f"  CPU meanwhile (warm-up included): coordinator serve {server_cores:.2f} cores, the whole machine "
+        f"{machine_cores:.2f} of {os.cpu_count()} (the rest: the broker, the load generator)"
+    )
     p99_ms = result["p99"] * 1e3
-    print(f"  -> goal >= 2,000 changes/s -> {'met' if rate >= 2_000 else 'NOT met'}; "
-          f"p99 <= 25 ms -> {'met' if p99_ms <= 25 else 'NOT met'} "
-          f"(with {sizes.concurrency} in flight, rate x mean latency = {sizes.concurrency}: both goals together "
-          f"need >= {sizes.concurrency / 0.025:,.0f}/s)")
+    print(
+        f"  -> goal >= 2,000 changes/s -> {'met' if rate >= 2_000 else 'NOT met'}; "
+        f"p99 <= 25 ms -> {'met' if p99_ms <= 25 else 'NOT met'} "
+        f"(with {sizes.concurrency} in flight, rate x mean latency = {sizes.concurrency}: both goals together "
+        f"need >= {sizes.concurrency / 0.025:,.0f}/s)"
+    )
     return records / max(1, commits), requests / max(1, commits)
 
 
@@ -557,8 +662,15 @@ def bench_churn_cluster3(sizes: Sizes, partitions: int, log_dir: Path) -> None:
         print(f"  cluster {cluster.bootstrap_servers} (3 JVMs on the same {os.cpu_count()} cores)")
         records, changes = bench_churn(server, sizes, partitions)
         server.stop()
-        print_broker_commits(cluster.bootstrap_servers, f"{topic}-broker", partitions, max(1, round(records)), changes, sizes,
-                             replication_factor=3)
+        print_broker_commits(
+            cluster.bootstrap_servers,
+            f"{topic}-broker",
+            partitions,
+            max(1, round(records)),
+            changes,
+            sizes,
+            replication_factor=3,
+        )
     finally:
         cluster.stop()
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -590,8 +702,10 @@ def failover_log(groups: list[str], members: int) -> tuple[list[Record], dict[st
     workers = []
     for g in groups:
         d.set_connectors(g, {f"conn-{c}": 8 for c in range(10)})
-        workers += [SimWorker(d, g, f"worker-{m:02d}.{g}", assignor=None, server_assignor="incremental_cooperative")
-                    for m in range(members)]
+        workers += [
+            SimWorker(d, g, f"worker-{m:02d}.{g}", assignor=None, server_assignor="incremental_cooperative")
+            for m in range(members)
+        ]
     for w in workers:
         w.heartbeat()
     converge(workers, rounds=100, advance_ms=3_000)
@@ -601,8 +715,9 @@ def failover_log(groups: list[str], members: int) -> tuple[list[Record], dict[st
     return d.log, probes
 
 
-def write_with_partition_writer(bootstrap: str, topic: str, partition: int, records: list[Record],
-                                batch: int = 1_000) -> float:
+def write_with_partition_writer(
+    bootstrap: str, topic: str, partition: int, records: list[Record], batch: int = 1_000
+) -> float:
     """As the runtime writes: one transaction per batch of at most 1,000 records."""
     from coordinator.service.log import PartitionWriter
 
@@ -611,7 +726,7 @@ def write_with_partition_writer(bootstrap: str, topic: str, partition: int, reco
     writer.open()
     try:
         for i in range(0, len(records), batch):
-            writer.write(records[i:i + batch])
+            writer.write(records[i : i + batch])
     finally:
         writer.close()
     return time.perf_counter() - started
@@ -619,9 +734,15 @@ def write_with_partition_writer(bootstrap: str, topic: str, partition: int, reco
 
 def import_seconds() -> float:
     """Interpreter start-up and the imports of `coordinator serve`: `coordinator serve --help`."""
-    return median_seconds(lambda: subprocess.run([sys.executable, "-m", "coordinator", "serve", "--help"], check=True,
-                                                 stdout=subprocess.DEVNULL, cwd=Path(__file__).resolve().parents[1]),
-                          3)
+    return median_seconds(
+        lambda: subprocess.run(
+            [sys.executable, "-m", "coordinator", "serve", "--help"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd=Path(__file__).resolve().parents[1],
+        ),
+        3,
+    )
 
 
 def heartbeat_code(port: int, body: dict) -> int | None:
@@ -640,8 +761,10 @@ def bench_failover(bootstrap: str, topic: str, partitions: int, log_dir: Path, s
     records, probes = failover_log(groups, sizes.failover_members)
     generated = time.perf_counter() - started
     written = write_with_partition_writer(bootstrap, topic, partition, records)
-    print(f"  partition {partition}: {len(groups)} groups x {sizes.failover_members} members, {len(records):,} records "
-          f"(generated by coordinator.core.driver in {generated:.1f} s, written with PartitionWriter in {written:.1f} s)")
+    print(
+        f"  partition {partition}: {len(groups)} groups x {sizes.failover_members} members, {len(records):,} records "
+        f"(generated by coordinator.core.driver in {generated:.1f} s, written with PartitionWriter in {written:.1f} s)"
+    )
     group, (member, epoch) = next(iter(probes.items()))
     probe = {"GroupId": group, "MemberId": member, "MemberEpoch": epoch}
 
@@ -678,19 +801,24 @@ def bench_failover(bootstrap: str, topic: str, partitions: int, log_dir: Path, s
     imports = import_seconds()
     total, up, load_s, loaded, codes = sorted(runs)[len(runs) // 2]
     rest = total - up - load_s
-    print(f"  kill -9 -> first heartbeat answered ErrorCode 0 by the new process: "
-          f"{', '.join(f'{r[0]:.2f}' for r in runs)} s -> median {total:.2f} s; goal <= 1 s -> "
-          f"{'met' if total <= 1 else 'NOT met'}")
-    print(f"  of the median run: {up:.2f} s until the new process answered HTTP (Python start-up and imports "
-          f"{imports:.2f} s of it, measured alone; the rest: reading the arguments, asking Kafka for the topic, "
-          f"the HTTP site), {load_s:.2f} s loading {loaded:,.0f} records ({loaded / load_s:,.0f}/s), "
-          f"{rest:.2f} s other (fencing: init_transactions, polling); polls answered: "
-          f"{', '.join(f'{_code_name(c)} x{n}' for c, n in codes.items())}")
+    print(
+        f"  kill -9 -> first heartbeat answered ErrorCode 0 by the new process: "
+        f"{', '.join(f'{r[0]:.2f}' for r in runs)} s -> median {total:.2f} s; goal <= 1 s -> "
+        f"{'met' if total <= 1 else 'NOT met'}"
+    )
+    print(
+        f"  of the median run: {up:.2f} s until the new process answered HTTP (Python start-up and imports "
+        f"{imports:.2f} s of it, measured alone; the rest: reading the arguments, asking Kafka for the topic, "
+        f"the HTTP site), {load_s:.2f} s loading {loaded:,.0f} records ({loaded / load_s:,.0f}/s), "
+        f"{rest:.2f} s other (fencing: init_transactions, polling); polls answered: "
+        f"{', '.join(f'{_code_name(c)} x{n}' for c, n in codes.items())}"
+    )
 
 
 def _code_name(code: int | None) -> str:
     return {None: "refused", 0: "OK", 14: "LOAD_IN_PROGRESS", 16: "NOT_COORDINATOR", 15: "NOT_AVAILABLE"}.get(
-        code, str(code))
+        code, str(code)
+    )
 
 
 # --- 4. load ----------------------------------------------------------------------------------------------
@@ -753,12 +881,19 @@ def write_encoded(bootstrap: str, topic: str, partition: int, encoded: list[tupl
     from confluent_kafka import Producer
 
     started = time.perf_counter()
-    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"bench-service-bulk-{topic}-{partition}",
-                         "enable.idempotence": True, "acks": "all", "linger.ms": 5})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": f"bench-service-bulk-{topic}-{partition}",
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+        }
+    )
     producer.init_transactions(30)
     for i in range(0, len(encoded), 50_000):
         producer.begin_transaction()
-        for key, value in encoded[i:i + 50_000]:
+        for key, value in encoded[i : i + 50_000]:
             while True:
                 try:
                     producer.produce(topic, key=key, value=value, partition=partition)
@@ -797,16 +932,23 @@ def bench_load(bootstrap: str, topic: str, partitions: int, sizes: Sizes) -> Non
 
     base = statistics.median(from_memory() for _ in range(sizes.load_rounds))
     # The failover partition was written by PartitionWriter (small batches, as the runtime writes).
-    small = statistics.median(load_partition(config, topic, 0, CoordinatorState()).seconds
-                              for _ in range(sizes.load_rounds))
+    small = statistics.median(
+        load_partition(config, topic, 0, CoordinatorState()).seconds for _ in range(sizes.load_rounds)
+    )
     small_records = load_partition(config, topic, 0, CoordinatorState()).records
     rate = len(encoded) / seconds
-    print(f"  partition {partition}: {len(encoded):,} records of {groups:,} groups ({states:,} live after replay) "
-          f"(generated in {generated:.1f} s, written in {written:.1f} s, transactions of 50,000)")
-    print(f"  load_partition           : {rate:9,.0f} records/s  ({seconds:.2f} s, median of {len(times)}); "
-          f"decode + replay from memory {len(encoded) / base:,.0f}/s ({seconds / base:.2f}x its time)")
-    print(f"  load_partition, failover partition ({small_records:,} records as PartitionWriter wrote them): "
-          f"{small_records / small:,.0f} records/s")
+    print(
+        f"  partition {partition}: {len(encoded):,} records of {groups:,} groups ({states:,} live after replay) "
+        f"(generated in {generated:.1f} s, written in {written:.1f} s, transactions of 50,000)"
+    )
+    print(
+        f"  load_partition           : {rate:9,.0f} records/s  ({seconds:.2f} s, median of {len(times)}); "
+        f"decode + replay from memory {len(encoded) / base:,.0f}/s ({seconds / base:.2f}x its time)"
+    )
+    print(
+        f"  load_partition, failover partition ({small_records:,} records as PartitionWriter wrote them): "
+        f"{small_records / small:,.0f} records/s"
+    )
     print(f"  -> goal >= 150,000 records/s -> {'met' if rate >= 150_000 else 'NOT met'}")
 
 
@@ -833,8 +975,10 @@ def main() -> int:
     topics: list[str] = []
     log_dir = Path(tempfile.mkdtemp(prefix="bench-service-"))
     started = time.monotonic()
-    print(f"service benchmark{' (--quick)' if args.quick else ''}: broker {args.bootstrap_servers}, "
-          f"{os.cpu_count()} cores, topics {http_topic} and {log_topic} ({args.partitions} partitions)")
+    print(
+        f"service benchmark{' (--quick)' if args.quick else ''}: broker {args.bootstrap_servers}, "
+        f"{os.cpu_count()} cores, topics {http_topic} and {log_topic} ({args.partitions} partitions)"
+    )
     try:
         for topic in (http_topic, log_topic):
             create_topic(args.bootstrap_servers, topic, args.partitions)
@@ -847,7 +991,9 @@ def main() -> int:
         records, changes = bench_churn(server, sizes, args.partitions)
         server.stop()
         topics.append(f"{http_topic}-broker")
-        print_broker_commits(args.bootstrap_servers, f"{http_topic}-broker", args.partitions, max(1, round(records)), changes, sizes)
+        print_broker_commits(
+            args.bootstrap_servers, f"{http_topic}-broker", args.partitions, max(1, round(records)), changes, sizes
+        )
         print(f"3. failover ({sizes.failover_groups} groups x {sizes.failover_members} members in one partition)")
         bench_failover(args.bootstrap_servers, log_topic, args.partitions, log_dir, sizes)
         print(f"4. loading a partition ({sizes.load_records:,}+ records)")

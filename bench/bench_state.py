@@ -73,8 +73,10 @@ def bench_steady(rounds: int) -> None:
     seconds = median_seconds(run, rounds)
     base = median_seconds(baseline, rounds)
     rate = len(requests) / seconds
-    print(f"steady heartbeats        : {rate:12,.0f} /s  ({seconds / base:.1f}x the time of building the requests); "
-          f"goal >= 100,000/s -> {'met' if rate >= 100_000 else 'NOT met'}")
+    print(
+        f"steady heartbeats        : {rate:12,.0f} /s  ({seconds / base:.1f}x the time of building the requests); "
+        f"goal >= 100,000/s -> {'met' if rate >= 100_000 else 'NOT met'}"
+    )
 
 
 # --- join storm -------------------------------------------------------------------------------------
@@ -112,8 +114,10 @@ def bench_storm(rounds: int) -> None:
         seconds = statistics.median(r[0] for r in runs)
         _, heartbeats, records, conv = runs[0]
         kind = "server-side" if server_side else "client-side"
-        print(f"join storm ({kind:11}) : {seconds * 1000:9,.0f} ms  1,000 workers, 10,000 tasks: {heartbeats:,} heartbeats, "
-              f"{records:,} records, {conv} rounds after the joins; goal < 2 s -> {'met' if seconds < 2 else 'NOT met'}")
+        print(
+            f"join storm ({kind:11}) : {seconds * 1000:9,.0f} ms  1,000 workers, 10,000 tasks: {heartbeats:,} heartbeats, "
+            f"{records:,} records, {conv} rounds after the joins; goal < 2 s -> {'met' if seconds < 2 else 'NOT met'}"
+        )
 
 
 # --- replay -----------------------------------------------------------------------------------------
@@ -176,9 +180,11 @@ def bench_replay(count: int, rounds: int) -> None:
     seconds = median_seconds(run_replay, rounds)
     base = median_seconds(run_decode, rounds)
     rate = len(encoded) / seconds
-    print(f"replay {len(encoded):,} records : {rate:12,.0f} records/s  (decode alone {len(encoded) / base:,.0f}/s; "
-          f"apply adds {(seconds - base) / len(encoded) * 1e6:.2f} µs/record); "
-          f"goal >= 200,000/s -> {'met' if rate >= 200_000 else 'NOT met'}")
+    print(
+        f"replay {len(encoded):,} records : {rate:12,.0f} records/s  (decode alone {len(encoded) / base:,.0f}/s; "
+        f"apply adds {(seconds - base) / len(encoded) * 1e6:.2f} µs/record); "
+        f"goal >= 200,000/s -> {'met' if rate >= 200_000 else 'NOT met'}"
+    )
 
 
 # --- the assignor -------------------------------------------------------------------------------------
@@ -190,14 +196,18 @@ def bench_assignor(rounds: int) -> None:
     fresh = GroupSpec("g", 1, counts, members)
     icr = ASSIGNORS["incremental_cooperative"]
     first = icr.assign(fresh)
-    settled = tuple(replace(m, target=first.members[m.member_id].assignment, owned=first.members[m.member_id].assignment)
-                    for m in members)
+    settled = tuple(
+        replace(m, target=first.members[m.member_id].assignment, owned=first.members[m.member_id].assignment)
+        for m in members
+    )
     joined = GroupSpec("g", 2, counts, (*settled, AssignmentMember("worker-new", maximum_version=1)))
     for label, spec in (("fresh group", fresh), ("one worker joins", joined)):
         seconds = median_seconds(lambda s=spec: icr.assign(s), rounds)
         base = median_seconds(lambda s=spec: ASSIGNORS["eager"].assign(s), rounds)
-        print(f"incremental_cooperative  : {seconds * 1000:9,.1f} ms  1,000 workers, 50,000 tasks, {label} "
-              f"(eager {base * 1000:.1f} ms); goal <= 100 ms -> {'met' if seconds <= 0.1 else 'NOT met'}")
+        print(
+            f"incremental_cooperative  : {seconds * 1000:9,.1f} ms  1,000 workers, 50,000 tasks, {label} "
+            f"(eager {base * 1000:.1f} ms); goal <= 100 ms -> {'met' if seconds <= 0.1 else 'NOT met'}"
+        )
 
 
 def main() -> int:

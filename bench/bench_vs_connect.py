@@ -151,8 +151,9 @@ class Run:
         """Note who is stopped and whether it leads the group (runs Connect's assignor) right now: a
         leader that leaves takes the assignor's memory with it."""
         leader = self.system.leader()
-        self.stopped.append(name if leader is None else f"{name} (the leader)" if leader == name else
-                            f"{name} ({leader} leads)")
+        self.stopped.append(
+            name if leader is None else f"{name} (the leader)" if leader == name else f"{name} ({leader} leads)"
+        )
 
     async def restart(self) -> tuple[float, float]:
         return await self._restart(leader=False)
@@ -163,8 +164,13 @@ class Run:
     async def _restart(self, leader: bool) -> tuple[float, float]:
         await self.stable_group()
         current = self.system.leader()
-        name = self.names[-1] if current is None else current if leader else next(
-            n for n in reversed(self.names) if n != current)
+        name = (
+            self.names[-1]
+            if current is None
+            else current
+            if leader
+            else next(n for n in reversed(self.names) if n != current)
+        )
         t0 = time.time()
         self._stopping(name)
         await self.system.stop(name)
@@ -191,8 +197,9 @@ class Run:
         return t0, await settle(self.system, self.expected, t0, self.short)
 
 
-async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Timing, bootstrap: str,
-                  run_dir: Path) -> dict[str, Any]:
+async def run_one(
+    kind: str, scenario: str, args: argparse.Namespace, timing: Timing, bootstrap: str, run_dir: Path
+) -> dict[str, Any]:
     key = f"vsc-{scenario}-{kind}-{int(time.time())}"
     directory = run_dir / key
     directory.mkdir(parents=True)
@@ -226,21 +233,33 @@ async def run_one(kind: str, scenario: str, args: argparse.Namespace, timing: Ti
 # --- the table --------------------------------------------------------------------------------------
 
 
-ROWS = (("moved", "tasks moved"), ("unowned_task_s", "unowned task-s"), ("recovered_s", "all tasks running after s"),
-        ("stable_s", "stable after s"), ("rebalances_max", "rebalances, busiest worker"),
-        ("startup_s", "workers up after s"), ("after_up_s", "all running, from up, s"))
+ROWS = (
+    ("moved", "tasks moved"),
+    ("unowned_task_s", "unowned task-s"),
+    ("recovered_s", "all tasks running after s"),
+    ("stable_s", "stable after s"),
+    ("rebalances_max", "rebalances, busiest worker"),
+    ("startup_s", "workers up after s"),
+    ("after_up_s", "all running, from up, s"),
+)
 
 
 def goal(scenario: str, c: dict[str, Any], o: dict[str, Any]) -> list[tuple[str, bool]]:
     """The issue's goals for ours (issue 16) in one scenario, each with whether it holds."""
     if scenario in ("scale-out", "crash"):
-        return [("moves <= Connect's", o["moved"] <= c["moved"]),
-                ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5)]
+        return [
+            ("moves <= Connect's", o["moved"] <= c["moved"]),
+            ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5),
+        ]
     if scenario in ("restart", "restart-leader", "rolling"):
-        return [("unowned <= 1/50 of Connect's", o["unowned_task_s"] <= c["unowned_task_s"] / 50),
-                ("0 moves", o["moved"] == 0)]
-    return [("0 moves", o["moved"] == 0),
-            ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5)]
+        return [
+            ("unowned <= 1/50 of Connect's", o["unowned_task_s"] <= c["unowned_task_s"] / 50),
+            ("0 moves", o["moved"] == 0),
+        ]
+    return [
+        ("0 moves", o["moved"] == 0),
+        ("all running no later than Connect", o["recovered_s"] <= c["recovered_s"] + 0.5),
+    ]
 
 
 SLACK_S = 0.5  # what one look at a status topic and a loaded 2-core machine blur; the older goals allow it too
@@ -257,9 +276,10 @@ def goal_connect_on_ours(scenario: str, c: dict[str, Any], g: dict[str, Any]) ->
         when = " from up"
     else:
         c_s, g_s, when = c["recovered_s"], g["recovered_s"], ""
-    return [("moves = Connect's", g["moved"] == c["moved"]),
-            (f"all running within 10% of Connect{when} (or {SLACK_S:g} s)",
-             g_s <= max(c_s * 1.1, c_s + SLACK_S))]
+    return [
+        ("moves = Connect's", g["moved"] == c["moved"]),
+        (f"all running within 10% of Connect{when} (or {SLACK_S:g} s)", g_s <= max(c_s * 1.1, c_s + SLACK_S)),
+    ]
 
 
 def ratio(ours: float, connect: float) -> str:
@@ -298,7 +318,8 @@ def table(scenario: str, results: dict[str, dict[str, Any]]) -> list[str]:
     line = f"  {'double-owned task-s (run)':<28}"
     for key, _, width in columns:
         line += f"{results[key].get('double_owned_s', '-')!s:>{width}}" + (
-            f"{'':>10}" if key != "connect" and "connect" in results else "")
+            f"{'':>10}" if key != "connect" and "connect" in results else ""
+        )
     lines.append(line)
     if cf:
         for key, heading, _ in columns:
@@ -340,17 +361,26 @@ async def amain(args: argparse.Namespace) -> int:
         # Kafka's own group settings where the dev broker has development ones: Connect's classic
         # group waits group.initial.rebalance.delay.ms (scaled like every timeout) before its first
         # assignment, as ours waits its initial assignment delay; short sessions must be allowed.
-        settings = {"group.initial.rebalance.delay.ms": timing.initial_ms,
-                    "group.min.session.timeout.ms": min(6000, timing.session_ms)}
-        cluster = await asyncio.to_thread(devbroker.start, devbroker.free_port(), run_dir / "broker", 1, 60.0,
-                                          settings)
+        settings = {
+            "group.initial.rebalance.delay.ms": timing.initial_ms,
+            "group.min.session.timeout.ms": min(6000, timing.session_ms),
+        }
+        cluster = await asyncio.to_thread(devbroker.start, devbroker.free_port(), run_dir / "broker", 1, 60.0, settings)
         bootstrap = cluster.bootstrap_servers
-    print(f"bench-vs-connect: session {timing.session_ms} ms, heartbeat {timing.heartbeat_ms} ms, "
-          f"delay {timing.delay_ms} ms, rebalance timeout {timing.rebalance_ms} ms, initial delay "
-          f"{timing.initial_ms} ms; {args.workers} workers; connectors "
-          + ", ".join(f"{n} ({t} tasks)" for n, t in args.connectors.items()) + f"; logs in {run_dir}", flush=True)
-    report: dict[str, Any] = {"timing": timing.__dict__, "workers": args.workers, "connectors": args.connectors,
-                              "scenarios": {}}
+    print(
+        f"bench-vs-connect: session {timing.session_ms} ms, heartbeat {timing.heartbeat_ms} ms, "
+        f"delay {timing.delay_ms} ms, rebalance timeout {timing.rebalance_ms} ms, initial delay "
+        f"{timing.initial_ms} ms; {args.workers} workers; connectors "
+        + ", ".join(f"{n} ({t} tasks)" for n, t in args.connectors.items())
+        + f"; logs in {run_dir}",
+        flush=True,
+    )
+    report: dict[str, Any] = {
+        "timing": timing.__dict__,
+        "workers": args.workers,
+        "connectors": args.connectors,
+        "scenarios": {},
+    }
     lines: list[str] = []
     try:
         for scenario in args.scenario:
@@ -369,8 +399,10 @@ async def amain(args: argparse.Namespace) -> int:
             await asyncio.to_thread(cluster.stop)
     out = Path(args.out or run_dir / "timelines.json")
     out.write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
-    print("\nside by side (/Connect: a system's figure over Kafka Connect's on Kafka's coordinator; below 1 is "
-          "better)" + "\n".join(lines))
+    print(
+        "\nside by side (/Connect: a system's figure over Kafka Connect's on Kafka's coordinator; below 1 is "
+        "better)" + "\n".join(lines)
+    )
     print(f"\ntimelines: {out}")
     if not args.keep and args.run_dir is None:
         shutil.rmtree(run_dir / "broker", ignore_errors=True)
@@ -381,15 +413,32 @@ async def amain(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap-servers", help="an Apache Kafka to use (default: start a dev broker of its own)")
-    parser.add_argument("--fast", type=float, nargs="?", const=10.0, default=None, metavar="FACTOR",
-                        help="divide every timeout by FACTOR (10 if not given)")
+    parser.add_argument(
+        "--fast",
+        type=float,
+        nargs="?",
+        const=10.0,
+        default=None,
+        metavar="FACTOR",
+        help="divide every timeout by FACTOR (10 if not given)",
+    )
     parser.add_argument("--workers", type=int, default=5, help="workers per system (default 5)")
-    parser.add_argument("--connectors", type=connectors_arg, default=connectors_arg("A=8,B=8,C=8"),
-                        metavar="NAME=TASKS,...", help="default A=8,B=8,C=8")
+    parser.add_argument(
+        "--connectors",
+        type=connectors_arg,
+        default=connectors_arg("A=8,B=8,C=8"),
+        metavar="NAME=TASKS,...",
+        help="default A=8,B=8,C=8",
+    )
     parser.add_argument("--scenario", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
-    parser.add_argument("--systems", nargs="+", choices=list(SYSTEMS), default=list(SYSTEMS),
-                        help="connect: Kafka Connect on Kafka's coordinator; ours: our SDK workers; connect-ours: "
-                             "the same Kafka Connect workers on our coordinator, through our gateway (default: all)")
+    parser.add_argument(
+        "--systems",
+        nargs="+",
+        choices=list(SYSTEMS),
+        default=list(SYSTEMS),
+        help="connect: Kafka Connect on Kafka's coordinator; ours: our SDK workers; connect-ours: "
+        "the same Kafka Connect workers on our coordinator, through our gateway (default: all)",
+    )
     parser.add_argument("--run-dir", help="where logs and timelines go (default: a new temporary directory)")
     parser.add_argument("--out", help="the timelines' JSON file (default: RUN_DIR/timelines.json)")
     parser.add_argument("--keep", action="store_true", help="keep the broker's data")

@@ -49,8 +49,16 @@ class WireError(ValueError):
     """A body that is not what the API accepts."""
 
 
-def _get(body: dict, name: str, kind: str, *, required: bool = False, nullable: bool = False,
-         default: Any = None, bounds: tuple[int, int] = INT32) -> Any:
+def _get(
+    body: dict,
+    name: str,
+    kind: str,
+    *,
+    required: bool = False,
+    nullable: bool = False,
+    default: Any = None,
+    bounds: tuple[int, int] = INT32,
+) -> Any:
     value = body.get(name, _MISSING)
     if value is _MISSING:
         if required:
@@ -113,13 +121,16 @@ def heartbeat_request(body: Any) -> HeartbeatRequest:
     client_assignors = None
     if assignors is not None:
         client_assignors = tuple(
-            Assignor(_get(a, "Name", "str", required=True),
-                     _get(a, "MinimumVersion", "int", required=True, bounds=INT16),
-                     _get(a, "MaximumVersion", "int", required=True, bounds=INT16),
-                     _get(a, "Reason", "int", default=0, bounds=INT8),
-                     _get(a, "Version", "int", default=0, bounds=INT16),
-                     _get(a, "Metadata", "bytes", default=b"") or b"")
-            for a in (_object(a, "ClientAssignors[]") for a in assignors))
+            Assignor(
+                _get(a, "Name", "str", required=True),
+                _get(a, "MinimumVersion", "int", required=True, bounds=INT16),
+                _get(a, "MaximumVersion", "int", required=True, bounds=INT16),
+                _get(a, "Reason", "int", default=0, bounds=INT8),
+                _get(a, "Version", "int", default=0, bounds=INT16),
+                _get(a, "Metadata", "bytes", default=b"") or b"",
+            )
+            for a in (_object(a, "ClientAssignors[]") for a in assignors)
+        )
     owned = _get(body, "ConnectorsAndTasks", "object", nullable=True)
     return HeartbeatRequest(
         group_id=_get(body, "GroupId", "str", required=True),
@@ -132,7 +143,8 @@ def heartbeat_request(body: Any) -> HeartbeatRequest:
         client_assignors=client_assignors,
         owned=None if owned is None else connectors_and_tasks(owned),
         url=_get(body, "Url", "str", nullable=True),
-        topic_partitions=body.get("TopicPartitions"))
+        topic_partitions=body.get("TopicPartitions"),
+    )
 
 
 def old(raw: bytes) -> HeartbeatRequest:
@@ -156,10 +168,19 @@ OWNED = ConnectorsAndTasks(("conn-a", "conn-b"), tuple(TaskId(f"conn-{'ab'[i % 2
 BODIES = {
     "(a) heartbeat, 20 tasks owned": HeartbeatRequest("connect-cluster", "worker-7.example.com-5f3a", 42, owned=OWNED),
     "(b) join, with ClientAssignors": HeartbeatRequest(
-        "connect-cluster", "worker-7.example.com-5f3a", 0, instance_id="worker-7", rack_id="rack-1",
-        rebalance_timeout_ms=60_000, url="http://worker-7.example.com:8083", owned=ConnectorsAndTasks(),
-        client_assignors=(Assignor("incremental_cooperative", 0, 1, 0, 1, b"\x01\x02\x03"),
-                          Assignor("eager", 0, 0, 0, 0, b""))),
+        "connect-cluster",
+        "worker-7.example.com-5f3a",
+        0,
+        instance_id="worker-7",
+        rack_id="rack-1",
+        rebalance_timeout_ms=60_000,
+        url="http://worker-7.example.com:8083",
+        owned=ConnectorsAndTasks(),
+        client_assignors=(
+            Assignor("incremental_cooperative", 0, 1, 0, 1, b"\x01\x02\x03"),
+            Assignor("eager", 0, 0, 0, 0, b""),
+        ),
+    ),
 }
 
 
@@ -178,8 +199,10 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=20_000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    print(f"heartbeat request, bytes -> core HeartbeatRequest: median of {args.rounds} rounds of {args.calls:,} "
-          "calls, one core")
+    print(
+        f"heartbeat request, bytes -> core HeartbeatRequest: median of {args.rounds} rounds of {args.calls:,} "
+        "calls, one core"
+    )
     for name, request in BODIES.items():
         raw = wire.encode(wire.HeartbeatRequest.of(request))
         assert old(raw) == new(raw) == request, name  # both read the same thing
@@ -187,10 +210,14 @@ def main() -> int:
         ratio = us["old"] / us["new"]
         print(f"  {name} ({len(raw)} bytes)")
         print(f"    old: orjson + hand parser             {us['old']:6.2f} us")
-        print(f"    new: msgspec decode + .protocol()     {us['new']:6.2f} us   old/new {ratio:4.1f}x  (goal >= 5x: "
-              f"{'met' if ratio >= 5 else 'not met'})")
-        print(f"         of which msgspec decode alone    {us['decode']:6.2f} us   old/decode "
-              f"{us['old'] / us['decode']:4.1f}x")
+        print(
+            f"    new: msgspec decode + .protocol()     {us['new']:6.2f} us   old/new {ratio:4.1f}x  (goal >= 5x: "
+            f"{'met' if ratio >= 5 else 'not met'})"
+        )
+        print(
+            f"         of which msgspec decode alone    {us['decode']:6.2f} us   old/decode "
+            f"{us['old'] / us['decode']:4.1f}x"
+        )
     return 0
 
 

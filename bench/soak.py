@@ -75,8 +75,15 @@ class TimedClient(CoordinatorClient):
         self.latencies: list[float] = []
         self.failures = 0
 
-    async def request(self, method: str, path: str, answer: type, body: Any = None, url: str | None = None,
-                      timeout_s: float | None = None) -> Any:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        answer: type,
+        body: Any = None,
+        url: str | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
         if path != HEARTBEAT:
             return await super().request(method, path, answer, body, url, timeout_s)
         started = time.perf_counter()
@@ -151,8 +158,7 @@ class Sample:
 def sample(serve: ServeProcess, started: float) -> Sample:
     pid = serve.process.pid
     sums = metric_sums(serve.url, (REQUESTS, REBALANCES))
-    return Sample(clock() - started, rss_bytes(pid), *open_fds(pid), cpu_seconds(pid), sums[REQUESTS],
-                  sums[REBALANCES])
+    return Sample(clock() - started, rss_bytes(pid), *open_fds(pid), cpu_seconds(pid), sums[REQUESTS], sums[REBALANCES])
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -177,11 +183,13 @@ class Line:
     churn: int
 
     def text(self) -> str:
-        return (f"minute {self.minute:5.2f}: RSS {self.rss / 2**20:6.1f} MiB  fds {self.fds:4d} "
-                f"({self.sockets} sockets)  "
-                f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats)  "
-                f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
-                f"coordinator CPU {self.cpu * 100:3.0f}%  churn events {self.churn}")
+        return (
+            f"minute {self.minute:5.2f}: RSS {self.rss / 2**20:6.1f} MiB  fds {self.fds:4d} "
+            f"({self.sockets} sockets)  "
+            f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats)  "
+            f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
+            f"coordinator CPU {self.cpu * 100:3.0f}%  churn events {self.churn}"
+        )
 
 
 # --- the groups -----------------------------------------------------------------------------------------
@@ -219,8 +227,13 @@ class Soak:
             counts = self.connectors[g]
             name = self.rng.choice(sorted(counts))
             base = self.args.tasks
-            counts[name] = base + 1 if counts[name] <= base - 1 else base - 1 if counts[name] >= base + 1 else \
-                self.rng.choice((base - 1, base + 1))
+            counts[name] = (
+                base + 1
+                if counts[name] <= base - 1
+                else base - 1
+                if counts[name] >= base + 1
+                else self.rng.choice((base - 1, base + 1))
+            )
             counts[name] = max(1, counts[name])
             await self.fleets[g].set_connectors(dict(counts))
         self.churned[kind] += 1
@@ -231,7 +244,7 @@ class Soak:
             try:
                 await asyncio.wait_for(stop.wait(), self.args.churn_every)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             kind = CHURN[i % len(CHURN)]
             i += 1
@@ -252,15 +265,17 @@ class Soak:
 
 
 def _items(assignment: dict) -> list[str]:
-    return [f"connector {c}" for c in assignment["Connectors"]] + \
-        [f"task {t['Connector']}-{t['Task']}" for t in assignment["Tasks"]]
+    return [f"connector {c}" for c in assignment["Connectors"]] + [
+        f"task {t['Connector']}-{t['Task']}" for t in assignment["Tasks"]
+    ]
 
 
 def group_problems(description: dict, fleet: Fleet) -> list[str]:
     """Why `description` (GET /v1/groups/{id}) is not converged with every item owned once; [] if it is."""
     g = description["GroupId"]
-    configured = [f"connector {c['Name']}" for c in description["Connectors"]] + \
-        [f"task {c['Name']}-{t}" for c in description["Connectors"] for t in range(c["Tasks"])]
+    configured = [f"connector {c['Name']}" for c in description["Connectors"]] + [
+        f"task {c['Name']}-{t}" for c in description["Connectors"] for t in range(c["Tasks"])
+    ]
     owners: dict[str, list[str]] = {item: [] for item in configured}
     problems = []
     for m in description["Members"]:
@@ -269,7 +284,9 @@ def group_problems(description: dict, fleet: Fleet) -> list[str]:
         if _items(m["PendingRevocation"]):
             problems.append(f"{g}: {m['MemberId']} still revoking {', '.join(_items(m['PendingRevocation']))}")
         if m["MemberEpoch"] != description["GroupEpoch"]:
-            problems.append(f"{g}: {m['MemberId']} at epoch {m['MemberEpoch']}, the group at {description['GroupEpoch']}")
+            problems.append(
+                f"{g}: {m['MemberId']} at epoch {m['MemberEpoch']}, the group at {description['GroupEpoch']}"
+            )
     configured_set = set(configured)
     for item, who in owners.items():
         if len(who) > 1:
@@ -322,9 +339,27 @@ async def converge(url: str, soak: Soak, timeout: float) -> tuple[float, list[st
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    result = subprocess.run([sys.executable, "-m", "coordinator", "topic", "create", "--bootstrap-servers", bootstrap,
-                             "--topic", topic, "--partitions", str(partitions), "--replication-factor", "1"],
-                            capture_output=True, text=True, cwd=ROOT, check=False)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "topic",
+            "create",
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            topic,
+            "--partitions",
+            str(partitions),
+            "--replication-factor",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"coordinator topic create failed: {result.stderr.strip()}")
 
@@ -343,17 +378,28 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Line:
     span = max(1e-9, b.at_s - a.at_s)
-    return Line(b.at_s / 60, b.rss, b.fds, b.sockets, percentile(latencies, 0.5) * 1e3, percentile(latencies, 0.99) * 1e3,
-                len(latencies), round(b.requests - a.requests), round(b.rebalances - a.rebalances),
-                (b.cpu_s - a.cpu_s) / span, churn)
+    return Line(
+        b.at_s / 60,
+        b.rss,
+        b.fds,
+        b.sockets,
+        percentile(latencies, 0.5) * 1e3,
+        percentile(latencies, 0.99) * 1e3,
+        len(latencies),
+        round(b.requests - a.requests),
+        round(b.rebalances - a.rebalances),
+        (b.cpu_s - a.cpu_s) / span,
+        churn,
+    )
 
 
 async def run(args: argparse.Namespace, serve: ServeProcess) -> int:
     main = asyncio.current_task()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     async with TimedClient(serve.url, retry_for_s=60) as client:
-        fleets = [Fleet(client, f"soak-{g:03d}", static=False, server_side=g % 2 == 1, quiet=True)
-                  for g in range(args.groups)]
+        fleets = [
+            Fleet(client, f"soak-{g:03d}", static=False, server_side=g % 2 == 1, quiet=True) for g in range(args.groups)
+        ]
         connectors = [{f"conn-{c}": args.tasks for c in range(args.connectors)} for _ in fleets]
         soak = Soak(args, client, fleets, connectors)
         try:
@@ -376,8 +422,11 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
         for p in problems[:20]:
             print(f"  {p}")
         return 1
-    print(f"{soak.live()} workers in {len(soak.fleets)} groups joined and converged in {clock() - started:.1f} s; "
-          f"soaking for {args.minutes:g} min, a line every {args.report_every:g} s", flush=True)
+    print(
+        f"{soak.live()} workers in {len(soak.fleets)} groups joined and converged in {clock() - started:.1f} s; "
+        f"soaking for {args.minutes:g} min, a line every {args.report_every:g} s",
+        flush=True,
+    )
 
     stop = asyncio.Event()
     churn = asyncio.create_task(soak.churn(stop))
@@ -407,12 +456,18 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
 
     if lines:
         first, last = lines[0], lines[-1]
-        print(f"growth from minute {first.minute:.2f} to {last.minute:.2f}: RSS {(last.rss - first.rss) / 2**20:+.1f} MiB "
-              f"({(last.rss / first.rss - 1) * 100:+.1f}%), fds {last.fds - first.fds:+d}, heartbeat p99 "
-              f"{last.p99_ms - first.p99_ms:+.2f} ms ({first.p99_ms:.2f} -> {last.p99_ms:.2f} ms)", flush=True)
-    print(f"churn: {sum(soak.churned.values())} events ({', '.join(f'{k} {n}' for k, n in sorted(soak.churned.items()))}); "
-          f"{len(soak.churn_errors)} failed{': ' + '; '.join(soak.churn_errors[:5]) if soak.churn_errors else ''}; "
-          f"heartbeat exchanges that failed: {soak.client.failures}", flush=True)
+        print(
+            f"growth from minute {first.minute:.2f} to {last.minute:.2f}: RSS {(last.rss - first.rss) / 2**20:+.1f} MiB "
+            f"({(last.rss / first.rss - 1) * 100:+.1f}%), fds {last.fds - first.fds:+d}, heartbeat p99 "
+            f"{last.p99_ms - first.p99_ms:+.2f} ms ({first.p99_ms:.2f} -> {last.p99_ms:.2f} ms)",
+            flush=True,
+        )
+    print(
+        f"churn: {sum(soak.churned.values())} events ({', '.join(f'{k} {n}' for k, n in sorted(soak.churned.items()))}); "
+        f"{len(soak.churn_errors)} failed{': ' + '; '.join(soak.churn_errors[:5]) if soak.churn_errors else ''}; "
+        f"heartbeat exchanges that failed: {soak.client.failures}",
+        flush=True,
+    )
 
     took, problems = await converge(serve.url, soak, args.converge_timeout)
     items = sum(len(c) + sum(c.values()) for c in soak.connectors)
@@ -421,9 +476,11 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
         for p in problems[:50]:
             print(f"  {p}")
         return 1
-    print(f"ownership: every task of every group owned by exactly one member ({len(soak.fleets)} groups, "
-          f"{soak.live()} workers, {items} connectors and tasks), converged {took:.1f} s after the churn stopped",
-          flush=True)
+    print(
+        f"ownership: every task of every group owned by exactly one member ({len(soak.fleets)} groups, "
+        f"{soak.live()} workers, {items} connectors and tasks), converged {took:.1f} s after the churn stopped",
+        flush=True,
+    )
     return 0
 
 
@@ -444,22 +501,45 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:19092"))
     parser.add_argument("--minutes", type=float, default=10.0, help="how long the soak runs (fractions allowed)")
-    parser.add_argument("--report-every", type=float, default=60.0, metavar="SECONDS",
-                        help="a line of figures every so many seconds (default: every minute)")
+    parser.add_argument(
+        "--report-every",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="a line of figures every so many seconds (default: every minute)",
+    )
     parser.add_argument("--groups", type=int, default=50)
     parser.add_argument("--workers", type=int, default=4, help="workers per group")
     parser.add_argument("--connectors", type=int, default=2, help="connectors per group")
     parser.add_argument("--tasks", type=int, default=4, help="tasks per connector (churn moves it one up or down)")
-    parser.add_argument("--churn-every", type=float, default=2.0, metavar="SECONDS",
-                        help="one churn event (leave, join, task count, kill, join in turn) every so often")
+    parser.add_argument(
+        "--churn-every",
+        type=float,
+        default=2.0,
+        metavar="SECONDS",
+        help="one churn event (leave, join, task count, kill, join in turn) every so often",
+    )
     parser.add_argument("--heartbeat-ms", type=int, default=1_000, help="the groups' heartbeat interval")
-    parser.add_argument("--session-ms", type=int, default=5_000,
-                        help="the groups' session timeout (a killed worker is removed after it)")
-    parser.add_argument("--delay-ms", type=int, default=2_000,
-                        help="scheduled.rebalance.max.delay.ms: how long a departed worker's work waits")
+    parser.add_argument(
+        "--session-ms",
+        type=int,
+        default=5_000,
+        help="the groups' session timeout (a killed worker is removed after it)",
+    )
+    parser.add_argument(
+        "--delay-ms",
+        type=int,
+        default=2_000,
+        help="scheduled.rebalance.max.delay.ms: how long a departed worker's work waits",
+    )
     parser.add_argument("--partitions", type=int, default=16, help="partitions of the soak's topic")
-    parser.add_argument("--converge-timeout", type=float, default=None, metavar="SECONDS",
-                        help="how long the groups may take to converge (default: 30 s + 3 x (session + delay))")
+    parser.add_argument(
+        "--converge-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long the groups may take to converge (default: 30 s + 3 x (session + delay))",
+    )
     parser.add_argument("--keep-log", action="store_true", help="keep the coordinator's log (its path is printed)")
     args = parser.parse_args(argv)
     if args.converge_timeout is None:
@@ -469,10 +549,13 @@ def main(argv: list[str] | None = None) -> int:
 
     topic = f"soak-{os.getpid()}-{int(time.time())}"
     log_dir = Path(tempfile.mkdtemp(prefix="soak-"))
-    print(f"soak: broker {args.bootstrap_servers}, topic {topic} ({args.partitions} partitions), {args.groups} groups x "
-          f"{args.workers} workers, {args.connectors} connectors x {args.tasks} tasks each; heartbeat "
-          f"{args.heartbeat_ms} ms, session {args.session_ms} ms, delay {args.delay_ms} ms; a churn event every "
-          f"{args.churn_every:g} s; {os.cpu_count()} cores", flush=True)
+    print(
+        f"soak: broker {args.bootstrap_servers}, topic {topic} ({args.partitions} partitions), {args.groups} groups x "
+        f"{args.workers} workers, {args.connectors} connectors x {args.tasks} tasks each; heartbeat "
+        f"{args.heartbeat_ms} ms, session {args.session_ms} ms, delay {args.delay_ms} ms; a churn event every "
+        f"{args.churn_every:g} s; {os.cpu_count()} cores",
+        flush=True,
+    )
     atexit.register(_cleanup)
     signal.signal(signal.SIGTERM, _interrupt)  # as Ctrl-C (inside the event loop: `run` cancels itself)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even when started in the background
@@ -481,11 +564,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         create_topic(args.bootstrap_servers, topic, args.partitions)
         created = True
-        serve = ServeProcess(args.bootstrap_servers, topic, log_dir, "--allow-anonymous", "--log-level", "WARNING",
-                             "--heartbeat-interval-ms", str(args.heartbeat_ms),
-                             "--session-timeout-ms", str(args.session_ms),
-                             "--scheduled-rebalance-max-delay-ms", str(args.delay_ms),
-                             "--initial-assignment-delay-ms", "0")
+        serve = ServeProcess(
+            args.bootstrap_servers,
+            topic,
+            log_dir,
+            "--allow-anonymous",
+            "--log-level",
+            "WARNING",
+            "--heartbeat-interval-ms",
+            str(args.heartbeat_ms),
+            "--session-timeout-ms",
+            str(args.session_ms),
+            "--scheduled-rebalance-max-delay-ms",
+            str(args.delay_ms),
+            "--initial-assignment-delay-ms",
+            "0",
+        )
         _started.append(serve)
         serve.start()
         print(f"coordinator serve pid {serve.process.pid} at {serve.url}", flush=True)

@@ -42,27 +42,33 @@ class Command(NamedTuple):
 
 COMMANDS: dict[str, Command] = {
     "serve": Command("coordinator.service.serve", "run the coordinator service"),
-    "gateway": Command("coordinator.gateway.cli",
-                       "proxy Kafka's protocol to the brokers, our groups to our coordinators' Kafka listeners"),
+    "gateway": Command(
+        "coordinator.gateway.cli",
+        "proxy Kafka's protocol to the brokers, our groups to our coordinators' Kafka listeners",
+    ),
     "groups": Command("coordinator.sdk.admin", "list or describe connect groups"),
     "connectors": Command("coordinator.sdk.admin", "set the connectors a group runs"),
     "config": Command("coordinator.sdk.admin", "set a group's timeouts"),
     "worker": Command("coordinator.sdk.fleet", "run a fleet of simulated workers"),
     "demo": Command("coordinator.sdk.demo", "the main job: a coordinator, a worker fleet and a scripted story"),
-    "topic": Command("coordinator.tools.topic",
-                     "create, describe, validate or alter the coordinator's compacted topic"),
-    "dev-broker": Command("coordinator.tools.devbroker",
-                          "start, stop or inspect a local Apache Kafka (1 or 3 KRaft nodes)"),
-    "replay": Command("replay.cli",
-                      "a group's history from the topic or a dump: timeline, state, diff, who-owned, verify"),
-    "dump": Command("replay.cli",
-                    "copy the topic's records (or another dump) to a file for `coordinator replay --file`"),
-    "audit": Command("spark.cli",
-                     "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"),
+    "topic": Command(
+        "coordinator.tools.topic", "create, describe, validate or alter the coordinator's compacted topic"
+    ),
+    "dev-broker": Command(
+        "coordinator.tools.devbroker", "start, stop or inspect a local Apache Kafka (1 or 3 KRaft nodes)"
+    ),
+    "replay": Command(
+        "replay.cli", "a group's history from the topic or a dump: timeline, state, diff, who-owned, verify"
+    ),
+    "dump": Command(
+        "replay.cli", "copy the topic's records (or another dump) to a file for `coordinator replay --file`"
+    ),
+    "audit": Command(
+        "spark.cli", "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"
+    ),
     "sql": Command("spark.cli", "query the audit's tables with Spark SQL"),
     "spark-conf": Command("spark.cli", "print the Spark settings that find the audit's tables by name"),
-    "completion": Command("coordinator.cli",
-                          "print a shell completion script: eval \"$(coordinator completion bash)\""),
+    "completion": Command("coordinator.cli", 'print a shell completion script: eval "$(coordinator completion bash)"'),
 }
 
 DISTRIBUTION = "worker-coordinator"
@@ -86,8 +92,9 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(message, prog=self.prog)
 
-    def parse_known_args(self, args: Sequence[str] | None = None,
-                         namespace: argparse.Namespace | None = None) -> tuple[argparse.Namespace, list[str]]:
+    def parse_known_args(
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         namespace, extras = super().parse_known_args(args, namespace)
         # Checked by each parser, so that an unknown flag is refused by the subcommand it was given to
         # (`coordinator connectors set: error: ...`), not by `coordinator` after every subparser ran.
@@ -103,13 +110,20 @@ class _Parser(argparse.ArgumentParser):
         subcommand unchecked, as a traceback or as another choice silently. Refused here instead."""
         for action in self._actions:
             value = getattr(namespace, action.dest, None)
-            if (action.choices is None or not action.option_strings or not isinstance(action.default, str)
-                    or value is not action.default or value in action.choices):
+            if (
+                action.choices is None
+                or not action.option_strings
+                or not isinstance(action.default, str)
+                or value is not action.default
+                or value in action.choices
+            ):
                 continue
             variable = getattr(value, "variable", None)  # serve's defaults remember their variable
             source = f"from {variable}" if variable else "its default, from the environment"
-            self.error(f"argument {'/'.join(action.option_strings)}: invalid choice: {value!r} ({source}; "
-                       f"choose from {', '.join(map(repr, action.choices))})")
+            self.error(
+                f"argument {'/'.join(action.option_strings)}: invalid choice: {value!r} ({source}; "
+                f"choose from {', '.join(map(repr, action.choices))})"
+            )
 
 
 def build_parser(load: Iterable[str] | None = None) -> argparse.ArgumentParser:
@@ -148,9 +162,11 @@ class _Version(argparse.Action):
 def register(subparsers: _Subcommands) -> None:
     """`coordinator completion`: this module is its own subcommand's module."""
     completion = subparsers.add_parser(
-        "completion", description="Prints a completion script for the shell, generated from the command line's "
-                                  "own parser. bash: eval \"$(coordinator completion bash)\" in ~/.bashrc; zsh: "
-                                  "coordinator completion zsh > \"${fpath[1]}/_coordinator\".")
+        "completion",
+        description="Prints a completion script for the shell, generated from the command line's "
+        'own parser. bash: eval "$(coordinator completion bash)" in ~/.bashrc; zsh: '
+        'coordinator completion zsh > "${fpath[1]}/_coordinator".',
+    )
     completion.add_argument("shell", choices=("bash", "zsh"))
     completion.set_defaults(func=_completion)
 
@@ -179,30 +195,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as e:
         # A bug: its traceback is how it gets fixed. Where the logs are JSON it goes inside one
         # JSON line (as a logged exception does), so that the log pipeline keeps it.
-        line = _json_line(parser, command, argv, args, f"{type(e).__name__}: {e}", "command-crashed",
-                          exception=traceback.format_exc(), exit_code=1)
+        line = _json_line(
+            parser,
+            command,
+            argv,
+            args,
+            f"{type(e).__name__}: {e}",
+            "command-crashed",
+            exception=traceback.format_exc(),
+            exit_code=1,
+        )
         if line is None:
             raise
         print(line, file=sys.stderr)
         return 1
 
 
-def _report(error: CliError, parser: argparse.ArgumentParser, command: str | None, argv: list[str],
-            args: argparse.Namespace | None) -> None:
+def _report(
+    error: CliError,
+    parser: argparse.ArgumentParser,
+    command: str | None,
+    argv: list[str],
+    args: argparse.Namespace | None,
+) -> None:
     """The one place an error reaches the user: one line on stderr, JSON where the logs are."""
     usage = isinstance(error, UsageError)
     name = args.command if args is not None else command
     prog = (error.prog if usage else None) or ("coordinator " + name if name else "coordinator")
     event = "usage-error" if error.exit_code == 2 else "command-failed"
-    line = _json_line(parser, command, argv, args, str(error), event,
-                      command=prog.removeprefix("coordinator").strip() or None, exit_code=error.exit_code)
+    line = _json_line(
+        parser,
+        command,
+        argv,
+        args,
+        str(error),
+        event,
+        command=prog.removeprefix("coordinator").strip() or None,
+        exit_code=error.exit_code,
+    )
     if line is None:
         line = f"{prog}: error: {error}" + (f"; see {prog} --help" if usage else "")
     print(line, file=sys.stderr)
 
 
-def _json_line(parser: argparse.ArgumentParser, word: str | None, argv: list[str],
-               args: argparse.Namespace | None, message: str, event: str, **fields: Any) -> str | None:
+def _json_line(
+    parser: argparse.ArgumentParser,
+    word: str | None,
+    argv: list[str],
+    args: argparse.Namespace | None,
+    message: str,
+    event: str,
+    **fields: Any,
+) -> str | None:
     """The error as the subcommand's logs would carry it, or None where they are text (or where
     the subcommand has no --log-format). Before the arguments are parsed (a usage error), the
     format is the last --log-format on the command line, else that flag's default (its variable)."""

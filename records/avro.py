@@ -92,8 +92,11 @@ class _Reader(_Codegen):
     """Emits the statements of one reader. Each `value` call reads one datum into a new local."""
 
     def __init__(self, classes: Mapping[str, type], top_class: type) -> None:
-        super().__init__(classes, top_class, {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple,
-                                              "_tuple_new": tuple.__new__})
+        super().__init__(
+            classes,
+            top_class,
+            {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple, "_tuple_new": tuple.__new__},
+        )
         self.lines: list[str] = []
         self.in_span = False  # inside the decode of a span-cached record: decode it, do not recurse
 
@@ -204,7 +207,6 @@ class _Reader(_Codegen):
         else:
             raise TypeError(f"{cls.__name__} lacks attributes {sorted(set(names) - set(attrs))} of its schema")
         self.emit(indent, f"{target} = {name}({', '.join(args)})")
-
 
     def skippable(self, schema: Any) -> bool:
         """Whether `skip` can step over `schema`: arrays of strings and of (string, int) records."""
@@ -340,8 +342,9 @@ def compile_reader(schema: dict[str, Any], cls: type, classes: Mapping[str, type
     """A reader for `schema` that builds `cls`, its nested records built from `classes` by name."""
     reader = _Reader(classes, cls)
     result = reader.value(schema, 1, top=True)
-    return reader.define("\n".join(["def read(buf, pos):", *reader.lines, f"    return {result}, pos", ""]),
-                         "avro reader")
+    return reader.define(
+        "\n".join(["def read(buf, pos):", *reader.lines, f"    return {result}, pos", ""]), "avro reader"
+    )
 
 
 def compile_writer(schema: dict[str, Any], cls: type, classes: Mapping[str, type]) -> Callable[[Any], dict[str, Any]]:

@@ -44,8 +44,9 @@ _INT_RANGES = {
 class RecordDecodeError(ValueError):
     """Bytes that are not a record this code can read. Names the record type, version and why."""
 
-    def __init__(self, reason: str, *, record_type: int | None = None, version: int | None = None,
-                 part: str = "value") -> None:
+    def __init__(
+        self, reason: str, *, record_type: int | None = None, version: int | None = None, part: str = "value"
+    ) -> None:
         self.reason = reason
         self.record_type = record_type
         self.version = version
@@ -94,9 +95,12 @@ def _body(schema_name: str, cls: type) -> _Body:
     present = {snake_case(f["name"]) for f in schema["fields"]}
     absent = tuple(
         (f.name, f.default if f.default is not MISSING else f.default_factory())  # type: ignore[misc]
-        for f in fields(cls) if f.name not in present
+        for f in fields(cls)
+        if f.name not in present
     )
-    return _Body(schema, compile_reader(schema, cls, NESTED_CLASSES), compile_writer(schema, cls, NESTED_CLASSES), absent)
+    return _Body(
+        schema, compile_reader(schema, cls, NESTED_CLASSES), compile_writer(schema, cls, NESTED_CLASSES), absent
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,14 +127,17 @@ def _read_body(data: bytes, body: _Body, record_type: int, version: int | None, 
     try:
         obj, end = body.read(data, 2)
     except IndexError:
-        raise RecordDecodeError("truncated: the Avro body ends early", record_type=record_type,
-                                version=version, part=part) from None
+        raise RecordDecodeError(
+            "truncated: the Avro body ends early", record_type=record_type, version=version, part=part
+        ) from None
     except Exception as e:  # AvroError, UnicodeDecodeError: whatever foreign bytes provoke
-        raise RecordDecodeError(f"{type(e).__name__}: {e}", record_type=record_type, version=version,
-                                part=part) from None
+        raise RecordDecodeError(
+            f"{type(e).__name__}: {e}", record_type=record_type, version=version, part=part
+        ) from None
     if end != len(data):
-        raise RecordDecodeError(f"{len(data) - end} bytes left after the Avro body", record_type=record_type,
-                                version=version, part=part)
+        raise RecordDecodeError(
+            f"{len(data) - end} bytes left after the Avro body", record_type=record_type, version=version, part=part
+        )
     return obj
 
 
@@ -141,8 +148,9 @@ def _header(data: Any, part: str, record_type: int | None = None) -> tuple[bytes
         data = bytes(data)
     if len(data) < 2:
         what = "record type" if part == "key" else "value version"
-        raise RecordDecodeError(f"{len(data)} bytes is shorter than the 2-byte {what}",
-                                record_type=record_type, part=part)
+        raise RecordDecodeError(
+            f"{len(data)} bytes is shorter than the 2-byte {what}", record_type=record_type, part=part
+        )
     return data, _INT16.unpack_from(data)[0]
 
 
@@ -189,8 +197,9 @@ def decode(key: bytes, value: bytes | None) -> Record:
     body = codec.values.get(version)
     if body is None:
         known = ", ".join(map(str, sorted(codec.values)))
-        raise UnsupportedVersionError(f"this reader knows versions {known}", record_type=codec.spec.type,
-                                      version=version)
+        raise UnsupportedVersionError(
+            f"this reader knows versions {known}", record_type=codec.spec.type, version=version
+        )
     return Record(record_key, _read_body(value, body, codec.spec.type, version, "value"), version)
 
 
@@ -273,7 +282,8 @@ def encode(record: Record, version: int | None = None) -> tuple[bytes, bytes | N
         return key, None
     if type(record.value) is not codec.spec.value_class:
         raise RecordEncodeError(
-            f"a {codec.spec.name} key needs a {codec.spec.value_class.__name__}, got {type(record.value).__name__}")
+            f"a {codec.spec.name} key needs a {codec.spec.value_class.__name__}, got {type(record.value).__name__}"
+        )
     version = _value_version(record, codec, version)
     body = codec.values.get(version)
     if body is None:
@@ -281,7 +291,8 @@ def encode(record: Record, version: int | None = None) -> tuple[bytes, bytes | N
     for attr, default in body.absent:
         if getattr(record.value, attr) != default:
             raise RecordEncodeError(
-                f"{codec.spec.name} value version {version} cannot hold {attr}={getattr(record.value, attr)!r}")
+                f"{codec.spec.name} value version {version} cannot hold {attr}={getattr(record.value, attr)!r}"
+            )
     return key, _write_body(version, record.value, body, codec.spec.name + "Value")
 
 

@@ -147,8 +147,12 @@ def _assignment_v1(a: WorkerAssignment, version: int) -> bytes:
 
 
 def _assignment_head(a: WorkerAssignment) -> bytes:
-    return _INT16.pack(a.error) + _string(a.leader, "leader") + _string(a.leader_url, "leader url") + _INT64.pack(
-        a.config_offset)
+    return (
+        _INT16.pack(a.error)
+        + _string(a.leader, "leader")
+        + _string(a.leader_url, "leader url")
+        + _INT64.pack(a.config_offset)
+    )
 
 
 def _string(value: str, what: str) -> bytes:
@@ -203,9 +207,11 @@ def _java_hash_set_order(values: list[str], copied: int) -> list[str]:
     capacity = 1
     while capacity < max(int(copied / 0.75) + 1, 16):
         capacity <<= 1
+
     def bucket(s: str) -> int:
         h = _java_string_hash(s)
         return (h ^ (h >> 16)) & (capacity - 1)
+
     return sorted(values, key=bucket)  # stable: a bucket's chain keeps insertion order
 
 
@@ -232,7 +238,7 @@ class _Reader:
     def _take(self, n: int, field_name: str) -> memoryview:
         if n < 0 or self.pos + n > len(self.data):
             raise ConnectProtocolError(f"{self.what}: {len(self.data)} bytes end inside {field_name}")
-        chunk = self.data[self.pos:self.pos + n]
+        chunk = self.data[self.pos : self.pos + n]
         self.pos += n
         return chunk
 
@@ -328,7 +334,23 @@ def _read_task_assignments(r: _Reader, name: str) -> ConnectorsAndTasks:
 
 
 __all__ = [
-    "COMPATIBLE", "CONFIG_MISMATCH", "CONNECTOR_TASK", "DEFAULT", "NO_ERROR", "OFFERED", "PROTOCOLS", "SESSIONED",
-    "VERSIONS", "ConnectProtocolError", "WorkerAssignment", "WorkerMetadata", "decode_assignment", "decode_metadata",
-    "encode_assignment", "encode_metadata", "holdings", "metadata_for", "version_of",
+    "COMPATIBLE",
+    "CONFIG_MISMATCH",
+    "CONNECTOR_TASK",
+    "DEFAULT",
+    "NO_ERROR",
+    "OFFERED",
+    "PROTOCOLS",
+    "SESSIONED",
+    "VERSIONS",
+    "ConnectProtocolError",
+    "WorkerAssignment",
+    "WorkerMetadata",
+    "decode_assignment",
+    "decode_metadata",
+    "encode_assignment",
+    "encode_metadata",
+    "holdings",
+    "metadata_for",
+    "version_of",
 ]

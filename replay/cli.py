@@ -58,62 +58,87 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     replay = subparsers.add_parser(
         "replay",
         description="Replays the coordinator's records (the live topic or a dump file) through the coordinator's "
-                    "own replay and answers questions about what happened.")
+        "own replay and answers questions about what happened.",
+    )
     commands = replay.add_subparsers(dest="replay_command", metavar="SUBCOMMAND", required=True)
 
-    timeline = _command(commands, "timeline", _timeline,
-                        "every change of a group in the protocol's words, grouped into rebalances")
+    timeline = _command(
+        commands, "timeline", _timeline, "every change of a group in the protocol's words, grouped into rebalances"
+    )
     timeline.add_argument("--group", required=True, help="the group id")
-    timeline.add_argument("--plot", metavar="FILE.png|FILE.html",
-                          help="also draw who held which task over time: PNG, or a self-contained HTML page")
+    timeline.add_argument(
+        "--plot",
+        metavar="FILE.png|FILE.html",
+        help="also draw who held which task over time: PNG, or a self-contained HTML page",
+    )
 
     state = _command(commands, "state", _state, "a group's members, epochs, targets and assignments at a point")
     state.add_argument("--group", required=True, help="the group id")
-    state.add_argument("--at", type=_point, metavar="OFFSET|TIME",
-                       help="after the record at this offset, or the last record at or before this time "
-                            "(default: the end of the read)")
+    state.add_argument(
+        "--at",
+        type=_point,
+        metavar="OFFSET|TIME",
+        help="after the record at this offset, or the last record at or before this time "
+        "(default: the end of the read)",
+    )
 
     diff = _command(commands, "diff", _diff, "what changed in a group between two points")
     diff.add_argument("--group", required=True, help="the group id")
     diff.add_argument("--from", dest="from_point", type=_point, required=True, metavar="OFFSET|TIME")
-    diff.add_argument("--to", dest="to_point", type=_point, metavar="OFFSET|TIME",
-                      help="default: the end of the read")
+    diff.add_argument("--to", dest="to_point", type=_point, metavar="OFFSET|TIME", help="default: the end of the read")
 
     who = _command(commands, "who-owned", _who_owned, "who held a connector or task, and when")
     who.add_argument("item", metavar="ITEM", help="a connector (A) or a task (A-0 or A:0)")
     who.add_argument("--group", help="only this group (default: every group; reads every partition)")
     who.add_argument("--at", type=_time, metavar="TIME", help="only the holder at this time")
 
-    verify = _command(commands, "verify", _verify,
-                      "check the log's invariants: no item held twice, epochs never going back, valid targets")
+    verify = _command(
+        commands,
+        "verify",
+        _verify,
+        "check the log's invariants: no item held twice, epochs never going back, valid targets",
+    )
     verify.add_argument("--group", help="only this group (default: every group)")
 
     dump = subparsers.add_parser(
         "dump",
         description="Writes partition, offset, timestamp, key and value bytes of every record read, as JSON "
-                    "lines or a compact binary form; `coordinator replay --file` reads either. With --decode, "
-                    "prints each record (of the topic or a dump file) decoded instead, one line each, as Kafka's "
-                    "`kafka-dump-log --offsets-decoder` does: offset, time (ISO 8601, UTC), record type, key and "
-                    "value fields or tombstone; a corrupt record is printed as such, with why.")
+        "lines or a compact binary form; `coordinator replay --file` reads either. With --decode, "
+        "prints each record (of the topic or a dump file) decoded instead, one line each, as Kafka's "
+        "`kafka-dump-log --offsets-decoder` does: offset, time (ISO 8601, UTC), record type, key and "
+        "value fields or tombstone; a corrupt record is printed as such, with why.",
+    )
     _source_arguments(dump)
     dump.add_argument("--output", "-o", metavar="FILE", help="the dump file (default: standard output)")
-    dump.add_argument("--dump-format", choices=DUMP_FORMATS,
-                      help="the dump file's format; default: jsonl for a .jsonl/.json file or standard output, "
-                           "binary otherwise")
-    dump.add_argument("--decode", action="store_true",
-                      help="print each record decoded, one line each, instead of writing a dump")
-    dump.add_argument("--format", type=_dump_format_flag, metavar="{table,json}",
-                      help="with --decode: one line of text per record (default), or one JSON object per line "
-                           "(binary and jsonl: the former spelling of --dump-format, deprecated)")
+    dump.add_argument(
+        "--dump-format",
+        choices=DUMP_FORMATS,
+        help="the dump file's format; default: jsonl for a .jsonl/.json file or standard output, binary otherwise",
+    )
+    dump.add_argument(
+        "--decode", action="store_true", help="print each record decoded, one line each, instead of writing a dump"
+    )
+    dump.add_argument(
+        "--format",
+        type=_dump_format_flag,
+        metavar="{table,json}",
+        help="with --decode: one line of text per record (default), or one JSON object per line "
+        "(binary and jsonl: the former spelling of --dump-format, deprecated)",
+    )
     dump.set_defaults(func=_errors_in_one_line(_dump))
 
 
-def _command(commands: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int],
-             help: str) -> argparse.ArgumentParser:
+def _command(
+    commands: argparse._SubParsersAction, name: str, run: Callable[[argparse.Namespace], int], help: str
+) -> argparse.ArgumentParser:
     parser = commands.add_parser(name, help=help, description=help)
     _source_arguments(parser)
-    parser.add_argument("--format", choices=("table", "json"), default="table",
-                        help="a table for people (default), or JSON lines for scripts")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="a table for people (default), or JSON lines for scripts",
+    )
     parser.add_argument("--strict", action="store_true", help="stop at the first corrupt record (exit code 1)")
     parser.set_defaults(func=_errors_in_one_line(run))
     return parser
@@ -123,16 +148,25 @@ def _source_arguments(parser: argparse.ArgumentParser) -> None:
     kafka_config.add_arguments(parser)
     source = parser.add_argument_group("what to read")
     source.add_argument("--file", metavar="DUMP", help="a dump file written by `coordinator dump` (instead of Kafka)")
-    source.add_argument("--partition", type=_offset, action="append", metavar="N",
-                        help="only this partition (repeatable; default: the group's partition, or all)")
+    source.add_argument(
+        "--partition",
+        type=_offset,
+        action="append",
+        metavar="N",
+        help="only this partition (repeatable; default: the group's partition, or all)",
+    )
     source.add_argument("--from-offset", type=_offset, metavar="OFFSET")
     source.add_argument("--to-offset", type=_offset, metavar="OFFSET", help="inclusive")
     source.add_argument("--from-time", type=_time, metavar="TIME", help="ISO 8601 (UTC unless it says) or epoch ms")
     source.add_argument("--to-time", type=_time, metavar="TIME", help="inclusive")
-    source.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="wait this long for Kafka per request (default 30)")
-    source.add_argument("--no-progress", dest="progress", action="store_false",
-                        help="no progress bar on stderr")
+    source.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="wait this long for Kafka per request (default 30)",
+    )
+    source.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar on stderr")
 
 
 def _dump_format_flag(text: str) -> str:
@@ -171,6 +205,7 @@ def _errors_in_one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[a
             return 0
         except OSError as e:
             raise CliError(f"{e.filename or 'output'}: {e.strerror}") from None
+
     return wrapper
 
 
@@ -187,19 +222,24 @@ class _Read:
         self.progress = Progress(f"reading {args.file or args.topic}", enabled=args.progress)
         if args.file:
             self.description = f"dump {args.file}"
-            self.records: Iterable[RawRecord] = read_dump(args.file, partitions=args.partition, window=window,
-                                                          progress=self.progress)
+            self.records: Iterable[RawRecord] = read_dump(
+                args.file, partitions=args.partition, window=window, progress=self.progress
+            )
             return
         if not args.bootstrap_servers:
-            raise CliError("nothing to read: pass --file DUMP, or --bootstrap-servers (or set "
-                           "KAFKA_BOOTSTRAP_SERVERS) for the topic", exit_code=2)
+            raise CliError(
+                "nothing to read: pass --file DUMP, or --bootstrap-servers (or set "
+                "KAFKA_BOOTSTRAP_SERVERS) for the topic",
+                exit_code=2,
+            )
         config = kafka_config.client_config(args)
         partitions: Any = args.partition
         if partitions is None and group_id is not None:
             partitions = lambda count: [partition_for(group_id, count)]  # noqa: E731 - the group's partition
         self.description = f"topic {args.topic}"
-        self.records = read_topic(config, args.topic, partitions=partitions, window=window, timeout_s=args.timeout,
-                                  progress=self.progress)
+        self.records = read_topic(
+            config, args.topic, partitions=partitions, window=window, timeout_s=args.timeout, progress=self.progress
+        )
 
     def __iter__(self) -> Iterator[RawRecord]:
         try:
@@ -216,14 +256,22 @@ def _report_corrupt(history: History, args: argparse.Namespace) -> None:
     """Corrupt records: JSON lines on stdout for scripts, else warnings on stderr."""
     for n, c in enumerate(history.corrupt):
         if args.format == "json":
-            _print_json({"type": "corrupt", "partition": c.at.partition, "offset": c.at.offset,
-                         "timestamp_ms": c.at.timestamp_ms, "reason": c.reason})
+            _print_json(
+                {
+                    "type": "corrupt",
+                    "partition": c.at.partition,
+                    "offset": c.at.offset,
+                    "timestamp_ms": c.at.timestamp_ms,
+                    "reason": c.reason,
+                }
+            )
         elif n < _CORRUPT_SHOWN:
-            print(f"warning: skipped corrupt record at partition {c.at.partition} offset {c.at.offset}: {c.reason}",
-                  file=sys.stderr)
+            print(
+                f"warning: skipped corrupt record at partition {c.at.partition} offset {c.at.offset}: {c.reason}",
+                file=sys.stderr,
+            )
     if args.format != "json" and len(history.corrupt) > _CORRUPT_SHOWN:
-        print(f"warning: ... and {len(history.corrupt) - _CORRUPT_SHOWN} more corrupt records skipped",
-              file=sys.stderr)
+        print(f"warning: ... and {len(history.corrupt) - _CORRUPT_SHOWN} more corrupt records skipped", file=sys.stderr)
 
 
 def _where(p: Position | None) -> str:
@@ -234,8 +282,10 @@ def _read_summary(history: History, read: _Read) -> str:
     if history.first is None:
         return f"no records of the group in {read.description}"
     first, last = history.first, history.last
-    return (f"{history.records} records from {read.description}, partition {first.partition}, offsets "
-            f"{first.offset}-{last.offset}, {format_time(first.timestamp_ms)} to {format_time(last.timestamp_ms)} UTC")
+    return (
+        f"{history.records} records from {read.description}, partition {first.partition}, offsets "
+        f"{first.offset}-{last.offset}, {format_time(first.timestamp_ms)} to {format_time(last.timestamp_ms)} UTC"
+    )
 
 
 # --- timeline ----------------------------------------------------------------------------------------
@@ -256,8 +306,11 @@ def _timeline(args: argparse.Namespace) -> int:
     opened_at = {(r.start.partition, r.start.offset): r for r in rebalances}
     if args.format == "json":
         for e in history.events:
-            rebalance = opened_at.pop((e.at.partition, e.at.offset), None) if e.kind in (
-                ev.GROUP_EPOCH, ev.CLASSIC_GROUP) else None
+            rebalance = (
+                opened_at.pop((e.at.partition, e.at.offset), None)
+                if e.kind in (ev.GROUP_EPOCH, ev.CLASSIC_GROUP)
+                else None
+            )
             if rebalance is not None:
                 _print_json(rebalance_json(rebalance))
             _print_json(ev.event_json(e))
@@ -313,22 +366,40 @@ def _print_timeline(history: History, read: _Read, rebalances: list[Rebalance]) 
             rows.append(["", "", f"┌ rebalance {inside.number}: {', '.join(inside.causes) or 'cause not recorded'}"])
         else:
             r = line[1]
-            rows.append(["", "", (f"└ converged at {_epoch_word(r)} {r.to_epoch} after "
-                                  f"{format_duration(r.duration_ms)}: {_counts(r)}; {_moves(r)}")])
+            rows.append(
+                [
+                    "",
+                    "",
+                    (
+                        f"└ converged at {_epoch_word(r)} {r.to_epoch} after "
+                        f"{format_duration(r.duration_ms)}: {_counts(r)}; {_moves(r)}"
+                    ),
+                ]
+            )
             inside = None
     if inside is not None:
-        rows.append(["", "", (f"└ not converged where the read ended ({_epoch_word(inside)} {inside.to_epoch}); "
-                              f"{_moves(inside, so_far=True)}")])
+        rows.append(
+            [
+                "",
+                "",
+                (
+                    f"└ not converged where the read ended ({_epoch_word(inside)} {inside.to_epoch}); "
+                    f"{_moves(inside, so_far=True)}"
+                ),
+            ]
+        )
     print()
     print(table(rows, ["TIME (UTC)", "OFFSET", "EVENT"]))
     done = [r for r in rebalances if r.end is not None]
     if done:
         total = sum(r.duration_ms for r in done)
         longest = max(done, key=lambda r: r.duration_ms)
-        print(f"\n{len(done)} rebalances converged, {format_duration(total)} in all; the longest, rebalance "
-              f"{longest.number} ({_epoch_word(longest)} {longest.from_epoch} -> {longest.to_epoch}), took "
-              f"{format_duration(longest.duration_ms)}" + (f"; {len(rebalances) - len(done)} not converged"
-                                                           if len(done) < len(rebalances) else ""))
+        print(
+            f"\n{len(done)} rebalances converged, {format_duration(total)} in all; the longest, rebalance "
+            f"{longest.number} ({_epoch_word(longest)} {longest.from_epoch} -> {longest.to_epoch}), took "
+            f"{format_duration(longest.duration_ms)}"
+            + (f"; {len(rebalances) - len(done)} not converged" if len(done) < len(rebalances) else "")
+        )
 
 
 # --- state -------------------------------------------------------------------------------------------
@@ -344,9 +415,15 @@ def _state(args: argparse.Namespace) -> int:
     if description is None:
         raise CliError(f"group {args.group} does not exist {point} ({_read_summary(history, read)})")
     if args.format == "json":
-        _print_json({"type": "state", "group": args.group, "offset": history.last.offset,
-                     "timestamp_ms": history.last.timestamp_ms,
-                     "description": msgspec.to_builtins(wire.GroupDescription.of(description))})
+        _print_json(
+            {
+                "type": "state",
+                "group": args.group,
+                "offset": history.last.offset,
+                "timestamp_ms": history.last.timestamp_ms,
+                "description": msgspec.to_builtins(wire.GroupDescription.of(description)),
+            }
+        )
         return 0
     print(f"group {args.group} {point}: after the record at {_where(history.last)}")
     _print_description(description, history)
@@ -357,27 +434,47 @@ def _print_description(d: GroupDescription, history: History) -> None:
     if d.group_type == "classic":
         _print_classic_description(d)
         return
-    print(f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}, {d.state}"
-          + (f", assignor {d.assignor} ({d.assignor_kind}-side)" if d.assignor else ""))
+    print(
+        f"group epoch {d.group_epoch}, assignment epoch {d.assignment_epoch}, {d.state}"
+        + (f", assignor {d.assignor} ({d.assignor_kind}-side)" if d.assignor else "")
+    )
     print("connectors: " + (", ".join(f"{c.name} ({c.tasks} tasks)" for c in d.connectors) or "none"))
     group = history.group()
     config = group.config if group is not None else None
     if config is not None:
-        print("timeouts: " + ", ".join(
-            f"{name} {format_duration(value) if value is not None else 'server default'}" for name, value in (
-                ("session", config.session_timeout_ms), ("heartbeat", config.heartbeat_interval_ms),
-                ("rebalance", config.rebalance_timeout_ms),
-                ("scheduled rebalance max delay", config.scheduled_rebalance_max_delay_ms),
-                ("initial assignment delay", config.initial_assignment_delay_ms))))
+        print(
+            "timeouts: "
+            + ", ".join(
+                f"{name} {format_duration(value) if value is not None else 'server default'}"
+                for name, value in (
+                    ("session", config.session_timeout_ms),
+                    ("heartbeat", config.heartbeat_interval_ms),
+                    ("rebalance", config.rebalance_timeout_ms),
+                    ("scheduled rebalance max delay", config.scheduled_rebalance_max_delay_ms),
+                    ("initial assignment delay", config.initial_assignment_delay_ms),
+                )
+            )
+        )
     if d.deferred.connectors or d.deferred.tasks:
         at = d.scheduled_rebalance_at_ms
         print(f"deferred: {ev.show(items_of(d.deferred))}" + (f" until {format_time(at)}" if at is not None else ""))
     if d.assignment_error:
         print(f"assignment error {d.assignment_error}: {d.assignment_error_message}")
     print()
-    rows = [[m.member_id, m.instance_id, m.member_epoch, m.state, ev.show(items_of(m.assignment)),
-             ev.show(items_of(m.pending_revocation)) if m.pending_revocation.connectors or m.pending_revocation.tasks
-             else "-", ev.show(items_of(m.target))] for m in d.members]
+    rows = [
+        [
+            m.member_id,
+            m.instance_id,
+            m.member_epoch,
+            m.state,
+            ev.show(items_of(m.assignment)),
+            ev.show(items_of(m.pending_revocation))
+            if m.pending_revocation.connectors or m.pending_revocation.tasks
+            else "-",
+            ev.show(items_of(m.target)),
+        ]
+        for m in d.members
+    ]
     print(table(rows, ["MEMBER", "INSTANCE", "EPOCH", "STATE", "OWNS", "REVOKING", "TARGET"]) if rows else "no members")
 
 
@@ -387,8 +484,10 @@ def _print_classic_description(d: GroupDescription) -> None:
     print(f"classic group, generation {d.generation}, {d.state}, protocol {d.protocol_name}, leader {d.leader or '-'}")
     print("connectors: " + (", ".join(f"{c.name} ({c.tasks} tasks)" for c in d.connectors) or "none"))
     print()
-    rows = [[m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state,
-             ev.show(items_of(m.assignment))] for m in d.members]
+    rows = [
+        [m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state, ev.show(items_of(m.assignment))]
+        for m in d.members
+    ]
     print(table(rows, ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "RUNS"]) if rows else "no members")
     for m in d.members:
         if getattr(m, "note", None):
@@ -400,8 +499,10 @@ def _print_classic_description(d: GroupDescription) -> None:
 
 def _diff(args: argparse.Namespace) -> int:
     a, b = args.from_point, args.to_point
-    if b is not None and ((a.offset is not None and b.offset is not None and a.offset > b.offset)
-                          or (a.time_ms is not None and b.time_ms is not None and a.time_ms > b.time_ms)):
+    if b is not None and (
+        (a.offset is not None and b.offset is not None and a.offset > b.offset)
+        or (a.time_ms is not None and b.time_ms is not None and a.time_ms > b.time_ms)
+    ):
         raise CliError("--from is after --to", exit_code=2)
     read = _Read(args, args.group)
     history = History(args.group, strict=args.strict, intervals=False)
@@ -419,11 +520,22 @@ def _diff(args: argparse.Namespace) -> int:
     events = len(history.events) - events_before
     rebalances = history.rebalances[rebalances_before:]
     if args.format == "json":
-        _print_json({"type": "diff", "group": args.group, "from": start.json(), "to": end.json(),
-                     "events": events, "rebalances": [rebalance_json(r) for r in rebalances], **changes})
+        _print_json(
+            {
+                "type": "diff",
+                "group": args.group,
+                "from": start.json(),
+                "to": end.json(),
+                "events": events,
+                "rebalances": [rebalance_json(r) for r in rebalances],
+                **changes,
+            }
+        )
         return 0
-    print(f"group {args.group} from {_where(start.at)} to {_where(end.at)}: {events} events, "
-          f"{len(rebalances)} rebalances converged")
+    print(
+        f"group {args.group} from {_where(start.at)} to {_where(end.at)}: {events} events, "
+        f"{len(rebalances)} rebalances converged"
+    )
     for label, (a, b) in changes["epochs"].items():
         print(f"{label}: {a} -> {b}" if a != b else f"{label}: {a} (unchanged)")
     if changes["connectors"]:
@@ -432,15 +544,25 @@ def _diff(args: argparse.Namespace) -> int:
     print(f"members joined: {', '.join(joined) or 'none'}; left: {', '.join(left) or 'none'}")
     rows = []
     for m in changes["members"]:
-        rows.append([m["member"], f"{_dash(m['epoch'][0])} -> {_dash(m['epoch'][1])}",
-                     _plus_minus(m["owns_gained"], m["owns_lost"]), _plus_minus(m["target_gained"], m["target_lost"])])
+        rows.append(
+            [
+                m["member"],
+                f"{_dash(m['epoch'][0])} -> {_dash(m['epoch'][1])}",
+                _plus_minus(m["owns_gained"], m["owns_lost"]),
+                _plus_minus(m["target_gained"], m["target_lost"]),
+            ]
+        )
     if rows:
         print()
         print(table(rows, ["MEMBER", "EPOCH", "OWNS", "TARGET"]))
     if changes["moved"]:
         print()
-        print(table([[m["item"], m["from"] or "(none)", m["to"] or "(none)"] for m in changes["moved"]],
-                    ["ITEM", "HELD BY THEN", "HELD BY NOW"]))
+        print(
+            table(
+                [[m["item"], m["from"] or "(none)", m["to"] or "(none)"] for m in changes["moved"]],
+                ["ITEM", "HELD BY THEN", "HELD BY NOW"],
+            )
+        )
     return 0
 
 
@@ -462,16 +584,20 @@ class _Snapshot:
         self.owners = history.owners(group_id)
 
     def json(self) -> dict[str, Any]:
-        return {"offset": self.at.offset if self.at else None,
-                "timestamp_ms": self.at.timestamp_ms if self.at else None,
-                "group_epoch": self.description.group_epoch if self.description else None}
+        return {
+            "offset": self.at.offset if self.at else None,
+            "timestamp_ms": self.at.timestamp_ms if self.at else None,
+            "group_epoch": self.description.group_epoch if self.description else None,
+        }
 
 
 def _changes(a: _Snapshot, b: _Snapshot) -> dict[str, Any]:
     da, db = a.description, b.description
-    epochs = {"group epoch": (da.group_epoch if da else None, db.group_epoch if db else None),
-              "assignment epoch": (da.assignment_epoch if da else None, db.assignment_epoch if db else None),
-              "state": (da.state if da else "absent", db.state if db else "absent")}
+    epochs = {
+        "group epoch": (da.group_epoch if da else None, db.group_epoch if db else None),
+        "assignment epoch": (da.assignment_epoch if da else None, db.assignment_epoch if db else None),
+        "state": (da.state if da else "absent", db.state if db else "absent"),
+    }
     ca = {c.name: c.tasks for c in da.connectors} if da else {}
     cb = {c.name: c.tasks for c in db.connectors} if db else {}
     connectors = [f"added {n} ({t} tasks)" for n, t in sorted(cb.items()) if n not in ca]
@@ -489,15 +615,29 @@ def _changes(a: _Snapshot, b: _Snapshot) -> dict[str, Any]:
         epoch = (x.member_epoch if x else None, y.member_epoch if y else None)
         if epoch[0] == epoch[1] and owns_x == owns_y and target_x == target_y:
             continue
-        members.append({"member": member_id, "epoch": list(epoch),
-                        "owns_gained": ev.item_names(owns_y - owns_x), "owns_lost": ev.item_names(owns_x - owns_y),
-                        "target_gained": ev.item_names(target_y - target_x),
-                        "target_lost": ev.item_names(target_x - target_y)})
-    moved = [{"item": str(item), "from": a.owners.get(item), "to": b.owners.get(item)}
-             for item in sorted(a.owners.keys() | b.owners.keys(), key=ev.item_order)
-             if a.owners.get(item) != b.owners.get(item)]
-    return {"epochs": epochs, "connectors": connectors, "members_joined": sorted(mb.keys() - ma.keys()),
-            "members_left": sorted(ma.keys() - mb.keys()), "members": members, "moved": moved}
+        members.append(
+            {
+                "member": member_id,
+                "epoch": list(epoch),
+                "owns_gained": ev.item_names(owns_y - owns_x),
+                "owns_lost": ev.item_names(owns_x - owns_y),
+                "target_gained": ev.item_names(target_y - target_x),
+                "target_lost": ev.item_names(target_x - target_y),
+            }
+        )
+    moved = [
+        {"item": str(item), "from": a.owners.get(item), "to": b.owners.get(item)}
+        for item in sorted(a.owners.keys() | b.owners.keys(), key=ev.item_order)
+        if a.owners.get(item) != b.owners.get(item)
+    ]
+    return {
+        "epochs": epochs,
+        "connectors": connectors,
+        "members_joined": sorted(mb.keys() - ma.keys()),
+        "members_left": sorted(ma.keys() - mb.keys()),
+        "members": members,
+        "moved": moved,
+    }
 
 
 def _held(m: Any) -> frozenset[Item]:
@@ -530,8 +670,9 @@ def _who_owned(args: argparse.Namespace) -> int:
     everything = history.all_intervals()
     intervals = everything
     if args.at is not None:
-        intervals = [i for i in everything if i.start.timestamp_ms <= args.at
-                     and (i.end is None or i.end.timestamp_ms > args.at)]
+        intervals = [
+            i for i in everything if i.start.timestamp_ms <= args.at and (i.end is None or i.end.timestamp_ms > args.at)
+        ]
     if args.format == "json":
         for i in intervals:
             _print_json(interval_json(i))
@@ -545,17 +686,31 @@ def _who_owned(args: argparse.Namespace) -> int:
             after = [i for i in everything if i.start.timestamp_ms > args.at]
             if before:
                 i = max(before, key=lambda i: i.end.timestamp_ms)
-                print(f"  before: {i.member_id} held {i.item} until {format_time(i.end.timestamp_ms)} "
-                      f"(offset {i.end.offset}, {i.ended_by})")
+                print(
+                    f"  before: {i.member_id} held {i.item} until {format_time(i.end.timestamp_ms)} "
+                    f"(offset {i.end.offset}, {i.ended_by})"
+                )
             if after:
                 i = min(after, key=lambda i: i.start.timestamp_ms)
-                print(f"  after: {i.member_id} was given {i.item} at {format_time(i.start.timestamp_ms)} "
-                      f"(offset {i.start.offset}, epoch {i.start_epoch})")
+                print(
+                    f"  after: {i.member_id} was given {i.item} at {format_time(i.start.timestamp_ms)} "
+                    f"(offset {i.start.offset}, epoch {i.start_epoch})"
+                )
         return 0
     end = history.last
-    rows = [[i.group_id, str(i.item), i.member_id, _where(i.start), _where(i.end) if i.end else "still held",
-             format_duration((i.end or end).timestamp_ms - i.start.timestamp_ms) + ("" if i.end else "+"),
-             f"at epoch {i.start_epoch}", i.ended_by or "-"] for i in intervals]
+    rows = [
+        [
+            i.group_id,
+            str(i.item),
+            i.member_id,
+            _where(i.start),
+            _where(i.end) if i.end else "still held",
+            format_duration((i.end or end).timestamp_ms - i.start.timestamp_ms) + ("" if i.end else "+"),
+            f"at epoch {i.start_epoch}",
+            i.ended_by or "-",
+        ]
+        for i in intervals
+    ]
     print(f"who held {args.item}{when}:")
     print(table(rows, ["GROUP", "ITEM", "MEMBER", "FROM", "TO", "FOR", "GIVEN", "ENDED"]))
     return 0
@@ -575,18 +730,38 @@ def _verify(args: argparse.Namespace) -> int:
     groups = history.groups_seen
     if args.format == "json":
         for v in violations:
-            _print_json({"type": "violation", "rule": v.rule, "group": v.group_id, "partition": v.at.partition,
-                         "offsets": list(v.offsets), "timestamp_ms": v.at.timestamp_ms, "message": v.message})
-        _print_json({"type": "summary", "records": history.records, "groups": groups,
-                     "violations": len(violations), "corrupt": len(history.corrupt)})
+            _print_json(
+                {
+                    "type": "violation",
+                    "rule": v.rule,
+                    "group": v.group_id,
+                    "partition": v.at.partition,
+                    "offsets": list(v.offsets),
+                    "timestamp_ms": v.at.timestamp_ms,
+                    "message": v.message,
+                }
+            )
+        _print_json(
+            {
+                "type": "summary",
+                "records": history.records,
+                "groups": groups,
+                "violations": len(violations),
+                "corrupt": len(history.corrupt),
+            }
+        )
     else:
         for v in violations:
-            print(f"partition {v.at.partition} offset {v.at.offset} ({format_time(v.at.timestamp_ms)}) group "
-                  f"{v.group_id}: [{v.rule}] {v.message}")
-        print(f"verified {history.records} records of {groups} group{'s' if groups != 1 else ''} from "
-              f"{read.description}: "
-              f"{len(violations) or 'no'} violations" + (f", {len(history.corrupt)} corrupt records skipped"
-                                                          if history.corrupt else ""))
+            print(
+                f"partition {v.at.partition} offset {v.at.offset} ({format_time(v.at.timestamp_ms)}) group "
+                f"{v.group_id}: [{v.rule}] {v.message}"
+            )
+        print(
+            f"verified {history.records} records of {groups} group{'s' if groups != 1 else ''} from "
+            f"{read.description}: "
+            f"{len(violations) or 'no'} violations"
+            + (f", {len(history.corrupt)} corrupt records skipped" if history.corrupt else "")
+        )
     if violations:
         offsets = sorted({(v.at.partition, o) for v in violations for o in v.offsets})
         shown = ", ".join(f"{p}:{o}" for p, o in offsets[:20]) + (" ..." if len(offsets) > 20 else "")
@@ -608,8 +783,7 @@ def _dump(args: argparse.Namespace) -> int:
             raise CliError("--decode prints to standard output: no --output or --dump-format", exit_code=2)
         return _decode(args)
     if args.format is not None:
-        raise CliError(f"--format {args.format} goes with --decode; a dump file's format is --dump-format",
-                       exit_code=2)
+        raise CliError(f"--format {args.format} goes with --decode; a dump file's format is --dump-format", exit_code=2)
     output = args.output
     fmt = args.dump_format or ("jsonl" if output is None or Path(output).suffix in (".jsonl", ".json") else "binary")
     if output is None and fmt == "binary" and sys.stdout.isatty():
@@ -629,8 +803,7 @@ def _dump(args: argparse.Namespace) -> int:
             os.replace(partial, output)
         finally:
             partial.unlink(missing_ok=True)
-    print(f"dumped {count} records from {read.description} to {output or 'standard output'} ({fmt})",
-          file=sys.stderr)
+    print(f"dumped {count} records from {read.description} to {output or 'standard output'} ({fmt})", file=sys.stderr)
     return 0
 
 
@@ -646,26 +819,53 @@ def _decode(args: argparse.Namespace) -> int:
         except records.RecordDecodeError as e:
             corrupt += 1
             if args.format == "json":
-                _print_json({"partition": raw.partition, "offset": raw.offset, "timestamp_ms": raw.timestamp_ms,
-                             "corrupt": str(e), "key": _b64(raw.key), "value": _b64(raw.value)})
+                _print_json(
+                    {
+                        "partition": raw.partition,
+                        "offset": raw.offset,
+                        "timestamp_ms": raw.timestamp_ms,
+                        "corrupt": str(e),
+                        "key": _b64(raw.key),
+                        "value": _b64(raw.value),
+                    }
+                )
             else:
-                out.write(f"partition: {raw.partition} offset: {raw.offset} time: {iso_time(raw.timestamp_ms)} "
-                          f"corrupt: {e}\n")
+                out.write(
+                    f"partition: {raw.partition} offset: {raw.offset} time: {iso_time(raw.timestamp_ms)} corrupt: {e}\n"
+                )
             continue
         d = records.to_dict(record)
         if args.format == "json":
-            _print_json({"partition": raw.partition, "offset": raw.offset, "timestamp_ms": raw.timestamp_ms,
-                         "type": d["RecordType"], "name": d["Name"], "version": d["Version"], "key": d["Key"],
-                         "value": d["Value"], "tombstone": d["Value"] is None}, default=_bytes_b64)
+            _print_json(
+                {
+                    "partition": raw.partition,
+                    "offset": raw.offset,
+                    "timestamp_ms": raw.timestamp_ms,
+                    "type": d["RecordType"],
+                    "name": d["Name"],
+                    "version": d["Version"],
+                    "key": d["Key"],
+                    "value": d["Value"],
+                    "tombstone": d["Value"] is None,
+                },
+                default=_bytes_b64,
+            )
         else:
-            value = "tombstone" if d["Value"] is None else (
-                f"value(v{d['Version']}): " + orjson.dumps(d["Value"], default=_bytes_b64).decode())
-            out.write(f"partition: {raw.partition} offset: {raw.offset} time: {iso_time(raw.timestamp_ms)} "
-                      f"type: {d['Name']}({d['RecordType']}) key: {orjson.dumps(d['Key'], default=_bytes_b64).decode()} "
-                      f"{value}\n")
+            value = (
+                "tombstone"
+                if d["Value"] is None
+                else (f"value(v{d['Version']}): " + orjson.dumps(d["Value"], default=_bytes_b64).decode())
+            )
+            out.write(
+                f"partition: {raw.partition} offset: {raw.offset} time: {iso_time(raw.timestamp_ms)} "
+                f"type: {d['Name']}({d['RecordType']}) key: {orjson.dumps(d['Key'], default=_bytes_b64).decode()} "
+                f"{value}\n"
+            )
     out.flush()
-    print(f"decoded {count - corrupt} records from {read.description}"
-          + (f", {corrupt} corrupt" if corrupt else ""), file=sys.stderr)
+    print(
+        f"decoded {count - corrupt} records from {read.description}" + (f", {corrupt} corrupt" if corrupt else ""),
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -143,6 +143,7 @@ def _group_slot(attribute: str) -> Callable[[CoordinatorState, RecordKey], Any]:
     def read(state: CoordinatorState, key: RecordKey) -> Any:
         group = state.groups.get(key.group_id)
         return None if group is None else getattr(group, attribute)
+
     return read
 
 
@@ -150,6 +151,7 @@ def _member_slot(attribute: str) -> Callable[[CoordinatorState, RecordKey], Any]
     def read(state: CoordinatorState, key: RecordKey) -> Any:
         group = state.groups.get(key.group_id)
         return None if group is None else getattr(group, attribute).get(key.member_id)
+
     return read
 
 
@@ -174,8 +176,9 @@ def slot(state: CoordinatorState, key: RecordKey) -> Any:
 # --- derivation, one function per record type ----------------------------------------------------
 
 
-def derive(track: GroupTrack, key: RecordKey, before: Any, after: Any, group: ConnectGroup | None,
-           at: Position) -> Iterable[Event]:
+def derive(
+    track: GroupTrack, key: RecordKey, before: Any, after: Any, group: ConnectGroup | None, at: Position
+) -> Iterable[Event]:
     """The events of one record: its slot went from `before` to `after`; `group` is the group now
     (None: it no longer exists)."""
     if before is None and after is None:
@@ -210,8 +213,16 @@ def _group_epoch(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     track.causes.clear()
     track.left_instances.clear()
     track.left.clear()
-    return (Event(at, key.group_id, GROUP_EPOCH, epoch=after.group_epoch, previous_epoch=previous,
-                  detail={"causes": causes, "departures": reasons}),)
+    return (
+        Event(
+            at,
+            key.group_id,
+            GROUP_EPOCH,
+            epoch=after.group_epoch,
+            previous_epoch=previous,
+            detail={"causes": causes, "departures": reasons},
+        ),
+    )
 
 
 def _with_reason(cause: str, reasons: dict[str, str]) -> str:
@@ -234,21 +245,29 @@ def _unwritten_cause(group: ConnectGroup | None) -> list[str]:
 def _connectors(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     old = {} if before is None else {c.name: c.tasks for c in before.connectors}
     new = {} if after is None else {c.name: c.tasks for c in after.connectors}
-    detail = {"connectors": new,
-              "added": {n: t for n, t in new.items() if n not in old},
-              "removed": sorted(n for n in old if n not in new),
-              "resized": {n: [old[n], t] for n, t in new.items() if n in old and old[n] != t},
-              "first": before is None}
+    detail = {
+        "connectors": new,
+        "added": {n: t for n, t in new.items() if n not in old},
+        "removed": sorted(n for n in old if n not in new),
+        "resized": {n: [old[n], t] for n, t in new.items() if n in old and old[n] != t},
+        "first": before is None,
+    }
     track.causes.append("connectors changed")
     return (Event(at, key.group_id, CONNECTORS, detail=detail),)
 
 
 def _configuration(track, key, before, after, group, at):  # noqa: ANN001, ANN202
-    detail = {} if after is None else {
-        "session_timeout_ms": after.session_timeout_ms, "heartbeat_interval_ms": after.heartbeat_interval_ms,
-        "rebalance_timeout_ms": after.rebalance_timeout_ms,
-        "scheduled_rebalance_max_delay_ms": after.scheduled_rebalance_max_delay_ms,
-        "initial_assignment_delay_ms": after.initial_assignment_delay_ms}
+    detail = (
+        {}
+        if after is None
+        else {
+            "session_timeout_ms": after.session_timeout_ms,
+            "heartbeat_interval_ms": after.heartbeat_interval_ms,
+            "rebalance_timeout_ms": after.rebalance_timeout_ms,
+            "scheduled_rebalance_max_delay_ms": after.scheduled_rebalance_max_delay_ms,
+            "initial_assignment_delay_ms": after.initial_assignment_delay_ms,
+        }
+    )
     return (Event(at, key.group_id, CONFIGURATION, detail=detail),)
 
 
@@ -257,12 +276,22 @@ def _member(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if before is None:
         took_over = track.left_instances.pop(after.instance_id, None) if after.instance_id else None
         track.causes.append(f"{member_id} joined" + (f" (took over instance {after.instance_id})" if took_over else ""))
-        joined = Event(at, key.group_id, MEMBER_JOINED, member_id, detail={
-            **_member_detail(after), "took_over": took_over})
+        joined = Event(
+            at, key.group_id, MEMBER_JOINED, member_id, detail={**_member_detail(after), "took_over": took_over}
+        )
         if track.upgrading_from is not None and after.classic_member_metadata is None:
             generation, track.upgrading_from = track.upgrading_from, None
-            return (Event(at, key.group_id, CONVERTED, member_id, epoch=generation,
-                          detail={"to": "connect", "generation": generation}), joined)
+            return (
+                Event(
+                    at,
+                    key.group_id,
+                    CONVERTED,
+                    member_id,
+                    epoch=generation,
+                    detail={"to": "connect", "generation": generation},
+                ),
+                joined,
+            )
         return (joined,)
     if after is None:
         current = group.currents.get(member_id) if group is not None else None  # tombstoned after this record
@@ -285,7 +314,9 @@ def _member(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if not changed:
         return ()
     if {"assignors", "rack_id"} & changed.keys():  # what bumps the group epoch (group_coordinator.heartbeat)
-        track.causes.append(f"{member_id} changed its {' and '.join(sorted(changed.keys() & {'assignors', 'rack_id'}))}")
+        track.causes.append(
+            f"{member_id} changed its {' and '.join(sorted(changed.keys() & {'assignors', 'rack_id'}))}"
+        )
     return (Event(at, key.group_id, MEMBER_UPDATED, member_id, detail={"changed": changed}),)
 
 
@@ -293,11 +324,19 @@ def _member_detail(m: MemberMetadataValue) -> dict[str, Any]:
     if m.server_assignor is not None:
         assignors = f"server-side {m.server_assignor}"
     else:
-        assignors = ", ".join(f"{a.name} v{a.minimum_version}-{a.maximum_version}" for a in m.client_assignors) or "none"
-    return {"instance_id": m.instance_id, "assignors": assignors, "client_id": m.client_id,
-            "client_host": m.client_host, "url": m.url, "rack_id": m.rack_id,
-            "rebalance_timeout_ms": m.rebalance_timeout_ms,
-            "protocol": "classic" if m.classic_member_metadata is not None else "connect"}
+        assignors = (
+            ", ".join(f"{a.name} v{a.minimum_version}-{a.maximum_version}" for a in m.client_assignors) or "none"
+        )
+    return {
+        "instance_id": m.instance_id,
+        "assignors": assignors,
+        "client_id": m.client_id,
+        "client_host": m.client_host,
+        "url": m.url,
+        "rack_id": m.rack_id,
+        "rebalance_timeout_ms": m.rebalance_timeout_ms,
+        "protocol": "classic" if m.classic_member_metadata is not None else "connect",
+    }
 
 
 def _target_metadata(track, key, before, after, group, at):  # noqa: ANN001, ANN202
@@ -308,19 +347,43 @@ def _target_metadata(track, key, before, after, group, at):  # noqa: ANN001, ANN
     common = {"assignor": after.assignor_name, "installed_by": after.installed_by}
     if previous != after.assignment_epoch:
         if after.error:
-            return (Event(at, g, TARGET_FAILED, epoch=after.assignment_epoch, previous_epoch=previous, detail={
-                **common, "error": after.error, "error_message": after.error_message}),)
+            return (
+                Event(
+                    at,
+                    g,
+                    TARGET_FAILED,
+                    epoch=after.assignment_epoch,
+                    previous_epoch=previous,
+                    detail={**common, "error": after.error, "error_message": after.error_message},
+                ),
+            )
         # The members' parts (type 7) were written just before this record, in the same batch.
         targets = {m: items_of(t.assignment) for m, t in group.targets.items()}
         changed = sorted(m for m, items in targets.items() if track.installed.get(m) != items)
         track.installed = targets
-        return (Event(at, g, TARGET_INSTALLED, epoch=after.assignment_epoch, previous_epoch=previous, detail={
-            **common, "targets": targets, "changed": changed, "deferred": items_of(after.deferred),
-            "scheduled_rebalance_at_ms": after.scheduled_rebalance_at_ms}),)
+        return (
+            Event(
+                at,
+                g,
+                TARGET_INSTALLED,
+                epoch=after.assignment_epoch,
+                previous_epoch=previous,
+                detail={
+                    **common,
+                    "targets": targets,
+                    "changed": changed,
+                    "deferred": items_of(after.deferred),
+                    "scheduled_rebalance_at_ms": after.scheduled_rebalance_at_ms,
+                },
+            ),
+        )
     detail: dict[str, Any] = {}
     known = {(d.member_id, d.departed_at_ms) for d in before.departed_members}
-    departed = {d.member_id: items_of(d.assignment) for d in after.departed_members
-                if (d.member_id, d.departed_at_ms) not in known}
+    departed = {
+        d.member_id: items_of(d.assignment)
+        for d in after.departed_members
+        if (d.member_id, d.departed_at_ms) not in known
+    }
     if departed:
         detail["departed"] = departed
     # A scheduled rebalance clearing its deadline is not shown: the group epoch record just
@@ -346,8 +409,18 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
             # Every member gone and the last ones classic, without an epoch record between: the
             # group is going back to the classic protocol, whose record follows with their work.
             detail["handover"] = True
-        return (Event(at, g, RELEASED, member_id, epoch=None, previous_epoch=before.member_epoch,
-                      released=held_before, detail=detail),)
+        return (
+            Event(
+                at,
+                g,
+                RELEASED,
+                member_id,
+                epoch=None,
+                previous_epoch=before.member_epoch,
+                released=held_before,
+                detail=detail,
+            ),
+        )
     held_after = held_items(after)
     gained = held_after - held_before
     released = held_before - held_after
@@ -355,20 +428,54 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
     if after.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
         if previous == LEAVE_GROUP_STATIC_MEMBER_EPOCH and not gained and not released:
             return ()
-        return (Event(at, g, STATIC_LEAVE, member_id, epoch=after.member_epoch, previous_epoch=previous,
-                      gained=gained, released=released, detail={"kept": items_of(after.assignment)}),)
+        return (
+            Event(
+                at,
+                g,
+                STATIC_LEAVE,
+                member_id,
+                epoch=after.member_epoch,
+                previous_epoch=previous,
+                gained=gained,
+                released=released,
+                detail={"kept": items_of(after.assignment)},
+            ),
+        )
     pending = items_of(after.pending_revocation)
-    if after.state == MemberState.UNREVOKED and pending and (
-            before is None or items_of(before.pending_revocation) != pending):
-        return (Event(at, g, REVOKING, member_id, epoch=after.member_epoch, previous_epoch=previous,
-                      gained=gained, released=released, detail={
-                          "revoking": pending, "kept": items_of(after.assignment),
-                          "target_epoch": group.assignment_epoch}),)
-    if (before is not None and previous == after.member_epoch and before.state == after.state
-            and not gained and not released):
+    if (
+        after.state == MemberState.UNREVOKED
+        and pending
+        and (before is None or items_of(before.pending_revocation) != pending)
+    ):
+        return (
+            Event(
+                at,
+                g,
+                REVOKING,
+                member_id,
+                epoch=after.member_epoch,
+                previous_epoch=previous,
+                gained=gained,
+                released=released,
+                detail={
+                    "revoking": pending,
+                    "kept": items_of(after.assignment),
+                    "target_epoch": group.assignment_epoch,
+                },
+            ),
+        )
+    if (
+        before is not None
+        and previous == after.member_epoch
+        and before.state == after.state
+        and not gained
+        and not released
+    ):
         return ()
-    detail = {"state": after.state,
-              "revoked": bool(released) and before is not None and released <= items_of(before.pending_revocation)}
+    detail = {
+        "state": after.state,
+        "revoked": bool(released) and before is not None and released <= items_of(before.pending_revocation),
+    }
     if before is None and member_id in track.handed_over:
         track.handed_over.discard(member_id)
         detail["takeover"] = True  # a classic member of the group being upgraded: it ran this already
@@ -378,8 +485,19 @@ def _current(track, key, before, after, group, at):  # noqa: ANN001, ANN202
         owners = group.owners()
         detail["waiting"] = waiting
         detail["held_by"] = sorted({owners[i] for i in waiting if i in owners})
-    return (Event(at, g, MEMBER_EPOCH, member_id, epoch=after.member_epoch, previous_epoch=previous,
-                  gained=gained, released=released, detail=detail),)
+    return (
+        Event(
+            at,
+            g,
+            MEMBER_EPOCH,
+            member_id,
+            epoch=after.member_epoch,
+            previous_epoch=previous,
+            gained=gained,
+            released=released,
+            detail=detail,
+        ),
+    )
 
 
 def _departure(group: ConnectGroup | None, member_id: str) -> dict[str, str]:
@@ -403,21 +521,48 @@ def _classic_group(track, key, before, after, group, at):  # noqa: ANN001, ANN20
             track.upgrading_from = before.generation  # the connect join that follows converted it
             # Its members' work goes on in the connect records written next, in the same batch.
             track.handed_over = set(was)
-            return tuple(Event(at, g, CLASSIC_MEMBER_LEFT, m, previous_epoch=before.generation,
-                               released=items_of(held.runs), detail={
-                                   "instance_id": member.group_instance_id, "generation": before.generation,
-                                   "runs": items_of(held.runs), "handover": True})
-                         for m, (member, held) in sorted(was.items()) if held.runs.connectors or held.runs.tasks)
+            return tuple(
+                Event(
+                    at,
+                    g,
+                    CLASSIC_MEMBER_LEFT,
+                    m,
+                    previous_epoch=before.generation,
+                    released=items_of(held.runs),
+                    detail={
+                        "instance_id": member.group_instance_id,
+                        "generation": before.generation,
+                        "runs": items_of(held.runs),
+                        "handover": True,
+                    },
+                )
+                for m, (member, held) in sorted(was.items())
+                if held.runs.connectors or held.runs.tasks
+            )
         return (Event(at, g, CLASSIC_GROUP, detail={}),)
     converted = before is None and track.deleted_epoch is not None
-    detail = {"generation": after.generation, "protocol": after.protocol, "members": len(after.members),
-              "state": after.state, "leader": after.leader,
-              "joined": sorted(now.keys() - was.keys()), "left": sorted(was.keys() - now.keys()),
-              "converted": converted}
+    detail = {
+        "generation": after.generation,
+        "protocol": after.protocol,
+        "members": len(after.members),
+        "state": after.state,
+        "leader": after.leader,
+        "joined": sorted(now.keys() - was.keys()),
+        "left": sorted(was.keys() - now.keys()),
+        "converted": converted,
+    }
     events = []
     if converted:
-        events.append(Event(at, g, CONVERTED, epoch=after.generation, previous_epoch=track.deleted_epoch,
-                            detail={"to": "classic", "generation": after.generation, "members": len(after.members)}))
+        events.append(
+            Event(
+                at,
+                g,
+                CONVERTED,
+                epoch=after.generation,
+                previous_epoch=track.deleted_epoch,
+                detail={"to": "classic", "generation": after.generation, "members": len(after.members)},
+            )
+        )
     # Back from the connect protocol: the generation goes on from the group epoch just deleted.
     previous = before.generation if before is not None else (track.deleted_epoch if converted else None)
     track.deleted_epoch = None
@@ -431,37 +576,59 @@ def _classic_members(value: ClassicGroupMetadataValue | None) -> dict[str, tuple
     """member id -> (its ClassicGroupMember, what it runs: `ClassicHoldings`)."""
     if value is None:
         return {}
-    return {m.member_id: (m, classic_member_holdings(value.protocol, m.subscription, m.assignment))
-            for m in value.members}
+    return {
+        m.member_id: (m, classic_member_holdings(value.protocol, m.subscription, m.assignment)) for m in value.members
+    }
 
 
 def _runs(entry: tuple | None) -> frozenset[Item]:
     return items_of(entry[1].runs) if entry is not None else NOTHING
 
 
-def _classic_member_events(g: str, before: ClassicGroupMetadataValue | None, after: ClassicGroupMetadataValue,
-                           was: dict[str, tuple], now: dict[str, tuple], at: Position,
-                           converted: bool) -> list[Event]:
+def _classic_member_events(
+    g: str,
+    before: ClassicGroupMetadataValue | None,
+    after: ClassicGroupMetadataValue,
+    was: dict[str, tuple],
+    now: dict[str, tuple],
+    at: Position,
+    converted: bool,
+) -> list[Event]:
     """One event per member whose place in the record changed. Work moving between members in
     one record is released before it is given (an item a member gives up and another gets in the
     same record is never held twice): a member's gains of items another member releases here come
     in a second event of its own, after every release."""
-    changes = {m: (_runs(now.get(m)) - _runs(was.get(m)), _runs(was.get(m)) - _runs(now.get(m)))
-               for m in sorted(was.keys() | now.keys())}
+    changes = {
+        m: (_runs(now.get(m)) - _runs(was.get(m)), _runs(was.get(m)) - _runs(now.get(m)))
+        for m in sorted(was.keys() | now.keys())
+    }
     released_here = {item: m for m, (_, released) in changes.items() for item in released}
     first: list[Event] = []
     later: list[Event] = []
     previous_generation = before.generation if before is not None else None
-    left_instances = {entry[0].group_instance_id: m for m, entry in was.items()
-                      if m not in now and entry[0].group_instance_id}
+    left_instances = {
+        entry[0].group_instance_id: m for m, entry in was.items() if m not in now and entry[0].group_instance_id
+    }
     for member_id, (gained, released) in changes.items():
         old, new = was.get(member_id), now.get(member_id)
         waiting = frozenset(i for i in gained if released_here.get(i, member_id) != member_id)
         gained_now = gained - waiting
         if new is None:
-            first.append(Event(at, g, CLASSIC_MEMBER_LEFT, member_id, previous_epoch=previous_generation,
-                               released=released, detail={"instance_id": old[0].group_instance_id,
-                                                          "generation": after.generation, "runs": _runs(old)}))
+            first.append(
+                Event(
+                    at,
+                    g,
+                    CLASSIC_MEMBER_LEFT,
+                    member_id,
+                    previous_epoch=previous_generation,
+                    released=released,
+                    detail={
+                        "instance_id": old[0].group_instance_id,
+                        "generation": after.generation,
+                        "runs": _runs(old),
+                    },
+                )
+            )
             continue
         member, held = new
         detail = _classic_detail(after, member, held, released)
@@ -472,31 +639,67 @@ def _classic_member_events(g: str, before: ClassicGroupMetadataValue | None, aft
                 detail["takeover"] = True  # the group came back to the classic protocol: it ran this already
         else:
             old_held = old[1]
-            same = (not gained and not released and previous_generation == after.generation
-                    and old_held.synced == held.synced and old_held.note == held.note
-                    and old[0].assignment == member.assignment)
+            same = (
+                not gained
+                and not released
+                and previous_generation == after.generation
+                and old_held.synced == held.synced
+                and old_held.note == held.note
+                and old[0].assignment == member.assignment
+            )
             if same:
                 continue
             kind = CLASSIC_MEMBER
-        event = Event(at, g, kind, member_id, epoch=after.generation,
-                      previous_epoch=previous_generation if old is not None else None,
-                      gained=gained_now, released=released, detail=detail)
+        event = Event(
+            at,
+            g,
+            kind,
+            member_id,
+            epoch=after.generation,
+            previous_epoch=previous_generation if old is not None else None,
+            gained=gained_now,
+            released=released,
+            detail=detail,
+        )
         first.append(event)
         if waiting:
-            later.append(Event(at, g, CLASSIC_MEMBER, member_id, epoch=after.generation,
-                               previous_epoch=after.generation, gained=waiting, detail={**detail, "rest": True}))
+            later.append(
+                Event(
+                    at,
+                    g,
+                    CLASSIC_MEMBER,
+                    member_id,
+                    epoch=after.generation,
+                    previous_epoch=after.generation,
+                    gained=waiting,
+                    detail={**detail, "rest": True},
+                )
+            )
     return first + later
 
 
-def _classic_detail(after: ClassicGroupMetadataValue, member: object, held: ClassicHoldings,
-                    released: frozenset[Item]) -> dict[str, Any]:
+def _classic_detail(
+    after: ClassicGroupMetadataValue, member: object, held: ClassicHoldings, released: frozenset[Item]
+) -> dict[str, Any]:
     revoked = items_of(held.revoked)
-    return {"instance_id": member.group_instance_id, "client_id": member.client_id,
-            "client_host": member.client_host, "generation": after.generation, "state": after.state,
-            "protocol": after.protocol, "url": held.url, "config_offset": held.config_offset,
-            "runs": items_of(held.runs), "synced": held.synced, "assigned": items_of(held.assigned),
-            "revoked": revoked, "revoked_released": bool(released) and held.synced and released <= revoked,
-            "leader": held.leader, "error": held.error, "note": held.note}
+    return {
+        "instance_id": member.group_instance_id,
+        "client_id": member.client_id,
+        "client_host": member.client_host,
+        "generation": after.generation,
+        "state": after.state,
+        "protocol": after.protocol,
+        "url": held.url,
+        "config_offset": held.config_offset,
+        "runs": items_of(held.runs),
+        "synced": held.synced,
+        "assigned": items_of(held.assigned),
+        "revoked": revoked,
+        "revoked_released": bool(released) and held.synced and released <= revoked,
+        "leader": held.leader,
+        "error": held.error,
+        "note": held.note,
+    }
 
 
 _DERIVE = {
@@ -541,8 +744,9 @@ def _text_group_epoch(e: Event, d: dict) -> str:
 
 def _text_connectors(e: Event, d: dict) -> str:
     if d["first"]:
-        return "connectors set: " + (", ".join(f"{n} ({_tasks(t)})" for n, t in sorted(d["connectors"].items()))
-                                     or "none")
+        return "connectors set: " + (
+            ", ".join(f"{n} ({_tasks(t)})" for n, t in sorted(d["connectors"].items())) or "none"
+        )
     parts = [f"added {n} ({_tasks(t)})" for n, t in sorted(d["added"].items())]
     parts += [f"removed {n}" for n in d["removed"]]
     parts += [f"{n} {old} -> {new} tasks" for n, (old, new) in sorted(d["resized"].items())]
@@ -556,10 +760,12 @@ def _tasks(n: int) -> str:
 def _text_configuration(e: Event, d: dict) -> str:
     if not d:
         return "configuration removed"
-    return (f"configuration: session timeout {_ms(d['session_timeout_ms'])}, heartbeat interval "
-            f"{_ms(d['heartbeat_interval_ms'])}, rebalance timeout {_ms(d['rebalance_timeout_ms'])}, "
-            f"scheduled rebalance max delay {_ms(d['scheduled_rebalance_max_delay_ms'])}, initial assignment delay "
-            f"{_ms(d.get('initial_assignment_delay_ms'))}")
+    return (
+        f"configuration: session timeout {_ms(d['session_timeout_ms'])}, heartbeat interval "
+        f"{_ms(d['heartbeat_interval_ms'])}, rebalance timeout {_ms(d['rebalance_timeout_ms'])}, "
+        f"scheduled rebalance max delay {_ms(d['scheduled_rebalance_max_delay_ms'])}, initial assignment delay "
+        f"{_ms(d.get('initial_assignment_delay_ms'))}"
+    )
 
 
 def _text_joined(e: Event, d: dict) -> str:
@@ -606,18 +812,23 @@ def _text_installed(e: Event, d: dict) -> str:
 
 def _text_failed(e: Event, d: dict) -> str:
     by = f" from {d['installed_by']}" if d["installed_by"] else ""
-    return (f"target {e.epoch}: assignor {d['assignor']}{by} failed with error {d['error']}"
-            f"{': ' + d['error_message'] if d['error_message'] else ''}; members keep their targets")
+    return (
+        f"target {e.epoch}: assignor {d['assignor']}{by} failed with error {d['error']}"
+        f"{': ' + d['error_message'] if d['error_message'] else ''}; members keep their targets"
+    )
 
 
 def _text_target_updated(e: Event, d: dict) -> str:
-    return "; ".join(f"{m} departed with target {show(items)} (recorded for its return)"
-                     for m, items in sorted(d["departed"].items()))
+    return "; ".join(
+        f"{m} departed with target {show(items)} (recorded for its return)"
+        for m, items in sorted(d["departed"].items())
+    )
 
 
 def _text_revoking(e: Event, d: dict) -> str:
-    return (f"{e.member_id} asked to revoke {show(d['revoking'])} for target {d['target_epoch']}, "
-            f"keeps {show(d['kept'])}")
+    return (
+        f"{e.member_id} asked to revoke {show(d['revoking'])} for target {d['target_epoch']}, keeps {show(d['kept'])}"
+    )
 
 
 def _text_member_epoch(e: Event, d: dict) -> str:
@@ -631,8 +842,12 @@ def _text_member_epoch(e: Event, d: dict) -> str:
     if e.previous_epoch is None:  # a new member's first current assignment
         parts[parts.index(f"moved to epoch {e.epoch}")] = f"starts at epoch {e.epoch}"
     if d.get("takeover"):
-        parts = [(f"starts at epoch {e.epoch} on the connect protocol, running {show(e.gained)} as it did on the "
-                  "classic one")]
+        parts = [
+            (
+                f"starts at epoch {e.epoch} on the connect protocol, running {show(e.gained)} as it did on the "
+                "classic one"
+            )
+        ]
     out = f"{e.member_id} " + (" and ".join(parts) or f"is at epoch {e.epoch}")
     if d.get("waiting"):
         holders = f" (held by {', '.join(d['held_by'])})" if d["held_by"] else ""
@@ -661,8 +876,9 @@ def _text_classic(e: Event, d: dict) -> str:
         return "classic group deleted"
     state = f", {d['state']}" if d.get("state") else ""
     leader = f", leader {d['leader']}" if d.get("leader") else ""
-    return (f"classic group: generation {d['generation']}, protocol {d['protocol']}, {d['members']} members"
-            f"{state}{leader}")
+    return (
+        f"classic group: generation {d['generation']}, protocol {d['protocol']}, {d['members']} members{state}{leader}"
+    )
 
 
 def _text_classic_joined(e: Event, d: dict) -> str:
@@ -679,7 +895,8 @@ def _text_classic_joined(e: Event, d: dict) -> str:
 
 def _classic_who(d: dict) -> str:
     parts = ([f"url {d['url']}"] if d.get("url") else []) + (
-        [f"config offset {d['config_offset']}"] if d.get("config_offset") is not None else [])
+        [f"config offset {d['config_offset']}"] if d.get("config_offset") is not None else []
+    )
     return f" ({', '.join(parts)})" if parts else ""
 
 
@@ -710,29 +927,44 @@ def _text_classic_member(e: Event, d: dict) -> str:
     leader = f" (leader {d['leader']})" if d["synced"] and d.get("leader") else ""
     error = f", assignment error {d['error']}" if d.get("error") else ""
     if d["synced"] and not e.gained and not e.released:
-        return (f"{e.member_id} got its assignment of generation {e.epoch}{leader}{error}: nothing changes, runs "
-                f"{show(d['runs'])}" + _classic_note(d))
+        return (
+            f"{e.member_id} got its assignment of generation {e.epoch}{leader}{error}: nothing changes, runs "
+            f"{show(d['runs'])}" + _classic_note(d)
+        )
     if not parts:
         parts.append("changed its metadata")
-    return (f"{e.member_id} {' and '.join(parts)}{where}{leader}{error}, runs {show(d['runs'])}"
-            + _classic_note(d))
+    return f"{e.member_id} {' and '.join(parts)}{where}{leader}{error}, runs {show(d['runs'])}" + _classic_note(d)
 
 
 def _text_converted(e: Event, d: dict) -> str:
     if d["to"] == "connect":
         return f"group converted to connect at generation {d['generation']} by {e.member_id}'s join"
-    return (f"group converted to classic at generation {d['generation']}: the last connect member left, "
-            f"{d['members']} classic member(s) join again")
+    return (
+        f"group converted to classic at generation {d['generation']}: the last connect member left, "
+        f"{d['members']} classic member(s) join again"
+    )
 
 
 _TEXT = {
-    GROUP_EPOCH: _text_group_epoch, GROUP_DELETED: _text_deleted, CONNECTORS: _text_connectors,
-    CONFIGURATION: _text_configuration, MEMBER_JOINED: _text_joined, MEMBER_UPDATED: _text_updated,
-    MEMBER_LEFT: _text_left, TARGET_INSTALLED: _text_installed, TARGET_FAILED: _text_failed,
-    TARGET_UPDATED: _text_target_updated, REVOKING: _text_revoking, MEMBER_EPOCH: _text_member_epoch,
-    STATIC_LEAVE: _text_static_leave, RELEASED: _text_released, CLASSIC_GROUP: _text_classic,
-    CONVERTED: _text_converted, CLASSIC_MEMBER_JOINED: _text_classic_joined,
-    CLASSIC_MEMBER_LEFT: _text_classic_left, CLASSIC_MEMBER: _text_classic_member,
+    GROUP_EPOCH: _text_group_epoch,
+    GROUP_DELETED: _text_deleted,
+    CONNECTORS: _text_connectors,
+    CONFIGURATION: _text_configuration,
+    MEMBER_JOINED: _text_joined,
+    MEMBER_UPDATED: _text_updated,
+    MEMBER_LEFT: _text_left,
+    TARGET_INSTALLED: _text_installed,
+    TARGET_FAILED: _text_failed,
+    TARGET_UPDATED: _text_target_updated,
+    REVOKING: _text_revoking,
+    MEMBER_EPOCH: _text_member_epoch,
+    STATIC_LEAVE: _text_static_leave,
+    RELEASED: _text_released,
+    CLASSIC_GROUP: _text_classic,
+    CONVERTED: _text_converted,
+    CLASSIC_MEMBER_JOINED: _text_classic_joined,
+    CLASSIC_MEMBER_LEFT: _text_classic_left,
+    CLASSIC_MEMBER: _text_classic_member,
 }
 
 
@@ -760,7 +992,18 @@ def jsonable(value: Any) -> Any:
 
 
 def event_json(e: Event) -> dict[str, Any]:
-    return {"type": "event", "group": e.group_id, "partition": e.at.partition, "offset": e.at.offset,
-            "timestamp_ms": e.at.timestamp_ms, "kind": e.kind, "member": e.member_id, "epoch": e.epoch,
-            "previous_epoch": e.previous_epoch, "gained": item_names(e.gained), "released": item_names(e.released),
-            "detail": jsonable(e.detail), "text": text(e)}
+    return {
+        "type": "event",
+        "group": e.group_id,
+        "partition": e.at.partition,
+        "offset": e.at.offset,
+        "timestamp_ms": e.at.timestamp_ms,
+        "kind": e.kind,
+        "member": e.member_id,
+        "epoch": e.epoch,
+        "previous_epoch": e.previous_epoch,
+        "gained": item_names(e.gained),
+        "released": item_names(e.released),
+        "detail": jsonable(e.detail),
+        "text": text(e),
+    }

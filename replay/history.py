@@ -132,9 +132,15 @@ class History:
     `checker`: an `replay.invariants.Invariants` told of every event and double holding.
     """
 
-    def __init__(self, group_id: str | None = None, *, keep_events: bool = True,
-                 intervals: bool | Callable[[Item], bool] = True, strict: bool = False,
-                 checker=None) -> None:  # noqa: ANN001 - an Invariants; imported by it, not here
+    def __init__(
+        self,
+        group_id: str | None = None,
+        *,
+        keep_events: bool = True,
+        intervals: bool | Callable[[Item], bool] = True,
+        strict: bool = False,
+        checker=None,
+    ) -> None:  # noqa: ANN001 - an Invariants; imported by it, not here
         self.group_id = group_id
         self.state = CoordinatorState()
         self.events: list[Event] = []
@@ -149,7 +155,8 @@ class History:
         self.checker = checker
         self._keep_events = keep_events
         self._keeps: Callable[[Item], bool] | None = (
-            _every_item if intervals is True else None if intervals is False else intervals)
+            _every_item if intervals is True else None if intervals is False else intervals
+        )
         self._groups: dict[str, _GroupHistory] = {}
         self._partition: int | None = None  # the group's partition, once a record of it is seen
         self._prefix = None if group_id is None else group_key_prefix(group_id)
@@ -176,10 +183,18 @@ class History:
         apply = self.apply_record
         for raw in records:
             key = raw.key
-            if prefix is not None and not key.startswith(prefix, 2) and len(key) >= 2 and key[0] == 0 \
-                    and key[1] in known:
-                if until is not None and raw.partition == self._partition and until.passed_by(raw.offset,
-                                                                                              raw.timestamp_ms):
+            if (
+                prefix is not None
+                and not key.startswith(prefix, 2)
+                and len(key) >= 2
+                and key[0] == 0
+                and key[1] in known
+            ):
+                if (
+                    until is not None
+                    and raw.partition == self._partition
+                    and until.passed_by(raw.offset, raw.timestamp_ms)
+                ):
                     return raw
                 self.skipped += 1
                 continue
@@ -196,7 +211,9 @@ class History:
         except RecordDecodeError as e:
             self.corrupt.append(Corrupt(at, str(e)))
             if self.strict:
-                raise CorruptRecordError(f"corrupt record at partition {at.partition} offset {at.offset}: {e}") from None
+                raise CorruptRecordError(
+                    f"corrupt record at partition {at.partition} offset {at.offset}: {e}"
+                ) from None
             return []
         key = record.key
         group_id = key.group_id
@@ -238,8 +255,9 @@ class History:
         if kind == ev.GROUP_EPOCH:
             rebalance = gh.rebalance
             if rebalance is None:
-                gh.rebalance = Rebalance(e.group_id, gh.rebalances + 1, e.at, e.previous_epoch, e.epoch,
-                                         list(e.detail["causes"]))
+                gh.rebalance = Rebalance(
+                    e.group_id, gh.rebalances + 1, e.at, e.previous_epoch, e.epoch, list(e.detail["causes"])
+                )
             else:
                 rebalance.to_epoch = e.epoch
                 rebalance.causes.extend(e.detail["causes"])
@@ -257,15 +275,17 @@ class History:
         d = e.detail
         rebalance = gh.rebalance
         if d["state"] in (PREPARING_REBALANCE, COMPLETING_REBALANCE) or (
-                e.previous_epoch is not None and e.epoch != e.previous_epoch):
+            e.previous_epoch is not None and e.epoch != e.previous_epoch
+        ):
             causes = [f"{m} joined" for m in d["joined"]] + [f"{m} left" for m in d["left"]]
             if d.get("converted"):
                 causes = ["the group went back to the classic protocol"]
             if not causes and e.epoch != e.previous_epoch and e.previous_epoch is not None:
                 causes = ["the members joined again"]
             if rebalance is None or rebalance.protocol != "classic":
-                gh.rebalance = Rebalance(e.group_id, gh.rebalances + 1, e.at, e.previous_epoch, e.epoch, causes,
-                                         protocol="classic")
+                gh.rebalance = Rebalance(
+                    e.group_id, gh.rebalances + 1, e.at, e.previous_epoch, e.epoch, causes, protocol="classic"
+                )
             else:
                 rebalance.to_epoch = e.epoch
                 if causes != ["the members joined again"]:  # the round a departure started, going on
@@ -293,8 +313,9 @@ class History:
             if holding is not None and handover:
                 gh.handed.setdefault(item, {})[member_id] = _Handed(holding, e)
             elif holding is not None and keeps is not None and keeps(item):
-                self.intervals.append(Interval(e.group_id, item, member_id, holding.since, holding.epoch, e.at,
-                                               _ended_by(e)))
+                self.intervals.append(
+                    Interval(e.group_id, item, member_id, holding.since, holding.epoch, e.at, _ended_by(e))
+                )
         carried = 0
         for item in e.gained:
             handed = None
@@ -331,8 +352,11 @@ class History:
             if keeps is not None and keeps(item):
                 for member_id, handed in by_member.items():
                     e = handed.released
-                    self.intervals.append(Interval(e.group_id, item, member_id, handed.holding.since,
-                                                   handed.holding.epoch, e.at, _ended_by(e)))
+                    self.intervals.append(
+                        Interval(
+                            e.group_id, item, member_id, handed.holding.since, handed.holding.epoch, e.at, _ended_by(e)
+                        )
+                    )
         gh.handed.clear()
 
     def _close(self, gh: _GroupHistory, at: Position) -> None:
@@ -372,14 +396,19 @@ class History:
         """Holdings a change of protocol moved off their records where the read ended, its new
         records not read yet: ended there, as far as this read shows."""
         keeps = self._keeps
-        return [Interval(group_id, item, member_id, h.holding.since, h.holding.epoch, h.released.at,
-                         _ended_by(h.released))
-                for group_id, gh in self._groups.items() for item, by_member in gh.handed.items()
-                if keeps is not None and keeps(item) for member_id, h in by_member.items()]
+        return [
+            Interval(group_id, item, member_id, h.holding.since, h.holding.epoch, h.released.at, _ended_by(h.released))
+            for group_id, gh in self._groups.items()
+            for item, by_member in gh.handed.items()
+            if keeps is not None and keeps(item)
+            for member_id, h in by_member.items()
+        ]
 
     def all_intervals(self) -> list[Interval]:
-        return sorted([*self.intervals, *self.handed_intervals(), *self.open_intervals()],
-                      key=lambda i: (i.group_id, ev.item_order(i.item), i.start.partition, i.start.offset))
+        return sorted(
+            [*self.intervals, *self.handed_intervals(), *self.open_intervals()],
+            key=lambda i: (i.group_id, ev.item_order(i.item), i.start.partition, i.start.offset),
+        )
 
     def all_rebalances(self) -> list[Rebalance]:
         """Converged rebalances, then any still open where the read ended."""
@@ -404,25 +433,47 @@ class History:
 
 def rebalance_json(r: Rebalance) -> dict[str, Any]:
     """A rebalance as `coordinator replay --format json` prints it and the audit's tables hold it."""
-    return {"type": "rebalance", "group": r.group_id, "number": r.number, "from_epoch": r.from_epoch,
-            "to_epoch": r.to_epoch, "causes": r.causes, "partition": r.start.partition,
-            "start_offset": r.start.offset, "start_timestamp_ms": r.start.timestamp_ms,
-            "installed_offset": r.installed.offset if r.installed else None,
-            "installed_timestamp_ms": r.installed.timestamp_ms if r.installed else None,
-            "end_offset": r.end.offset if r.end else None, "end_timestamp_ms": r.end.timestamp_ms if r.end else None,
-            "duration_ms": r.duration_ms, "converged": r.end is not None, "members": r.members,
-            "deferred": r.deferred, "revoked": r.revoked, "released": r.released, "assigned": r.assigned,
-            "moved": [{"item": str(item), "from": a, "to": b} for item, a, b in r.moved]}
+    return {
+        "type": "rebalance",
+        "group": r.group_id,
+        "number": r.number,
+        "from_epoch": r.from_epoch,
+        "to_epoch": r.to_epoch,
+        "causes": r.causes,
+        "partition": r.start.partition,
+        "start_offset": r.start.offset,
+        "start_timestamp_ms": r.start.timestamp_ms,
+        "installed_offset": r.installed.offset if r.installed else None,
+        "installed_timestamp_ms": r.installed.timestamp_ms if r.installed else None,
+        "end_offset": r.end.offset if r.end else None,
+        "end_timestamp_ms": r.end.timestamp_ms if r.end else None,
+        "duration_ms": r.duration_ms,
+        "converged": r.end is not None,
+        "members": r.members,
+        "deferred": r.deferred,
+        "revoked": r.revoked,
+        "released": r.released,
+        "assigned": r.assigned,
+        "moved": [{"item": str(item), "from": a, "to": b} for item, a, b in r.moved],
+    }
 
 
 def interval_json(i: Interval) -> dict[str, Any]:
     """An ownership interval as `coordinator replay who-owned --format json` prints it and the
     audit's `ownership` table holds it."""
-    return {"type": "interval", "group": i.group_id, "item": str(i.item), "member": i.member_id,
-            "partition": i.start.partition, "from_offset": i.start.offset,
-            "from_timestamp_ms": i.start.timestamp_ms, "to_offset": i.end.offset if i.end else None,
-            "to_timestamp_ms": i.end.timestamp_ms if i.end else None, "given_at_epoch": i.start_epoch,
-            "ended_by": i.ended_by}
+    return {
+        "type": "interval",
+        "group": i.group_id,
+        "item": str(i.item),
+        "member": i.member_id,
+        "partition": i.start.partition,
+        "from_offset": i.start.offset,
+        "from_timestamp_ms": i.start.timestamp_ms,
+        "to_offset": i.end.offset if i.end else None,
+        "to_timestamp_ms": i.end.timestamp_ms if i.end else None,
+        "given_at_epoch": i.start_epoch,
+        "ended_by": i.ended_by,
+    }
 
 
 _KNOWN_TYPES = frozenset(RECORD_TYPES)
@@ -492,7 +543,6 @@ def _moved(before: dict[Item, str | None], gh: _GroupHistory) -> list[tuple[Item
         if now != was:
             moved.append((item, was, now))
     return sorted(moved, key=lambda m: ev.item_order(m[0]))
-
 
 
 def _ended_by(e: Event) -> str:

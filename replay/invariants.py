@@ -73,8 +73,11 @@ class Invariants:
         if kind == ev.GROUP_EPOCH:
             if previous is not None and e.epoch < previous:
                 self._violation(EPOCH_WENT_BACK, e, f"group epoch went back from {previous} to {e.epoch}")
-            whole = not self.partial and e.epoch == 1 if previous is None else self._whole_history.get(e.group_id, False) and \
-                e.epoch == previous + 1
+            whole = (
+                not self.partial and e.epoch == 1
+                if previous is None
+                else self._whole_history.get(e.group_id, False) and e.epoch == previous + 1
+            )
             self._whole_history[e.group_id] = whole
             epochs = self._configured.setdefault(e.group_id, {})
             if whole:
@@ -91,16 +94,25 @@ class Invariants:
                 self._check_target(e, group)
         elif kind == ev.CLASSIC_GROUP:
             if previous is not None and e.epoch is not None and e.epoch < previous:
-                self._violation(EPOCH_WENT_BACK, e, f"generation of classic group {e.group_id} went back from "
-                                                    f"{previous} to {e.epoch}")
+                self._violation(
+                    EPOCH_WENT_BACK,
+                    e,
+                    f"generation of classic group {e.group_id} went back from {previous} to {e.epoch}",
+                )
         elif kind == ev.MEMBER_EPOCH or kind == ev.REVOKING:
-            if (previous is not None and previous != LEAVE_GROUP_STATIC_MEMBER_EPOCH and e.epoch < previous):
-                self._violation(EPOCH_WENT_BACK, e, f"member epoch of {e.member_id} went back from {previous} to "
-                                                    f"{e.epoch}")
+            if previous is not None and previous != LEAVE_GROUP_STATIC_MEMBER_EPOCH and e.epoch < previous:
+                self._violation(
+                    EPOCH_WENT_BACK, e, f"member epoch of {e.member_id} went back from {previous} to {e.epoch}"
+                )
 
     def held_twice(self, e: Event, item: Item, holder: str, since: Position) -> None:
-        self._violation(HELD_TWICE, e, f"{item} given to {e.member_id} while {holder} holds it (since offset "
-                                       f"{since.offset})", since.offset, e.at.offset)
+        self._violation(
+            HELD_TWICE,
+            e,
+            f"{item} given to {e.member_id} while {holder} holds it (since offset {since.offset})",
+            since.offset,
+            e.at.offset,
+        )
 
     def _check_target(self, e: Event, group: ConnectGroup) -> None:
         d = e.detail

@@ -25,8 +25,24 @@ from replay.positions import format_clock, format_duration, format_time
 
 UNOWNED = "(unowned)"
 # Colour-blind-safe qualitative palette (Okabe-Ito, then Tableau's muted tones for more connectors).
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#4E79A7", "#F28E2B",
-           "#59A14F", "#B07AA1", "#9C755F", "#EDC948", "#76B7B2", "#FF9DA7", "#BAB0AC"]
+PALETTE = [
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#56B4E9",
+    "#D55E00",
+    "#F0E442",
+    "#4E79A7",
+    "#F28E2B",
+    "#59A14F",
+    "#B07AA1",
+    "#9C755F",
+    "#EDC948",
+    "#76B7B2",
+    "#FF9DA7",
+    "#BAB0AC",
+]
 UNOWNED_COLOUR = "#9a9a9a"
 
 
@@ -98,13 +114,17 @@ def layout(history: History, group_id: str) -> Layout:
 
     def add(lane: str, item, start: int, end: int, still: bool, tooltip: str) -> None:  # noqa: ANN001
         is_connector = isinstance(item, str)
-        bars_by_lane.setdefault(lane, []).append(Bar(lane, 0, start, end, str(item), item if is_connector else
-                                                     item.connector, is_connector, still, tooltip))
+        bars_by_lane.setdefault(lane, []).append(
+            Bar(lane, 0, start, end, str(item), item if is_connector else item.connector, is_connector, still, tooltip)
+        )
 
     # A holding that ended with its member's removal says why the member left, where the group's
     # epoch record said (type 3 v1): "fenced: no heartbeat within its session timeout".
-    removed = {(e.member_id, e.at): leave_reason_text(e.detail["reason"]) for e in history.events
-               if e.kind == ev.RELEASED and e.group_id == group_id and "reason" in e.detail}
+    removed = {
+        (e.member_id, e.at): leave_reason_text(e.detail["reason"])
+        for e in history.events
+        if e.kind == ev.RELEASED and e.group_id == group_id and "reason" in e.detail
+    }
 
     def ended_by(i: Interval) -> str:
         return removed.get((i.member_id, i.end), i.ended_by)
@@ -113,19 +133,32 @@ def layout(history: History, group_id: str) -> Layout:
     for i in intervals:
         end = i.end.timestamp_ms if i.end is not None else t1
         held = format_duration(end - i.start.timestamp_ms)
-        tip = (f"{i.item} held by {i.member_id}\nfrom {format_time(i.start.timestamp_ms)} (offset {i.start.offset}, "
-               f"epoch {i.start_epoch})\nto " + (f"{format_time(end)} (offset {i.end.offset}): {ended_by(i)}"
-                                                  if i.end is not None else "the end of the read") + f"\n{held}")
+        tip = (
+            f"{i.item} held by {i.member_id}\nfrom {format_time(i.start.timestamp_ms)} (offset {i.start.offset}, "
+            f"epoch {i.start_epoch})\nto "
+            + (
+                f"{format_time(end)} (offset {i.end.offset}): {ended_by(i)}"
+                if i.end is not None
+                else "the end of the read"
+            )
+            + f"\n{held}"
+        )
         add(i.member_id, i.item, i.start.timestamp_ms, end, i.end is None, tip)
         by_item.setdefault(i.item, []).append(i)
     for item, held in by_item.items():
         held.sort(key=lambda i: i.start.offset)
         for a, b in zip(held, held[1:]):
             if a.end is not None and b.start.offset > a.end.offset and b.start.timestamp_ms > a.end.timestamp_ms:
-                add(UNOWNED, item, a.end.timestamp_ms, b.start.timestamp_ms, False,
+                add(
+                    UNOWNED,
+                    item,
+                    a.end.timestamp_ms,
+                    b.start.timestamp_ms,
+                    False,
                     f"{item} unowned for {format_duration(b.start.timestamp_ms - a.end.timestamp_ms)}\n"
                     f"from {format_time(a.end.timestamp_ms)} ({a.member_id}: {ended_by(a)})\n"
-                    f"to {format_time(b.start.timestamp_ms)} (given to {b.member_id})")
+                    f"to {format_time(b.start.timestamp_ms)} (given to {b.member_id})",
+                )
 
     lanes = []
     bars = []
@@ -134,9 +167,11 @@ def layout(history: History, group_id: str) -> Layout:
         lanes.append((lane, rows))
         bars.extend(bars_by_lane[lane])
     # A static member that comes back under a new member id is the same worker: say so on its lane.
-    instances = {e.member_id: e.detail["instance_id"] for e in history.events
-                 if e.kind in (ev.MEMBER_JOINED, ev.CLASSIC_MEMBER_JOINED) and e.group_id == group_id
-                 and e.detail["instance_id"]}
+    instances = {
+        e.member_id: e.detail["instance_id"]
+        for e in history.events
+        if e.kind in (ev.MEMBER_JOINED, ev.CLASSIC_MEMBER_JOINED) and e.group_id == group_id and e.detail["instance_id"]
+    }
     away = []
     gone: dict[str, int] = {}
     for e in history.events:
@@ -159,13 +194,22 @@ def layout(history: History, group_id: str) -> Layout:
         if len(r.moved) > 15:
             moved += f", ... +{len(r.moved) - 15} more"
         state = f"converged in {format_duration(r.duration_ms)}" if r.end is not None else "not converged"
-        bands.append(Band(r.start.timestamp_ms, end, r.to_epoch, why, r.end is not None,
-                          f"rebalance {r.number}: {'generation' if r.protocol == 'classic' else 'epoch'} "
-                          f"{r.from_epoch} -> {r.to_epoch}, {state}\n"
-                          f"{format_time(r.start.timestamp_ms)} (offset {r.start.offset})\n{why}\n"
-                          f"moved: {moved or 'nothing'}"))
-    title = (f"group {group_id}: who held what, {format_time(t0)} to {format_clock(t1)} UTC, "
-             f"{len(rebalances)} rebalances")
+        bands.append(
+            Band(
+                r.start.timestamp_ms,
+                end,
+                r.to_epoch,
+                why,
+                r.end is not None,
+                f"rebalance {r.number}: {'generation' if r.protocol == 'classic' else 'epoch'} "
+                f"{r.from_epoch} -> {r.to_epoch}, {state}\n"
+                f"{format_time(r.start.timestamp_ms)} (offset {r.start.offset})\n{why}\n"
+                f"moved: {moved or 'nothing'}",
+            )
+        )
+    title = (
+        f"group {group_id}: who held what, {format_time(t0)} to {format_clock(t1)} UTC, {len(rebalances)} rebalances"
+    )
     return Layout(title, t0, t1, lanes, bars, bands, colours, instances, [a for a in away if a.lane in bars_by_lane])
 
 
@@ -187,7 +231,7 @@ def _pack(bars: list[Bar]) -> int:
 
 
 def _item_key(bar: Bar) -> tuple:
-    task = bar.label[len(bar.connector) + 1:] if not bar.is_connector else ""
+    task = bar.label[len(bar.connector) + 1 :] if not bar.is_connector else ""
     return (bar.connector, -1 if bar.is_connector else int(task) if task.isdigit() else 0)
 
 
@@ -230,8 +274,26 @@ def _height(picture: Layout) -> float:
 
 def _ticks(t0: int, t1: int, wanted: int = 10) -> list[int]:
     span = max(1, t1 - t0)
-    steps = [1_000, 2_000, 5_000, 10_000, 15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000,
-             3_600_000, 7_200_000, 10_800_000, 21_600_000, 43_200_000, 86_400_000]
+    steps = [
+        1_000,
+        2_000,
+        5_000,
+        10_000,
+        15_000,
+        30_000,
+        60_000,
+        120_000,
+        300_000,
+        600_000,
+        900_000,
+        1_800_000,
+        3_600_000,
+        7_200_000,
+        10_800_000,
+        21_600_000,
+        43_200_000,
+        86_400_000,
+    ]
     step = next((s for s in steps if span / s <= wanted), steps[-1])
     first = (t0 + step - 1) // step * step
     return list(range(first, t1 + 1, step))
@@ -262,7 +324,7 @@ def _label_places(picture: Layout, px_per_ms: float, char_px: float) -> list[str
 
 def _shade(colour: str, factor: float) -> str:
     """The colour darkened (factor < 1) or lightened (> 1)."""
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
     if factor < 1:
         r, g, b = (int(c * factor) for c in (r, g, b))
     else:
@@ -281,9 +343,11 @@ _LISTED = 24  # rebalances listed under the picture; the timeline has them all
 
 
 def _rebalance_lines(picture: Layout) -> list[str]:
-    lines = [f"e{b.epoch:<5} {format_clock(b.start_ms)}  "
-             f"{format_duration(b.end_ms - b.start_ms) if b.converged else 'not converged':<13} {b.label}"
-             for b in picture.bands[:_LISTED]]
+    lines = [
+        f"e{b.epoch:<5} {format_clock(b.start_ms)}  "
+        f"{format_duration(b.end_ms - b.start_ms) if b.converged else 'not converged':<13} {b.label}"
+        for b in picture.bands[:_LISTED]
+    ]
     if len(picture.bands) > _LISTED:
         lines.append(f"... and {len(picture.bands) - _LISTED} more rebalances: see `coordinator replay timeline`")
     return lines
@@ -303,8 +367,9 @@ def _label_levels(xs: list[float], min_gap: float) -> list[int]:
 
 
 # matplotlib is the optional extra `plot` (pyproject.toml): the server image does not install it.
-PNG_NEEDS_MATPLOTLIB = ("a .png plot needs matplotlib: pip install 'worker-coordinator[plot]' "
-                        "(an .html or .svg plot needs nothing)")
+PNG_NEEDS_MATPLOTLIB = (
+    "a .png plot needs matplotlib: pip install 'worker-coordinator[plot]' (an .html or .svg plot needs nothing)"
+)
 
 
 def require_matplotlib() -> None:
@@ -356,12 +421,22 @@ def _png_bands(ax, picture: Layout, levels: list[int], px_per_s: float) -> None:
     t0 = picture.t0
     for band, level in zip(picture.bands, levels):
         x0, x1 = (band.start_ms - t0) / 1000, (band.end_ms - t0) / 1000
-        ax.axvspan(x0, max(x1, x0 + 2 / px_per_s), color="#d9d9d9" if band.converged else "#f4c7c3",
-                   alpha=0.5, lw=0, zorder=0)
+        ax.axvspan(
+            x0, max(x1, x0 + 2 / px_per_s), color="#d9d9d9" if band.converged else "#f4c7c3", alpha=0.5, lw=0, zorder=0
+        )
         ax.axvline(x0, color="#666666", lw=0.7, ls="--", zorder=1)
-        ax.annotate(f"e{band.epoch}", (x0, -0.05), xytext=(0, 4 + 14 * level), textcoords="offset points",
-                    fontsize=8, ha="center", va="bottom", color="#222222", annotation_clip=False,
-                    arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.5} if level else None)
+        ax.annotate(
+            f"e{band.epoch}",
+            (x0, -0.05),
+            xytext=(0, 4 + 14 * level),
+            textcoords="offset points",
+            fontsize=8,
+            ha="center",
+            va="bottom",
+            color="#222222",
+            annotation_clip=False,
+            arrowprops={"arrowstyle": "-", "color": "#999999", "lw": 0.5} if level else None,
+        )
 
 
 def _png_bars(ax, picture: Layout, tops: dict[str, float], px_per_s: float) -> None:  # noqa: ANN001 - Axes
@@ -369,7 +444,7 @@ def _png_bars(ax, picture: Layout, tops: dict[str, float], px_per_s: float) -> N
     from matplotlib.patches import Rectangle  # loaded by _png already
 
     t0 = picture.t0
-    for name, rows in picture.lanes[1:]:
+    for name, _rows in picture.lanes[1:]:
         ax.axhline(tops[name] - LANE_GAP / 2, color="#bbbbbb", lw=0.6, zorder=1)
     places = _label_places(picture, px_per_s / 1000, 5.6)
     for bar, place in zip(picture.bars, places):
@@ -380,23 +455,59 @@ def _png_bars(ax, picture: Layout, tops: dict[str, float], px_per_s: float) -> N
         x0 = (bar.start_ms - t0) / 1000
         width = max((bar.end_ms - bar.start_ms) / 1000, 1.5 / px_per_s)
         unowned = bar.lane == UNOWNED
-        ax.barh(y + 0.5, width, left=x0, height=0.8, color="#e4e4e4" if unowned else colour,
-                edgecolor=UNOWNED_COLOUR if unowned else "white", linewidth=0 if unowned else 0.5,
-                hatch="/////" if unowned else None, zorder=2)
+        ax.barh(
+            y + 0.5,
+            width,
+            left=x0,
+            height=0.8,
+            color="#e4e4e4" if unowned else colour,
+            edgecolor=UNOWNED_COLOUR if unowned else "white",
+            linewidth=0 if unowned else 0.5,
+            hatch="/////" if unowned else None,
+            zorder=2,
+        )
         label = bar.label + (" ▸" if bar.still_held else "")
         if place == "in":
-            ax.text(x0 + 4 / px_per_s, y + 0.52, label, fontsize=7.5, va="center", ha="left", zorder=3,
-                    color="black" if unowned or _light(colour) else "white", clip_on=True,
-                    bbox={"facecolor": "#e4e4e4", "edgecolor": "none", "pad": 0.5} if unowned else None)
+            ax.text(
+                x0 + 4 / px_per_s,
+                y + 0.52,
+                label,
+                fontsize=7.5,
+                va="center",
+                ha="left",
+                zorder=3,
+                color="black" if unowned or _light(colour) else "white",
+                clip_on=True,
+                bbox={"facecolor": "#e4e4e4", "edgecolor": "none", "pad": 0.5} if unowned else None,
+            )
         elif place == "out":
-            ax.text(x0 + width + 3 / px_per_s, y + 0.52, label, fontsize=7.5, va="center", ha="left", zorder=3,
-                    color="#333333", clip_on=True)
+            ax.text(
+                x0 + width + 3 / px_per_s,
+                y + 0.52,
+                label,
+                fontsize=7.5,
+                va="center",
+                ha="left",
+                zorder=3,
+                color="#333333",
+                clip_on=True,
+            )
 
     for a in picture.away:
         rows = dict(picture.lanes)[a.lane]
-        ax.add_patch(Rectangle(((a.start_ms - t0) / 1000, tops[a.lane]), max((a.end_ms - a.start_ms) / 1000,
-                               1.5 / px_per_s), rows * ROW, facecolor="white", alpha=0.55, edgecolor="#555555",
-                               hatch="..", lw=0.6, zorder=4))
+        ax.add_patch(
+            Rectangle(
+                ((a.start_ms - t0) / 1000, tops[a.lane]),
+                max((a.end_ms - a.start_ms) / 1000, 1.5 / px_per_s),
+                rows * ROW,
+                facecolor="white",
+                alpha=0.55,
+                edgecolor="#555555",
+                hatch="..",
+                lw=0.6,
+                zorder=4,
+            )
+        )
 
 
 def _png_axes(ax, picture: Layout, tops: dict[str, float]) -> None:  # noqa: ANN001 - matplotlib Axes
@@ -414,26 +525,52 @@ def _png_axes(ax, picture: Layout, tops: dict[str, float]) -> None:  # noqa: ANN
     ax.set_axisbelow(True)
 
 
-def _png_legend(fig, picture: Layout, lines: list[str], left_in: float, footer_in: float,  # noqa: ANN001 - Figure
-                fig_h: float) -> None:
+def _png_legend(
+    fig,
+    picture: Layout,
+    lines: list[str],
+    left_in: float,
+    footer_in: float,  # noqa: ANN001 - Figure
+    fig_h: float,
+) -> None:
     from matplotlib.patches import Patch  # loaded by _png already
 
     handles = [Patch(color=c, label=name) for name, c in picture.colours.items()]
-    handles += [Patch(facecolor="#d9d9d9", label="rebalance: epoch bump to convergence"),
-                Patch(facecolor="#e4e4e4", edgecolor=UNOWNED_COLOUR, hatch="/////", label="unowned"),
-                *([Patch(facecolor="white", edgecolor="#555555", hatch="..", label="kept for a static member away")]
-                  if picture.away else []),
-                Patch(color="white", label="▸ still held at the end; darker: the connector itself")]
-    fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(left_in / _WIDTH_IN, (footer_in - 0.5) / fig_h),
-               ncol=min(len(handles), 9), fontsize=8, frameon=False, handlelength=1.2, columnspacing=1.2)
+    handles += [
+        Patch(facecolor="#d9d9d9", label="rebalance: epoch bump to convergence"),
+        Patch(facecolor="#e4e4e4", edgecolor=UNOWNED_COLOUR, hatch="/////", label="unowned"),
+        *(
+            [Patch(facecolor="white", edgecolor="#555555", hatch="..", label="kept for a static member away")]
+            if picture.away
+            else []
+        ),
+        Patch(color="white", label="▸ still held at the end; darker: the connector itself"),
+    ]
+    fig.legend(
+        handles=handles,
+        loc="upper left",
+        bbox_to_anchor=(left_in / _WIDTH_IN, (footer_in - 0.5) / fig_h),
+        ncol=min(len(handles), 9),
+        fontsize=8,
+        frameon=False,
+        handlelength=1.2,
+        columnspacing=1.2,
+    )
     if lines:
-        fig.text(left_in / _WIDTH_IN, (footer_in - 0.95) / fig_h,
-                 "rebalances: epoch reached, start, duration, why\n" + "\n".join(lines),
-                 fontsize=7.5, family="monospace", va="top", ha="left", color="#222222")
+        fig.text(
+            left_in / _WIDTH_IN,
+            (footer_in - 0.95) / fig_h,
+            "rebalances: epoch reached, start, duration, why\n" + "\n".join(lines),
+            fontsize=7.5,
+            family="monospace",
+            va="top",
+            ha="left",
+            color="#222222",
+        )
 
 
 def _light(colour: str) -> bool:
-    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    r, g, b = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
     return 0.299 * r + 0.587 * g + 0.114 * b > 150
 
 
@@ -470,18 +607,29 @@ def _svg(picture: Layout) -> str:
     scale = (width - left - right) / ((t1 - t0) * 1.01)  # room for the bars that reach the end of the read
     levels = _label_levels([(b.start_ms - t0) * scale for b in picture.bands], 34)
     row_px = 18
-    frame = _SvgFrame(picture, left, right, width, row_px, _lane_tops(picture), _height(picture) * row_px,
-                      50 + 15 * (max(levels, default=0) + 1), scale)
+    frame = _SvgFrame(
+        picture,
+        left,
+        right,
+        width,
+        row_px,
+        _lane_tops(picture),
+        _height(picture) * row_px,
+        50 + 15 * (max(levels, default=0) + 1),
+        scale,
+    )
     lines = _rebalance_lines(picture)
     height = int(frame.top_margin + frame.plot_h + 70 + (24 + 14 * len(lines) if lines else 0))
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
-           f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
-           '<defs><pattern id="unowned" width="6" height="6" patternUnits="userSpaceOnUse" '
-           'patternTransform="rotate(45)"><rect width="6" height="6" fill="#e4e4e4"/>'
-           f'<line x1="0" y1="0" x2="0" y2="6" stroke="{UNOWNED_COLOUR}" stroke-width="3"/></pattern>'
-           '<pattern id="away" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" '
-           'fill="white" fill-opacity="0.55"/><circle cx="2.5" cy="2.5" r="0.8" fill="#555"/></pattern></defs>',
-           f'<text x="{left}" y="22" font-size="15" font-weight="bold">{_esc(picture.title)}</text>']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
+        '<defs><pattern id="unowned" width="6" height="6" patternUnits="userSpaceOnUse" '
+        'patternTransform="rotate(45)"><rect width="6" height="6" fill="#e4e4e4"/>'
+        f'<line x1="0" y1="0" x2="0" y2="6" stroke="{UNOWNED_COLOUR}" stroke-width="3"/></pattern>'
+        '<pattern id="away" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" '
+        'fill="white" fill-opacity="0.55"/><circle cx="2.5" cy="2.5" r="0.8" fill="#555"/></pattern></defs>',
+        f'<text x="{left}" y="22" font-size="15" font-weight="bold">{_esc(picture.title)}</text>',
+    ]
     out += _svg_time_axis(frame)
     out += _svg_bands(frame, levels)
     out += _svg_lanes(frame)
@@ -493,11 +641,16 @@ def _svg(picture: Layout) -> str:
 
 def _svg_time_axis(f: _SvgFrame) -> list[str]:
     bottom = f.top_margin + f.plot_h
-    out = [f'<line x1="{f.x(tick):.1f}" y1="{f.top_margin}" x2="{f.x(tick):.1f}" y2="{bottom}" '
-           f'stroke="#eeeeee"/><text x="{f.x(tick):.1f}" y="{bottom + 16}" text-anchor="middle" '
-           f'fill="#444">{format_clock(tick)}</text>' for tick in _ticks(f.picture.t0, f.picture.t1)]
-    out.append(f'<text x="{(f.left + f.width - f.right) / 2}" y="{bottom + 34}" text-anchor="middle" '
-               'fill="#444">time (UTC)</text>')
+    out = [
+        f'<line x1="{f.x(tick):.1f}" y1="{f.top_margin}" x2="{f.x(tick):.1f}" y2="{bottom}" '
+        f'stroke="#eeeeee"/><text x="{f.x(tick):.1f}" y="{bottom + 16}" text-anchor="middle" '
+        f'fill="#444">{format_clock(tick)}</text>'
+        for tick in _ticks(f.picture.t0, f.picture.t1)
+    ]
+    out.append(
+        f'<text x="{(f.left + f.width - f.right) / 2}" y="{bottom + 34}" text-anchor="middle" '
+        'fill="#444">time (UTC)</text>'
+    )
     return out
 
 
@@ -508,11 +661,13 @@ def _svg_bands(f: _SvgFrame, levels: list[int]) -> list[str]:
         x0, x1 = f.x(band.start_ms), max(f.x(band.end_ms), f.x(band.start_ms) + 2)
         fill = "#d9d9d9" if band.converged else "#f4c7c3"
         label_y = f.top_margin - 6 - 15 * level
-        out.append(f'<g><title>{_esc(band.tooltip)}</title><rect x="{x0:.1f}" y="{f.top_margin}" '
-                   f'width="{x1 - x0:.1f}" height="{f.plot_h}" fill="{fill}" opacity="0.5"/><line x1="{x0:.1f}" '
-                   f'y1="{label_y + 3}" x2="{x0:.1f}" y2="{f.top_margin + f.plot_h}" stroke="#555" '
-                   f'stroke-dasharray="4 3"/><text x="{x0:.1f}" y="{label_y}" text-anchor="middle" font-size="10" '
-                   f'fill="#222">e{band.epoch}</text></g>')
+        out.append(
+            f'<g><title>{_esc(band.tooltip)}</title><rect x="{x0:.1f}" y="{f.top_margin}" '
+            f'width="{x1 - x0:.1f}" height="{f.plot_h}" fill="{fill}" opacity="0.5"/><line x1="{x0:.1f}" '
+            f'y1="{label_y + 3}" x2="{x0:.1f}" y2="{f.top_margin + f.plot_h}" stroke="#555" '
+            f'stroke-dasharray="4 3"/><text x="{x0:.1f}" y="{label_y}" text-anchor="middle" font-size="10" '
+            f'fill="#222">e{band.epoch}</text></g>'
+        )
     return out
 
 
@@ -521,14 +676,17 @@ def _svg_lanes(f: _SvgFrame) -> list[str]:
     for n, (name, rows) in enumerate(f.picture.lanes):
         y0 = f.top_margin + f.tops[name] * f.row_px
         if n:
-            out.append(f'<line x1="10" y1="{y0 - LANE_GAP * f.row_px / 2:.1f}" x2="{f.width - f.right}" '
-                       f'y2="{y0 - LANE_GAP * f.row_px / 2:.1f}" stroke="#bbb"/>')
+            out.append(
+                f'<line x1="10" y1="{y0 - LANE_GAP * f.row_px / 2:.1f}" x2="{f.width - f.right}" '
+                f'y2="{y0 - LANE_GAP * f.row_px / 2:.1f}" stroke="#bbb"/>'
+            )
         label_y = y0 + rows * f.row_px / 2 + 4
-        out.append(f'<text x="{f.left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">'
-                   f'{_esc(name)}</text>')
+        out.append(f'<text x="{f.left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">{_esc(name)}</text>')
         if name in f.picture.instances:
-            out.append(f'<text x="{f.left - 8}" y="{label_y + 13:.1f}" text-anchor="end" fill="#555" '
-                       f'font-size="10">instance {_esc(f.picture.instances[name])}</text>')
+            out.append(
+                f'<text x="{f.left - 8}" y="{label_y + 13:.1f}" text-anchor="end" fill="#555" '
+                f'font-size="10">instance {_esc(f.picture.instances[name])}</text>'
+            )
     return out
 
 
@@ -550,16 +708,20 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
             text = f'<text x="{x0 + 4:.1f}" y="{y + row_px * 0.62:.1f}" fill="{ink}" font-size="10">{label}</text>'
         elif place == "out":
             text = f'<text x="{x0 + w + 3:.1f}" y="{y + row_px * 0.62:.1f}" fill="#333" font-size="10">{label}</text>'
-        out.append(f'<g><title>{_esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
-                   f'height="{row_px - 3}" rx="2" fill="{fill}" stroke="white" stroke-width="0.5"/>{text}</g>')
+        out.append(
+            f'<g><title>{_esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
+            f'height="{row_px - 3}" rx="2" fill="{fill}" stroke="white" stroke-width="0.5"/>{text}</g>'
+        )
     for a in picture.away:
         rows = dict(picture.lanes)[a.lane]
         x0 = f.x(a.start_ms)
         until = f"{format_time(a.end_ms)}: {a.ended}" if a.ended else format_time(a.end_ms)
-        out.append(f'<g><title>{_esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the '
-                   f'coordinator kept its assignment until {_esc(until)}</title><rect x="{x0:.1f}" '
-                   f'y="{f.top_margin + f.tops[a.lane] * row_px:.1f}" width="{max(f.x(a.end_ms) - x0, 1.5):.1f}" '
-                   f'height="{rows * row_px}" fill="url(#away)" stroke="#555" stroke-width="0.6"/></g>')
+        out.append(
+            f"<g><title>{_esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the "
+            f'coordinator kept its assignment until {_esc(until)}</title><rect x="{x0:.1f}" '
+            f'y="{f.top_margin + f.tops[a.lane] * row_px:.1f}" width="{max(f.x(a.end_ms) - x0, 1.5):.1f}" '
+            f'height="{rows * row_px}" fill="url(#away)" stroke="#555" stroke-width="0.6"/></g>'
+        )
     return out
 
 
@@ -567,11 +729,16 @@ def _svg_legend(f: _SvgFrame, lines: list[str]) -> list[str]:
     legend_y = f.top_margin + f.plot_h + 54
     lx = f.left
     out = []
-    for name, colour in [*f.picture.colours.items(), ("rebalance: epoch bump to convergence", "#d9d9d9"),
-                         ("unowned", "url(#unowned)"),
-                         *([("kept for a static member away", "url(#away)")] if f.picture.away else [])]:
-        out.append(f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{colour}"/>'
-                   f'<text x="{lx + 16}" y="{legend_y}">{_esc(name)}</text>')
+    for name, colour in [
+        *f.picture.colours.items(),
+        ("rebalance: epoch bump to convergence", "#d9d9d9"),
+        ("unowned", "url(#unowned)"),
+        *([("kept for a static member away", "url(#away)")] if f.picture.away else []),
+    ]:
+        out.append(
+            f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{colour}"/>'
+            f'<text x="{lx + 16}" y="{legend_y}">{_esc(name)}</text>'
+        )
         lx += 28 + 6.5 * len(name)
     out.append(f'<text x="{lx}" y="{legend_y}">▸ still held at the end; darker: the connector itself</text>')
     if lines:
@@ -583,10 +750,12 @@ def _svg_legend(f: _SvgFrame, lines: list[str]) -> list[str]:
 
 
 def _html(picture: Layout) -> str:
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(picture.title)}'
-            '</title><style>body{margin:16px;font-family:Helvetica,Arial,sans-serif}svg{max-width:100%;height:auto}'
-            'p{color:#555;font-size:13px}</style></head><body>\n'
-            + _svg(picture)
-            + "\n<p>One lane per worker; a bar per connector (darker) and task held; ▸: still held where the read "
-              "ended. Grey bands: rebalances, from the group epoch bump to convergence (red: not converged). "
-              "Hover over a bar or a band for its offsets, epochs, what moved and why.</p>\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(picture.title)}'
+        "</title><style>body{margin:16px;font-family:Helvetica,Arial,sans-serif}svg{max-width:100%;height:auto}"
+        "p{color:#555;font-size:13px}</style></head><body>\n"
+        + _svg(picture)
+        + "\n<p>One lane per worker; a bar per connector (darker) and task held; ▸: still held where the read "
+        "ended. Grey bands: rebalances, from the group epoch bump to convergence (red: not converged). "
+        "Hover over a bar or a band for its offsets, epochs, what moved and why.</p>\n</body></html>\n"
+    )

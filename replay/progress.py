@@ -37,8 +37,9 @@ class Progress:
         fraction = min(1.0, done / total) if total else 1.0
         if self.tty:
             filled = int(fraction * _WIDTH)
-            self.stream.write(f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {fraction:4.0%} "
-                              f"{elapsed:5.1f}s")
+            self.stream.write(
+                f"\r{self.label} [{'#' * filled}{'.' * (_WIDTH - filled)}] {fraction:4.0%} {elapsed:5.1f}s"
+            )
             self.drawn = True
         else:
             self.stream.write(f"{self.label}: {fraction:.0%} after {elapsed:.0f}s\n")

@@ -78,10 +78,15 @@ def _in_window(window: Window) -> Callable[[RawRecord], bool] | None:
 # --- the live topic ----------------------------------------------------------------------------------
 
 
-def read_topic(config: Mapping[str, str], topic: str, *,
-               partitions: Iterable[int] | Callable[[int], Iterable[int]] | None = None,
-               window: Window = Window(), timeout_s: float = 30.0,
-               progress: ProgressFn | None = None) -> Iterator[RawRecord]:
+def read_topic(
+    config: Mapping[str, str],
+    topic: str,
+    *,
+    partitions: Iterable[int] | Callable[[int], Iterable[int]] | None = None,
+    window: Window = Window(),
+    timeout_s: float = 30.0,
+    progress: ProgressFn | None = None,
+) -> Iterator[RawRecord]:
     """The records of `topic` (all partitions, or `partitions`, one after the other) in `window`,
     up to each partition's end offset when the read starts. `partitions` may be a function of the
     topic's partition count (a group's partition is). Raises SourceError."""
@@ -119,8 +124,12 @@ def open_consumer(config: Mapping[str, str]) -> Consumer:
     try:
         # fetch.wait.max.ms: a read goes partition after partition, and each switch otherwise waits
         # out the fetch left pending on the finished one (0.5 s by default; 8 s on 16 partitions).
-        return Consumer({**reader_config(config, "worker-coordinator-replay", **{"fetch.wait.max.ms": 10}),
-                         "logger": _LIBRDKAFKA_LOG})
+        return Consumer(
+            {
+                **reader_config(config, "worker-coordinator-replay", **{"fetch.wait.max.ms": 10}),
+                "logger": _LIBRDKAFKA_LOG,
+            }
+        )
     except KafkaException as e:
         raise SourceError(f"invalid Kafka client configuration: {e.args[0].str()}", exit_code=2) from None
 
@@ -139,8 +148,7 @@ def partition_count(consumer: Consumer, topic: str, timeout_s: float, config: Ma
     return len(found.partitions)
 
 
-def _range(consumer: Consumer, topic: str, partition: int, window: Window, timeout_s: float
-           ) -> tuple[int, int, int]:
+def _range(consumer: Consumer, topic: str, partition: int, window: Window, timeout_s: float) -> tuple[int, int, int]:
     """(partition, first offset to read, end offset) for the window, the end captured now."""
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=timeout_s)
     start, end = low, high
@@ -149,8 +157,9 @@ def _range(consumer: Consumer, topic: str, partition: int, window: Window, timeo
     if window.to_offset is not None:
         end = min(end, window.to_offset + 1)
     if window.from_time_ms is not None and start < end:
-        (found,) = consumer.offsets_for_times([TopicPartition(topic, partition, window.from_time_ms)],
-                                              timeout=timeout_s)
+        (found,) = consumer.offsets_for_times(
+            [TopicPartition(topic, partition, window.from_time_ms)], timeout=timeout_s
+        )
         if found.error is None:
             # -1: no record at or after that time. Anything else is only a hint (see the module
             # docstring): records are checked against the window's times as they come.
@@ -158,8 +167,9 @@ def _range(consumer: Consumer, topic: str, partition: int, window: Window, timeo
     return partition, start, end
 
 
-def read_partition(consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
-               ) -> Iterator[RawRecord]:
+def read_partition(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, timeout_s: float
+) -> Iterator[RawRecord]:
     try:
         for message in read_range(consumer, topic, partition, start, end, timeout_s):
             yield RawRecord(partition, message.offset(), message.timestamp()[1], message.key() or b"", message.value())
@@ -181,9 +191,14 @@ def kafka_message(e: KafkaException, config: Mapping[str, str], timeout_s: float
 
 def dump_header(source: str, topic: str | None, partitions: Iterable[int] | None) -> dict[str, Any]:
     """What a dump says about itself: the tool and version, and where its records came from."""
-    return {"dump": "worker-coordinator", "version": _FORMAT_VERSION, "source": source, "topic": topic,
-            "partitions": None if partitions is None else sorted(partitions),
-            "written_at_ms": int(time.time() * 1000)}
+    return {
+        "dump": "worker-coordinator",
+        "version": _FORMAT_VERSION,
+        "source": source,
+        "topic": topic,
+        "partitions": None if partitions is None else sorted(partitions),
+        "written_at_ms": int(time.time() * 1000),
+    }
 
 
 def write_dump(out: IO[bytes], records: Iterable[RawRecord], fmt: str, header: dict[str, Any]) -> int:
@@ -193,10 +208,18 @@ def write_dump(out: IO[bytes], records: Iterable[RawRecord], fmt: str, header: d
         out.write(orjson.dumps(header) + b"\n")
         b64 = base64.b64encode
         for r in records:
-            out.write(orjson.dumps({
-                "partition": r.partition, "offset": r.offset, "timestamp_ms": r.timestamp_ms,
-                "key": b64(r.key).decode(), "value": None if r.value is None else b64(r.value).decode(),
-            }) + b"\n")
+            out.write(
+                orjson.dumps(
+                    {
+                        "partition": r.partition,
+                        "offset": r.offset,
+                        "timestamp_ms": r.timestamp_ms,
+                        "key": b64(r.key).decode(),
+                        "value": None if r.value is None else b64(r.value).decode(),
+                    }
+                )
+                + b"\n"
+            )
             count += 1
     elif fmt == "binary":
         head = orjson.dumps(header)
@@ -214,8 +237,13 @@ def write_dump(out: IO[bytes], records: Iterable[RawRecord], fmt: str, header: d
     return count
 
 
-def read_dump(path: str | Path, *, partitions: Iterable[int] | None = None, window: Window = Window(),
-              progress: ProgressFn | None = None) -> Iterator[RawRecord]:
+def read_dump(
+    path: str | Path,
+    *,
+    partitions: Iterable[int] | None = None,
+    window: Window = Window(),
+    progress: ProgressFn | None = None,
+) -> Iterator[RawRecord]:
     """The records of a dump file (either format, told from its first bytes) in `window`."""
     path = Path(path)
     try:
@@ -252,8 +280,9 @@ def _json_header(line: bytes, path: Path) -> dict[str, Any]:
     if not isinstance(header, dict) or header.get("dump") != "worker-coordinator":
         raise SourceError(f"{path} is not a dump file written by `coordinator dump`")
     if header.get("version") != _FORMAT_VERSION:
-        raise SourceError(f"{path} is dump format version {header.get('version')}; this reader knows "
-                          f"version {_FORMAT_VERSION}")
+        raise SourceError(
+            f"{path} is dump format version {header.get('version')}; this reader knows version {_FORMAT_VERSION}"
+        )
     return header
 
 
@@ -277,8 +306,9 @@ def _jsonl_records(f: IO[bytes], start: bytes, path: Path) -> Iterator[RawRecord
         try:
             o = loads(line)
             value = o["value"]
-            yield RawRecord(o["partition"], o["offset"], o["timestamp_ms"], b64(o["key"]),
-                            None if value is None else b64(value))
+            yield RawRecord(
+                o["partition"], o["offset"], o["timestamp_ms"], b64(o["key"]), None if value is None else b64(value)
+            )
         except (orjson.JSONDecodeError, KeyError, TypeError, binascii.Error):
             raise SourceError(f"{path}:{number}: not a dump record") from None
 

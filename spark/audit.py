@@ -60,12 +60,21 @@ _RAW = ["partition", "offset", "timestamp", "key", "value"]
 
 # librdkafka's names for the settings whose Java client names differ (the rest are the same or
 # only one client knows them; the Java client ignores what it does not know).
-_SASL_MODULES = {"PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-                 "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-                 "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule"}
-_LIBRDKAFKA_ONLY = {"sasl.username", "sasl.password", "sasl.mechanisms", "ssl.ca.location",
-                    "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
-                    "enable.ssl.certificate.verification"}
+_SASL_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_LIBRDKAFKA_ONLY = {
+    "sasl.username",
+    "sasl.password",
+    "sasl.mechanisms",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "enable.ssl.certificate.verification",
+}
 
 
 @dataclass(frozen=True)
@@ -105,18 +114,24 @@ def java_client_config(kafka: Mapping[str, str]) -> dict[str, str]:
     if "sasl.username" in kafka and "sasl.jaas.config" not in kafka:
         module = _SASL_MODULES.get((mechanism or "PLAIN").upper())
         if module is None:
-            raise CliError(f"sasl.mechanism {mechanism}: only PLAIN and SCRAM credentials (sasl.username, "
-                           "sasl.password) translate to Spark's Kafka client; pass sasl.jaas.config instead",
-                           exit_code=2)
-        user, password = (kafka[k].replace("\\", "\\\\").replace('"', '\\"')
-                          for k in ("sasl.username", "sasl.password"))
+            raise CliError(
+                f"sasl.mechanism {mechanism}: only PLAIN and SCRAM credentials (sasl.username, "
+                "sasl.password) translate to Spark's Kafka client; pass sasl.jaas.config instead",
+                exit_code=2,
+            )
+        user, password = (
+            kafka[k].replace("\\", "\\\\").replace('"', '\\"') for k in ("sasl.username", "sasl.password")
+        )
         out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
     if "ssl.ca.location" in kafka:
         out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": kafka["ssl.ca.location"]})
     if "ssl.certificate.location" in kafka or "ssl.key.location" in kafka:
         if kafka.get("ssl.certificate.location") != kafka.get("ssl.key.location"):
-            raise CliError("Spark's Kafka client reads a client certificate and its key from one PEM file: "
-                           "set ssl.certificate.location and ssl.key.location to the same file", exit_code=2)
+            raise CliError(
+                "Spark's Kafka client reads a client certificate and its key from one PEM file: "
+                "set ssl.certificate.location and ssl.key.location to the same file",
+                exit_code=2,
+            )
         out.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": kafka["ssl.key.location"]})
         if "ssl.key.password" in kafka:
             out["ssl.key.password"] = kafka["ssl.key.password"]
@@ -125,13 +140,26 @@ def java_client_config(kafka: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def source_options(kafka: Mapping[str, str], topic: str, *, starting_offsets: str = "earliest",
-                   max_offsets_per_trigger: int | None = None, min_partitions: int | None = None) -> dict[str, str]:
+def source_options(
+    kafka: Mapping[str, str],
+    topic: str,
+    *,
+    starting_offsets: str = "earliest",
+    max_offsets_per_trigger: int | None = None,
+    min_partitions: int | None = None,
+) -> dict[str, str]:
     """Spark's Kafka source options for the topic, as `.options(**...)` takes them."""
     options = {f"kafka.{k}": v for k, v in java_client_config(kafka).items()}
     options.setdefault("kafka.max.poll.records", "10000")  # measured: 15% faster than 500 on small records
-    options.update({"subscribe": topic, "startingOffsets": starting_offsets, "failOnDataLoss": "false",
-                    "kafka.isolation.level": "read_committed", "includeHeaders": "false"})
+    options.update(
+        {
+            "subscribe": topic,
+            "startingOffsets": starting_offsets,
+            "failOnDataLoss": "false",
+            "kafka.isolation.level": "read_committed",
+            "includeHeaders": "false",
+        }
+    )
     if max_offsets_per_trigger:
         options["maxOffsetsPerTrigger"] = str(max_offsets_per_trigger)
     if min_partitions:
@@ -147,20 +175,35 @@ def warehouse_of(spark) -> Path:  # noqa: ANN001
 class Audit:
     """The audit of one topic into one database of the warehouse's catalog."""
 
-    def __init__(self, spark, kafka: dict[str, str], topic: str, *,  # noqa: ANN001 - a catalog session
-                 database: str = DEFAULT_DATABASE, starting_offsets: str = "earliest",
-                 max_offsets_per_trigger: int | None = None, min_partitions: int | None = None,
-                 optimize_every_ms: int = 600_000, report: Callable[[BatchReport], None] | None = None) -> None:
+    def __init__(
+        self,
+        spark,
+        kafka: dict[str, str],
+        topic: str,
+        *,  # noqa: ANN001 - a catalog session
+        database: str = DEFAULT_DATABASE,
+        starting_offsets: str = "earliest",
+        max_offsets_per_trigger: int | None = None,
+        min_partitions: int | None = None,
+        optimize_every_ms: int = 600_000,
+        report: Callable[[BatchReport], None] | None = None,
+    ) -> None:
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", database):
-            raise CliError(f"--database {database!r}: letters, digits and _ only, not starting with a digit",
-                           exit_code=2)
+            raise CliError(
+                f"--database {database!r}: letters, digits and _ only, not starting with a digit", exit_code=2
+            )
         self.spark = spark
         self.warehouse = warehouse_of(spark)
         self.database = database
         self.topic = topic
         self.directory = self.warehouse / AUDITS / database
-        self.options = source_options(kafka, topic, starting_offsets=starting_offsets,
-                                      max_offsets_per_trigger=max_offsets_per_trigger, min_partitions=min_partitions)
+        self.options = source_options(
+            kafka,
+            topic,
+            starting_offsets=starting_offsets,
+            max_offsets_per_trigger=max_offsets_per_trigger,
+            min_partitions=min_partitions,
+        )
         self.optimize_every_ms = optimize_every_ms
         self.report = report
         self.reports: list[BatchReport] = []
@@ -180,11 +223,13 @@ class Audit:
     def start(self, trigger: str = "10s"):  # noqa: ANN201 - a StreamingQuery
         self.prepare()
         stream = self.spark.readStream.format("kafka").options(**self.options).load()
-        return (stream.writeStream.queryName(f"audit-{self.database}")
-                .option("checkpointLocation", str(self.directory / "checkpoint"))
-                .foreachBatch(self.batch)
-                .trigger(**parse_trigger(trigger))
-                .start())
+        return (
+            stream.writeStream.queryName(f"audit-{self.database}")
+            .option("checkpointLocation", str(self.directory / "checkpoint"))
+            .foreachBatch(self.batch)
+            .trigger(**parse_trigger(trigger))
+            .start()
+        )
 
     def prepare(self) -> None:
         """The database, its tables and views (created when missing), and the audit's id."""
@@ -200,24 +245,34 @@ class Audit:
         checkpoint = self.directory / "checkpoint"
         id_file = self.directory / "id"
         if checkpoint.exists() and t.RECORDS in created:
-            raise CliError(f"the audit's checkpoint {checkpoint} belongs to tables that are gone: remove "
-                           f"{self.directory} to audit the topic again from the start")
+            raise CliError(
+                f"the audit's checkpoint {checkpoint} belongs to tables that are gone: remove "
+                f"{self.directory} to audit the topic again from the start"
+            )
         if not checkpoint.exists() and t.RECORDS not in created and not spark.table(self.name(t.RECORDS)).isEmpty():
-            raise CliError(f"{self.name(t.RECORDS)} holds records but the audit's checkpoint ({checkpoint}) is gone: "
-                           f"drop the database (DROP DATABASE {self.database} CASCADE) to start again, or "
-                           "audit into another --database")
+            raise CliError(
+                f"{self.name(t.RECORDS)} holds records but the audit's checkpoint ({checkpoint}) is gone: "
+                f"drop the database (DROP DATABASE {self.database} CASCADE) to start again, or "
+                "audit into another --database"
+            )
         if not checkpoint.exists() or not id_file.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
             id_file.write_text(f"coordinator-audit-{uuid.uuid4()}")
         self.app_id = id_file.read_text().strip()
-        self._locations = {table: spark.sql(f"DESCRIBE DETAIL {self.name(table)}").first()["location"]
-                           for table in t.TABLES}
+        self._locations = {
+            table: spark.sql(f"DESCRIBE DETAIL {self.name(table)}").first()["location"] for table in t.TABLES
+        }
 
     def _create(self, table: str) -> None:
         schema = spark_schema(t.SCHEMAS[table].append(pa.field("batch_id", pa.int64())))
-        properties = {"delta.appendOnly": "true"} if table in t.APPENDED else {
-            # Replaced snapshots are worth keeping an hour, for readers still on an older one.
-            "delta.deletedFileRetentionDuration": "interval 1 hours"}
+        properties = (
+            {"delta.appendOnly": "true"}
+            if table in t.APPENDED
+            else {
+                # Replaced snapshots are worth keeping an hour, for readers still on an older one.
+                "delta.deletedFileRetentionDuration": "interval 1 hours"
+            }
+        )
         self.spark.catalog.createTable(self.name(table), source="delta", schema=schema)
         settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
         self.spark.sql(f"ALTER TABLE {self.name(table)} SET TBLPROPERTIES ({settings})")
@@ -237,10 +292,15 @@ class Audit:
                 history.run(_raw(records))
                 corrupt = len(history.corrupt)
                 events, rebalances, intervals = history.take()  # corrupt records: the records table has them
-                rows = [(t.EVENTS, t.event_rows(events)), (t.REBALANCES_CONVERGED, t.rebalance_rows(rebalances)),
-                        (t.OWNERSHIP_ENDED, t.ownership_rows(intervals))]
-                snapshots = [(t.REBALANCES_OPEN, t.rebalance_rows(history.all_rebalances())),
-                             (t.OWNERSHIP_OPEN, t.ownership_rows(history.open_intervals()))]
+                rows = [
+                    (t.EVENTS, t.event_rows(events)),
+                    (t.REBALANCES_CONVERGED, t.rebalance_rows(rebalances)),
+                    (t.OWNERSHIP_ENDED, t.ownership_rows(intervals)),
+                ]
+                snapshots = [
+                    (t.REBALANCES_OPEN, t.rebalance_rows(history.all_rebalances())),
+                    (t.OWNERSHIP_OPEN, t.ownership_rows(history.open_intervals())),
+                ]
             finally:
                 records_written.result()  # the records go in first: a restart rebuilds the History from them
             # Five commits to five tables: a Delta commit is mostly waiting (on the log, on a small
@@ -258,8 +318,7 @@ class Audit:
         if time.monotonic() - self._optimized_at >= self.optimize_every_ms / 1000:
             self.optimize()
 
-        report = self._report(batch_id, records, corrupt, len(rebalances), len(intervals),
-                              time.monotonic() - started)
+        report = self._report(batch_id, records, corrupt, len(rebalances), len(intervals), time.monotonic() - started)
         self.reports.append(report)
         if self.report is not None:
             self.report(report)
@@ -297,10 +356,14 @@ class Audit:
         would have the Hive metastore check (and refuse to record) the unchanged schema."""
         from pyspark.sql import functions as F
 
-        (rows.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
-         .write.format("delta").mode(mode)
-         .option("txnAppId", self.app_id).option("txnVersion", batch_id)
-         .save(self._locations[table]))
+        (
+            rows.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
+            .write.format("delta")
+            .mode(mode)
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", batch_id)
+            .save(self._locations[table])
+        )
 
     def _append(self, table: str, rows: pa.Table, batch_id: int) -> None:
         if rows.num_rows:
@@ -310,13 +373,17 @@ class Audit:
         """A new snapshot of what is still open, when it changed since the last one written."""
         if table in self._open_written and self._open_written[table].equals(rows):
             return
-        frame = self.spark.createDataFrame(rows) if rows.num_rows else self.spark.createDataFrame(
-            [], schema=spark_schema(t.SCHEMAS[table]))
+        frame = (
+            self.spark.createDataFrame(rows)
+            if rows.num_rows
+            else self.spark.createDataFrame([], schema=spark_schema(t.SCHEMAS[table]))
+        )
         self._write(table, frame, batch_id, mode="overwrite")
         self._open_written[table] = rows
 
-    def _report(self, batch_id: int, records: pa.Table, corrupt: int, rebalances: int, intervals: int,
-                seconds: float) -> BatchReport:
+    def _report(
+        self, batch_id: int, records: pa.Table, corrupt: int, rebalances: int, intervals: int, seconds: float
+    ) -> BatchReport:
         newest = oldest = None
         if records.num_rows:
             now_us = time.time() * 1e6
@@ -330,6 +397,13 @@ def _raw(records: pa.Table) -> list[RawRecord]:
     """The records as `replay.history` reads them, in offset order within each partition."""
     records = records.sort_by([("partition", "ascending"), ("offset", "ascending")])
     millis = records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()
-    return [RawRecord(p, o, ts, k, v) for p, o, ts, k, v in zip(
-        records.column("partition").to_pylist(), records.column("offset").to_pylist(), millis,
-        records.column("key").to_pylist(), records.column("value").to_pylist())]
+    return [
+        RawRecord(p, o, ts, k, v)
+        for p, o, ts, k, v in zip(
+            records.column("partition").to_pylist(),
+            records.column("offset").to_pylist(),
+            millis,
+            records.column("key").to_pylist(),
+            records.column("value").to_pylist(),
+        )
+    ]

@@ -30,50 +30,80 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     audit = subparsers.add_parser(
         "audit",
         description="Reads the coordinator's topic with Spark Structured Streaming (Spark's Kafka source, "
-                    "read_committed) and appends every record and the rebalance and ownership history to Delta "
-                    "tables, registered with views in the warehouse's catalog under one database. Checkpointed: "
-                    "stopped or killed, it carries on where it stopped, without duplicates or gaps.")
+        "read_committed) and appends every record and the rebalance and ownership history to Delta "
+        "tables, registered with views in the warehouse's catalog under one database. Checkpointed: "
+        "stopped or killed, it carries on where it stopped, without duplicates or gaps.",
+    )
     kafka_config.add_arguments(audit)
     _warehouse(audit)
-    audit.add_argument("--trigger", default=os.environ.get("COORDINATOR_AUDIT_TRIGGER", "10s"),
-                       help="available-now (read what is there, then stop) or an interval like 10s, 500ms, 2m "
-                            "(default 10s; env COORDINATOR_AUDIT_TRIGGER)")
-    audit.add_argument("--starting-offsets", default="earliest",
-                       help="where a new audit starts: earliest (default), latest, or JSON "
-                            '{"<topic>": {"<partition>": offset}}; a restarted audit continues from its checkpoint')
-    audit.add_argument("--max-offsets-per-trigger", type=int, metavar="N", default=MAX_OFFSETS_PER_TRIGGER,
-                       help=f"at most N offsets per micro-batch (default {MAX_OFFSETS_PER_TRIGGER:,}: it bounds the "
-                            "driver's memory when the audit starts far behind)")
-    audit.add_argument("--min-partitions", type=int, metavar="N",
-                       help="read each batch in at least N Spark tasks (default: one per Kafka partition)")
-    audit.add_argument("--optimize-every", default="10m", metavar="INTERVAL",
-                       help="compact the tables' small files (OPTIMIZE) this often, e.g. 10m (default), 1h")
+    audit.add_argument(
+        "--trigger",
+        default=os.environ.get("COORDINATOR_AUDIT_TRIGGER", "10s"),
+        help="available-now (read what is there, then stop) or an interval like 10s, 500ms, 2m "
+        "(default 10s; env COORDINATOR_AUDIT_TRIGGER)",
+    )
+    audit.add_argument(
+        "--starting-offsets",
+        default="earliest",
+        help="where a new audit starts: earliest (default), latest, or JSON "
+        '{"<topic>": {"<partition>": offset}}; a restarted audit continues from its checkpoint',
+    )
+    audit.add_argument(
+        "--max-offsets-per-trigger",
+        type=int,
+        metavar="N",
+        default=MAX_OFFSETS_PER_TRIGGER,
+        help=f"at most N offsets per micro-batch (default {MAX_OFFSETS_PER_TRIGGER:,}: it bounds the "
+        "driver's memory when the audit starts far behind)",
+    )
+    audit.add_argument(
+        "--min-partitions",
+        type=int,
+        metavar="N",
+        help="read each batch in at least N Spark tasks (default: one per Kafka partition)",
+    )
+    audit.add_argument(
+        "--optimize-every",
+        default="10m",
+        metavar="INTERVAL",
+        help="compact the tables' small files (OPTIMIZE) this often, e.g. 10m (default), 1h",
+    )
     audit.add_argument("--quiet", action="store_true", help="no line per batch")
     audit.set_defaults(func=_audit)
 
     sql = subparsers.add_parser(
         "sql",
         description="Runs a query over the audit's tables and views (records, events, rebalances_converged, "
-                    "ownership_ended, rebalances_open, ownership_open; group_epochs, target_assignments, "
-                    "current_assignments, rebalances, ownership, member_events), read from the warehouse by path: "
-                    "it works while coordinator audit runs.")
+        "ownership_ended, rebalances_open, ownership_open; group_epochs, target_assignments, "
+        "current_assignments, rebalances, ownership, member_events), read from the warehouse by path: "
+        "it works while coordinator audit runs.",
+    )
     _warehouse(sql)
     sql.add_argument("query", metavar="SQL", help='e.g. "SELECT * FROM rebalances ORDER BY duration_ms DESC LIMIT 5"')
-    sql.add_argument("--format", choices=("table", "json"), default="table",
-                     help="a table (default) or JSON lines")
+    sql.add_argument("--format", choices=("table", "json"), default="table", help="a table (default) or JSON lines")
     sql.set_defaults(func=_sql)
 
     conf = subparsers.add_parser(
         "spark-conf",
         description="Prints the Spark settings under which any Spark session (spark-sql, pyspark, a notebook) finds "
-                    "the audit's tables by name: the connectors' jars, Delta's catalog and the warehouse's metastore.")
+        "the audit's tables by name: the connectors' jars, Delta's catalog and the warehouse's metastore.",
+    )
     _warehouse(conf, database=False)
-    conf.add_argument("--as", dest="syntax", choices=("args", "properties"), default=None,
-                      help="as --conf KEY=VALUE arguments for spark-sql/pyspark (default), or spark-defaults.conf "
-                           "lines")
-    conf.add_argument("--format", type=_conf_format, default="table", metavar="{table,json}",
-                      help="text for Spark as --as says (default), or JSON (args and properties: the former "
-                           "spelling of --as, deprecated)")
+    conf.add_argument(
+        "--as",
+        dest="syntax",
+        choices=("args", "properties"),
+        default=None,
+        help="as --conf KEY=VALUE arguments for spark-sql/pyspark (default), or spark-defaults.conf lines",
+    )
+    conf.add_argument(
+        "--format",
+        type=_conf_format,
+        default="table",
+        metavar="{table,json}",
+        help="text for Spark as --as says (default), or JSON (args and properties: the former "
+        "spelling of --as, deprecated)",
+    )
     conf.set_defaults(func=_spark_conf)
 
 
@@ -84,14 +114,21 @@ def _conf_format(text: str) -> str:
 
 
 def _warehouse(parser: argparse.ArgumentParser, *, database: bool = True) -> None:
-    parser.add_argument("--warehouse", default=os.environ.get("COORDINATOR_WAREHOUSE"), metavar="DIR",
-                        help="the directory of the tables and their catalog (env COORDINATOR_WAREHOUSE)")
+    parser.add_argument(
+        "--warehouse",
+        default=os.environ.get("COORDINATOR_WAREHOUSE"),
+        metavar="DIR",
+        help="the directory of the tables and their catalog (env COORDINATOR_WAREHOUSE)",
+    )
     if database:
         from spark.audit import DEFAULT_DATABASE
 
-        parser.add_argument("--database", default=os.environ.get("COORDINATOR_AUDIT_DATABASE", DEFAULT_DATABASE),
-                            help=f"the database of the audit's tables and views (env COORDINATOR_AUDIT_DATABASE, "
-                                 f"default {DEFAULT_DATABASE})")
+        parser.add_argument(
+            "--database",
+            default=os.environ.get("COORDINATOR_AUDIT_DATABASE", DEFAULT_DATABASE),
+            help=f"the database of the audit's tables and views (env COORDINATOR_AUDIT_DATABASE, "
+            f"default {DEFAULT_DATABASE})",
+        )
 
 
 def _warehouse_dir(args: argparse.Namespace) -> Path:
@@ -105,8 +142,9 @@ def _require_spark() -> None:
         import pyarrow  # noqa: F401
         import pyspark  # noqa: F401
     except ImportError as e:
-        raise CliError(f"Spark is not installed ({e}): install the project with its spark extra, "
-                       "pip install '.[spark]'") from None
+        raise CliError(
+            f"Spark is not installed ({e}): install the project with its spark extra, pip install '.[spark]'"
+        ) from None
 
 
 def _spark(warehouse: Path, *, catalog: bool):  # noqa: ANN202 - a SparkSession
@@ -138,13 +176,24 @@ def _audit(args: argparse.Namespace) -> int:
             return
         lag = f"; newest record {r.newest_lag_ms / 1000:.1f}s old" if r.newest_lag_ms is not None else ""
         corrupt = f", {r.corrupt} corrupt" if r.corrupt else ""
-        print(f"batch {r.batch_id}: {r.records} records{corrupt}, {r.rebalances} rebalances converged, "
-              f"{r.intervals} holdings ended in {r.seconds:.2f}s{lag}", flush=True)
+        print(
+            f"batch {r.batch_id}: {r.records} records{corrupt}, {r.rebalances} rebalances converged, "
+            f"{r.intervals} holdings ended in {r.seconds:.2f}s{lag}",
+            flush=True,
+        )
 
     try:
-        audit = Audit(spark, config, args.topic, database=args.database,
-                      starting_offsets=args.starting_offsets, max_offsets_per_trigger=args.max_offsets_per_trigger,
-                      min_partitions=args.min_partitions, optimize_every_ms=optimize_every_ms, report=report)
+        audit = Audit(
+            spark,
+            config,
+            args.topic,
+            database=args.database,
+            starting_offsets=args.starting_offsets,
+            max_offsets_per_trigger=args.max_offsets_per_trigger,
+            min_partitions=args.min_partitions,
+            optimize_every_ms=optimize_every_ms,
+            report=report,
+        )
         query = audit.start(args.trigger)
     except CliError:
         raise
@@ -156,8 +205,11 @@ def _audit(args: argparse.Namespace) -> int:
         stop.set()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    print(f"auditing {args.topic} into {args.database} in {warehouse} (trigger {args.trigger})", file=sys.stderr,
-          flush=True)
+    print(
+        f"auditing {args.topic} into {args.database} in {warehouse} (trigger {args.trigger})",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         while query.isActive and not stop.is_set():
             query.awaitTermination(0.5)
@@ -202,8 +254,10 @@ def _sql(args: argparse.Namespace) -> int:
     from spark.tables import RECORDS, table_path
 
     if not (table_path(warehouse, args.database, RECORDS) / "_delta_log").is_dir():
-        raise CliError(f"no audit tables of database {args.database} in {warehouse}: run coordinator audit "
-                       f"--warehouse {warehouse} --database {args.database} first")
+        raise CliError(
+            f"no audit tables of database {args.database} in {warehouse}: run coordinator audit "
+            f"--warehouse {warehouse} --database {args.database} first"
+        )
     spark = _spark(warehouse, catalog=False)
     register_views(spark, warehouse, args.database)
     from pyspark.sql import functions as F
@@ -215,9 +269,14 @@ def _sql(args: argparse.Namespace) -> int:
         # this machine's local time.
         fields = df.schema.fields
         df = df.toDF(*(f"c{i}" for i in range(len(fields))))  # a query may name two columns alike
-        df = df.select(*(F.date_format(f"c{i}", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias(f.name)
-                         if isinstance(f.dataType, TimestampType) else F.col(f"c{i}").alias(f.name)
-                         for i, f in enumerate(fields)))
+        df = df.select(
+            *(
+                F.date_format(f"c{i}", "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'").alias(f.name)
+                if isinstance(f.dataType, TimestampType)
+                else F.col(f"c{i}").alias(f.name)
+                for i, f in enumerate(fields)
+            )
+        )
         rows = df.collect()
     except Exception as e:  # noqa: BLE001 - parse and analysis errors: the user's query, in one line
         raise CliError(_first_line(e), exit_code=2) from None

@@ -40,21 +40,23 @@ from records.schema import RECORD_TYPES, load
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
 # The single definition of a decoded record row; Spark's schema is derived from it (`spark_schema`).
-SCHEMA = pa.schema([
-    ("partition", pa.int32()),
-    ("offset", pa.int64()),
-    ("timestamp", TIMESTAMP),
-    ("key", pa.binary()),
-    ("value", pa.binary()),
-    ("record_type", pa.int32()),
-    ("record_name", pa.string()),
-    ("version", pa.int32()),
-    ("group_id", pa.string()),
-    ("member_id", pa.string()),
-    ("tombstone", pa.bool_()),
-    ("error", pa.string()),
-    ("fields", pa.string()),  # the value as JSON (Avro field names); null for a tombstone
-])
+SCHEMA = pa.schema(
+    [
+        ("partition", pa.int32()),
+        ("offset", pa.int64()),
+        ("timestamp", TIMESTAMP),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("record_type", pa.int32()),
+        ("record_name", pa.string()),
+        ("version", pa.int32()),
+        ("group_id", pa.string()),
+        ("member_id", pa.string()),
+        ("tombstone", pa.bool_()),
+        ("error", pa.string()),
+        ("fields", pa.string()),  # the value as JSON (Avro field names); null for a tombstone
+    ]
+)
 
 # The raw columns every source provides; the rest is what decoding adds.
 RAW_COLUMNS = ("partition", "offset", "timestamp", "key", "value")
@@ -73,8 +75,13 @@ def spark_schema(schema: pa.Schema = SCHEMA):  # noqa: ANN201 - a pyspark Struct
 # --- the Python decoder ----------------------------------------------------------------------------
 
 
-def decode_batch(partitions: list[int], offsets: list[int], timestamps_ms: list[int], keys: list[bytes | None],
-                 values: list[bytes | None]) -> pa.RecordBatch:
+def decode_batch(
+    partitions: list[int],
+    offsets: list[int],
+    timestamps_ms: list[int],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+) -> pa.RecordBatch:
     """Decode the records given column by column into one batch of `SCHEMA`."""
     columns: dict[str, list[Any]] = {name: [] for name in _DECODED}
     record_type, record_name, version = columns["record_type"], columns["record_name"], columns["version"]
@@ -119,8 +126,13 @@ def _arrow_batches(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch
         ts = batch.column("timestamp")
         if pa.types.is_timestamp(ts.type):
             ts = ts.cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64())
-        yield decode_batch(batch.column("partition").to_pylist(), batch.column("offset").to_pylist(),
-                           ts.to_pylist(), batch.column("key").to_pylist(), batch.column("value").to_pylist())
+        yield decode_batch(
+            batch.column("partition").to_pylist(),
+            batch.column("offset").to_pylist(),
+            ts.to_pylist(),
+            batch.column("key").to_pylist(),
+            batch.column("value").to_pylist(),
+        )
 
 
 def decode_arrow(df):  # noqa: ANN001, ANN201 - a pyspark DataFrame in and out
@@ -133,12 +145,14 @@ def decode_arrow(df):  # noqa: ANN001, ANN201 - a pyspark DataFrame in and out
 
 def _schema_json(name: str) -> str:
     """A schema file as Avro JSON with its shared named types inlined (fastavro's bookkeeping keys out)."""
+
     def clean(node: Any) -> Any:
         if isinstance(node, dict):
             return {k: clean(v) for k, v in node.items() if not k.startswith("__")}
         if isinstance(node, list):
             return [clean(v) for v in node]
         return node
+
     return orjson.dumps(clean(load(name))).decode()
 
 
@@ -149,8 +163,9 @@ def _decoded(struct, name: str, body):  # noqa: ANN001, ANN202
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import to_avro
 
-    required = next((f["name"] for f in load(name)["fields"]
-                     if not (isinstance(f["type"], list) and "null" in f["type"])), None)
+    required = next(
+        (f["name"] for f in load(name)["fields"] if not (isinstance(f["type"], list) and "null" in f["type"])), None
+    )
     if required is not None:
         return struct[required].isNotNull()
     return F.when(struct.isNotNull(), to_avro(struct, _schema_json(name)) == body)
@@ -190,8 +205,9 @@ def _avro_projections() -> tuple[list, list, list]:
     key_body = F.substring(F.col("key"), 3, 1 << 30)
     value_body = F.substring(F.col("value"), 3, 1 << 30)
     names = F.create_map(*(F.lit(x) for type_, name in _NAMES.items() for x in (type_, name)))
-    versions = F.create_map(*(c for type_, spec in RECORD_TYPES.items()
-                              for c in (F.lit(type_), F.array(*map(F.lit, spec.value_schemas)))))
+    versions = F.create_map(
+        *(c for type_, spec in RECORD_TYPES.items() for c in (F.lit(type_), F.array(*map(F.lit, spec.value_schemas))))
+    )
 
     first = [*RAW_COLUMNS, _header(F.col("key")).alias("record_type"), _header(F.col("value")).alias("_version")]
     key_schemas = sorted({spec.key_schema for spec in RECORD_TYPES.values()})
@@ -212,26 +228,57 @@ def _avro_projections() -> tuple[list, list, list]:
     value_ok = F.greatest(*(_decoded(F.col(column), name, value_body) for column, name in zip(values, value_names)))
     name = F.element_at(names, t)
     what = F.concat(F.lit("record type "), t.cast("string"), F.lit(" ("), name, F.lit(")"))
-    error = (F.when(t.isNull(), F.lit("cannot decode key of record: shorter than its two-byte record type"))
-             .when(name.isNull(), F.concat(F.lit("cannot decode key of record type "), t.cast("string"),
-                                           F.lit(": unknown record type")))
-             .when(~key_ok, F.concat(F.lit("cannot decode key of "), what, F.lit(": not valid Avro for its schema")))
-             .when(tombstone, F.lit(None))
-             .when(version.isNull(), F.concat(F.lit("cannot decode value of "), what,
-                                              F.lit(": shorter than its two-byte version")))
-             .when(~F.array_contains(F.element_at(versions, t), version),
-                   F.concat(F.lit("cannot decode value of "), what, F.lit(" value version "), version.cast("string"),
-                            F.lit(": unsupported version")))
-             .when(~value_ok, F.concat(F.lit("cannot decode value of "), what, F.lit(" value version "),
-                                       version.cast("string"), F.lit(": not valid Avro for this version"))))
+    error = (
+        F.when(t.isNull(), F.lit("cannot decode key of record: shorter than its two-byte record type"))
+        .when(
+            name.isNull(),
+            F.concat(F.lit("cannot decode key of record type "), t.cast("string"), F.lit(": unknown record type")),
+        )
+        .when(~key_ok, F.concat(F.lit("cannot decode key of "), what, F.lit(": not valid Avro for its schema")))
+        .when(tombstone, F.lit(None))
+        .when(
+            version.isNull(),
+            F.concat(F.lit("cannot decode value of "), what, F.lit(": shorter than its two-byte version")),
+        )
+        .when(
+            ~F.array_contains(F.element_at(versions, t), version),
+            F.concat(
+                F.lit("cannot decode value of "),
+                what,
+                F.lit(" value version "),
+                version.cast("string"),
+                F.lit(": unsupported version"),
+            ),
+        )
+        .when(
+            ~value_ok,
+            F.concat(
+                F.lit("cannot decode value of "),
+                what,
+                F.lit(" value version "),
+                version.cast("string"),
+                F.lit(": not valid Avro for this version"),
+            ),
+        )
+    )
     second = [
-        F.col("partition").cast("int").alias("partition"), "offset", "timestamp", "key", "value", t,
-        name.alias("record_name"), F.when(~tombstone, version).alias("version"),
+        F.col("partition").cast("int").alias("partition"),
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+        t,
+        name.alias("record_name"),
+        F.when(~tombstone, version).alias("version"),
         F.coalesce(*(F.col(key)["GroupId"] for key in key_schemas)).alias("group_id"),
-        F.col("GroupMemberKey")["MemberId"].alias("member_id"), tombstone.alias("tombstone"), error.alias("error"),
+        F.col("GroupMemberKey")["MemberId"].alias("member_id"),
+        tombstone.alias("tombstone"),
+        error.alias("error"),
         F.coalesce(*(F.to_json(F.col(value), json_options) for value in values)).alias("fields"),
     ]
     ok = F.col("error").isNull()
-    third = [F.when(ok, F.col(column)).alias(column) if column in ("group_id", "member_id", "fields") else column
-             for column in SCHEMA.names]
+    third = [
+        F.when(ok, F.col(column)).alias(column) if column in ("group_id", "member_id", "fields") else column
+        for column in SCHEMA.names
+    ]
     return first, second, third

@@ -81,28 +81,33 @@ def session(scratch: Path, app: str = "worker-coordinator", *, warehouse: Path |
 
     java = f"-Djava.io.tmpdir={scratch} -Dlog4j2.configurationFile={_LOG4J.as_uri()}"
     # Without a catalog, Spark would still make an empty `spark-warehouse` in the working directory.
-    conf = ({**connectors_conf(), "spark.sql.warehouse.dir": str(scratch / "spark-warehouse")} if warehouse is None
-            else catalog_conf(warehouse))
+    conf = (
+        {**connectors_conf(), "spark.sql.warehouse.dir": str(scratch / "spark-warehouse")}
+        if warehouse is None
+        else catalog_conf(warehouse)
+    )
     conf["spark.driver.extraJavaOptions"] = f"{conf.get('spark.driver.extraJavaOptions', '')} {java}".strip()
-    builder = (SparkSession.builder.appName(app)
-               .master(os.environ.get("COORDINATOR_SPARK_MASTER", "local[*]"))
-               .config("spark.local.dir", str(scratch))
-               # The driver holds a micro-batch's records for the History and its rows for the history
-               # tables; Spark's 1 GB default ran out at a million records in one batch.
-               .config("spark.driver.memory", os.environ.get("COORDINATOR_SPARK_DRIVER_MEMORY", "4g"))
-               .config("spark.executor.extraJavaOptions", java)
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               # Parquet's standard timestamps, not Spark's legacy INT96, so any reader gets the unit right.
-               .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
-               .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
-               # Delta rebuilds a table's state from its log in this many tasks (default 50): the
-               # audit's tables are small per commit, and 50 tasks cost seconds a commit here.
-               .config("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
-               # A checksum file per commit only speeds up readers' checks; writing it costs each commit
-               # a second pass over the table's state (measured: 0.9 -> 0.7 s a commit).
-               .config("spark.databricks.delta.writeChecksumFile.enabled", "false"))
+    builder = (
+        SparkSession.builder.appName(app)
+        .master(os.environ.get("COORDINATOR_SPARK_MASTER", "local[*]"))
+        .config("spark.local.dir", str(scratch))
+        # The driver holds a micro-batch's records for the History and its rows for the history
+        # tables; Spark's 1 GB default ran out at a million records in one batch.
+        .config("spark.driver.memory", os.environ.get("COORDINATOR_SPARK_DRIVER_MEMORY", "4g"))
+        .config("spark.executor.extraJavaOptions", java)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Parquet's standard timestamps, not Spark's legacy INT96, so any reader gets the unit right.
+        .config("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS")
+        .config("spark.sql.shuffle.partitions", str(os.cpu_count() or 2))
+        # Delta rebuilds a table's state from its log in this many tasks (default 50): the
+        # audit's tables are small per commit, and 50 tasks cost seconds a commit here.
+        .config("spark.databricks.delta.snapshotPartitions", str(os.cpu_count() or 2))
+        # A checksum file per commit only speeds up readers' checks; writing it costs each commit
+        # a second pass over the table's state (measured: 0.9 -> 0.7 s a commit).
+        .config("spark.databricks.delta.writeChecksumFile.enabled", "false")
+    )
     for key, value in conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

@@ -19,8 +19,10 @@ def register_views(spark, warehouse: Path, database: str) -> list[str]:  # noqa:
     for table in t.TABLES:
         path = t.table_path(warehouse, database, table)
         if not (path / "_delta_log").is_dir():
-            raise CliError(f"no audit table {table} in {path.parent}: run coordinator audit --warehouse {warehouse} "
-                           f"--database {database} first")
+            raise CliError(
+                f"no audit table {table} in {path.parent}: run coordinator audit --warehouse {warehouse} "
+                f"--database {database} first"
+            )
         spark.read.format("delta").load(str(path)).createOrReplaceTempView(table)
     for view in t.VIEWS:
         spark.sql(t.view_sql(view, lambda table: table)).createOrReplaceTempView(view)

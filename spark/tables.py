@@ -68,27 +68,70 @@ _ITEM = [("item", pa.string()), ("connector", pa.string()), ("task", pa.int32())
 # The tables' schemas (without the `batch_id` every table adds); the records table's is spark.decode's.
 SCHEMAS: dict[str, pa.Schema] = {
     RECORDS: SCHEMA,
-    EVENTS: pa.schema([
-        ("group", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()), ("timestamp_ms", pa.int64()),
-        ("timestamp", TIMESTAMP), ("kind", pa.string()), ("member", pa.string()), ("epoch", pa.int32()),
-        ("previous_epoch", pa.int32()), ("gained", pa.list_(pa.string())), ("released", pa.list_(pa.string())),
-        ("detail", pa.string()), ("text", pa.string()),
-        ("reason", pa.string())]),  # why the member left (LeaveReason), on member-left events
-    REBALANCES_CONVERGED: pa.schema([
-        ("group", pa.string()), ("number", pa.int32()), ("from_epoch", pa.int32()), ("to_epoch", pa.int32()),
-        ("causes", pa.list_(pa.string())), ("trigger", pa.string()), ("partition", pa.int32()),
-        ("start_offset", pa.int64()), ("start_timestamp_ms", pa.int64()), ("started_at", TIMESTAMP),
-        ("installed_offset", pa.int64()), ("installed_timestamp_ms", pa.int64()),
-        ("target_installed_at", TIMESTAMP), ("end_offset", pa.int64()), ("end_timestamp_ms", pa.int64()),
-        ("converged_at", TIMESTAMP), ("duration_ms", pa.int64()), ("converged", pa.bool_()),
-        ("members", pa.int32()), ("deferred", pa.int32()), ("items_deferred", pa.int32()),
-        ("revoked", pa.int32()), ("released", pa.int32()), ("assigned", pa.int32()), ("items_moved", pa.int32()),
-        ("moved", pa.list_(pa.struct([*_ITEM, ("from", pa.string()), ("to", pa.string())])))]),
-    OWNERSHIP_ENDED: pa.schema([
-        ("group", pa.string()), *_ITEM, ("member", pa.string()), ("partition", pa.int32()),
-        ("from_offset", pa.int64()), ("from_timestamp_ms", pa.int64()), ("since", TIMESTAMP),
-        ("to_offset", pa.int64()), ("to_timestamp_ms", pa.int64()), ("until", TIMESTAMP),
-        ("given_at_epoch", pa.int32()), ("ended_by", pa.string())]),
+    EVENTS: pa.schema(
+        [
+            ("group", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("timestamp_ms", pa.int64()),
+            ("timestamp", TIMESTAMP),
+            ("kind", pa.string()),
+            ("member", pa.string()),
+            ("epoch", pa.int32()),
+            ("previous_epoch", pa.int32()),
+            ("gained", pa.list_(pa.string())),
+            ("released", pa.list_(pa.string())),
+            ("detail", pa.string()),
+            ("text", pa.string()),
+            ("reason", pa.string()),
+        ]
+    ),  # why the member left (LeaveReason), on member-left events
+    REBALANCES_CONVERGED: pa.schema(
+        [
+            ("group", pa.string()),
+            ("number", pa.int32()),
+            ("from_epoch", pa.int32()),
+            ("to_epoch", pa.int32()),
+            ("causes", pa.list_(pa.string())),
+            ("trigger", pa.string()),
+            ("partition", pa.int32()),
+            ("start_offset", pa.int64()),
+            ("start_timestamp_ms", pa.int64()),
+            ("started_at", TIMESTAMP),
+            ("installed_offset", pa.int64()),
+            ("installed_timestamp_ms", pa.int64()),
+            ("target_installed_at", TIMESTAMP),
+            ("end_offset", pa.int64()),
+            ("end_timestamp_ms", pa.int64()),
+            ("converged_at", TIMESTAMP),
+            ("duration_ms", pa.int64()),
+            ("converged", pa.bool_()),
+            ("members", pa.int32()),
+            ("deferred", pa.int32()),
+            ("items_deferred", pa.int32()),
+            ("revoked", pa.int32()),
+            ("released", pa.int32()),
+            ("assigned", pa.int32()),
+            ("items_moved", pa.int32()),
+            ("moved", pa.list_(pa.struct([*_ITEM, ("from", pa.string()), ("to", pa.string())]))),
+        ]
+    ),
+    OWNERSHIP_ENDED: pa.schema(
+        [
+            ("group", pa.string()),
+            *_ITEM,
+            ("member", pa.string()),
+            ("partition", pa.int32()),
+            ("from_offset", pa.int64()),
+            ("from_timestamp_ms", pa.int64()),
+            ("since", TIMESTAMP),
+            ("to_offset", pa.int64()),
+            ("to_timestamp_ms", pa.int64()),
+            ("until", TIMESTAMP),
+            ("given_at_epoch", pa.int32()),
+            ("ended_by", pa.string()),
+        ]
+    ),
 }
 SCHEMAS[REBALANCES_OPEN] = SCHEMAS[REBALANCES_CONVERGED]
 SCHEMAS[OWNERSHIP_OPEN] = SCHEMAS[OWNERSHIP_ENDED]
@@ -106,9 +149,11 @@ _ITEMS_TYPE = "STRUCT<Connectors: ARRAY<STRING>, Tasks: ARRAY<STRUCT<Connector: 
 
 def _items_sql(struct: str) -> str:
     """A ConnectorsAndTasks struct as a list of {item, connector, task}, `item` as replay names it."""
-    return (f"concat(transform({struct}.Connectors, c -> named_struct('item', c, 'connector', c, "
-            f"'task', CAST(NULL AS INT))), transform({struct}.Tasks, t -> named_struct('item', "
-            f"concat(t.Connector, '-', t.Task), 'connector', t.Connector, 'task', t.Task)))")
+    return (
+        f"concat(transform({struct}.Connectors, c -> named_struct('item', c, 'connector', c, "
+        f"'task', CAST(NULL AS INT))), transform({struct}.Tasks, t -> named_struct('item', "
+        f"concat(t.Connector, '-', t.Task), 'connector', t.Connector, 'task', t.Task)))"
+    )
 
 
 _WHERE_SQL = "partition, offset, timestamp, batch_id"
@@ -124,7 +169,7 @@ _VIEWS: dict[str, str] = {
         SELECT group_id, member_id, i.item, i.connector, i.task, tombstone AS removed, {_WHERE_SQL}
         FROM (SELECT *, from_json(fields, 'Assignment {_ITEMS_TYPE}') AS v
               FROM {{records}} WHERE record_type = 7 AND error IS NULL)
-        LATERAL VIEW OUTER explode({_items_sql('v.Assignment')}) AS i""",
+        LATERAL VIEW OUTER explode({_items_sql("v.Assignment")}) AS i""",
     CURRENT_ASSIGNMENTS: f"""
         WITH current AS (
             SELECT *, from_json(fields, 'MemberEpoch INT, PreviousMemberEpoch INT, State STRING,
@@ -133,11 +178,11 @@ _VIEWS: dict[str, str] = {
         SELECT group_id, member_id, v.MemberEpoch AS member_epoch, v.PreviousMemberEpoch AS previous_member_epoch,
                v.State AS member_state, i.item, i.connector, i.task, false AS pending_revocation,
                tombstone AS removed, {_WHERE_SQL}
-        FROM current LATERAL VIEW OUTER explode({_items_sql('v.Assignment')}) AS i
+        FROM current LATERAL VIEW OUTER explode({_items_sql("v.Assignment")}) AS i
         UNION ALL
         SELECT group_id, member_id, v.MemberEpoch, v.PreviousMemberEpoch, v.State, i.item, i.connector, i.task,
                true, tombstone, {_WHERE_SQL}
-        FROM current LATERAL VIEW explode({_items_sql('v.PendingRevocation')}) AS i""",
+        FROM current LATERAL VIEW explode({_items_sql("v.PendingRevocation")}) AS i""",
     REBALANCES: "SELECT * FROM {rebalances_converged} UNION ALL SELECT * FROM {rebalances_open}",
     OWNERSHIP: "SELECT * FROM {ownership_ended} UNION ALL SELECT * FROM {ownership_open}",
     MEMBER_EVENTS: "SELECT * FROM {events} WHERE member IS NOT NULL",
@@ -170,9 +215,14 @@ def rebalance_rows(rebalances: Iterable[Rebalance]) -> pa.Table:
     for r in rebalances:
         row: dict[str, Any] = rebalance_json(r)
         del row["type"]
-        row.update(trigger="; ".join(r.causes) or None, started_at=_ts(row["start_timestamp_ms"]),
-                   target_installed_at=_ts(row["installed_timestamp_ms"]), converged_at=_ts(row["end_timestamp_ms"]),
-                   items_deferred=r.deferred, items_moved=len(r.moved))
+        row.update(
+            trigger="; ".join(r.causes) or None,
+            started_at=_ts(row["start_timestamp_ms"]),
+            target_installed_at=_ts(row["installed_timestamp_ms"]),
+            converged_at=_ts(row["end_timestamp_ms"]),
+            items_deferred=r.deferred,
+            items_moved=len(r.moved),
+        )
         for move, (item, _, _) in zip(row["moved"], r.moved):
             move["connector"], move["task"] = _item_parts(item)
         rows.append(row)
@@ -195,7 +245,10 @@ def event_rows(events: Iterable[Event]) -> pa.Table:
     for e in events:
         row: dict[str, Any] = ev.event_json(e)
         del row["type"]
-        row.update(detail=orjson.dumps(row["detail"]).decode(), timestamp=_ts(row["timestamp_ms"]),
-                   reason=e.detail.get("reason") if e.kind == ev.MEMBER_LEFT else None)
+        row.update(
+            detail=orjson.dumps(row["detail"]).decode(),
+            timestamp=_ts(row["timestamp_ms"]),
+            reason=e.detail.get("reason") if e.kind == ev.MEMBER_LEFT else None,
+        )
         rows.append(row)
     return pa.Table.from_pylist(rows, schema=SCHEMAS[EVENTS])

@@ -48,7 +48,6 @@ JOIN, SYNC, HEARTBEAT, LEAVE = "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGrou
 UNSUPPORTED_VERSION = 35
 
 
-
 @dataclass(frozen=True, slots=True)
 class Rule:
     """An answer that stops a Connect worker: what it is, and where Kafka's code makes it fatal."""
@@ -82,54 +81,87 @@ _SYNC_SURVIVED = {
 
 RULES: dict[str, dict[int | str, Rule]] = {
     JOIN: {
-        ErrorCode.INCONSISTENT_GROUP_PROTOCOL: Rule(JOIN, "INCONSISTENT_GROUP_PROTOCOL (23)",
-                                                    "AbstractCoordinator.JoinGroupResponseHandler.handle: "
-                                                    "'JoinGroup failed due to fatal error'"),
+        ErrorCode.INCONSISTENT_GROUP_PROTOCOL: Rule(
+            JOIN,
+            "INCONSISTENT_GROUP_PROTOCOL (23)",
+            "AbstractCoordinator.JoinGroupResponseHandler.handle: 'JoinGroup failed due to fatal error'",
+        ),
         ErrorCode.INVALID_GROUP_ID: Rule(JOIN, "INVALID_GROUP_ID (24)", "JoinGroupResponseHandler.handle: fatal error"),
-        ErrorCode.INVALID_SESSION_TIMEOUT: Rule(JOIN, "INVALID_SESSION_TIMEOUT (26)",
-                                                "JoinGroupResponseHandler.handle: fatal error"),
-        ErrorCode.GROUP_AUTHORIZATION_FAILED: Rule(JOIN, "GROUP_AUTHORIZATION_FAILED (30)",
-                                                   "JoinGroupResponseHandler.handle: GroupAuthorizationException"),
-        ErrorCode.GROUP_MAX_SIZE_REACHED: Rule(JOIN, "GROUP_MAX_SIZE_REACHED (81)",
-                                     "JoinGroupResponseHandler.handle: GroupMaxSizeReachedException"),
-        ErrorCode.FENCED_INSTANCE_ID: Rule(JOIN, "FENCED_INSTANCE_ID (82)",
-                                           "JoinGroupResponseHandler.handle: 'always treat this as a fatal error'"),
-        UNSUPPORTED_VERSION: Rule(JOIN, "UNSUPPORTED_VERSION (35)",
-                                  "JoinGroupResponseHandler.handle: UnsupportedVersionException, not retriable"),
-        "other": Rule(JOIN, "any other error code (ILLEGAL_GENERATION and INVALID_REQUEST among them)",
-                      "JoinGroupResponseHandler.handle: KafkaException 'Unexpected error in join group response'"),
-        "protocol-type": Rule(JOIN, "NONE with a ProtocolType other than the member's",
-                              "JoinGroupResponseHandler.handle: isProtocolTypeInconsistent -> "
-                              "INCONSISTENT_GROUP_PROTOCOL"),
-        "skip-assignment": Rule(JOIN, "NONE telling the leader SkipAssignment",
-                                "WorkerCoordinator.onLeaderElected: IllegalStateException \"Can't skip assignment "
-                                "because Connect does not support static membership\" (Connect never sends a "
-                                "GroupInstanceId: GroupRebalanceConfig; the rule is Connect's, so a static member, "
-                                "which our own classic worker may be, is exempt)"),
-        "leader-not-a-member": Rule(JOIN, "NONE making a member leader without itself among Members",
-                                    "EagerAssignor/IncrementalCooperativeAssignor.performAssignment: "
-                                    "memberConfigs.get(leaderId).url(), a NullPointerException"),
+        ErrorCode.INVALID_SESSION_TIMEOUT: Rule(
+            JOIN, "INVALID_SESSION_TIMEOUT (26)", "JoinGroupResponseHandler.handle: fatal error"
+        ),
+        ErrorCode.GROUP_AUTHORIZATION_FAILED: Rule(
+            JOIN, "GROUP_AUTHORIZATION_FAILED (30)", "JoinGroupResponseHandler.handle: GroupAuthorizationException"
+        ),
+        ErrorCode.GROUP_MAX_SIZE_REACHED: Rule(
+            JOIN, "GROUP_MAX_SIZE_REACHED (81)", "JoinGroupResponseHandler.handle: GroupMaxSizeReachedException"
+        ),
+        ErrorCode.FENCED_INSTANCE_ID: Rule(
+            JOIN, "FENCED_INSTANCE_ID (82)", "JoinGroupResponseHandler.handle: 'always treat this as a fatal error'"
+        ),
+        UNSUPPORTED_VERSION: Rule(
+            JOIN,
+            "UNSUPPORTED_VERSION (35)",
+            "JoinGroupResponseHandler.handle: UnsupportedVersionException, not retriable",
+        ),
+        "other": Rule(
+            JOIN,
+            "any other error code (ILLEGAL_GENERATION and INVALID_REQUEST among them)",
+            "JoinGroupResponseHandler.handle: KafkaException 'Unexpected error in join group response'",
+        ),
+        "protocol-type": Rule(
+            JOIN,
+            "NONE with a ProtocolType other than the member's",
+            "JoinGroupResponseHandler.handle: isProtocolTypeInconsistent -> INCONSISTENT_GROUP_PROTOCOL",
+        ),
+        "skip-assignment": Rule(
+            JOIN,
+            "NONE telling the leader SkipAssignment",
+            "WorkerCoordinator.onLeaderElected: IllegalStateException \"Can't skip assignment "
+            'because Connect does not support static membership" (Connect never sends a '
+            "GroupInstanceId: GroupRebalanceConfig; the rule is Connect's, so a static member, "
+            "which our own classic worker may be, is exempt)",
+        ),
+        "leader-not-a-member": Rule(
+            JOIN,
+            "NONE making a member leader without itself among Members",
+            "EagerAssignor/IncrementalCooperativeAssignor.performAssignment: "
+            "memberConfigs.get(leaderId).url(), a NullPointerException",
+        ),
     },
     SYNC: {
-        ErrorCode.GROUP_AUTHORIZATION_FAILED: Rule(SYNC, "GROUP_AUTHORIZATION_FAILED (30)",
-                                                   "AbstractCoordinator.SyncGroupResponseHandler.handle: "
-                                                   "GroupAuthorizationException"),
-        ErrorCode.FENCED_INSTANCE_ID: Rule(SYNC, "FENCED_INSTANCE_ID (82)",
-                                           "SyncGroupResponseHandler.handle: 'always treat this as a fatal error'"),
-        "other": Rule(SYNC, "any other error code (COORDINATOR_LOAD_IN_PROGRESS, INCONSISTENT_GROUP_PROTOCOL and "
-                            "INVALID_REQUEST among them)",
-                      "SyncGroupResponseHandler.handle: KafkaException 'Unexpected error from SyncGroup'"),
-        "protocol-type": Rule(SYNC, "NONE with a ProtocolType other than the member's",
-                              "SyncGroupResponseHandler.handle: isProtocolTypeInconsistent -> "
-                              "INCONSISTENT_GROUP_PROTOCOL"),
-        "protocol-name": Rule(SYNC, "NONE with a ProtocolName other than the generation's",
-                              "SyncGroupResponseHandler.handle: protocolNameInconsistent -> "
-                              "INCONSISTENT_GROUP_PROTOCOL"),
+        ErrorCode.GROUP_AUTHORIZATION_FAILED: Rule(
+            SYNC,
+            "GROUP_AUTHORIZATION_FAILED (30)",
+            "AbstractCoordinator.SyncGroupResponseHandler.handle: GroupAuthorizationException",
+        ),
+        ErrorCode.FENCED_INSTANCE_ID: Rule(
+            SYNC, "FENCED_INSTANCE_ID (82)", "SyncGroupResponseHandler.handle: 'always treat this as a fatal error'"
+        ),
+        "other": Rule(
+            SYNC,
+            "any other error code (COORDINATOR_LOAD_IN_PROGRESS, INCONSISTENT_GROUP_PROTOCOL and "
+            "INVALID_REQUEST among them)",
+            "SyncGroupResponseHandler.handle: KafkaException 'Unexpected error from SyncGroup'",
+        ),
+        "protocol-type": Rule(
+            SYNC,
+            "NONE with a ProtocolType other than the member's",
+            "SyncGroupResponseHandler.handle: isProtocolTypeInconsistent -> INCONSISTENT_GROUP_PROTOCOL",
+        ),
+        "protocol-name": Rule(
+            SYNC,
+            "NONE with a ProtocolName other than the generation's",
+            "SyncGroupResponseHandler.handle: protocolNameInconsistent -> INCONSISTENT_GROUP_PROTOCOL",
+        ),
     },
     HEARTBEAT: {
-        ErrorCode.FENCED_INSTANCE_ID: Rule(HEARTBEAT, "FENCED_INSTANCE_ID (82)",
-                                           "AbstractCoordinator.HeartbeatThread.run keeps it in `failed`; "
-                                           "pollHeartbeat throws it (every other failed heartbeat is retried)"),
+        ErrorCode.FENCED_INSTANCE_ID: Rule(
+            HEARTBEAT,
+            "FENCED_INSTANCE_ID (82)",
+            "AbstractCoordinator.HeartbeatThread.run keeps it in `failed`; "
+            "pollHeartbeat throws it (every other failed heartbeat is retried)",
+        ),
     },
     # No LeaveGroup answer stops a worker: AbstractCoordinator.maybeLeaveGroup sends it and nobody
     # waits for its future (WorkerCoordinator.close, DistributedHerder's "taking too long to read
@@ -151,12 +183,20 @@ def allow_fatal(*codes: int) -> Iterator[None]:
 
 
 def _fail(rule: Rule, response: Any) -> None:
-    raise AssertionError(f"{rule.api} answered {rule.answer}: a Kafka Connect worker does not survive it "
-                         f"({rule.source}; DistributedHerder.run then exits the process). Answer: {response!r}")
+    raise AssertionError(
+        f"{rule.api} answered {rule.answer}: a Kafka Connect worker does not survive it "
+        f"({rule.source}; DistributedHerder.run then exits the process). Answer: {response!r}"
+    )
 
 
-def assert_survivable(api: str, response: Any, *, protocol_type: str | None = "connect",
-                      protocol_name: str | None = None, static: bool = False) -> None:
+def assert_survivable(
+    api: str,
+    response: Any,
+    *,
+    protocol_type: str | None = "connect",
+    protocol_name: str | None = None,
+    static: bool = False,
+) -> None:
     """Raise AssertionError if a Connect worker does not survive `response` to its `api` request
     (JOIN, SYNC, HEARTBEAT, LEAVE; our core responses: JoinGroupResponse, SyncGroupResponse,
     ErrorResponse, LeaveGroupResponse, or only the error code, whose NONE is then not looked into).
@@ -172,8 +212,11 @@ def assert_survivable(api: str, response: Any, *, protocol_type: str | None = "c
         if code not in _JOIN_SURVIVED:
             _fail(rules.get(code, rules["other"]), response)
         if code == ErrorCode.NONE:
-            if protocol_type is not None and response.protocol_type is not None \
-                    and response.protocol_type != protocol_type:
+            if (
+                protocol_type is not None
+                and response.protocol_type is not None
+                and response.protocol_type != protocol_type
+            ):
                 _fail(rules["protocol-type"], response)
             if response.leader and response.leader == response.member_id:
                 if response.skip_assignment and not static:
@@ -184,11 +227,17 @@ def assert_survivable(api: str, response: Any, *, protocol_type: str | None = "c
         if code not in _SYNC_SURVIVED:
             _fail(rules.get(code, rules["other"]), response)
         if code == ErrorCode.NONE:
-            if protocol_type is not None and response.protocol_type is not None \
-                    and response.protocol_type != protocol_type:
+            if (
+                protocol_type is not None
+                and response.protocol_type is not None
+                and response.protocol_type != protocol_type
+            ):
                 _fail(rules["protocol-type"], response)
-            if protocol_name is not None and response.protocol_name is not None \
-                    and response.protocol_name != protocol_name:
+            if (
+                protocol_name is not None
+                and response.protocol_name is not None
+                and response.protocol_name != protocol_name
+            ):
                 _fail(rules["protocol-name"], response)
     elif api == HEARTBEAT:
         if code in rules:
@@ -212,9 +261,13 @@ def api_of(request: Any) -> str:
 def check(request: Any, response: Any) -> Any:
     """`assert_survivable` for `response` to `request` (which says the api, the protocol type and
     name it sent, and whether it is static); returns `response`."""
-    assert_survivable(api_of(request), response, protocol_type=getattr(request, "protocol_type", None),
-                      protocol_name=getattr(request, "protocol_name", None),
-                      static=getattr(request, "instance_id", None) is not None)
+    assert_survivable(
+        api_of(request),
+        response,
+        protocol_type=getattr(request, "protocol_type", None),
+        protocol_name=getattr(request, "protocol_name", None),
+        static=getattr(request, "instance_id", None) is not None,
+    )
     return response
 
 
@@ -241,6 +294,7 @@ def connect_survivable(monkeypatch: pytest.MonkeyPatch) -> None:
             else:
                 check(request, response)
             return response
+
         return call
 
     run = Driver.run

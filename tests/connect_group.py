@@ -13,8 +13,13 @@ import orjson
 
 def describe(url: str, group: str, *flags: str) -> dict[str, Any]:
     """`coordinator groups describe GROUP --format json` against the coordinator at `url`."""
-    out = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", group, "--url", url,
-                          "--format", "json", *flags], capture_output=True, text=True, timeout=60, check=False)
+    out = subprocess.run(
+        [sys.executable, "-m", "coordinator", "groups", "describe", group, "--url", url, "--format", "json", *flags],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     return orjson.loads(out.stdout)
 

@@ -64,8 +64,11 @@ def require() -> None:
         missing = str(e)
     if opted_out():
         pytest.skip(f"{OPT_OUT} is set: {missing}")
-    pytest.fail(f"{missing}\n(Java 17+ and Maven are prerequisites of the tests; set {OPT_OUT}=1 to skip the "
-                "tests that compare with Kafka Connect's own code)", pytrace=False)
+    pytest.fail(
+        f"{missing}\n(Java 17+ and Maven are prerequisites of the tests; set {OPT_OUT}=1 to skip the "
+        "tests that compare with Kafka Connect's own code)",
+        pytrace=False,
+    )
 
 
 def libs() -> Path:
@@ -110,8 +113,13 @@ def compiled(sources: Sequence[Path]) -> Path:
     return target
 
 
-def run(sources: Sequence[Path], main_class: str, args: Sequence[str] = (), stdin: str | None = None,
-        timeout: float = _RUN_TIMEOUT) -> str:
+def run(
+    sources: Sequence[Path],
+    main_class: str,
+    args: Sequence[str] = (),
+    stdin: str | None = None,
+    timeout: float = _RUN_TIMEOUT,
+) -> str:
     """Compile `sources` (cached) and run `main_class` with `args`, `stdin` as its input; its stdout.
     A non-zero exit raises CliError with the program's stderr."""
     classes = compiled(sources)
@@ -122,8 +130,9 @@ def run(sources: Sequence[Path], main_class: str, args: Sequence[str] = (), stdi
         capture_output=True, timeout=timeout,
     )  # fmt: skip
     if done.returncode != 0:
-        raise CliError(f"{main_class} {' '.join(args)} exited with {done.returncode}:\n"
-                       f"{done.stderr.decode(errors='replace')}")
+        raise CliError(
+            f"{main_class} {' '.join(args)} exited with {done.returncode}:\n{done.stderr.decode(errors='replace')}"
+        )
     return done.stdout.decode()
 
 
@@ -144,8 +153,9 @@ def _jdk_tool(name: str) -> str:
             return str(candidate)
     found = shutil.which(name)
     if found is None:
-        raise JavaUnavailable(f"{name} is not beside {java} nor on PATH: the tests need a JDK (17 or newer), "
-                              "not only a JRE")
+        raise JavaUnavailable(
+            f"{name} is not beside {java} nor on PATH: the tests need a JDK (17 or newer), not only a JRE"
+        )
     return found
 
 
@@ -163,8 +173,10 @@ def _main(argv: list[str]) -> int:
     sources = [Path(a) for a in argv if a.endswith(".java")]
     args = [a for a in argv if not a.endswith(".java")]
     if not sources:
-        print("usage: connect_java.py SOURCE.java [SOURCE.java...] [ARG...]  (runs the first source's class)",
-              file=sys.stderr)
+        print(
+            "usage: connect_java.py SOURCE.java [SOURCE.java...] [ARG...]  (runs the first source's class)",
+            file=sys.stderr,
+        )
         return 2
     sys.stdout.write(run(sources, main_class_of(sources[0]), args))
     return 0

@@ -10,8 +10,9 @@ from kafka.admin import KafkaAdminClient
 
 def groups_at(bootstrap_servers: str, **config: object) -> dict[str, str]:
     """group id -> protocol type of every group the cluster at `bootstrap_servers` coordinates."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, client_id="test-groups", request_timeout_ms=15_000,
-                             **config)
+    admin = KafkaAdminClient(
+        bootstrap_servers=bootstrap_servers, client_id="test-groups", request_timeout_ms=15_000, **config
+    )
     try:
         return {g["group_id"]: g["protocol_type"] for g in admin.list_groups()}
     finally:

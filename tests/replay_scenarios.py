@@ -56,8 +56,10 @@ class WritingDriver(StampedDriver):
 
 def raw_records(log: list[Record], stamps: list[int], partition: int = 0, first_offset: int = 0) -> list[RawRecord]:
     """The log as the topic holds it: encoded, one offset per record."""
-    return [RawRecord(partition, first_offset + n, stamp, *encode(record))
-            for n, (record, stamp) in enumerate(zip(log, stamps, strict=True))]
+    return [
+        RawRecord(partition, first_offset + n, stamp, *encode(record))
+        for n, (record, stamp) in enumerate(zip(log, stamps, strict=True))
+    ]
 
 
 @dataclass
@@ -83,8 +85,7 @@ class Story:
 def on_call_story(group: str = GROUP, driver: StampedDriver | None = None) -> Story:
     d = driver or StampedDriver()
     story = Story(d)
-    d.set_config(group, session_timeout_ms=10_000, heartbeat_interval_ms=3_000,
-                 scheduled_rebalance_max_delay_ms=60_000)
+    d.set_config(group, session_timeout_ms=10_000, heartbeat_interval_ms=3_000, scheduled_rebalance_max_delay_ms=60_000)
     d.set_connectors(group, CONNECTORS)
     workers = {name: SimWorker(d, group, name) for name in ("W1", "W2", "W3")}
     live = dict(workers)
@@ -136,8 +137,13 @@ def replayed(records: list[Record]) -> CoordinatorState:
     return state
 
 
-def random_story(seed: int, group: str = "connect-cluster", driver: StampedDriver | None = None,
-                 server_side: bool = False, assignor: str = "incremental_cooperative") -> StampedDriver:
+def random_story(
+    seed: int,
+    group: str = "connect-cluster",
+    driver: StampedDriver | None = None,
+    server_side: bool = False,
+    assignor: str = "incremental_cooperative",
+) -> StampedDriver:
     """A random history of one group: joins, leaves, crashes, static bounces, connector changes,
     the clock moving through session timeouts and scheduled rebalances."""
     rng = random.Random(seed)

@@ -32,7 +32,12 @@ from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 
 # Answers that say "not now, ask again (maybe elsewhere)": the request may or may not have taken effect.
-RETRIABLE = {7, 14, 15, 16}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
+RETRIABLE = {
+    7,
+    14,
+    15,
+    16,
+}  # REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
 GONE = ("gone",)  # an acknowledged state: not a member of the group
 
 
@@ -88,11 +93,24 @@ class Worker:
     project's member state machine (`Member`) with a blocking transport, and a record of every
     state the coordinator acknowledged (`acked`), for the tests that compare it with the topic."""
 
-    def __init__(self, group_id: str, member_id: str, ledger: Ledger, *, timeout: float = 90.0,
-                 token: str | None = None, rebalance_timeout_ms: int = 30_000,
-                 session_timeout_ms: int = 60_000) -> None:
-        self.member = Member(group_id, member_id, rebalance_timeout_ms=rebalance_timeout_ms,
-                             server_assignor="incremental_cooperative", session_timeout_ms=session_timeout_ms)
+    def __init__(
+        self,
+        group_id: str,
+        member_id: str,
+        ledger: Ledger,
+        *,
+        timeout: float = 90.0,
+        token: str | None = None,
+        rebalance_timeout_ms: int = 30_000,
+        session_timeout_ms: int = 60_000,
+    ) -> None:
+        self.member = Member(
+            group_id,
+            member_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            server_assignor="incremental_cooperative",
+            session_timeout_ms=session_timeout_ms,
+        )
         self.ledger = ledger
         self.timeout = timeout
         self.token = token
@@ -116,9 +134,13 @@ class Worker:
     def _post(self, server: ServeProcess, request: HeartbeatRequest) -> dict | None:
         started = time.monotonic()
         try:
-            status, answer = server.request("POST", "/v1/connect-group/heartbeat",
-                                            msgspec.to_builtins(wire.HeartbeatRequest.of(request)), token=self.token,
-                                            timeout=self.timeout)
+            status, answer = server.request(
+                "POST",
+                "/v1/connect-group/heartbeat",
+                msgspec.to_builtins(wire.HeartbeatRequest.of(request)),
+                token=self.token,
+                timeout=self.timeout,
+            )
         except (OSError, http.client.HTTPException, ValueError):
             self.unanswered += 1  # never acknowledged: it may or may not have happened
             self.uncertain = True
@@ -171,8 +193,9 @@ class Worker:
             if answer["ErrorCode"] in (0, 25):  # left, or was not a member (any more)
                 self._ack(GONE)
             else:
-                self.unexpected.append(f"leave at epoch {epoch} answered {answer['ErrorCode']}: "
-                                       f"{answer.get('ErrorMessage')}")
+                self.unexpected.append(
+                    f"leave at epoch {epoch} answered {answer['ErrorCode']}: {answer.get('ErrorMessage')}"
+                )
         return answer["ErrorCode"]
 
     def _ack(self, state: tuple) -> None:
@@ -206,9 +229,13 @@ def settled(server: ServeProcess, workers: list[Worker]) -> bool:
         return False
     members = {m["MemberId"]: m for m in d["Members"]}
     return set(members) == {w.member_id for w in workers} and all(
-        m["State"] == "STABLE" and m["MemberEpoch"] == d["GroupEpoch"]
-        and items(m["Assignment"]) == items(m["Target"]) == w.owned and w.epoch == m["MemberEpoch"]
-        for w in workers for m in [members[w.member_id]])
+        m["State"] == "STABLE"
+        and m["MemberEpoch"] == d["GroupEpoch"]
+        and items(m["Assignment"]) == items(m["Target"]) == w.owned
+        and w.epoch == m["MemberEpoch"]
+        for w in workers
+        for m in [members[w.member_id]]
+    )
 
 
 def converge(server: ServeProcess, workers: list[Worker], everything: frozenset, timeout: float = 90.0) -> None:
@@ -226,8 +253,15 @@ class Churn:
     until `stop()`. `writes` counts acknowledged joins and leaves, which always write records: a
     rising count means the coordinator commits transactions."""
 
-    def __init__(self, server: ServeProcess, workers: list[Worker], *, seed: int = 0, leave_probability: float = 0.04,
-                 pause: float = 0.05) -> None:
+    def __init__(
+        self,
+        server: ServeProcess,
+        workers: list[Worker],
+        *,
+        seed: int = 0,
+        leave_probability: float = 0.04,
+        pause: float = 0.05,
+    ) -> None:
         self.server = server
         self.workers = workers
         self.leave_probability = leave_probability
@@ -236,8 +270,12 @@ class Churn:
         self.failures: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads = [threading.Thread(target=self._run, args=(w, random.Random(seed * 1000 + i)), daemon=True,
-                                          name=f"churn-{w.member_id}") for i, w in enumerate(workers)]
+        self._threads = [
+            threading.Thread(
+                target=self._run, args=(w, random.Random(seed * 1000 + i)), daemon=True, name=f"churn-{w.member_id}"
+            )
+            for i, w in enumerate(workers)
+        ]
 
     def _count(self) -> None:
         with self._lock:

@@ -41,20 +41,46 @@ connectors_and_tasks = st.builds(ConnectorsAndTasks, small(names), small(task_id
 assignors = st.builds(Assignor, names, int16, int16, int8, int16, blobs)
 
 VALUES = {
-    2: st.builds(ClassicGroupMetadataValue, text, int32, st.none() | text, st.none() | text, int64, small(
-        st.builds(ClassicGroupMember, names, st.none() | text, text, text, int32, int32, blobs, blobs)),
-        st.none() | text),
+    2: st.builds(
+        ClassicGroupMetadataValue,
+        text,
+        int32,
+        st.none() | text,
+        st.none() | text,
+        int64,
+        small(st.builds(ClassicGroupMember, names, st.none() | text, text, text, int32, int32, blobs, blobs)),
+        st.none() | text,
+    ),
     3: st.builds(ConnectGroupMetadataValue, int32, text, small(st.builds(Departure, names, st.none() | text, text))),
     4: st.builds(ConnectorsTasksMetadataValue, small(st.builds(ConnectorTaskCount, names, int32))),
-    5: st.builds(MemberMetadataValue, int32, st.none() | text, text, text, st.none() | text, int32,
-                 st.none() | text, small(assignors), st.none() | text, st.none() | st.builds(
-                     ClassicMemberMetadata, int32, small(st.builds(ClassicMemberProtocol, names, blobs)))),
-    6: st.builds(TargetAssignmentMetadataValue, int32, int8, st.none() | text, st.none() | text, st.none() | text,
-                 st.none() | int64, connectors_and_tasks,
-                 small(st.builds(DepartedMember, text, st.none() | text, connectors_and_tasks, int64))),
+    5: st.builds(
+        MemberMetadataValue,
+        int32,
+        st.none() | text,
+        text,
+        text,
+        st.none() | text,
+        int32,
+        st.none() | text,
+        small(assignors),
+        st.none() | text,
+        st.none() | st.builds(ClassicMemberMetadata, int32, small(st.builds(ClassicMemberProtocol, names, blobs))),
+    ),
+    6: st.builds(
+        TargetAssignmentMetadataValue,
+        int32,
+        int8,
+        st.none() | text,
+        st.none() | text,
+        st.none() | text,
+        st.none() | int64,
+        connectors_and_tasks,
+        small(st.builds(DepartedMember, text, st.none() | text, connectors_and_tasks, int64)),
+    ),
     7: st.builds(TargetAssignmentMemberValue, connectors_and_tasks, int8, int16, blobs),
-    8: st.builds(CurrentMemberAssignmentValue, int32, int32, text, connectors_and_tasks, connectors_and_tasks,
-                 int8, int16, blobs),
+    8: st.builds(
+        CurrentMemberAssignmentValue, int32, int32, text, connectors_and_tasks, connectors_and_tasks, int8, int16, blobs
+    ),
     9: st.builds(GroupConfigurationValue, *[st.none() | int32] * 5),
 }
 

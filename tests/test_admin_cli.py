@@ -114,16 +114,22 @@ def test_describe_shows_who_left_and_why_in_the_table_and_the_json(capsys: pytes
         out = capsys.readouterr().out
         assert coordinator(["groups", "describe", G, "--url", url, "--format", "json"]) == 0
         described = orjson.loads(capsys.readouterr().out)
-    departures = out[out.index(f"removed by the change to group epoch {epoch}:"):].splitlines()[1:]
+    departures = out[out.index(f"removed by the change to group epoch {epoch}:") :].splitlines()[1:]
     assert [line.split(None, 2) for line in departures] == [
-        ["MEMBER", "INSTANCE", "WHY"], ["S2", "i-2", "fenced: no heartbeat within its session timeout"]]
+        ["MEMBER", "INSTANCE", "WHY"],
+        ["S2", "i-2", "fenced: no heartbeat within its session timeout"],
+    ]
     assert described["GroupEpoch"] == epoch and described["Departures"] == [
-        {"MemberId": "S2", "InstanceId": "i-2", "Reason": "session-timeout",
-         "ReasonText": "fenced: no heartbeat within its session timeout"}]
+        {
+            "MemberId": "S2",
+            "InstanceId": "i-2",
+            "Reason": "session-timeout",
+            "ReasonText": "fenced: no heartbeat within its session timeout",
+        }
+    ]
 
 
-def test_describe_tasks_speaks_the_status_endpoints_words_and_shows_the_timeouts(
-        capsys: pytest.CaptureFixture) -> None:
+def test_describe_tasks_speaks_the_status_endpoints_words_and_shows_the_timeouts(capsys: pytest.CaptureFixture) -> None:
     """Issue 29 item 6: one vocabulary for where a task is. The coordinator knows what it assigned,
     never that a task runs: describe --tasks (table and JSON) says what the status endpoint
     (views.connector_status) says, item by item. The default view shows the group's timeouts."""
@@ -137,21 +143,27 @@ def test_describe_tasks_speaks_the_status_endpoints_words_and_shows_the_timeouts
         tasks = capsys.readouterr().out
         assert coordinator(["groups", "describe", G, "--url", url]) == 0
         default = capsys.readouterr().out
-    got = {(r["Connector"], r["Task"]): (r["Status"], r["Member"] or r["Revoking"], r["DeferredUntilMs"])
-           for r in rows}
+    got = {(r["Connector"], r["Task"]): (r["Status"], r["Member"] or r["Revoking"], r["DeferredUntilMs"]) for r in rows}
     assert got == {k: (s.state, s.member_id, s.deferred_until_ms) for k, s in want.items()}
     assert {r["Status"] for r in rows} == {"ASSIGNED", "UNASSIGNED"} and [r["Deferred"] for r in rows] == [
-        False, False, True]
+        False,
+        False,
+        True,
+    ]
     at = d.coordinator.describe_group(G).scheduled_rebalance_at_ms
     until = datetime.fromtimestamp(at / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{at % 1000:03d}Z"
     assert [line.split() for line in tasks.splitlines()] == [
         ["CONNECTOR", "TASK", "STATUS", "MEMBER", "REVOKING", "TARGET", "DEFERRED-UNTIL"],
-        ["A", "-", "ASSIGNED", "W1", "-", "W1", "-"], ["A", "0", "ASSIGNED", "W1", "-", "W1", "-"],
-        ["A", "1", "UNASSIGNED", "-", "-", "-", until]]
+        ["A", "-", "ASSIGNED", "W1", "-", "W1", "-"],
+        ["A", "0", "ASSIGNED", "W1", "-", "W1", "-"],
+        ["A", "1", "UNASSIGNED", "-", "-", "-", until],
+    ]
     assert "running" not in tasks + default and f"deferred: A-1 unassigned until {until}" in default
-    assert ("timeouts: session timeout 10000 ms, heartbeat interval 1000 ms, rebalance timeout each member's own, "
-            "scheduled rebalance max delay "
-            f"{d.coordinator.config.scheduled_rebalance_max_delay_ms} ms, initial assignment delay") in default
+    assert (
+        "timeouts: session timeout 10000 ms, heartbeat interval 1000 ms, rebalance timeout each member's own, "
+        "scheduled rebalance max delay "
+        f"{d.coordinator.config.scheduled_rebalance_max_delay_ms} ms, initial assignment delay"
+    ) in default
 
 
 def test_deferred_work_without_a_rebalance_time_is_said_plainly(capsys: pytest.CaptureFixture) -> None:
@@ -184,19 +196,23 @@ def test_connectors_set_and_config_set_say_what_they_set(capsys: pytest.CaptureF
         assert capsys.readouterr().out == f"group {G}: connectors set to A (2 tasks), B (1 task)\n"
         assert coordinator(["connectors", "set", G, "--url", url]) == 0
         assert capsys.readouterr().out == f"group {G}: connectors set to none (every connector removed)\n"
-        assert coordinator(["config", "set", G, "--session-timeout-ms", "7000", "--heartbeat-interval-ms", "700",
-                            "--url", url]) == 0
+        assert (
+            coordinator(
+                ["config", "set", G, "--session-timeout-ms", "7000", "--heartbeat-interval-ms", "700", "--url", url]
+            )
+            == 0
+        )
         assert capsys.readouterr().out == (
             f"group {G}: config set: session timeout 7000 ms, heartbeat interval 700 ms; the server's default for "
-            "rebalance timeout, scheduled rebalance max delay, initial assignment delay\n")
+            "rebalance timeout, scheduled rebalance max delay, initial assignment delay\n"
+        )
         assert coordinator(["config", "set", G, "--session-timeout-ms", "7000", "--url", url, "--format", "json"]) == 0
         assert orjson.loads(capsys.readouterr().out)["SessionTimeoutMs"] == 7000
     assert [path for path, _ in puts] == [f"/v1/groups/{G}/connectors"] * 2 + [f"/v1/groups/{G}/config"] * 2
     assert puts[0][1] == {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]}
 
 
-def test_describe_says_nothing_of_departures_when_the_last_change_removed_nobody(
-        capsys: pytest.CaptureFixture) -> None:
+def test_describe_says_nothing_of_departures_when_the_last_change_removed_nobody(capsys: pytest.CaptureFixture) -> None:
     d = _static_member_crashed()
     d.set_connectors(G, {"A": 3})  # a new epoch, written by a change that removed nobody
     with serving(d.coordinator) as url:
@@ -229,8 +245,6 @@ class Fleet:
     log_dir: Path
 
 
-
-
 def _cli(capsys: pytest.CaptureFixture, *argv: str) -> tuple[int, str, str]:
     code = coordinator(list(argv))
     out, err = capsys.readouterr()
@@ -242,28 +256,87 @@ def fleet(kafka_broker, tmp_path_factory) -> Iterator[Fleet]:
     log_dir = tmp_path_factory.mktemp("admin-cli")
     topic = f"test-admin-cli-{uuid.uuid4().hex[:8]}"
     # Kafka's spelling of the flag; --bootstrap-servers (the instances' ServeProcess) is its alias.
-    assert coordinator(["topic", "create", "--bootstrap-server", kafka_broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
-    a, b = (ServeProcess(kafka_broker.bootstrap_servers, topic, log_dir, "--allow-anonymous", "--ownership", "group",
-                         "--ownership-session-timeout-ms", "6000") for _ in range(2))
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-server",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    a, b = (
+        ServeProcess(
+            kafka_broker.bootstrap_servers,
+            topic,
+            log_dir,
+            "--allow-anonymous",
+            "--ownership",
+            "group",
+            "--ownership-session-timeout-ms",
+            "6000",
+        )
+        for _ in range(2)
+    )
     workers = None
     try:
         a.start()
         wait_for(lambda: served(a) == set(range(PARTITIONS)), 60, "the first instance to take every partition")
         b.start()
-        wait_for(lambda: served(a) | served(b) == set(range(PARTITIONS)) and served(b)
-                  and not served(a) & served(b), 60, "the partitions to be shared")
+        wait_for(
+            lambda: served(a) | served(b) == set(range(PARTITIONS)) and served(b) and not served(a) & served(b),
+            60,
+            "the partitions to be shared",
+        )
         # WATCHED: two workers (the client-side incremental cooperative assignor), worker-2 crashes at 4 s:
         # its session (2 s) ends and its work waits, deferred, for the scheduled rebalance (2 min away).
-        assert coordinator(["config", "set", "--group", WATCHED, "--session-timeout-ms", "2000",
-                            "--heartbeat-interval-ms", "300", "--scheduled-rebalance-max-delay-ms", "120000",
-                            "--url", a.url]) == 0
+        assert (
+            coordinator(
+                [
+                    "config",
+                    "set",
+                    "--group",
+                    WATCHED,
+                    "--session-timeout-ms",
+                    "2000",
+                    "--heartbeat-interval-ms",
+                    "300",
+                    "--scheduled-rebalance-max-delay-ms",
+                    "120000",
+                    "--url",
+                    a.url,
+                ]
+            )
+            == 0
+        )
         assert coordinator(["connectors", "set", "--group", WATCHED, "A=2", "B=1", "--url", b.url]) == 0
         scenario = log_dir / "scenario.txt"
         scenario.write_text("4 crash worker-2\n600 stop\n")
-        workers = subprocess.Popen([*CONSOLE, "worker", "--group", WATCHED, "--count", "2", "--url", a.url,
-                                    "--scenario", str(scenario), "--quiet"],
-                                   stdout=(log_dir / "workers.log").open("wb"), stderr=subprocess.STDOUT)
+        workers = subprocess.Popen(
+            [
+                *CONSOLE,
+                "worker",
+                "--group",
+                WATCHED,
+                "--count",
+                "2",
+                "--url",
+                a.url,
+                "--scenario",
+                str(scenario),
+                "--quiet",
+            ],
+            stdout=(log_dir / "workers.log").open("wb"),
+            stderr=subprocess.STDOUT,
+        )
         yield Fleet(a, b, topic, kafka_broker.bootstrap_servers, workers, log_dir)
     finally:
         if workers is not None:
@@ -283,8 +356,15 @@ def _described(fleet: Fleet) -> dict:
 
 def _deferred(fleet: Fleet) -> dict:
     """WATCHED once worker-2's work is deferred (worker-1 runs the rest)."""
-    wait_for(lambda: (d := _described(fleet)).get("Deferred", {}).get("Tasks") and len(d["Members"]) == 1
-              and d["State"] == "STABLE", 60, "worker-2's work to be deferred")
+    wait_for(
+        lambda: (
+            (d := _described(fleet)).get("Deferred", {}).get("Tasks")
+            and len(d["Members"]) == 1
+            and d["State"] == "STABLE"
+        ),
+        60,
+        "worker-2's work to be deferred",
+    )
     return _described(fleet)
 
 
@@ -301,12 +381,13 @@ def test_group_is_a_flag_or_the_first_argument_never_both(fleet: Fleet, capsys: 
     code, out, _ = _cli(capsys, "groups", "describe", "positional", "--format", "json", *url)
     assert code == 0 and orjson.loads(out)["Connectors"] == [{"Name": "A", "Tasks": 1}]
     for argv, says in (
-            (["groups", "describe", "flagged", "--group", "flagged"], "the group is given twice"),
-            (["config", "set", "x", "--group", "y"], "the group is given twice"),
-            (["groups", "describe"], "which group? pass --group GROUP"),
-            (["connectors", "set", "--group", "g", "nonsense"], "every argument is a connector"),
-            (["groups", "describe", "--group", "flagged", "--members", "--tasks"], "one view at a time"),
-            (["groups", "describe", "--group", "flagged", "--verbose"], "--verbose goes with --members")):
+        (["groups", "describe", "flagged", "--group", "flagged"], "the group is given twice"),
+        (["config", "set", "x", "--group", "y"], "the group is given twice"),
+        (["groups", "describe"], "which group? pass --group GROUP"),
+        (["connectors", "set", "--group", "g", "nonsense"], "every argument is a connector"),
+        (["groups", "describe", "--group", "flagged", "--members", "--tasks"], "one view at a time"),
+        (["groups", "describe", "--group", "flagged", "--verbose"], "--verbose goes with --members"),
+    ):
         code, _, err = _cli(capsys, *argv, *url)
         assert code == 2 and says in err and len(err.splitlines()) == 1 and "Traceback" not in err, (argv, err)
 
@@ -322,29 +403,61 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--members", *url)
     lines = out.splitlines()
     assert code == 0 and lines[0].split() == ["MEMBER", "INSTANCE", "CLIENT", "HOST", "PROTOCOL", "EPOCH", "STATE"]
-    assert lines[1].split() == [member["MemberId"], "worker-1", "ANONYMOUS", "127.0.0.1", "connect",
-                                str(member["MemberEpoch"]), "STABLE"]
+    assert lines[1].split() == [
+        member["MemberId"],
+        "worker-1",
+        "ANONYMOUS",
+        "127.0.0.1",
+        "connect",
+        str(member["MemberEpoch"]),
+        "STABLE",
+    ]
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--members", "--verbose", *url)
     lines = out.splitlines()
     assert lines[0].split()[-3:] == ["ASSIGNED", "REVOKING", "TARGET"]
-    owns = ",".join([*member["Assignment"]["Connectors"],
-                     *(f"{t['Connector']}-{t['Task']}" for t in member["Assignment"]["Tasks"])])
+    owns = ",".join(
+        [*member["Assignment"]["Connectors"], *(f"{t['Connector']}-{t['Task']}" for t in member["Assignment"]["Tasks"])]
+    )
     assert lines[1].split()[-3:] == [owns, "-", owns]
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--members", "--format", "json", *url)
     assert [m["ClientHost"] for m in orjson.loads(out)] == ["127.0.0.1"]
 
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--state", *url)
     header, row = out.splitlines()
-    assert header.split() == ["GROUP", "COORDINATOR", "PARTITION", "ASSIGNOR", "STATE", "GROUP-EPOCH",
-                              "ASSIGNMENT-EPOCH", "MEMBERS"]
-    assert row.split() == [WATCHED, owner.url, str(partition_for(WATCHED, PARTITIONS)), "incremental_cooperative",
-                           "(client)", "STABLE", str(d["GroupEpoch"]), str(d["AssignmentEpoch"]), "1"]
+    assert header.split() == [
+        "GROUP",
+        "COORDINATOR",
+        "PARTITION",
+        "ASSIGNOR",
+        "STATE",
+        "GROUP-EPOCH",
+        "ASSIGNMENT-EPOCH",
+        "MEMBERS",
+    ]
+    assert row.split() == [
+        WATCHED,
+        owner.url,
+        str(partition_for(WATCHED, PARTITIONS)),
+        "incremental_cooperative",
+        "(client)",
+        "STABLE",
+        str(d["GroupEpoch"]),
+        str(d["AssignmentEpoch"]),
+        "1",
+    ]
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--state", "--format", "json", *url)
     assert orjson.loads(out) == {
-        "GroupId": WATCHED, "GroupType": "connect", "Coordinator": owner.url,
-        "Partition": partition_for(WATCHED, PARTITIONS), "Assignor": "incremental_cooperative",
-        "AssignorKind": "client", "State": "STABLE", "GroupEpoch": d["GroupEpoch"],
-        "AssignmentEpoch": d["AssignmentEpoch"], "Members": 1}
+        "GroupId": WATCHED,
+        "GroupType": "connect",
+        "Coordinator": owner.url,
+        "Partition": partition_for(WATCHED, PARTITIONS),
+        "Assignor": "incremental_cooperative",
+        "AssignorKind": "client",
+        "State": "STABLE",
+        "GroupEpoch": d["GroupEpoch"],
+        "AssignmentEpoch": d["AssignmentEpoch"],
+        "Members": 1,
+    }
 
     # --tasks: one row per connector and task; what worker-2 ran is deferred until the scheduled
     # rebalance, shown as ISO 8601 (UTC, milliseconds), never as epoch milliseconds.
@@ -353,12 +466,21 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
     deferred = {("-" if "Task" not in t else str(t["Task"])) for t in d["Deferred"]["Tasks"]}
     code, out, _ = _cli(capsys, "groups", "describe", "--group", WATCHED, "--tasks", *url)
     lines = out.splitlines()
-    assert code == 0 and lines[0].split() == ["CONNECTOR", "TASK", "STATUS", "MEMBER", "REVOKING", "TARGET",
-                                              "DEFERRED-UNTIL"]
+    assert code == 0 and lines[0].split() == [
+        "CONNECTOR",
+        "TASK",
+        "STATUS",
+        "MEMBER",
+        "REVOKING",
+        "TARGET",
+        "DEFERRED-UNTIL",
+    ]
     rows = {(line.split()[0], line.split()[1]): line.split(None, 2)[2] for line in lines[1:]}
     assert set(rows) == {("A", "-"), ("A", "0"), ("A", "1"), ("B", "-"), ("B", "0")}
-    items = {*member["Assignment"]["Connectors"], *(f"{t['Connector']}-{t['Task']}" for t in
-                                                    member["Assignment"]["Tasks"])}
+    items = {
+        *member["Assignment"]["Connectors"],
+        *(f"{t['Connector']}-{t['Task']}" for t in member["Assignment"]["Tasks"]),
+    }
     for (connector, task), rest in rows.items():
         item = connector if task == "-" else f"{connector}-{task}"
         if item in items:
@@ -392,16 +514,33 @@ def _frames(process: subprocess.Popen, count: int, is_frame: Callable[[str], boo
 
 @pytest.mark.parametrize("fmt", ["table", "json"])
 def test_watch_redraws_until_ctrl_c_and_exits_0(fleet: Fleet, fmt: str) -> None:
-    process = subprocess.Popen([*CONSOLE, "groups", "describe", "--group", WATCHED, "--state", "--watch", "0.3",
-                                "--url", fleet.a.url, "--format", fmt],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [
+            *CONSOLE,
+            "groups",
+            "describe",
+            "--group",
+            WATCHED,
+            "--state",
+            "--watch",
+            "0.3",
+            "--url",
+            fleet.a.url,
+            "--format",
+            fmt,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         if fmt == "table":
             # Not a terminal: frames are separated by a blank line and start with the time.
             lines = _frames(process, 2, lambda line: line.startswith("every 0.3s:"))
             first, second = (i for i, line in enumerate(lines) if line.startswith("every 0.3s:"))
-            assert re.fullmatch(rf"every 0\.3s: group {WATCHED} at \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z",
-                                lines[first])
+            assert re.fullmatch(
+                rf"every 0\.3s: group {WATCHED} at \d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z", lines[first]
+            )
             assert lines[first + 1] == "" and lines[first + 2].split()[0] == "GROUP"
             assert lines[first + 3].split()[0] == WATCHED and lines[second - 1] == ""
         else:  # one JSON object per redraw
@@ -418,8 +557,11 @@ def test_watch_redraws_until_ctrl_c_and_exits_0(fleet: Fleet, fmt: str) -> None:
 
 def test_watch_on_a_terminal_clears_the_screen_for_each_frame(fleet: Fleet) -> None:
     main, child = pty.openpty()
-    process = subprocess.Popen([*CONSOLE, "groups", "describe", "--group", WATCHED, "--state", "--watch", "0.3",
-                                "--url", fleet.a.url], stdout=child, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [*CONSOLE, "groups", "describe", "--group", WATCHED, "--state", "--watch", "0.3", "--url", fleet.a.url],
+        stdout=child,
+        stderr=subprocess.PIPE,
+    )
     os.close(child)
     try:
         seen = b""
@@ -453,15 +595,18 @@ def test_a_group_page_asked_of_another_instance_redirects_to_the_one_serving_it(
 
 
 def test_groups_list_asks_every_instance(fleet: Fleet, capsys: pytest.CaptureFixture) -> None:
-    groups = {p: next(f"listed-{i}" for i in range(10_000) if partition_for(f"listed-{i}", PARTITIONS) == p)
-              for p in range(PARTITIONS)}
+    groups = {
+        p: next(f"listed-{i}" for i in range(10_000) if partition_for(f"listed-{i}", PARTITIONS) == p)
+        for p in range(PARTITIONS)
+    }
     for group in groups.values():
         assert _cli(capsys, "connectors", "set", "--group", group, "A=1", "--url", fleet.a.url)[0] == 0
     # Each instance alone serves some partitions only; listing from either gives every group.
     assert served(fleet.a) != set(range(PARTITIONS)) and served(fleet.b) != set(range(PARTITIONS))
     _, owners = fleet.b.request("GET", "/v1/partitions")
     assert owners["Url"] == fleet.b.url and {p["Partition"]: p["Url"] for p in owners["Partitions"]} == {
-        p: fleet.a.url if p in served(fleet.a) else fleet.b.url for p in range(PARTITIONS)}
+        p: fleet.a.url if p in served(fleet.a) else fleet.b.url for p in range(PARTITIONS)
+    }
     for asked in (fleet.a, fleet.b):
         code, out, err = _cli(capsys, "groups", "list", "--url", asked.url)
         listed = [line.split()[0] for line in out.splitlines()[1:]]
@@ -480,8 +625,9 @@ def test_groups_list_asks_every_instance(fleet: Fleet, capsys: pytest.CaptureFix
     fleet.b.start()
 
 
-def test_dump_decode_prints_each_record_of_the_topic(fleet: Fleet, capsys: pytest.CaptureFixture,
-                                                     tmp_path: Path) -> None:
+def test_dump_decode_prints_each_record_of_the_topic(
+    fleet: Fleet, capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
     assert _cli(capsys, "connectors", "set", "--group", "short-lived", "A=1", "--url", fleet.a.url)[0] == 0
 
     def deleted() -> bool:  # asked of its coordinator, which may be moving (test_groups_list restarted b)
@@ -494,15 +640,26 @@ def test_dump_decode_prints_each_record_of_the_topic(fleet: Fleet, capsys: pytes
     # Kafka's flags, the client settings in a Java properties file as Kafka's tools take them.
     config = tmp_path / "client.properties"
     config.write_text("client.id=dump-decode\nssl.endpoint.identification.algorithm=\n")
-    kafka = ["--bootstrap-server", fleet.bootstrap, "--topic", fleet.topic, "--command-config", str(config),
-             "--partition", partition, "--no-progress"]
+    kafka = [
+        "--bootstrap-server",
+        fleet.bootstrap,
+        "--topic",
+        fleet.topic,
+        "--command-config",
+        str(config),
+        "--partition",
+        partition,
+        "--no-progress",
+    ]
     code, out, err = _cli(capsys, "dump", *kafka, "--decode")
     lines = [line for line in out.splitlines() if '"GroupId":"short-lived"' in line]
     assert code == 0 and "Traceback" not in err
     iso = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
-    assert re.fullmatch(rf'partition: {partition} offset: \d+ time: {iso} type: ConnectorsTasksMetadata\(4\) '
-                        r'key: \{"GroupId":"short-lived"\} value\(v0\): \{"Connectors":\[\{"Name":"A","Tasks":1\}\]\}',
-                        lines[0]), lines[0]
+    assert re.fullmatch(
+        rf"partition: {partition} offset: \d+ time: {iso} type: ConnectorsTasksMetadata\(4\) "
+        r'key: \{"GroupId":"short-lived"\} value\(v0\): \{"Connectors":\[\{"Name":"A","Tasks":1\}\]\}',
+        lines[0],
+    ), lines[0]
     assert lines[-1].endswith("tombstone")  # the deleted group's records end in tombstones
     code, out, _ = _cli(capsys, "dump", *kafka, "--decode", "--format", "json")
     decoded = [orjson.loads(line) for line in out.splitlines()]
@@ -513,13 +670,29 @@ def test_dump_decode_prints_each_record_of_the_topic(fleet: Fleet, capsys: pytes
     assert [r["offset"] for r in decoded] == sorted(r["offset"] for r in decoded)
 
 
-def test_dump_decode_prints_a_corrupt_record_as_such(kafka_broker, unique_topic: str,
-                                                     capsys: pytest.CaptureFixture) -> None:
-    assert _cli(capsys, "topic", "create", "--bootstrap-server", kafka_broker.bootstrap_servers, "--topic",
-                unique_topic, "--partitions", "1", "--replication-factor", "1")[0] == 0
+def test_dump_decode_prints_a_corrupt_record_as_such(
+    kafka_broker, unique_topic: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert (
+        _cli(
+            capsys,
+            "topic",
+            "create",
+            "--bootstrap-server",
+            kafka_broker.bootstrap_servers,
+            "--topic",
+            unique_topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        )[0]
+        == 0
+    )
     producer = Producer(kafka_broker.client_config())
-    key, value = records.encode(records.Record(records.ConnectGroupMetadataKey("g"),
-                                               records.ConnectGroupMetadataValue(3)))
+    key, value = records.encode(
+        records.Record(records.ConnectGroupMetadataKey("g"), records.ConnectGroupMetadataValue(3))
+    )
     producer.produce(unique_topic, value, key)
     producer.produce(unique_topic, b"\x00\x03\xff\xff", key)  # a value that is not a type-3 value
     producer.produce(unique_topic, None, b"\x7f\x7f")  # a key of no known record type
@@ -536,21 +709,53 @@ def test_dump_decode_prints_a_corrupt_record_as_such(kafka_broker, unique_topic:
     assert "decoded 2 records from topic" in err and "2 corrupt" in err
     code, out, _ = _cli(capsys, "dump", *kafka, "--format", "json")
     rows = [orjson.loads(line) for line in out.splitlines()]
-    assert [("corrupt" in r, r.get("tombstone")) for r in rows] == [(False, False), (True, None), (True, None),
-                                                                   (False, True)]
+    assert [("corrupt" in r, r.get("tombstone")) for r in rows] == [
+        (False, False),
+        (True, None),
+        (True, None),
+        (False, True),
+    ]
     assert rows[1]["value"] == "AAP//w==" and rows[1]["corrupt"].startswith("cannot decode value")
 
 
-def test_kafka_flag_names_and_command_config(kafka_broker, unique_topic: str, tmp_path: Path,
-                                             capsys: pytest.CaptureFixture) -> None:
+def test_kafka_flag_names_and_command_config(
+    kafka_broker, unique_topic: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     good = tmp_path / "good.properties"
     # As a file written for kafka-topics.sh would say it: Java's empty "no host name check".
     good.write_text("client.id=kafka-shaped\nssl.endpoint.identification.algorithm=\n")
-    assert _cli(capsys, "topic", "create", "--bootstrap-server", kafka_broker.bootstrap_servers, "--topic",
-                unique_topic, "--partitions", "1", "--replication-factor", "1", "--command-config", str(good))[0] == 0
+    assert (
+        _cli(
+            capsys,
+            "topic",
+            "create",
+            "--bootstrap-server",
+            kafka_broker.bootstrap_servers,
+            "--topic",
+            unique_topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+            "--command-config",
+            str(good),
+        )[0]
+        == 0
+    )
     for spelling in ("--bootstrap-server", "--bootstrap-servers"):
-        code, out, _ = _cli(capsys, "topic", "describe", spelling, kafka_broker.bootstrap_servers, "--topic",
-                            unique_topic, "--command-config", str(good), "--format", "json")
+        code, out, _ = _cli(
+            capsys,
+            "topic",
+            "describe",
+            spelling,
+            kafka_broker.bootstrap_servers,
+            "--topic",
+            unique_topic,
+            "--command-config",
+            str(good),
+            "--format",
+            "json",
+        )
         assert code == 0 and len(orjson.loads(out)["partitions"]) == 1
     jks = tmp_path / "jks.properties"
     jks.write_text("security.protocol=SSL\nssl.truststore.location=/etc/kafka/truststore.jks\n")
@@ -560,14 +765,24 @@ def test_kafka_flag_names_and_command_config(kafka_broker, unique_topic: str, tm
     java_only.write_text("ssl.enabled.protocols=TLSv1.3\n")
     bad_escape = tmp_path / "escape.properties"
     bad_escape.write_text("client.id=\\u12g4\n")
-    for file, says in ((tmp_path / "missing.properties", "cannot read Kafka config file"),
-                       (jks, "ssl.truststore.location: librdkafka reads no JKS truststore"),
-                       (kerberos, "sasl.jaas.config: only a PlainLoginModule or ScramLoginModule"),
-                       (java_only, "ssl.enabled.protocols: a Java client setting librdkafka has no counterpart for"),
-                       (bad_escape, "Invalid \\u escape")):
+    for file, says in (
+        (tmp_path / "missing.properties", "cannot read Kafka config file"),
+        (jks, "ssl.truststore.location: librdkafka reads no JKS truststore"),
+        (kerberos, "sasl.jaas.config: only a PlainLoginModule or ScramLoginModule"),
+        (java_only, "ssl.enabled.protocols: a Java client setting librdkafka has no counterpart for"),
+        (bad_escape, "Invalid \\u escape"),
+    ):
         for command in (["topic", "describe"], ["dump", "--decode", "--no-progress"]):
-            code, _, err = _cli(capsys, *command, "--bootstrap-server", kafka_broker.bootstrap_servers, "--topic",
-                                unique_topic, "--command-config", str(file))
+            code, _, err = _cli(
+                capsys,
+                *command,
+                "--bootstrap-server",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--command-config",
+                str(file),
+            )
             assert code == 2 and says in err and len(err.splitlines()) == 1 and "Traceback" not in err, (file, err)
 
 
@@ -589,17 +804,40 @@ def test_format_means_table_or_json_everywhere() -> None:
                 assert action.default in (None, "table"), path
 
     walk(parser, ())
-    assert {("groups", "describe"), ("groups", "list"), ("topic", "describe"), ("dump",), ("replay", "timeline"),
-            ("sql",), ("spark-conf",)} <= set(found)
+    assert {
+        ("groups", "describe"),
+        ("groups", "list"),
+        ("topic", "describe"),
+        ("dump",),
+        ("replay", "timeline"),
+        ("sql",),
+        ("spark-conf",),
+    } <= set(found)
 
 
-def test_former_format_spellings_still_work(kafka_broker, unique_topic: str, tmp_path: Path,
-                                            capsys: pytest.CaptureFixture) -> None:
-    assert _cli(capsys, "topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                unique_topic, "--partitions", "1", "--replication-factor", "1")[0] == 0
+def test_former_format_spellings_still_work(
+    kafka_broker, unique_topic: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert (
+        _cli(
+            capsys,
+            "topic",
+            "create",
+            "--bootstrap-servers",
+            kafka_broker.bootstrap_servers,
+            "--topic",
+            unique_topic,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "1",
+        )[0]
+        == 0
+    )
     kafka = ["--bootstrap-server", kafka_broker.bootstrap_servers, "--topic", unique_topic]
-    assert _cli(capsys, "topic", "describe", *kafka, "--format", "text")[1] == \
-        _cli(capsys, "topic", "describe", *kafka)[1]
+    assert (
+        _cli(capsys, "topic", "describe", *kafka, "--format", "text")[1] == _cli(capsys, "topic", "describe", *kafka)[1]
+    )
     code, out, err = _cli(capsys, "dump", *kafka, "--no-progress", "--format", "jsonl")
     assert code == 0 and "--format jsonl is deprecated: use --dump-format jsonl" in err
     assert orjson.loads(out.splitlines()[0])["dump"] == "worker-coordinator"
@@ -613,16 +851,17 @@ def test_version_completion_and_worker_help(tmp_path: Path) -> None:
     version = subprocess.run([*CONSOLE, "--version"], capture_output=True, text=True, check=True).stdout
     assert version == f"coordinator {importlib.metadata.version('worker-coordinator')}\n"
     bash = subprocess.run([*CONSOLE, "completion", "bash"], capture_output=True, text=True, check=True).stdout
-    for word in ("groups", "describe", "--members", "--bootstrap-server", "--command-config", "--decode",
-                 "completion"):
+    for word in ("groups", "describe", "--members", "--bootstrap-server", "--command-config", "--decode", "completion"):
         assert word in bash, word
     (tmp_path / "coordinator.bash").write_text(bash)
     subprocess.run(["bash", "-n", str(tmp_path / "coordinator.bash")], check=True)
     # The script completes: the subcommands after `coordinator `, the flags after `groups describe --`.
-    probe = (f"source {tmp_path / 'coordinator.bash'}\n"
-             "COMP_WORDS=(coordinator gro); COMP_CWORD=1; _shtab_coordinator; echo \"${COMPREPLY[@]}\"\n"
-             "COMP_WORDS=(coordinator groups describe --mem); COMP_CWORD=3; _shtab_coordinator; "
-             "echo \"${COMPREPLY[@]}\"\n")
+    probe = (
+        f"source {tmp_path / 'coordinator.bash'}\n"
+        'COMP_WORDS=(coordinator gro); COMP_CWORD=1; _shtab_coordinator; echo "${COMPREPLY[@]}"\n'
+        "COMP_WORDS=(coordinator groups describe --mem); COMP_CWORD=3; _shtab_coordinator; "
+        'echo "${COMPREPLY[@]}"\n'
+    )
     completed = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True).stdout.splitlines()
     assert completed[0].split() == ["groups"] and completed[1].split() == ["--members"]
     zsh = subprocess.run([*CONSOLE, "completion", "zsh"], capture_output=True, text=True, check=True).stdout
@@ -631,8 +870,18 @@ def test_version_completion_and_worker_help(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
     helped = subprocess.run([*CONSOLE, "worker", "--help"], capture_output=True, text=True, check=True).stdout
-    example = helped[helped.index("For example:"):].split("\n\n")[1]
+    example = helped[helped.index("For example:") :].split("\n\n")[1]
     assert "    0   join        5 " in example and "crash       worker-4" in example
-    assert [e.action for e in parse_scenario(example)] == ["join", "scale-out", "bounce", "crash", "connectors",
-                                                           "scale-in", "join", "upgrade", "downgrade", "stop"]
+    assert [e.action for e in parse_scenario(example)] == [
+        "join",
+        "scale-out",
+        "bounce",
+        "crash",
+        "connectors",
+        "scale-in",
+        "join",
+        "upgrade",
+        "downgrade",
+        "stop",
+    ]
     assert "`#` starts a comment" in helped

@@ -100,11 +100,13 @@ def owners(result: GroupAssignment) -> dict[str, frozenset[Item]]:
 
 def next_round(spec: GroupSpec, result: GroupAssignment, *joining: AssignmentMember, **changes: object) -> GroupSpec:
     """The spec of the next rebalance: every member reached its target; `joining` members join."""
-    members = [dataclasses.replace(m, target=result.members[m.member_id].assignment,
-                                   owned=result.members[m.member_id].assignment) for m in spec.members]
-    return dataclasses.replace(
-        spec, members=tuple(sorted([*members, *joining], key=lambda m: m.member_id)), **changes
-    )
+    members = [
+        dataclasses.replace(
+            m, target=result.members[m.member_id].assignment, owned=result.members[m.member_id].assignment
+        )
+        for m in spec.members
+    ]
+    return dataclasses.replace(spec, members=tuple(sorted([*members, *joining], key=lambda m: m.member_id)), **changes)
 
 
 def assert_exactly_once(spec: GroupSpec, result: GroupAssignment) -> None:
@@ -216,16 +218,22 @@ def test_a_new_member_takes_only_what_balance_requires() -> None:
 def test_members_above_the_ceiling_shed_down_to_it() -> None:
     """5 tasks over 3 members is 2, 2, 1: W1 (3 tasks) gives up its greatest, W2 keeps its 2."""
     a = [TaskId("A", t) for t in range(5)]
-    spec = group(member("W1", AC0, *a[:3]), member("W2", *a[3:]), member("W3"),
-                 connectors=(ConnectorTaskCount("A", 5),))
+    spec = group(
+        member("W1", AC0, *a[:3]), member("W2", *a[3:]), member("W3"), connectors=(ConnectorTaskCount("A", 5),)
+    )
     assert owners(ICR.assign(spec)) == {"W1": {AC0, a[0], a[1]}, "W2": {a[3], a[4]}, "W3": {a[2]}}
 
 
 def test_members_at_the_ceiling_shed_only_to_lift_others_to_the_floor() -> None:
     """6 tasks over 4 members is 2, 2, 1, 1: of three members at 2, only the last by id gives one up."""
     a = [TaskId("A", t) for t in range(6)]
-    spec = group(member("W0", *a[0:2]), member("W1", *a[2:4]), member("W2", *a[4:6]), member("W3"),
-                 connectors=(ConnectorTaskCount("A", 6),))
+    spec = group(
+        member("W0", *a[0:2]),
+        member("W1", *a[2:4]),
+        member("W2", *a[4:6]),
+        member("W3"),
+        connectors=(ConnectorTaskCount("A", 6),),
+    )
     # The connector nobody held goes to the first of the members with fewest connectors.
     assert owners(ICR.assign(spec)) == {"W0": {AC0, *a[0:2]}, "W1": set(a[2:4]), "W2": {a[4]}, "W3": {a[5]}}
 
@@ -262,8 +270,9 @@ def test_member_returning_under_a_new_member_id_is_known_by_its_instance_id() ->
 def test_unknown_member_does_not_take_deferred_work() -> None:
     """W4 is not W2: the work keeps waiting for W2, and the deadline stays where it was."""
     now = DEPARTED_AT + 5_000
-    result = ICR.assign(group(W1_AT_35, W3_AT_35, member("W4", instance_id="worker-4"), departed=(W2_LEFT,),
-                              now_ms=now))
+    result = ICR.assign(
+        group(W1_AT_35, W3_AT_35, member("W4", instance_id="worker-4"), departed=(W2_LEFT,), now_ms=now)
+    )
     assert owners(result) == {"W1": {AC0, AT1}, "W3": {AT2}, "W4": set()}
     assert result.deferred == work(BC0, BT1)
     assert result.scheduled_rebalance_delay_ms == DEPARTED_AT + MAX_DELAY - now
@@ -286,8 +295,9 @@ def test_zero_max_delay_never_defers() -> None:
 
 def test_the_earliest_deadline_schedules_the_rebalance() -> None:
     now = DEPARTED_AT + 1_000
-    spec = group(member("W1", AC0), departed=(departed("W2", AT1, at_ms=DEPARTED_AT + 500), departed("W3", BC0, BT1)),
-                 now_ms=now)
+    spec = group(
+        member("W1", AC0), departed=(departed("W2", AT1, at_ms=DEPARTED_AT + 500), departed("W3", BC0, BT1)), now_ms=now
+    )
     result = ICR.assign(spec)
     assert result.deferred == work(AT1, BC0, BT1)
     assert result.scheduled_rebalance_delay_ms == DEPARTED_AT + MAX_DELAY - now
@@ -317,14 +327,21 @@ def test_without_members_only_waiting_work_is_deferred() -> None:
 
 
 def test_deleted_connector_is_dropped() -> None:
-    result = ICR.assign(group(member("W1", AC0, AT1), member("W2", BC0, BT1), member("W3", AT2),
-                              connectors=(ConnectorTaskCount("A", 2),)))
+    result = ICR.assign(
+        group(
+            member("W1", AC0, AT1), member("W2", BC0, BT1), member("W3", AT2), connectors=(ConnectorTaskCount("A", 2),)
+        )
+    )
     assert owners(result) == {"W1": {AC0, AT1}, "W2": set(), "W3": {AT2}}
 
 
 def test_reduced_tasks_are_dropped() -> None:
-    spec = group(member("W1", AC0, AT1), member("W2", BC0, BT1), member("W3", AT2),
-                 connectors=(ConnectorTaskCount("A", 1), ConnectorTaskCount("B", 1)))
+    spec = group(
+        member("W1", AC0, AT1),
+        member("W2", BC0, BT1),
+        member("W3", AT2),
+        connectors=(ConnectorTaskCount("A", 1), ConnectorTaskCount("B", 1)),
+    )
     result = ICR.assign(spec)
     assert owners(result) == {"W1": {AC0, AT1}, "W2": {BC0, BT1}, "W3": set()}
     assert_exactly_once(spec, result)
@@ -381,8 +398,13 @@ def test_max_moves_limits_moves_and_asks_for_a_follow_up() -> None:
 
 def test_max_moves_does_not_limit_unassigned_or_departed_work() -> None:
     assignor_ = IncrementalCooperativeAssignor(max_moves=1)
-    spec = group(member("W1"), member("W2"), member("W3"), connectors=many_connectors(3, 10),
-                 departed=(departed("W3", "connector-00"),))
+    spec = group(
+        member("W1"),
+        member("W2"),
+        member("W3"),
+        connectors=many_connectors(3, 10),
+        departed=(departed("W3", "connector-00"),),
+    )
     result = assignor_.assign(spec)
     assert result.scheduled_rebalance_delay_ms is None
     assert "connector-00" in owners(result)["W3"]
@@ -392,8 +414,12 @@ def test_max_moves_does_not_limit_unassigned_or_departed_work() -> None:
 def test_a_follow_up_and_a_deadline_give_the_sooner_delay() -> None:
     assignor_ = IncrementalCooperativeAssignor(max_moves=1, follow_up_delay_ms=500)
     # 4 tasks of A over W1 and W3 while B waits: W1 would give up 2, and may give up 1.
-    spec = group(member("W1", AC0, *(TaskId("A", t) for t in range(4))), member("W3"), departed=(W2_LEFT,),
-                 connectors=(ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 1)))
+    spec = group(
+        member("W1", AC0, *(TaskId("A", t) for t in range(4))),
+        member("W3"),
+        departed=(W2_LEFT,),
+        connectors=(ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 1)),
+    )
     result = assignor_.assign(spec)
     assert result.deferred == work(BC0, BT1)
     assert result.scheduled_rebalance_delay_ms == 500
@@ -411,14 +437,18 @@ def test_max_moves_must_allow_progress(max_moves: int) -> None:
 
 
 def test_each_member_gets_the_highest_common_version() -> None:
-    spec = group(member("W1", versions=(0, 0)), member("W2", versions=(0, 3)), member("W3", versions=(1, 1)),
-                 departed=(W2_LEFT,))
+    spec = group(
+        member("W1", versions=(0, 0)), member("W2", versions=(0, 3)), member("W3", versions=(1, 1)), departed=(W2_LEFT,)
+    )
     result = ICR.assign(spec)
     assert {m: e.version for m, e in result.members.items()} == {"W1": 0, "W2": 1, "W3": 1}
     # Version 1 carries the scheduled delay (big-endian int32); version 0 carries nothing. W2 is
     # back, so nothing waits: -1.
     assert {m: e.metadata for m, e in result.members.items()} == {
-        "W1": b"", "W2": struct.pack(">i", -1), "W3": struct.pack(">i", -1)}
+        "W1": b"",
+        "W2": struct.pack(">i", -1),
+        "W3": struct.pack(">i", -1),
+    }
     waiting = ICR.assign(dataclasses.replace(spec, members=spec.members[::2]))
     delay = waiting.scheduled_rebalance_delay_ms
     assert delay == DEPARTED_AT + MAX_DELAY - spec.now_ms
@@ -457,10 +487,19 @@ MEMBER_IDS = [f"W{i}" for i in range(8)]
 def groups(draw: st.DrawFn) -> tuple[GroupSpec, int | None]:
     """Random groups: targets and owned work overlap, hold deleted connectors and tasks beyond the
     count; departed entries come back under their member id or instance id, wait, or have expired."""
-    connectors = tuple(draw(st.lists(st.builds(ConnectorTaskCount, st.sampled_from(CONNECTOR_NAMES), st.integers(0, 6)),
-                                     unique_by=lambda c: c.name, max_size=5)))
+    connectors = tuple(
+        draw(
+            st.lists(
+                st.builds(ConnectorTaskCount, st.sampled_from(CONNECTOR_NAMES), st.integers(0, 6)),
+                unique_by=lambda c: c.name,
+                max_size=5,
+            )
+        )
+    )
     stale = ["Z", TaskId("Z", 0), *(TaskId(c.name, c.tasks) for c in connectors)]
-    some_work = st.lists(st.sampled_from([*sorted(configured_work(connectors).items, key=str), *stale]), max_size=8).map(connectors_and_tasks)
+    some_work = st.lists(
+        st.sampled_from([*sorted(configured_work(connectors).items, key=str), *stale]), max_size=8
+    ).map(connectors_and_tasks)
     instance_ids = st.none() | st.sampled_from([f"worker-{i}" for i in range(8)])
 
     ids = draw(st.lists(st.sampled_from(MEMBER_IDS), unique=True, max_size=6))
@@ -473,9 +512,14 @@ def groups(draw: st.DrawFn) -> tuple[GroupSpec, int | None]:
         target = draw(some_work)
         owned = draw(st.just(target) | some_work)
         members.append(AssignmentMember(member_id, instance_id, target, owned))
-    departed_members = draw(st.lists(
-        st.builds(DepartedMember, st.sampled_from(MEMBER_IDS + ["W9"]), instance_ids, some_work, st.integers(0, 2_000)),
-        max_size=3))
+    departed_members = draw(
+        st.lists(
+            st.builds(
+                DepartedMember, st.sampled_from(MEMBER_IDS + ["W9"]), instance_ids, some_work, st.integers(0, 2_000)
+            ),
+            max_size=3,
+        )
+    )
     spec = GroupSpec(
         group_id="g",
         group_epoch=7,
@@ -544,15 +588,19 @@ def test_a_joining_member_only_takes_work(members: int, connectors: int, tasks: 
 
 @settings(max_examples=100, deadline=None)
 @given(st.integers(2, 8), st.integers(1, 6), st.integers(0, 12), st.data())
-def test_a_bounced_member_gets_exactly_its_work_back(members: int, connectors: int, tasks: int,
-                                                     data: st.DataObject) -> None:
+def test_a_bounced_member_gets_exactly_its_work_back(
+    members: int, connectors: int, tasks: int, data: st.DataObject
+) -> None:
     """Seed 002 "Member bounces": nothing moves while it is away; back, it gets its work and nothing else moves."""
     spec = group(*(member(f"W{i}") for i in range(members)), connectors=many_connectors(connectors, tasks))
     steady = next_round(spec, ICR.assign(spec))
     before = owners(ICR.assign(steady))
     bounced = data.draw(st.sampled_from(sorted(before)))
-    without = dataclasses.replace(steady, members=tuple(m for m in steady.members if m.member_id != bounced),
-                                  departed=(departed(bounced, *before[bounced]),))
+    without = dataclasses.replace(
+        steady,
+        members=tuple(m for m in steady.members if m.member_id != bounced),
+        departed=(departed(bounced, *before[bounced]),),
+    )
     away = ICR.assign(without)
     assert owners(away) == {m: items for m, items in before.items() if m != bounced}
     assert items_of(away.deferred) == before[bounced]
@@ -591,8 +639,13 @@ print(repr(IncrementalCooperativeAssignor(max_moves=5).assign(second)))
 def test_same_answer_under_every_hash_seed() -> None:
     """Two workers may compute the same target: the answer must not depend on set iteration order."""
     outputs = {
-        subprocess.run([sys.executable, "-c", _HASH_SEED_PROGRAM], capture_output=True, text=True, check=True,
-                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        subprocess.run(
+            [sys.executable, "-c", _HASH_SEED_PROGRAM],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
         for seed in ("1", "2", "3")
     }
     assert len(outputs) == 1

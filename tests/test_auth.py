@@ -35,18 +35,21 @@ def test_anonymous_only_when_allowed() -> None:
         _authorizer(allow_anonymous=True).authenticate("Bearer typo")
 
 
-@pytest.mark.parametrize(("principal", "operation", "group", "allowed"), [
-    ("alice", Operation.READ, "connect-a1", True),
-    ("alice", Operation.DESCRIBE, "connect-a1", True),   # implied by Read
-    ("alice", Operation.READ, "connect-b", False),
-    ("alice", Operation.ALTER, "connect-a1", False),
-    ("ops", Operation.ALTER, "anything", True),
-    ("ops", Operation.DELETE, "anything", True),
-    ("ops", Operation.READ, "anything", False),
-    ("anyone", Operation.DESCRIBE, "public-x", True),
-    ("anyone", Operation.READ, "public-x", False),
-    (ANONYMOUS, Operation.DESCRIBE, "connect-a1", False),
-])
+@pytest.mark.parametrize(
+    ("principal", "operation", "group", "allowed"),
+    [
+        ("alice", Operation.READ, "connect-a1", True),
+        ("alice", Operation.DESCRIBE, "connect-a1", True),  # implied by Read
+        ("alice", Operation.READ, "connect-b", False),
+        ("alice", Operation.ALTER, "connect-a1", False),
+        ("ops", Operation.ALTER, "anything", True),
+        ("ops", Operation.DELETE, "anything", True),
+        ("ops", Operation.READ, "anything", False),
+        ("anyone", Operation.DESCRIBE, "public-x", True),
+        ("anyone", Operation.READ, "public-x", False),
+        (ANONYMOUS, Operation.DESCRIBE, "connect-a1", False),
+    ],
+)
 def test_acls(principal: str, operation: Operation, group: str, allowed: bool) -> None:
     a = _authorizer()
     assert a.allowed(principal, operation, group) is allowed
@@ -61,12 +64,15 @@ def test_without_acls_every_authenticated_principal_may_do_everything() -> None:
     assert all(a.allowed("alice", op, "g") for op in Operation)
 
 
-@pytest.mark.parametrize(("text", "parser", "line"), [
-    ("t1 alice\nt2\n", parse_tokens, ":2:"),
-    ("t1 alice\nt1 bob\n", parse_tokens, ":2:"),
-    ("alice Read\n", parse_acls, ":1:"),
-    ("\nalice Write g\n", parse_acls, ":2:"),
-])
+@pytest.mark.parametrize(
+    ("text", "parser", "line"),
+    [
+        ("t1 alice\nt2\n", parse_tokens, ":2:"),
+        ("t1 alice\nt1 bob\n", parse_tokens, ":2:"),
+        ("alice Read\n", parse_acls, ":1:"),
+        ("\nalice Write g\n", parse_acls, ":2:"),
+    ],
+)
 def test_malformed_files_name_the_line(text: str, parser, line: str) -> None:  # noqa: ANN001
     with pytest.raises(ConfigError) as e:
         parser(text, "f")

@@ -18,10 +18,31 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.integration
 def test_a_tiny_capacity_run_prints_its_ladders_and_the_churn(kafka_broker) -> None:  # noqa: ANN001
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_capacity.py"), "--bootstrap-servers",
-         kafka_broker.bootstrap_servers, "--groups", "4", "--members", "5", "--rates", "100,200",
-         "--connections", "4,20", "--seconds", "1", "--warmup", "0.3", "--partitions", "4"],
-        capture_output=True, text=True, timeout=240, cwd=ROOT)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_capacity.py"),
+            "--bootstrap-servers",
+            kafka_broker.bootstrap_servers,
+            "--groups",
+            "4",
+            "--members",
+            "5",
+            "--rates",
+            "100,200",
+            "--connections",
+            "4,20",
+            "--seconds",
+            "1",
+            "--warmup",
+            "0.3",
+            "--partitions",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     assert "20 members in 4 groups stable" in out and "KiB per member" in out
@@ -35,8 +56,10 @@ def test_a_tiny_capacity_run_prints_its_ladders_and_the_churn(kafka_broker) -> N
     # its topic during the step; a steady heartbeat changes nothing, so nothing may be written.
     ladders = out.partition("3. writes")[0]
     assert "errors" not in ladders and "commits" not in ladders, out
-    assert len(re.findall(r"-> on \d+ connections one instance answers \d+ steady heartbeats/s", out)) == 2 or \
-        "no step met the bound" in out, out
+    assert (
+        len(re.findall(r"-> on \d+ connections one instance answers \d+ steady heartbeats/s", out)) == 2
+        or "no step met the bound" in out
+    ), out
     assert re.search(r"acknowledged changes +: +[\d,]+ /s .* errors 0", out), out
     # The churn did write: the coordinator's own counts (its metrics), not the load generator's.
     server = re.search(r"server side .*: ([\d,]+) heartbeats in ([\d,]+) transactions", out)

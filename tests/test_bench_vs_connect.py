@@ -25,10 +25,25 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_scale_out_side_by_side_with_real_kafka_connect(tmp_path: Path) -> None:
     out = tmp_path / "timelines.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "bench_vs_connect.py"), "--fast", "--workers", "2",
-         "--connectors", "A=3,B=2", "--scenario", "scale-out", "--run-dir", str(tmp_path / "run"),
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "bench_vs_connect.py"),
+            "--fast",
+            "--workers",
+            "2",
+            "--connectors",
+            "A=3,B=2",
+            "--scenario",
+            "scale-out",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "side by side" in result.stdout and "tasks moved" in result.stdout and "Connect on ours" in result.stdout
     report = orjson.loads(out.read_bytes())
@@ -46,12 +61,18 @@ def test_scale_out_side_by_side_with_real_kafka_connect(tmp_path: Path) -> None:
     # Connect on ours: each worker's group member was sent to the gateway's coordinator node, never
     # to the broker's coordinator (whose workers find the broker's own port).
     on_ours, on_kafka = Path(runs["connect-ours"]["logs"]), Path(runs["connect"]["logs"])
-    gateway_node = {line.split("Discovered group coordinator ")[1].split(" ")[0]
-                    for log in on_ours.glob("w*-*.log") for line in log.read_text().splitlines()
-                    if "Discovered group coordinator" in line}
-    kafka_node = {line.split("Discovered group coordinator ")[1].split(" ")[0]
-                  for log in on_kafka.glob("w*-*.log") for line in log.read_text().splitlines()
-                  if "Discovered group coordinator" in line}
+    gateway_node = {
+        line.split("Discovered group coordinator ")[1].split(" ")[0]
+        for log in on_ours.glob("w*-*.log")
+        for line in log.read_text().splitlines()
+        if "Discovered group coordinator" in line
+    }
+    kafka_node = {
+        line.split("Discovered group coordinator ")[1].split(" ")[0]
+        for log in on_kafka.glob("w*-*.log")
+        for line in log.read_text().splitlines()
+        if "Discovered group coordinator" in line
+    }
     assert len(gateway_node) == 1 and gateway_node.isdisjoint(kafka_node), (gateway_node, kafka_node)
     assert (on_ours / "gateway.log").exists()
     assert runs["connect-ours"]["figures"]["moved"] == runs["connect"]["figures"]["moved"]

@@ -57,8 +57,17 @@ PARTITIONS = 8
 TXN_STATE = "__transaction_state"
 CONNECTORS = [{"Name": "A", "Tasks": 4}, {"Name": "B", "Tasks": 2}]
 EVERYTHING = frozenset(["A", "B"] + [TaskId("A", t) for t in range(4)] + [TaskId("B", t) for t in range(2)])
-SERVE_FLAGS = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session-timeout-ms", "60000",
-               "--scheduled-rebalance-max-delay-ms", "2000", "--server-assignment-interval-ms", "0")
+SERVE_FLAGS = (
+    "--allow-anonymous",
+    "--heartbeat-interval-ms",
+    "200",
+    "--session-timeout-ms",
+    "60000",
+    "--scheduled-rebalance-max-delay-ms",
+    "2000",
+    "--server-assignment-interval-ms",
+    "0",
+)
 # Leader elections after a kill -9 wait for the broker's session to expire (9 s), a transaction
 # may wait for its timeout, and the machine is shared: generous, never relied on for correctness.
 RECOVERY_S = 150
@@ -115,12 +124,17 @@ def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
 
 def wait_in_sync(admin: AdminClient, topic: str) -> None:
     """Until every replica of `topic` and of the transaction log is in sync again."""
+
     def in_sync() -> bool:
         try:
-            return all(len(p.isrs) == len(p.replicas) == 3 and p.leader >= 0
-                       for t in (topic, TXN_STATE) for p in partitions_of(admin, t).values())
+            return all(
+                len(p.isrs) == len(p.replicas) == 3 and p.leader >= 0
+                for t in (topic, TXN_STATE)
+                for p in partitions_of(admin, t).values()
+            )
         except KafkaException:
             return False
+
     wait_for(in_sync, RECOVERY_S, "every replica to be in sync", interval=0.5)
 
 
@@ -159,8 +173,14 @@ class Scenario:
         """The hash is right: the transactional.id's records are in the partition it names."""
         tid = self.transactional_id(partition).encode()
         tp = TopicPartition(TXN_STATE, transaction_state_partition(tid.decode(), len(self._partitions(TXN_STATE))))
-        consumer = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers, "group.id": f"probe-{self.topic}",
-                             "enable.auto.commit": False, "log_level": 0})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.cluster.bootstrap_servers,
+                "group.id": f"probe-{self.topic}",
+                "enable.auto.commit": False,
+                "log_level": 0,
+            }
+        )
         try:
             end = consumer.get_watermark_offsets(tp, timeout=30)[1]
             consumer.assign([TopicPartition(tp.topic, tp.partition, OFFSET_BEGINNING)])
@@ -188,8 +208,23 @@ class Scenario:
 
     def start(self, choose: Callable[[int], bool]) -> None:
         """Create the topic, serve it, put the group on the first partition `choose` accepts, churn."""
-        assert coordinator(["topic", "create", "--bootstrap-servers", self.cluster.bootstrap_servers, "--topic",
-                            self.topic, "--partitions", str(PARTITIONS), "--replication-factor", "3"]) == 0
+        assert (
+            coordinator(
+                [
+                    "topic",
+                    "create",
+                    "--bootstrap-servers",
+                    self.cluster.bootstrap_servers,
+                    "--topic",
+                    self.topic,
+                    "--partitions",
+                    str(PARTITIONS),
+                    "--replication-factor",
+                    "3",
+                ]
+            )
+            == 0
+        )
         self.server = self.serve()
         chosen = [p for p in range(PARTITIONS) if choose(p)]
         assert chosen, [(self.leader(p), self.transaction_coordinator(p)) for p in range(PARTITIONS)]
@@ -237,9 +272,14 @@ class Scenario:
         converge(self.server, workers, EVERYTHING, timeout=RECOVERY_S)
         assert not self.ledger.violations, self.ledger.violations[:5]
         assert not [(w.member_id, w.unexpected) for w in workers if w.unexpected]
-        print(f"\n{self.group} on partition {self.partition}: {self.churn.writes} joins and leaves acknowledged; "
-              + ", ".join(f"{w.member_id}: {len(w.acked)} states, retriable {w.retriable}, "
-                          f"unanswered {w.unanswered}, slowest {w.slowest:.1f} s" for w in workers))
+        print(
+            f"\n{self.group} on partition {self.partition}: {self.churn.writes} joins and leaves acknowledged; "
+            + ", ".join(
+                f"{w.member_id}: {len(w.acked)} states, retriable {w.retriable}, "
+                f"unanswered {w.unanswered}, slowest {w.slowest:.1f} s"
+                for w in workers
+            )
+        )
 
     def close(self) -> None:
         try:
@@ -269,8 +309,15 @@ def described(server: ServeProcess, group: str) -> dict[str, tuple]:
 def committed_history(bootstrap: str, topic: str, partition: int, group: str) -> dict[str, list[tuple]]:
     """Each member's committed CurrentMemberAssignment records (type 8) in log order, as the
     states a worker is told: ("member", epoch, items), or GONE for a tombstone."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"history-{topic}", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", "log_level": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"history-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "log_level": 0,
+        }
+    )
     history: dict[str, list[tuple]] = {}
     try:
         tp = TopicPartition(topic, partition)
@@ -283,7 +330,8 @@ def committed_history(bootstrap: str, topic: str, partition: int, group: str) ->
                 if isinstance(key, CurrentMemberAssignmentKey) and key.group_id == group:
                     value = record.value
                     history.setdefault(key.member_id, []).append(
-                        GONE if value is None else ("member", value.member_epoch, items_of(value.assignment)))
+                        GONE if value is None else ("member", value.member_epoch, items_of(value.assignment))
+                    )
     finally:
         consumer.close()
     return history
@@ -298,8 +346,10 @@ def assert_in_order(acked: list[tuple], history: list[tuple], member_id: str) ->
         try:
             at = states.index(state, at)
         except ValueError:
-            raise AssertionError(f"{member_id}: acknowledged {state} is not in the committed history after "
-                                 f"position {at}: acknowledged {acked}, committed {states}") from None
+            raise AssertionError(
+                f"{member_id}: acknowledged {state} is not in the committed history after "
+                f"position {at}: acknowledged {acked}, committed {states}"
+            ) from None
 
 
 @pytest.fixture
@@ -336,8 +386,12 @@ def test_transaction_coordinator_killed(scenario: Scenario) -> None:
     # A partition whose transaction coordinator does not also lead it.
     scenario.start(lambda p: scenario.leader(p) != scenario.transaction_coordinator(p))
     scenario.assert_transaction_state_partition(scenario.partition)
-    kill_one_role(scenario, scenario.transaction_coordinator, "the transaction coordinator",
-                  "another broker to coordinate the partition's transactions")
+    kill_one_role(
+        scenario,
+        scenario.transaction_coordinator,
+        "the transaction coordinator",
+        "another broker to coordinate the partition's transactions",
+    )
 
 
 def test_rolling_restart_of_every_broker(scenario: Scenario) -> None:
@@ -360,8 +414,23 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
     brokers are back, with what was acknowledged before. In process, with a 5 s Kafka timeout
     instead of serve's 30 s, so that the outage outlasts it quickly."""
     cluster = kafka_cluster3
-    assert coordinator(["topic", "create", "--bootstrap-servers", cluster.bootstrap_servers, "--topic", unique_topic,
-                        "--partitions", "1", "--replication-factor", "3"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                cluster.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "3",
+            ]
+        )
+        == 0
+    )
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
     wait_for(lambda: leader_of(admin, unique_topic, 0) >= 0, RECOVERY_S, "the partition to have a leader")
     leader = leader_of(admin, unique_topic, 0)
@@ -372,8 +441,7 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
         return SetConnectorsRequest(group, (ConnectorTaskCount(name, 1),))
 
     async def scenario() -> None:
-        runtime = PartitionRuntime({"bootstrap.servers": cluster.bootstrap_servers}, unique_topic, 0,
-                                   kafka_timeout_s=5)
+        runtime = PartitionRuntime({"bootstrap.servers": cluster.bootstrap_servers}, unique_topic, 0, kafka_timeout_s=5)
         await runtime.start()
         try:
             assert (await runtime.call(set_connectors(connectors("before")))).error_code == ErrorCode.NONE

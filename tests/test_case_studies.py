@@ -35,8 +35,7 @@ def target(d: Driver, member: str) -> set:
 
 def new_group(delay_ms: int = 300_000) -> Driver:
     d = Driver()
-    d.set_config(G, session_timeout_ms=10_000, heartbeat_interval_ms=3_000,
-                 scheduled_rebalance_max_delay_ms=delay_ms)
+    d.set_config(G, session_timeout_ms=10_000, heartbeat_interval_ms=3_000, scheduled_rebalance_max_delay_ms=delay_ms)
     d.set_connectors(G, {"A": 2, "B": 1})
     return d
 
@@ -145,8 +144,10 @@ def _with_members(result, members: dict[str, set]):  # noqa: ANN001, ANN202
 
     from coordinator.core.items import connectors_and_tasks
 
-    return replace(result, members={m: replace(result.members[m], assignment=connectors_and_tasks(items))
-                                    for m, items in members.items()})
+    return replace(
+        result,
+        members={m: replace(result.members[m], assignment=connectors_and_tasks(items)) for m, items in members.items()},
+    )
 
 
 def _let_w2_session_expire(d: Driver, workers: dict[str, SimWorker]) -> int:
@@ -157,7 +158,9 @@ def _let_w2_session_expire(d: Driver, workers: dict[str, SimWorker]) -> int:
         workers["W1"].heartbeat()
         workers["W3"].heartbeat()
     assert "W2" not in group(d).members
-    assert group(d).group_epoch == epoch + 1  # "kicks it out after the session timeout expires and bump the group epoch"
+    assert (
+        group(d).group_epoch == epoch + 1
+    )  # "kicks it out after the session timeout expires and bump the group epoch"
     return epoch + 1
 
 

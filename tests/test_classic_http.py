@@ -36,13 +36,24 @@ from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
-TIMEOUTS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 3_000, "heartbeat_interval_ms": 200,
-            "scheduled_rebalance_max_delay_ms": 2_000}
+TIMEOUTS = {
+    "session_timeout_ms": 3_000,
+    "rebalance_timeout_ms": 3_000,
+    "heartbeat_interval_ms": 200,
+    "scheduled_rebalance_max_delay_ms": 2_000,
+}
 
 
 def _worker(client: CoordinatorClient, name: str, events: list, **options: object) -> Worker:
-    return Worker(client, G, protocol="classic", instance_id=name, listener=Recorder(name, events),
-                  url=f"http://{name}:8083", **{**TIMEOUTS, **options})
+    return Worker(
+        client,
+        G,
+        protocol="classic",
+        instance_id=name,
+        listener=Recorder(name, events),
+        url=f"http://{name}:8083",
+        **{**TIMEOUTS, **options},
+    )
 
 
 def _converged(workers: list, expected: frozenset) -> bool:
@@ -59,9 +70,14 @@ class Coordinators:
         self.http: TestServer | None = None
 
     async def start(self) -> CoordinatorServer:
-        self.server = CoordinatorServer(self.broker.client_config(), self.topic, 1, [0],
-                                        f"http://127.0.0.1:{self.port}",
-                                        CoordinatorConfig(initial_assignment_delay_ms=0))
+        self.server = CoordinatorServer(
+            self.broker.client_config(),
+            self.topic,
+            1,
+            [0],
+            f"http://127.0.0.1:{self.port}",
+            CoordinatorConfig(initial_assignment_delay_ms=0),
+        )
         await self.server.start()
         self.http = TestServer(self.server.app(), host="127.0.0.1", port=self.port)
         await self.http.start_server()
@@ -78,8 +94,23 @@ class Coordinators:
 
 
 def _scenario(broker, topic: str, body) -> None:
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "1", "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
     async def run() -> None:
         coordinators = Coordinators(broker, topic)
@@ -129,19 +160,29 @@ def test_classic_workers_share_the_work_and_a_failover_needs_no_rejoin(kafka_bro
 
 
 def test_a_join_waits_for_the_other_members_over_http(kafka_broker, unique_topic) -> None:
-    async def join(client: CoordinatorClient, member_id: str = "", instance: str | None = None
-                   ) -> wire.JoinGroupResponse:
-        body = wire.JoinGroupRequest(group_id=G, member_id=member_id, group_instance_id=instance,
-                                     protocol_type="connect",
-                                     protocols=[wire.ClassicProtocol(name="default", metadata=b"m")],
-                                     session_timeout_ms=5_000, rebalance_timeout_ms=5_000)
+    async def join(
+        client: CoordinatorClient, member_id: str = "", instance: str | None = None
+    ) -> wire.JoinGroupResponse:
+        body = wire.JoinGroupRequest(
+            group_id=G,
+            member_id=member_id,
+            group_instance_id=instance,
+            protocol_type="connect",
+            protocols=[wire.ClassicProtocol(name="default", metadata=b"m")],
+            session_timeout_ms=5_000,
+            rebalance_timeout_ms=5_000,
+        )
         return await client.call(G, "POST", "/v1/classic-group/join", wire.JoinGroupResponse, body, timeout_s=10)
 
     async def body(client: CoordinatorClient, coordinators: Coordinators) -> None:
         first = await join(client, instance="a")
         assert first.error_code == 0 and first.generation_id == 1 and first.leader == first.member_id
-        sync = wire.SyncGroupRequest(group_id=G, member_id=first.member_id, generation_id=1, assignments=[
-            wire.SyncGroupAssignment(member_id=first.member_id, assignment=b"mine")])
+        sync = wire.SyncGroupRequest(
+            group_id=G,
+            member_id=first.member_id,
+            generation_id=1,
+            assignments=[wire.SyncGroupAssignment(member_id=first.member_id, assignment=b"mine")],
+        )
         synced = await client.call(G, "POST", "/v1/classic-group/sync", wire.SyncGroupResponse, sync)
         assert synced.assignment == b"mine"
         # A second member's JoinGroup waits until the first joins again (told by its heartbeat).
@@ -163,9 +204,13 @@ def test_a_join_waits_for_the_other_members_over_http(kafka_broker, unique_topic
 
 
 # A new worker's JoinGroup metadata for each protocol, as connect-runtime's serializers wrote it.
-_GOLDEN = {c["name"]: c for c in orjson.loads(
-    (Path(__file__).parent / "golden" / "connect_protocol.json").read_bytes())["cases"]}
-FIRST_JOIN = {p: bytes.fromhex(_GOLDEN[f"metadata/{p}/first-join"]["hex"]) for p in ("sessioned", "compatible", "default")}
+_GOLDEN = {
+    c["name"]: c
+    for c in orjson.loads((Path(__file__).parent / "golden" / "connect_protocol.json").read_bytes())["cases"]
+}
+FIRST_JOIN = {
+    p: bytes.fromhex(_GOLDEN[f"metadata/{p}/first-join"]["hex"]) for p in ("sessioned", "compatible", "default")
+}
 GOLDEN_URL = _GOLDEN["metadata/sessioned/first-join"]["input"]["url"]
 
 
@@ -191,17 +236,25 @@ class ConnectBytesMember:
     @property
     def runs(self) -> frozenset:
         s = self.snapshot
-        return frozenset() if s is None else frozenset([*s.assigned.connectors, *((t.connector, t.task)
-                                                                                  for t in s.assigned.tasks)])
+        return (
+            frozenset()
+            if s is None
+            else frozenset([*s.assigned.connectors, *((t.connector, t.task) for t in s.assigned.tasks)])
+        )
 
     async def join(self) -> None:
         while True:
             body = wire.JoinGroupRequest(
-                group_id=G, member_id=self.member_id, protocol_type="connect", session_timeout_ms=3_000,
-                rebalance_timeout_ms=3_000, protocols=[wire.ClassicProtocol(name=p, metadata=self._metadata(p))
-                                                       for p in self.offered])
-            answer = await self.client.call(G, "POST", "/v1/classic-group/join", wire.JoinGroupResponse, body,
-                                            timeout_s=10)
+                group_id=G,
+                member_id=self.member_id,
+                protocol_type="connect",
+                session_timeout_ms=3_000,
+                rebalance_timeout_ms=3_000,
+                protocols=[wire.ClassicProtocol(name=p, metadata=self._metadata(p)) for p in self.offered],
+            )
+            answer = await self.client.call(
+                G, "POST", "/v1/classic-group/join", wire.JoinGroupResponse, body, timeout_s=10
+            )
             self.answers.append(("JoinGroup", answer.protocol()))  # leader, SkipAssignment, members checked too
             if answer.error_code == 79:  # MEMBER_ID_REQUIRED
                 self.member_id = answer.member_id
@@ -211,10 +264,16 @@ class ConnectBytesMember:
             assert answer.error_code == 0, answer
             assert answer.leader != self.member_id  # our leader assigns; it is a follower
             self.generation, self.protocol = answer.generation_id, answer.protocol_name
-            sync = wire.SyncGroupRequest(group_id=G, member_id=self.member_id, generation_id=self.generation,
-                                         protocol_type="connect", protocol_name=self.protocol)
-            synced = await self.client.call(G, "POST", "/v1/classic-group/sync", wire.SyncGroupResponse, sync,
-                                            timeout_s=10)
+            sync = wire.SyncGroupRequest(
+                group_id=G,
+                member_id=self.member_id,
+                generation_id=self.generation,
+                protocol_type="connect",
+                protocol_name=self.protocol,
+            )
+            synced = await self.client.call(
+                G, "POST", "/v1/classic-group/sync", wire.SyncGroupResponse, sync, timeout_s=10
+            )
             self.answers.append(("SyncGroup", synced.protocol()))
             if synced.error_code == 27:
                 continue
@@ -243,10 +302,14 @@ class ConnectBytesMember:
         raise AssertionError("condition not reached")
 
 
-@pytest.mark.parametrize("offered", [("sessioned", "compatible", "default"), ("compatible", "default"),
-                                     ("default",)], ids=["sessioned", "compatible", "default"])
+@pytest.mark.parametrize(
+    "offered",
+    [("sessioned", "compatible", "default"), ("compatible", "default"), ("default",)],
+    ids=["sessioned", "compatible", "default"],
+)
 def test_a_member_sending_a_real_connect_workers_bytes_joins_beside_our_classic_worker(
-        kafka_broker, unique_topic, offered) -> None:
+    kafka_broker, unique_topic, offered
+) -> None:
     """Connect's protocol names and bytes in a classic group led by our classic worker: the member is
     accepted, gets work in Connect's assignment format for the protocol the group chose, and the
     group's description shows its URL. No answer is one Connect's coordinator does not survive."""
@@ -261,9 +324,14 @@ def test_a_member_sending_a_real_connect_workers_bytes_joins_beside_our_classic_
         await _until(lambda: _converged([ours], expected), timeout=30)
         real = ConnectBytesMember(client, offered)
         await real.join()
-        await real.run_until(lambda: bool(real.runs) and ours.stable
-                             and not (real.runs & frozenset(ours.owned))
-                             and real.runs | frozenset(ours.owned) == expected)
+        await real.run_until(
+            lambda: (
+                bool(real.runs)
+                and ours.stable
+                and not (real.runs & frozenset(ours.owned))
+                and real.runs | frozenset(ours.owned) == expected
+            )
+        )
         group = coordinators.group()
         assert group.protocol == offered[0] and set(group.members) == {ours.member_id, real.member_id}
         described = await client.call(G, "GET", f"/v1/groups/{G}", wire.GroupDescription)
@@ -275,23 +343,49 @@ def test_a_member_sending_a_real_connect_workers_bytes_joins_beside_our_classic_
     _scenario(kafka_broker, unique_topic, body)
 
 
-def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(kafka_broker, unique_topic,
-                                                                             tmp_path) -> None:
+def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
+    kafka_broker, unique_topic, tmp_path
+) -> None:
     """Four classic workers move to the connect protocol one at a time, work running throughout, then
     back; in the middle of each the coordinator process is killed with SIGKILL and another takes the
     partition over. Every callback of every worker, in one order: nothing ever runs on two workers,
     and each phase ends converged with every task owned once."""
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
-    flags = ("--allow-anonymous", "--session-timeout-ms", "3000", "--heartbeat-interval-ms", "300",
-             "--scheduled-rebalance-max-delay-ms", "2000", "--initial-assignment-delay-ms", "0")
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    flags = (
+        "--allow-anonymous",
+        "--session-timeout-ms",
+        "3000",
+        "--heartbeat-interval-ms",
+        "300",
+        "--scheduled-rebalance-max-delay-ms",
+        "2000",
+        "--initial-assignment-delay-ms",
+        "0",
+    )
     first = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags).start()
     servers = [first]
 
     def failover() -> None:
         servers[-1].kill()
-        servers.append(ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags,
-                                    port=first.port).start())
+        servers.append(
+            ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags, port=first.port).start()
+        )
 
     async def scenario() -> None:
         events: list = []
@@ -310,8 +404,14 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(kafka
                 if protocol == "classic":
                     workers[name] = _worker(client, name, events)
                 else:
-                    workers[name] = Worker(client, G, instance_id=name, listener=Recorder(name, events),
-                                           url=f"http://{name}:8083", **options)
+                    workers[name] = Worker(
+                        client,
+                        G,
+                        instance_id=name,
+                        listener=Recorder(name, events),
+                        url=f"http://{name}:8083",
+                        **options,
+                    )
                 await workers[name].start()
                 await _until(lambda: _converged(list(workers.values()), expected), timeout=40)
 

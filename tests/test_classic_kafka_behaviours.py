@@ -53,8 +53,15 @@ def ctx() -> RequestContext:
     return RequestContext("worker", "10.0.0.1", f"m{next(_ids)}")
 
 
-def join(d: Driver, member_id: str = "", *, instance: str | None = None, session: int = 10_000,
-         rebalance: int = 10_000, protocols: tuple[ClassicProtocol, ...] = (P,)) -> JoinGroupResponse | Parked:
+def join(
+    d: Driver,
+    member_id: str = "",
+    *,
+    instance: str | None = None,
+    session: int = 10_000,
+    rebalance: int = 10_000,
+    protocols: tuple[ClassicProtocol, ...] = (P,),
+) -> JoinGroupResponse | Parked:
     return d.join_group(JoinGroupRequest(G, member_id, "connect", protocols, session, rebalance, instance), ctx())
 
 
@@ -69,11 +76,19 @@ def answered(d: Driver, response: JoinGroupResponse | Parked):
     return d.answer(response.key) if isinstance(response, Parked) else response
 
 
-def sync(d: Driver, member_id: str, generation: int, assignments: dict[str, bytes] | None = None, *,
-         instance: str | None = None, protocol_name: str | None = None):
+def sync(
+    d: Driver,
+    member_id: str,
+    generation: int,
+    assignments: dict[str, bytes] | None = None,
+    *,
+    instance: str | None = None,
+    protocol_name: str | None = None,
+):
     given = tuple(SyncGroupAssignment(m, a) for m, a in (assignments or {}).items())
-    return d.sync_group(SyncGroupRequest(G, member_id, generation, instance, protocol_name=protocol_name,
-                                         assignments=given))
+    return d.sync_group(
+        SyncGroupRequest(G, member_id, generation, instance, protocol_name=protocol_name, assignments=given)
+    )
 
 
 def beat(d: Driver, member_id: str, generation: int, instance: str | None = None) -> int:
@@ -228,8 +243,12 @@ def test_sync_group_checks_the_member_then_the_generation_then_the_protocol_then
     join(d, leader, instance="leader-instance-id")  # the leader rebalances
     wrong = {"protocol_name": "default"}
     with allow_fatal(ErrorCode.FENCED_INSTANCE_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL):
-        assert sync(d, "zombie", 99, instance="follower-instance-id", **wrong).error_code == ErrorCode.FENCED_INSTANCE_ID
-        assert sync(d, follower, 99, instance="follower-instance-id", **wrong).error_code == ErrorCode.ILLEGAL_GENERATION
+        assert (
+            sync(d, "zombie", 99, instance="follower-instance-id", **wrong).error_code == ErrorCode.FENCED_INSTANCE_ID
+        )
+        assert (
+            sync(d, follower, 99, instance="follower-instance-id", **wrong).error_code == ErrorCode.ILLEGAL_GENERATION
+        )
         assert sync(d, follower, generation, **wrong).error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert sync(d, follower, generation).error_code == ErrorCode.REBALANCE_IN_PROGRESS
 
@@ -239,10 +258,16 @@ def test_a_downgraded_group_tells_members_with_their_connect_epoch_to_join_again
     # one past the connect epoch, with no leader; its members carry their connect member epochs,
     # below that generation: they are told to join again, not fenced. Anything else is Kafka's.
     value = ClassicGroupMetadataValue(
-        protocol_type="connect", generation=8, protocol=P.name, leader=None, current_state_timestamp_ms=0,
-        members=tuple(ClassicGroupMember(m, None, "worker", "10.0.0.1", 10_000, 10_000, P.metadata, b"")
-                      for m in ("W1", "W2")),
-        state=PREPARING_REBALANCE)
+        protocol_type="connect",
+        generation=8,
+        protocol=P.name,
+        leader=None,
+        current_state_timestamp_ms=0,
+        members=tuple(
+            ClassicGroupMember(m, None, "worker", "10.0.0.1", 10_000, 10_000, P.metadata, b"") for m in ("W1", "W2")
+        ),
+        state=PREPARING_REBALANCE,
+    )
     state = CoordinatorState()
     state.replay(Record(ClassicGroupMetadataKey(G), value))
     d = driver()
@@ -343,7 +368,8 @@ def test_leave_group_with_fenced_instance_id() -> None:
     written = len(d.log)
     left = d.leave_group(LeaveGroupRequest(G, (LeaveMember("other-member-id", "group-instance-id"),)))
     assert [(m.member_id, m.instance_id, m.error_code) for m in left.members] == [
-        ("other-member-id", "group-instance-id", ErrorCode.FENCED_INSTANCE_ID)]
+        ("other-member-id", "group-instance-id", ErrorCode.FENCED_INSTANCE_ID)
+    ]
     assert len(d.log) == written
 
 
@@ -378,7 +404,10 @@ def test_static_member_follower_fail_to_rejoin_before_rebalance_timeout() -> Non
     led, newcomer = d.answer(leader_waits.key), d.answer(new.key)
     assert led.error_code == ErrorCode.NONE and led.generation_id == generation + 1 and led.leader == leader
     assert sorted(m.instance_id for m in led.members) == [
-        "follower-instance-id", "leader-instance-id", "new-member-instance-id"]
+        "follower-instance-id",
+        "leader-instance-id",
+        "new-member-instance-id",
+    ]
     assert newcomer.leader == leader and newcomer.members == () and newcomer.generation_id == generation + 1
     assert group(d).state == COMPLETING_REBALANCE and follower in group(d).members
 
@@ -421,7 +450,11 @@ def test_a_static_member_back_after_a_failover_is_checked_against_the_others_pro
     # Kafka checks a returning static member against the member it replaces as well, so a worker
     # restarted with another connect.protocol was refused INCONSISTENT_GROUP_PROTOCOL (fatal to
     # Java) even alone in its group; we check it against the others only.
-    offered = (ClassicProtocol("sessioned", b"s"), ClassicProtocol("compatible", b"c"), ClassicProtocol("default", b"d"))
+    offered = (
+        ClassicProtocol("sessioned", b"s"),
+        ClassicProtocol("compatible", b"c"),
+        ClassicProtocol("default", b"d"),
+    )
     d = driver(initial_assignment_delay_ms=100)
     w1 = join(d, instance="w1", protocols=offered)
     w2 = join(d, instance="w2", protocols=offered)
@@ -538,20 +571,30 @@ def test_classic_requests_while_the_partition_loads_get_answers_a_java_member_su
     # while loading: NONE); GroupCoordinator.scala's handleSyncGroup (REBALANCE_IN_PROGRESS: "we
     # cannot return COORDINATOR_LOAD_IN_PROGRESS since older clients do not expect the error");
     # JoinGroup and LeaveGroup keep COORDINATOR_LOAD_IN_PROGRESS (Java's JoinGroup retries it).
-    sync_answer = _while_loading("/v1/classic-group/sync", wire.SyncGroupRequest(
-        group_id=G, member_id="W1", generation_id=3))
+    sync_answer = _while_loading(
+        "/v1/classic-group/sync", wire.SyncGroupRequest(group_id=G, member_id="W1", generation_id=3)
+    )
     assert sync_answer["ErrorCode"] == ErrorCode.REBALANCE_IN_PROGRESS
-    beat_answer = _while_loading("/v1/classic-group/heartbeat", wire.ClassicHeartbeatRequest(
-        group_id=G, member_id="W1", generation_id=3))
+    beat_answer = _while_loading(
+        "/v1/classic-group/heartbeat", wire.ClassicHeartbeatRequest(group_id=G, member_id="W1", generation_id=3)
+    )
     assert beat_answer["ErrorCode"] == ErrorCode.NONE
-    join_answer = _while_loading("/v1/classic-group/join", wire.JoinGroupRequest(
-        group_id=G, protocol_type="connect", protocols=[wire.ClassicProtocol(name=P.name, metadata=P.metadata)],
-        session_timeout_ms=10_000))
+    join_answer = _while_loading(
+        "/v1/classic-group/join",
+        wire.JoinGroupRequest(
+            group_id=G,
+            protocol_type="connect",
+            protocols=[wire.ClassicProtocol(name=P.name, metadata=P.metadata)],
+            session_timeout_ms=10_000,
+        ),
+    )
     assert join_answer["ErrorCode"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-    leave_answer = _while_loading("/v1/classic-group/leave", wire.LeaveGroupRequest(
-        group_id=G, members=[wire.LeaveMember(member_id="W1")]))
+    leave_answer = _while_loading(
+        "/v1/classic-group/leave", wire.LeaveGroupRequest(group_id=G, members=[wire.LeaveMember(member_id="W1")])
+    )
     assert leave_answer["ErrorCode"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     # Each one a Java member survives (connect_fatal's rules).
     from connect_fatal import HEARTBEAT, JOIN, LEAVE, SYNC, assert_survivable
+
     for api, answer in ((SYNC, sync_answer), (HEARTBEAT, beat_answer), (JOIN, join_answer), (LEAVE, leave_answer)):
         assert_survivable(api, answer["ErrorCode"])

@@ -49,8 +49,13 @@ def ctx() -> RequestContext:
     return RequestContext("worker", "10.0.0.1", f"m{next(_ids)}")
 
 
-def join_request(member_id: str = "", *protocols: ClassicProtocol, instance_id: str | None = None,
-                 session_ms: int = 10_000, rebalance_ms: int = 30_000) -> JoinGroupRequest:
+def join_request(
+    member_id: str = "",
+    *protocols: ClassicProtocol,
+    instance_id: str | None = None,
+    session_ms: int = 10_000,
+    rebalance_ms: int = 30_000,
+) -> JoinGroupRequest:
     return JoinGroupRequest(G, member_id, "connect", protocols or (ICR, EAGER), session_ms, rebalance_ms, instance_id)
 
 
@@ -180,16 +185,19 @@ def test_a_join_asked_again_replaces_the_waiting_one() -> None:
 # --- errors -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("request_", "code"), [
-    (JoinGroupRequest("", "", "connect", (ICR,), 10_000), ErrorCode.INVALID_GROUP_ID),
-    (JoinGroupRequest(G, "", "", (ICR,), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-    (JoinGroupRequest(G, "", "connect", (), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-    (JoinGroupRequest(G, "", "connect", (ICR, ICR), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-    (JoinGroupRequest(G, "", "connect", (ICR,), 10), ErrorCode.INVALID_SESSION_TIMEOUT),
-    (JoinGroupRequest(G, "", "connect", (ICR,), 3_600_000), ErrorCode.INVALID_SESSION_TIMEOUT),
-    (JoinGroupRequest(G, "", "connect", (ICR,), 10_000, 5), ErrorCode.INVALID_REQUEST),
-    (JoinGroupRequest(G, "", "connect", (ICR,), 10_000, instance_id=""), ErrorCode.INVALID_REQUEST),
-])
+@pytest.mark.parametrize(
+    ("request_", "code"),
+    [
+        (JoinGroupRequest("", "", "connect", (ICR,), 10_000), ErrorCode.INVALID_GROUP_ID),
+        (JoinGroupRequest(G, "", "", (ICR,), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+        (JoinGroupRequest(G, "", "connect", (), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+        (JoinGroupRequest(G, "", "connect", (ICR, ICR), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
+        (JoinGroupRequest(G, "", "connect", (ICR,), 10), ErrorCode.INVALID_SESSION_TIMEOUT),
+        (JoinGroupRequest(G, "", "connect", (ICR,), 3_600_000), ErrorCode.INVALID_SESSION_TIMEOUT),
+        (JoinGroupRequest(G, "", "connect", (ICR,), 10_000, 5), ErrorCode.INVALID_REQUEST),
+        (JoinGroupRequest(G, "", "connect", (ICR,), 10_000, instance_id=""), ErrorCode.INVALID_REQUEST),
+    ],
+)
 def test_join_validation(request_: JoinGroupRequest, code: ErrorCode) -> None:
     d = Driver()
     with allow_fatal(code):  # each is fatal to a Java member, as in Kafka
@@ -373,8 +381,9 @@ def test_a_static_member_back_with_other_metadata_rebalances() -> None:
     d.join_group(join_request(b), ctx())
     gen = d.answer(parked.key).generation_id
     sync(d, a, gen, {a: b"", b: b"", c: b"c"})
-    back = d.join_group(join_request("", ClassicProtocol(ICR.name, b"new"), EAGER, instance_id="host-c"),
-                        RequestContext(fresh_id="c-2"))
+    back = d.join_group(
+        join_request("", ClassicProtocol(ICR.name, b"new"), EAGER, instance_id="host-c"), RequestContext(fresh_id="c-2")
+    )
     assert isinstance(back, Parked) and group(d).state == PREPARING_REBALANCE
 
 

@@ -58,8 +58,9 @@ LEADER = "W1"
 
 def cat(*items: str | tuple[str, int]) -> ConnectorsAndTasks:
     """`cat("A", ("A", 0))`: connector A and its task 0."""
-    return ConnectorsAndTasks(tuple(i for i in items if isinstance(i, str)),
-                              tuple(TaskId(*i) for i in items if not isinstance(i, str)))
+    return ConnectorsAndTasks(
+        tuple(i for i in items if isinstance(i, str)), tuple(TaskId(*i) for i in items if not isinstance(i, str))
+    )
 
 
 def url(member_id: str) -> str:
@@ -72,8 +73,9 @@ def metadata(member_id: str, protocol: str, owned: ConnectorsAndTasks | None = N
     return encode_metadata(WorkerMetadata(url(member_id), offset, allocation), protocol)
 
 
-def assignment(protocol: str, assigned: ConnectorsAndTasks | None = None,
-               revoked: ConnectorsAndTasks | None = None) -> bytes:
+def assignment(
+    protocol: str, assigned: ConnectorsAndTasks | None = None, revoked: ConnectorsAndTasks | None = None
+) -> bytes:
     """The leader's SyncGroup bytes for a member (v0: everything it runs; v1/v2: what changes)."""
     return encode_assignment(WorkerAssignment(LEADER, url(LEADER), 12, assigned or cat(), revoked or cat()), protocol)
 
@@ -82,10 +84,11 @@ def member(member_id: str, subscription: bytes, given: bytes = b"", instance: st
     return ClassicGroupMember(member_id, instance, "worker", "10.0.0.1", 60_000, 10_000, subscription, given)
 
 
-def classic(generation: int, state: str, protocol: str, *members: ClassicGroupMember,
-            group: str = G) -> Record:
-    return Record(ClassicGroupMetadataKey(group), ClassicGroupMetadataValue(
-        "connect", generation, protocol, LEADER, T0, tuple(members), state))
+def classic(generation: int, state: str, protocol: str, *members: ClassicGroupMember, group: str = G) -> Record:
+    return Record(
+        ClassicGroupMetadataKey(group),
+        ClassicGroupMetadataValue("connect", generation, protocol, LEADER, T0, tuple(members), state),
+    )
 
 
 def raw(log: list[Record], partition: int = 0, step_ms: int = 1_000) -> list[RawRecord]:
@@ -111,16 +114,50 @@ def classic_log(protocol: str = "sessioned", group: str = G) -> list[Record]:
     return [
         classic(1, "CompletingRebalance", protocol, member("W1", m("W1")), member("W2", m("W2")), group=group),
         classic(1, "Stable", protocol, member("W1", m("W1"), a(w1)), member("W2", m("W2"), a(w2)), group=group),
-        classic(2, "CompletingRebalance", protocol, member("W1", m("W1", w1)), member("W2", m("W2", w2)),
-                member("W3", m("W3")), group=group),
-        classic(2, "Stable", protocol, member("W1", m("W1", w1), a()),
-                member("W2", m("W2", w2), a(revoked=cat(("A", 2)))), member("W3", m("W3"), a()), group=group),
-        classic(3, "CompletingRebalance", protocol, member("W1", m("W1", w1)), member("W2", m("W2", cat(("A", 1)))),
-                member("W3", m("W3")), group=group),
-        classic(3, "Stable", protocol, member("W1", m("W1", w1), a()), member("W2", m("W2", cat(("A", 1))), a()),
-                member("W3", m("W3"), a(cat(("A", 2)))), group=group),
-        classic(3, "PreparingRebalance", protocol, member("W1", m("W1", w1), a()),
-                member("W3", m("W3"), a(cat(("A", 2)))), group=group),
+        classic(
+            2,
+            "CompletingRebalance",
+            protocol,
+            member("W1", m("W1", w1)),
+            member("W2", m("W2", w2)),
+            member("W3", m("W3")),
+            group=group,
+        ),
+        classic(
+            2,
+            "Stable",
+            protocol,
+            member("W1", m("W1", w1), a()),
+            member("W2", m("W2", w2), a(revoked=cat(("A", 2)))),
+            member("W3", m("W3"), a()),
+            group=group,
+        ),
+        classic(
+            3,
+            "CompletingRebalance",
+            protocol,
+            member("W1", m("W1", w1)),
+            member("W2", m("W2", cat(("A", 1)))),
+            member("W3", m("W3")),
+            group=group,
+        ),
+        classic(
+            3,
+            "Stable",
+            protocol,
+            member("W1", m("W1", w1), a()),
+            member("W2", m("W2", cat(("A", 1))), a()),
+            member("W3", m("W3"), a(cat(("A", 2)))),
+            group=group,
+        ),
+        classic(
+            3,
+            "PreparingRebalance",
+            protocol,
+            member("W1", m("W1", w1), a()),
+            member("W3", m("W3"), a(cat(("A", 2)))),
+            group=group,
+        ),
     ]
 
 
@@ -132,12 +169,32 @@ def eager_log(group: str = G) -> list[Record]:
     a = lambda *items: assignment(p, cat(*items))  # noqa: E731
     return [
         classic(1, "CompletingRebalance", p, member("W1", m("W1")), member("W2", m("W2")), group=group),
-        classic(1, "Stable", p, member("W1", m("W1"), a("A", ("A", 0))), member("W2", m("W2"), a(("A", 1), ("A", 2))),
-                group=group),
-        classic(2, "CompletingRebalance", p, member("W1", m("W1")), member("W2", m("W2")), member("W3", m("W3")),
-                group=group),
-        classic(2, "Stable", p, member("W1", m("W1"), a("A", ("A", 0))), member("W2", m("W2"), a(("A", 1))),
-                member("W3", m("W3"), a(("A", 2))), group=group),
+        classic(
+            1,
+            "Stable",
+            p,
+            member("W1", m("W1"), a("A", ("A", 0))),
+            member("W2", m("W2"), a(("A", 1), ("A", 2))),
+            group=group,
+        ),
+        classic(
+            2,
+            "CompletingRebalance",
+            p,
+            member("W1", m("W1")),
+            member("W2", m("W2")),
+            member("W3", m("W3")),
+            group=group,
+        ),
+        classic(
+            2,
+            "Stable",
+            p,
+            member("W1", m("W1"), a("A", ("A", 0))),
+            member("W2", m("W2"), a(("A", 1))),
+            member("W3", m("W3"), a(("A", 2))),
+            group=group,
+        ),
     ]
 
 
@@ -150,8 +207,10 @@ def history_of(log: list[Record], group: str | None = G, **options) -> History: 
 def runs_at(log: list[Record], n: int) -> dict[str, frozenset]:
     """Who runs what after record `n`, by the rule, straight from that record."""
     value = log[n].value
-    return {x.member_id: items_of(classic_member_holdings(value.protocol, x.subscription, x.assignment).runs)
-            for x in value.members}
+    return {
+        x.member_id: items_of(classic_member_holdings(value.protocol, x.subscription, x.assignment).runs)
+        for x in value.members
+    }
 
 
 def items(*names: str | tuple[str, int]) -> frozenset:
@@ -168,7 +227,12 @@ def test_a_cooperative_worker_runs_what_it_reported_minus_revoked_plus_assigned(
     # Joined, the leader has not synced: what it said it runs.
     held = classic_member_holdings(protocol, sub, b"")
     assert (items_of(held.runs), held.url, held.config_offset, held.note, held.synced) == (
-        items_of(owned), url("W1"), 40, None, False)
+        items_of(owned),
+        url("W1"),
+        40,
+        None,
+        False,
+    )
     # Synced: Assigned is a delta, after Revoked is stopped.
     held = classic_member_holdings(protocol, sub, assignment(protocol, cat(("B", 0)), cat(("A", 1))))
     assert items_of(held.runs) == items("A", ("A", 0), ("B", 0)) and held.synced
@@ -176,8 +240,9 @@ def test_a_cooperative_worker_runs_what_it_reported_minus_revoked_plus_assigned(
     assert held.leader == LEADER and held.error == 0
     # A worker never assigned before runs nothing until it is given something.
     assert items_of(classic_member_holdings(protocol, metadata("W3", protocol), b"").runs) == frozenset()
-    assert items_of(classic_member_holdings(protocol, metadata("W3", protocol),
-                                            assignment(protocol, cat("B"))).runs) == items("B")
+    assert items_of(
+        classic_member_holdings(protocol, metadata("W3", protocol), assignment(protocol, cat("B"))).runs
+    ) == items("B")
 
 
 def test_an_eager_worker_runs_its_whole_assignment_and_nothing_once_it_joins_again() -> None:
@@ -216,7 +281,7 @@ def replayed_state(log: list[Record]) -> CoordinatorState:
 def test_describe_shows_each_classic_members_url_config_offset_and_what_it_runs() -> None:
     log = classic_log()
     for n in range(len(log)):
-        described = GroupCoordinator(replayed_state(log[:n + 1])).describe_group(G)
+        described = GroupCoordinator(replayed_state(log[: n + 1])).describe_group(G)
         want = runs_at(log, n)
         assert {m.member_id: items_of(m.assignment) for m in described.members} == want, n
         for m in described.members:
@@ -228,9 +293,15 @@ def test_describe_shows_each_classic_members_url_config_offset_and_what_it_runs(
 
 
 def test_describe_notes_a_member_whose_bytes_are_not_connects() -> None:
-    log = [classic(4, "Stable", "sessioned",
-                   member("W1", metadata("W1", "sessioned", cat("A")), assignment("sessioned", cat(("A", 0)))),
-                   member("X9", b"\x00\x02\xff", b"\x01"))]
+    log = [
+        classic(
+            4,
+            "Stable",
+            "sessioned",
+            member("W1", metadata("W1", "sessioned", cat("A")), assignment("sessioned", cat(("A", 0)))),
+            member("X9", b"\x00\x02\xff", b"\x01"),
+        )
+    ]
     described = GroupCoordinator(replayed_state(log)).describe_group(G)
     w1, x9 = described.members
     assert items_of(w1.assignment) == items("A", ("A", 0)) and w1.note is None
@@ -238,13 +309,16 @@ def test_describe_notes_a_member_whose_bytes_are_not_connects() -> None:
     assert "cannot be read" in x9.note
     # The Connect-style status of the connector agrees: A runs on W1.
     from coordinator.core.views import connector_status
+
     status = connector_status(replayed_state(log), GroupCoordinator().config, G, "A")
     assert status.connector.member_id == "W1" and dict(status.tasks)[0].member_id == "W1"
 
 
 def _join(d: Driver, member_id: str, sub: bytes, protocol: str, fresh_id: str = "") -> object:
-    return d.join_group(JoinGroupRequest(G, member_id, "connect", (ClassicProtocol(protocol, sub),), 10_000, 30_000),
-                        RequestContext("worker", "10.0.0.9", fresh_id))
+    return d.join_group(
+        JoinGroupRequest(G, member_id, "connect", (ClassicProtocol(protocol, sub),), 10_000, 30_000),
+        RequestContext("worker", "10.0.0.9", fresh_id),
+    )
 
 
 def _new(d: Driver, name: str, sub: bytes, protocol: str):  # noqa: ANN202
@@ -261,8 +335,11 @@ def test_describe_of_a_live_classic_group_driven_through_join_and_sync(protocol:
     a, joined = _new(d, "A", metadata("WA", protocol), protocol)
     assert isinstance(joined, JoinGroupResponse) and joined.leader == a
     given = {a: assignment(protocol, cat("C", ("C", 0), ("C", 1)))}
-    d.sync_group(SyncGroupRequest(G, a, joined.generation_id,
-                                  assignments=tuple(SyncGroupAssignment(m, x) for m, x in given.items())))
+    d.sync_group(
+        SyncGroupRequest(
+            G, a, joined.generation_id, assignments=tuple(SyncGroupAssignment(m, x) for m, x in given.items())
+        )
+    )
     (m,) = d.coordinator.describe_group(G).members
     assert (m.url, m.config_offset, items_of(m.assignment)) == (url("WA"), 12, items("C", ("C", 0), ("C", 1)))
     # A second worker joins: the group prepares a rebalance; A has not joined again yet.
@@ -277,8 +354,9 @@ def test_describe_of_a_live_classic_group_driven_through_join_and_sync(protocol:
     shown = {x.member_id: items_of(x.assignment) for x in d.coordinator.describe_group(G).members}
     assert shown[a] == (frozenset() if protocol == "default" else items_of(owned))
     # The record the join wrote says the same to a coordinator replaying it.
-    replayed = {x.member_id: items_of(x.assignment)
-                for x in GroupCoordinator(replayed_state(d.log)).describe_group(G).members}
+    replayed = {
+        x.member_id: items_of(x.assignment) for x in GroupCoordinator(replayed_state(d.log)).describe_group(G).members
+    }
     assert replayed == shown
 
 
@@ -294,8 +372,9 @@ def migrated(d: Driver, protocol: str = "sessioned", *, downgrade: bool = True) 
         joined = _join(d, c1, metadata("C1", protocol), protocol)
     generation = joined.generation_id
     given = {c1: assignment(protocol, cat("A", ("A", 0), ("A", 1))), c2: assignment(protocol, cat("B", ("B", 0)))}
-    d.sync_group(SyncGroupRequest(G, c1, generation, assignments=tuple(
-        SyncGroupAssignment(m, x) for m, x in given.items())))
+    d.sync_group(
+        SyncGroupRequest(G, c1, generation, assignments=tuple(SyncGroupAssignment(m, x) for m, x in given.items()))
+    )
     assert d.state.classic_groups[G].state == "Stable"
     n1 = SimWorker(d, G, "n1")
     n1.heartbeat()
@@ -323,9 +402,18 @@ def test_describe_shows_a_translated_classic_members_url_and_config_offset(capsy
     with serving(d.coordinator) as base:
         assert cli.main(["groups", "describe", G, "--url", base]) == 0
         out = capsys.readouterr().out
-    table = out[out.index("MEMBER"):].splitlines()
-    assert table[0].split() == ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING",
-                                "TARGET"]
+    table = out[out.index("MEMBER") :].splitlines()
+    assert table[0].split() == [
+        "MEMBER",
+        "INSTANCE",
+        "PROTOCOL",
+        "URL",
+        "EPOCH",
+        "STATE",
+        "ASSIGNED",
+        "REVOKING",
+        "TARGET",
+    ]
     rows = {line.split()[0]: line.split() for line in table[1:4]}
     assert rows[c1][2:4] == ["classic", url("C1")] and rows["n1"][2:4] == ["connect", "-"]
 
@@ -333,12 +421,13 @@ def test_describe_shows_a_translated_classic_members_url_and_config_offset(capsy
 # --- the admin CLI --------------------------------------------------------------------------------------
 
 
-def test_groups_describe_prints_a_classic_members_url_config_offset_and_work(
-        capsys: pytest.CaptureFixture) -> None:
+def test_groups_describe_prints_a_classic_members_url_config_offset_and_work(capsys: pytest.CaptureFixture) -> None:
     from test_admin_cli import serving
 
-    log = [*classic_log()[:6], classic(4, "Stable", "sessioned", *classic_log()[5].value.members,
-                                       member("X9", b"\x00\x02junk", b""))]
+    log = [
+        *classic_log()[:6],
+        classic(4, "Stable", "sessioned", *classic_log()[5].value.members, member("X9", b"\x00\x02junk", b"")),
+    ]
     coordinator = GroupCoordinator(replayed_state(log))
     with serving(coordinator) as base:
         assert cli.main(["groups", "describe", G, "--url", base]) == 0
@@ -346,15 +435,21 @@ def test_groups_describe_prints_a_classic_members_url_config_offset_and_work(
         assert cli.main(["groups", "describe", G, "--url", base, "--format", "json"]) == 0
         described = orjson.loads(capsys.readouterr().out)
     assert out.splitlines()[0] == f"group {G} (classic): STABLE, generation 4, protocol sessioned, leader W1"
-    table = out[out.index("MEMBER"):].splitlines()
+    table = out[out.index("MEMBER") :].splitlines()
     assert table[0].split() == ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "ASSIGNED"]
     assert [line.split() for line in table[1:5]] == [
-        ["W1", "-", url("W1"), "12", "STABLE", "A,A-0"], ["W2", "-", url("W2"), "12", "STABLE", "A-1"],
-        ["W3", "-", url("W3"), "12", "STABLE", "A-2"], ["X9", "-", "-", "-", "STABLE", "-"]]
+        ["W1", "-", url("W1"), "12", "STABLE", "A,A-0"],
+        ["W2", "-", url("W2"), "12", "STABLE", "A-1"],
+        ["W3", "-", url("W3"), "12", "STABLE", "A-2"],
+        ["X9", "-", "-", "-", "STABLE", "-"],
+    ]
     assert any(line.startswith("X9: its JoinGroup metadata cannot be read") for line in table)
     assert [(m["MemberId"], m["Url"], m["ConfigOffset"], m["Assignment"]["Tasks"]) for m in described["Members"]] == [
-        ("W1", url("W1"), 12, [{"Connector": "A", "Task": 0}]), ("W2", url("W2"), 12, [{"Connector": "A", "Task": 1}]),
-        ("W3", url("W3"), 12, [{"Connector": "A", "Task": 2}]), ("X9", None, None, [])]
+        ("W1", url("W1"), 12, [{"Connector": "A", "Task": 0}]),
+        ("W2", url("W2"), 12, [{"Connector": "A", "Task": 1}]),
+        ("W3", url("W3"), 12, [{"Connector": "A", "Task": 2}]),
+        ("X9", None, None, []),
+    ]
 
 
 # --- replay: timeline, who-owned, verify ------------------------------------------------------------------
@@ -382,7 +477,10 @@ def test_replay_of_an_eager_group_stops_everything_at_each_join() -> None:
     ended = [(str(i.item), i.member_id, i.end.offset, i.ended_by) for i in h.all_intervals() if i.end is not None]
     assert ("A-0", "W1", 2, "stopped to join generation 2") in ended
     assert {m: frozenset(s) for m, s in _holders(h).items()} == {
-        "W1": items("A", ("A", 0)), "W2": items(("A", 1)), "W3": items(("A", 2))}
+        "W1": items("A", ("A", 0)),
+        "W2": items(("A", 1)),
+        "W3": items(("A", 2)),
+    }
 
 
 def _holders(h: History) -> dict[str, set]:
@@ -413,11 +511,11 @@ def test_the_timeline_tells_who_ran_what_in_a_classic_group(tmp_path, capsys: py
     ]:
         assert line in out, line
     # JSON: the same events, each member's work in `gained`/`released` and its identity in `detail`.
-    assert cli.main(["replay", "timeline", "--group", G, "--file", str(dump), "--no-progress",
-                     "--format", "json"]) == 0
+    assert cli.main(["replay", "timeline", "--group", G, "--file", str(dump), "--no-progress", "--format", "json"]) == 0
     lines = [orjson.loads(x) for x in capsys.readouterr().out.splitlines()]
-    revoked = next(x for x in lines if x["type"] == "event" and x["kind"] == ev.CLASSIC_MEMBER
-                   and x["released"] == ["A-2"])
+    revoked = next(
+        x for x in lines if x["type"] == "event" and x["kind"] == ev.CLASSIC_MEMBER and x["released"] == ["A-2"]
+    )
     assert revoked["member"] == "W2" and revoked["epoch"] == 2 and revoked["detail"]["revoked"] == ["A-2"]
     assert revoked["detail"]["runs"] == ["A-1"] and revoked["detail"]["url"] == url("W2")
     assert [x["number"] for x in lines if x["type"] == "rebalance"] == [1, 2, 3, 4]
@@ -430,9 +528,15 @@ def test_who_owned_a_task_of_a_classic_group(tmp_path, capsys: pytest.CaptureFix
     assert cli.main(["replay", "who-owned", "A-2", "--file", str(dump), "--no-progress", "--format", "json"]) == 0
     rows = [orjson.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert [(r["member"], r["from_offset"], r["to_offset"], r["given_at_epoch"], r["ended_by"]) for r in rows] == [
-        ("W2", 1, 3, 1, "revoked (generation 2)"), ("W3", 5, None, 3, None)]
-    assert cli.main(["replay", "who-owned", "A-1", "--group", G, "--file", str(dump), "--no-progress",
-                     "--at", str(T0 + 4_500)]) == 0
+        ("W2", 1, 3, 1, "revoked (generation 2)"),
+        ("W3", 5, None, 3, None),
+    ]
+    assert (
+        cli.main(
+            ["replay", "who-owned", "A-1", "--group", G, "--file", str(dump), "--no-progress", "--at", str(T0 + 4_500)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "W2" in out and "member left the classic group" in out
 
@@ -443,9 +547,16 @@ def test_verify_flags_a_task_two_classic_members_run(tmp_path, capsys: pytest.Ca
     history_of(good, checker=checker)
     assert checker.violations == []
     # Generation 4 joined: W3 says it runs A-0 too (a zombie task), while W1 still does.
-    bad = [*good, classic(4, "CompletingRebalance", "sessioned",
-                          member("W1", metadata("W1", "sessioned", cat("A", ("A", 0))), b""),
-                          member("W3", metadata("W3", "sessioned", cat(("A", 0), ("A", 2))), b""))]
+    bad = [
+        *good,
+        classic(
+            4,
+            "CompletingRebalance",
+            "sessioned",
+            member("W1", metadata("W1", "sessioned", cat("A", ("A", 0))), b""),
+            member("W3", metadata("W3", "sessioned", cat(("A", 0), ("A", 2))), b""),
+        ),
+    ]
     checker = Invariants()
     history_of(bad, checker=checker)
     (v,) = checker.violations
@@ -464,8 +575,15 @@ def test_verify_flags_a_task_two_classic_members_run(tmp_path, capsys: pytest.Ca
 
 
 def test_a_member_whose_bytes_cannot_be_read_holds_nothing_in_replay() -> None:
-    log = [classic(1, "Stable", "sessioned", member("W1", metadata("W1", "sessioned"), assignment("sessioned", cat("A"))),
-                   member("X9", b"junk", b"junk"))]
+    log = [
+        classic(
+            1,
+            "Stable",
+            "sessioned",
+            member("W1", metadata("W1", "sessioned"), assignment("sessioned", cat("A"))),
+            member("X9", b"junk", b"junk"),
+        )
+    ]
     h = history_of(log)
     assert h.owners() == {"A": "W1"}
     joined = next(e for e in h.events if e.member_id == "X9")

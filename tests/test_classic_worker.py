@@ -8,7 +8,13 @@ from __future__ import annotations
 from collections import Counter
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, TaskId
-from records.connect_protocol import WorkerAssignment, WorkerMetadata, decode_assignment, decode_metadata, encode_metadata
+from records.connect_protocol import (
+    WorkerAssignment,
+    WorkerMetadata,
+    decode_assignment,
+    decode_metadata,
+    encode_metadata,
+)
 
 from coordinator.core.classic_group import STABLE
 from coordinator.core.classic_worker import ClassicWorker
@@ -71,7 +77,8 @@ def test_three_workers_share_the_work_and_the_leader_assigned_it() -> None:
     # The leader remembers what it gave, as Connect's LeaderState: exactly what each member runs.
     state = leader.worker.assignor.leader_state
     assert {m: frozenset(v.connectors) | frozenset(v.tasks) for m, v in state.items()} == {
-        w.member_id: w.owned for w in workers}
+        w.member_id: w.owned for w in workers
+    }
 
 
 def test_a_new_worker_gets_a_share_in_two_rounds_and_nothing_else_moves() -> None:
@@ -112,9 +119,16 @@ def test_a_static_worker_back_within_the_delay_gets_its_own_work_back_when_the_d
     # The process dies (no leave) and a new one with the same instance id starts 1 s later.
     alive = workers[:3]
     run(alive, 1_000)
-    workers[3] = SimClassicWorker(d, G, "s1-again", instance_id="host-s1", session_timeout_ms=3_000,
-                                  rebalance_timeout_ms=5_000, heartbeat_interval_ms=500,
-                                  scheduled_rebalance_max_delay_ms=4_000)
+    workers[3] = SimClassicWorker(
+        d,
+        G,
+        "s1-again",
+        instance_id="host-s1",
+        session_timeout_ms=3_000,
+        rebalance_timeout_ms=5_000,
+        heartbeat_interval_ms=500,
+        scheduled_rebalance_max_delay_ms=4_000,
+    )
     run(workers, 2_000)
     assert not workers[3].owned  # the work waits for the delay, unowned
     run(workers, 5_000)
@@ -181,11 +195,21 @@ def test_the_leader_never_assigns_what_another_member_still_runs() -> None:
     w = ClassicWorker(G, url="http://w1")
     w.poll(0)
     a_tasks = ConnectorsAndTasks(("A",), tuple(TaskId("A", i) for i in range(4)))
-    members = (JoinGroupMember("w1", None, encode_metadata(WorkerMetadata("http://w1", 7), "sessioned")),
-               JoinGroupMember("w2", None, encode_metadata(
-                   WorkerMetadata("http://w2", 9, WorkerAssignment("w2", "http://w2", 9, a_tasks)), "sessioned")))
-    w.joined(JoinGroupResponse(ErrorCode.NONE, None, 5, "connect", "sessioned", "w1", False, "w1",
-                               members), 10, (ConnectorTaskCount("A", 4),))
+    members = (
+        JoinGroupMember("w1", None, encode_metadata(WorkerMetadata("http://w1", 7), "sessioned")),
+        JoinGroupMember(
+            "w2",
+            None,
+            encode_metadata(
+                WorkerMetadata("http://w2", 9, WorkerAssignment("w2", "http://w2", 9, a_tasks)), "sessioned"
+            ),
+        ),
+    )
+    w.joined(
+        JoinGroupResponse(ErrorCode.NONE, None, 5, "connect", "sessioned", "w1", False, "w1", members),
+        10,
+        (ConnectorTaskCount("A", 4),),
+    )
     _, sync = w.poll(10)
     given = {a.member_id: decode_assignment(a.assignment) for a in sync.assignments}
     assert given["w1"].assigned == ConnectorsAndTasks() and given["w1"].leader == "w1"
@@ -206,8 +230,10 @@ def test_a_worker_applies_an_assignment_as_connect_does() -> None:
         _, join = w.worker.poll(d.now + 100)
         assert isinstance(join, JoinGroupRequest) and w.worker.owned  # cooperative: it keeps its work
         said = decode_metadata(join.protocols[0].metadata)
-        assert said.allocation is not None and frozenset(said.owned.connectors) | frozenset(said.owned.tasks) == \
-            w.worker.owned
+        assert (
+            said.allocation is not None
+            and frozenset(said.owned.connectors) | frozenset(said.owned.tasks) == w.worker.owned
+        )
 
 
 def test_self_fencing_stops_the_work_when_the_coordinator_stops_answering() -> None:

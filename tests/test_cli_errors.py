@@ -30,8 +30,17 @@ NOWHERE = "127.0.0.1:1"  # a port nobody listens on: a check that did not fire f
 
 # serve refuses all of these before it waits for Kafka; --connect-timeout 1 bounds a check that would not.
 SERVE = ["serve", "--bootstrap-server", NOWHERE, "--connect-timeout", "1"]
-GATEWAY = ["gateway", "--groups", "ours-.*", "--listen", "127.0.0.1:0", "--bootstrap-server", NOWHERE,
-           "--coordinator", NOWHERE]
+GATEWAY = [
+    "gateway",
+    "--groups",
+    "ours-.*",
+    "--listen",
+    "127.0.0.1:0",
+    "--bootstrap-server",
+    NOWHERE,
+    "--coordinator",
+    NOWHERE,
+]
 HTTP = ["--url", f"http://{NOWHERE}", "--timeout", "1"]  # the admin commands' coordinator
 
 # A case: (arguments, what the one line says, extra environment). {tmp} is a folder of the files below.
@@ -39,36 +48,66 @@ Case = tuple[list[str], str, dict[str, str]]
 
 CONFLICTS: dict[str, list[Case]] = {
     "serve": [
-        ([*SERVE, "--allow-anonymous", "--ownership", "group", "--peer", "http://127.0.0.1:1"],
-         "--peer (COORDINATOR_PEERS) is for static ownership only", {}),
-        ([*SERVE, "--allow-anonymous", "--ownership", "group"], "is for static ownership only",
-         {"COORDINATOR_PEERS": "http://127.0.0.1:1"}),
-        ([*SERVE, "--allow-anonymous", "--kafka-advertised", "127.0.0.1:9"],
-         "--kafka-advertised needs --kafka-listener", {}),
-        ([*SERVE, "--allow-anonymous", "--kafka-listener", "127.0.0.1:9", "--kafka-gateway-principals", "gw"],
-         "--kafka-gateway-principals needs --kafka-listener and --tokens", {}),
-        ([*SERVE, "--allow-anonymous", "--kafka-listener", "nowhere"], "--kafka-listener 'nowhere': expected HOST:PORT",
-         {}),
+        (
+            [*SERVE, "--allow-anonymous", "--ownership", "group", "--peer", "http://127.0.0.1:1"],
+            "--peer (COORDINATOR_PEERS) is for static ownership only",
+            {},
+        ),
+        (
+            [*SERVE, "--allow-anonymous", "--ownership", "group"],
+            "is for static ownership only",
+            {"COORDINATOR_PEERS": "http://127.0.0.1:1"},
+        ),
+        (
+            [*SERVE, "--allow-anonymous", "--kafka-advertised", "127.0.0.1:9"],
+            "--kafka-advertised needs --kafka-listener",
+            {},
+        ),
+        (
+            [*SERVE, "--allow-anonymous", "--kafka-listener", "127.0.0.1:9", "--kafka-gateway-principals", "gw"],
+            "--kafka-gateway-principals needs --kafka-listener and --tokens",
+            {},
+        ),
+        (
+            [*SERVE, "--allow-anonymous", "--kafka-listener", "nowhere"],
+            "--kafka-listener 'nowhere': expected HOST:PORT",
+            {},
+        ),
         ([*SERVE, "--allow-anonymous", "--listen", "8400"], "--listen '8400': expected HOST:PORT", {}),
         ([*SERVE, "--allow-anonymous", "--partitions", "0-x"], "--partitions '0-x': expected 'all' or a list", {}),
         ([*SERVE, "--allow-anonymous", "--tls-cert", "{tmp}/tokens"], "TLS needs both", {}),
         ([*SERVE, "--tokens", "{tmp}/bad-tokens"], "expected 'TOKEN PRINCIPAL'", {}),
         ([*SERVE], "--allow-anonymous", {}),  # no tokens, no anonymous: nobody could be served
         # librdkafka refuses it at every attempt: refused at once, not retried for --connect-timeout.
-        ([*SERVE, "--allow-anonymous", "--connect-timeout", "60", "--kafka-config", "no.such.property=1"],
-         'No such configuration property: "no.such.property"', {}),
+        (
+            [*SERVE, "--allow-anonymous", "--connect-timeout", "60", "--kafka-config", "no.such.property=1"],
+            'No such configuration property: "no.such.property"',
+            {},
+        ),
         (["serve"], "no Kafka bootstrap servers", {}),
-        ([*SERVE, "--allow-anonymous", "--connect-timeout", "soon"], "argument --connect-timeout: expected a number",
-         {}),
-        ([*SERVE, "--allow-anonymous"], "got COORDINATOR_SESSION_TIMEOUT_MS='abc'",
-         {"COORDINATOR_SESSION_TIMEOUT_MS": "abc"}),
-        ([*SERVE, "--allow-anonymous"], "invalid choice: 'grop' (from COORDINATOR_OWNERSHIP",
-         {"COORDINATOR_OWNERSHIP": "grop"}),
+        (
+            [*SERVE, "--allow-anonymous", "--connect-timeout", "soon"],
+            "argument --connect-timeout: expected a number",
+            {},
+        ),
+        (
+            [*SERVE, "--allow-anonymous"],
+            "got COORDINATOR_SESSION_TIMEOUT_MS='abc'",
+            {"COORDINATOR_SESSION_TIMEOUT_MS": "abc"},
+        ),
+        (
+            [*SERVE, "--allow-anonymous"],
+            "invalid choice: 'grop' (from COORDINATOR_OWNERSHIP",
+            {"COORDINATOR_OWNERSHIP": "grop"},
+        ),
     ],
     "gateway": [
         ([*GATEWAY, "--coordinator-user", "gw"], "--coordinator-user and --coordinator-password-file go together", {}),
-        ([*GATEWAY, "--coordinator-user", "gw", "--coordinator-password-file", "{tmp}/missing"],
-         "--coordinator-password-file: cannot read", {}),
+        (
+            [*GATEWAY, "--coordinator-user", "gw", "--coordinator-password-file", "{tmp}/missing"],
+            "--coordinator-password-file: cannot read",
+            {},
+        ),
         ([*GATEWAY, "--coordinator-user", "gw", "--coordinator-password-file", "{tmp}/empty"], "is empty", {}),
         ([*GATEWAY, "--tls-cert", "{tmp}/tokens"], "TLS needs both", {}),
         ([*GATEWAY, "--broker-tls-ca", "{tmp}/missing"], "--broker-tls-ca: cannot load", {}),
@@ -103,8 +142,11 @@ CONFLICTS: dict[str, list[Case]] = {
     "worker": [
         (["worker", "--group", "g", "--count", "-1", "--url", f"http://{NOWHERE}"], "--count must not be negative", {}),
         (["worker", "--group", "g", "--scenario", "{tmp}/missing", "--url", f"http://{NOWHERE}"], "cannot read", {}),
-        (["worker", "--group", "g", "--scenario", "{tmp}/bad-scenario", "--url", f"http://{NOWHERE}"],
-         "bad-scenario:1: a line starts with the time in seconds", {}),
+        (
+            ["worker", "--group", "g", "--scenario", "{tmp}/bad-scenario", "--url", f"http://{NOWHERE}"],
+            "bad-scenario:1: a line starts with the time in seconds",
+            {},
+        ),
         (["worker", "--count", "1", "--url", f"http://{NOWHERE}"], "the following arguments are required: --group", {}),
     ],
     # demo starts a broker's topic, a coordinator and workers once its flags parse: only parse errors here.
@@ -114,17 +156,26 @@ CONFLICTS: dict[str, list[Case]] = {
     ],
     "topic create": [
         (["topic", "create", "--bootstrap-server", NOWHERE, "--partitions", "0"], "must be at least 1", {}),
-        (["topic", "create", "--bootstrap-server", NOWHERE, "--command-config", "{tmp}/missing"],
-         "cannot read Kafka config file", {}),
+        (
+            ["topic", "create", "--bootstrap-server", NOWHERE, "--command-config", "{tmp}/missing"],
+            "cannot read Kafka config file",
+            {},
+        ),
         (["topic", "create"], "no Kafka bootstrap servers", {}),
     ],
     "topic describe": [
         (["topic", "describe", "--bootstrap-server", NOWHERE, "--format", "yaml"], "invalid choice: 'yaml'", {}),
         (["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "acks"], "expected KEY=VALUE", {}),
-        (["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "ssl.protocol=TLSv1.3"],
-         "--kafka-config: ssl.protocol: a Java client setting librdkafka has no counterpart for", {}),
-        (["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "no.such.property=1"],
-         "invalid Kafka client configuration", {}),
+        (
+            ["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "ssl.protocol=TLSv1.3"],
+            "--kafka-config: ssl.protocol: a Java client setting librdkafka has no counterpart for",
+            {},
+        ),
+        (
+            ["topic", "describe", "--bootstrap-server", NOWHERE, "--kafka-config", "no.such.property=1"],
+            "invalid Kafka client configuration",
+            {},
+        ),
     ],
     "topic validate": [
         (["topic", "validate", "--bootstrap-server", NOWHERE, "--partitions", "many"], "expected a whole number", {}),
@@ -137,21 +188,33 @@ CONFLICTS: dict[str, list[Case]] = {
     "replay timeline": [
         (["replay", "timeline", "--group", "g", "--plot", "{tmp}/picture.txt"], "the picture is a .png", {}),
         (["replay", "timeline", "--group", "g"], "nothing to read: pass --file DUMP", {}),
-        (["replay", "timeline", "--group", "g", "--file", "{tmp}/missing", "--from-offset", "5", "--to-offset", "1"],
-         "--from-offset is after --to-offset", {}),
+        (
+            ["replay", "timeline", "--group", "g", "--file", "{tmp}/missing", "--from-offset", "5", "--to-offset", "1"],
+            "--from-offset is after --to-offset",
+            {},
+        ),
     ],
     "replay state": [
-        (["replay", "state", "--group", "g", "--file", "{tmp}/missing", "--from-offset", "5", "--to-offset", "1"],
-         "--from-offset is after --to-offset", {}),
+        (
+            ["replay", "state", "--group", "g", "--file", "{tmp}/missing", "--from-offset", "5", "--to-offset", "1"],
+            "--from-offset is after --to-offset",
+            {},
+        ),
         (["replay", "state", "--group", "g", "--from-offset", "-1"], "argument --from-offset", {}),
     ],
     "replay diff": [
-        (["replay", "diff", "--group", "g", "--file", "{tmp}/missing", "--from", "5", "--to", "1"],
-         "--from is after --to", {}),
+        (
+            ["replay", "diff", "--group", "g", "--file", "{tmp}/missing", "--from", "5", "--to", "1"],
+            "--from is after --to",
+            {},
+        ),
     ],
     "replay who-owned": [
-        (["replay", "who-owned", "A-0", "--file", "{tmp}/missing", "--from-offset", "5", "--to-offset", "1"],
-         "--from-offset is after --to-offset", {}),
+        (
+            ["replay", "who-owned", "A-0", "--file", "{tmp}/missing", "--from-offset", "5", "--to-offset", "1"],
+            "--from-offset is after --to-offset",
+            {},
+        ),
     ],
     "replay verify": [
         (["replay", "verify"], "nothing to read", {}),
@@ -159,29 +222,67 @@ CONFLICTS: dict[str, list[Case]] = {
     "dump": [
         (["dump", "--decode", "--output", "{tmp}/out"], "--decode prints to standard output", {}),
         (["dump", "--format", "json"], "--format json goes with --decode", {}),
-        (["dump", "--format", "jsonl", "--dump-format", "binary"], "--format jsonl and --dump-format binary disagree",
-         {}),
+        (
+            ["dump", "--format", "jsonl", "--dump-format", "binary"],
+            "--format jsonl and --dump-format binary disagree",
+            {},
+        ),
     ],
     # Spark's module is imported, its JVM never started: each is refused before the session.
     "audit": [
-        (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--trigger", "often"],
-         "--trigger 'often'", {}),
-        (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--optimize-every", "soon"],
-         "--optimize-every", {}),
+        (
+            ["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--trigger", "often"],
+            "--trigger 'often'",
+            {},
+        ),
+        (
+            ["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--optimize-every", "soon"],
+            "--optimize-every",
+            {},
+        ),
         (["audit", "--bootstrap-server", NOWHERE], "no warehouse", {}),
-        (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--kafka-config",
-          "sasl.mechanism=GSSAPI", "--kafka-config", "sasl.username=u", "--kafka-config", "sasl.password=p"],
-         "only PLAIN and SCRAM credentials", {}),
-        (["audit", "--bootstrap-server", NOWHERE, "--warehouse", "{tmp}/warehouse", "--kafka-config",
-          "ssl.certificate.location={tmp}/tokens", "--kafka-config", "ssl.key.location={tmp}/empty"],
-         "set ssl.certificate.location and ssl.key.location to the same file", {}),
+        (
+            [
+                "audit",
+                "--bootstrap-server",
+                NOWHERE,
+                "--warehouse",
+                "{tmp}/warehouse",
+                "--kafka-config",
+                "sasl.mechanism=GSSAPI",
+                "--kafka-config",
+                "sasl.username=u",
+                "--kafka-config",
+                "sasl.password=p",
+            ],
+            "only PLAIN and SCRAM credentials",
+            {},
+        ),
+        (
+            [
+                "audit",
+                "--bootstrap-server",
+                NOWHERE,
+                "--warehouse",
+                "{tmp}/warehouse",
+                "--kafka-config",
+                "ssl.certificate.location={tmp}/tokens",
+                "--kafka-config",
+                "ssl.key.location={tmp}/empty",
+            ],
+            "set ssl.certificate.location and ssl.key.location to the same file",
+            {},
+        ),
     ],
     "sql": [
         (["sql", "SELECT 1"], "no warehouse: pass --warehouse DIR", {}),
     ],
     "spark-conf": [
-        (["spark-conf", "--warehouse", "{tmp}/warehouse", "--format", "args", "--as", "properties"],
-         "--format args and --as properties disagree", {}),
+        (
+            ["spark-conf", "--warehouse", "{tmp}/warehouse", "--format", "args", "--as", "properties"],
+            "--format args and --as properties disagree",
+            {},
+        ),
         (["spark-conf"], "no warehouse", {}),
     ],
     "completion": [
@@ -190,8 +291,9 @@ CONFLICTS: dict[str, list[Case]] = {
 }
 
 
-def _leaves(parser: argparse.ArgumentParser,
-            path: tuple[str, ...] = ()) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+def _leaves(
+    parser: argparse.ArgumentParser, path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, argparse.ArgumentParser]]:
     """Every runnable subcommand ("topic create", "serve") and its parser, from the parser itself."""
     subcommands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
     if subcommands is None:
@@ -254,8 +356,15 @@ def _environment(extra: dict[str, str]) -> dict[str, str]:
 
 
 def _run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "coordinator", *argv], capture_output=True, text=True,
-                          env=_environment(env or {}), cwd=ROOT, timeout=120, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", *argv],
+        capture_output=True,
+        text=True,
+        env=_environment(env or {}),
+        cwd=ROOT,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def _has_log_format(parser: argparse.ArgumentParser) -> bool:
@@ -296,8 +405,10 @@ def test_usage_errors_are_one_line_exit_code_2(name: str, files: Path) -> None:
             continue
         # Where the logs can be JSON, every error in both; JSON chosen by the variable a container sets
         # too, for the unknown flag (refused by argparse) and a first conflict (by the subcommand's run).
-        runs += [([*argv, "--log-format", "text"], says, env, "text"),
-                 ([*argv, "--log-format", "json"], says, env, "json")]
+        runs += [
+            ([*argv, "--log-format", "text"], says, env, "text"),
+            ([*argv, "--log-format", "json"], says, env, "json"),
+        ]
         if number in (0, 2) and "COORDINATOR_LOG_FORMAT" not in env:
             runs.append((argv, says, {**env, "COORDINATOR_LOG_FORMAT": "json"}, "json"))
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores: each run is mostly Python's start-up
@@ -318,9 +429,11 @@ def test_usage_errors_are_one_line_exit_code_2(name: str, files: Path) -> None:
 
 
 def test_top_level_usage_errors_are_one_line() -> None:
-    for argv, says in (([], "the following arguments are required: COMMAND"),
-                       (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
-                       (["--no-such-flag", "completion", "bash"], "unrecognized arguments: --no-such-flag")):
+    for argv, says in (
+        ([], "the following arguments are required: COMMAND"),
+        (["bogus"], "argument COMMAND: invalid choice: 'bogus'"),
+        (["--no-such-flag", "completion", "bash"], "unrecognized arguments: --no-such-flag"),
+    ):
         result = _run(argv)
         assert result.returncode == 2 and result.stderr.count("\n") == 1, (argv, result.stderr)
         assert result.stderr.startswith("coordinator") and says in result.stderr, (argv, result.stderr)
@@ -340,8 +453,9 @@ def test_serve_start_up_failures_are_json_lines(files: Path) -> None:
     assert "TOKEN PRINCIPAL" in orjson.loads(tokens.stderr)["message"]
 
 
-def test_a_crash_under_json_is_one_json_line_with_its_traceback(monkeypatch: pytest.MonkeyPatch,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_crash_under_json_is_one_json_line_with_its_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from coordinator.service import serve
 
     def crash(args: argparse.Namespace) -> int:

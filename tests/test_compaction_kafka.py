@@ -53,14 +53,25 @@ TOPIC_CONFIGS = {
     "delete.retention.ms": "500",
     "max.compaction.lag.ms": "100",
 }
-FLAGS = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session-timeout-ms", "60000",
-         "--server-assignment-interval-ms", "0", "--scheduled-rebalance-max-delay-ms", "300000")
+FLAGS = (
+    "--allow-anonymous",
+    "--heartbeat-interval-ms",
+    "200",
+    "--session-timeout-ms",
+    "60000",
+    "--server-assignment-interval-ms",
+    "0",
+    "--scheduled-rebalance-max-delay-ms",
+    "300000",
+)
 
 MAIN = "connect-main"  # joins, a leave with a deadline that passes, a static takeover, connectors change
 EXPIRY = "connect-expiry"  # short sessions: a member and a static member expire
 GONE = "connect-gone"  # emptied and deleted
-TICKERS = tuple(next(f"ticker-{p}-{i}" for i in range(1000) if partition_for(f"ticker-{p}-{i}", PARTITIONS) == p)
-                for p in range(PARTITIONS))
+TICKERS = tuple(
+    next(f"ticker-{p}-{i}" for i in range(1000) if partition_for(f"ticker-{p}-{i}", PARTITIONS) == p)
+    for p in range(PARTITIONS)
+)
 
 
 # --- a worker that follows the protocol over HTTP, one request at a time -----------------------------
@@ -70,8 +81,14 @@ class Worker:
     """The project's member state machine over http.client; every answer must be OK here."""
 
     def __init__(self, group: str, member_id: str, instance_id: str | None = None) -> None:
-        self.member = Member(group, member_id, instance_id=instance_id, rebalance_timeout_ms=30_000,
-                             server_assignor="incremental_cooperative", session_timeout_ms=10 ** 9)
+        self.member = Member(
+            group,
+            member_id,
+            instance_id=instance_id,
+            rebalance_timeout_ms=30_000,
+            server_assignor="incremental_cooperative",
+            session_timeout_ms=10**9,
+        )
 
     group = property(lambda self: self.member.group_id)
     member_id = property(lambda self: self.member.member_id)
@@ -91,8 +108,9 @@ class Worker:
         _, request = self.member.leave()
         epoch = -2 if static else -1
         assert request is not None and request.member_epoch == epoch, (self.member_id, request)
-        status, r = server.request("POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(
-            wire.HeartbeatRequest.of(request)), timeout=30)
+        status, r = server.request(
+            "POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(wire.HeartbeatRequest.of(request)), timeout=30
+        )
         assert status == 200 and (r["ErrorCode"], r["MemberEpoch"]) == (0, epoch), (self.member_id, r)
 
 
@@ -107,8 +125,14 @@ def _set_config(server: ServeProcess, group: str, **timeouts: int) -> None:
 
 
 def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
-    _ok(server, "PUT", f"/v1/groups/{group}/connectors", msgspec.to_builtins(wire.SetConnectorsRequest(
-        connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])))
+    _ok(
+        server,
+        "PUT",
+        f"/v1/groups/{group}/connectors",
+        msgspec.to_builtins(
+            wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])
+        ),
+    )
 
 
 def _describe(server: ServeProcess, group: str) -> dict:
@@ -135,9 +159,13 @@ def _converged(server: ServeProcess, group: str, members: list[Member], deferred
             continue
         # At the group's epoch too: a member one heartbeat behind writes its new epoch later, which a
         # snapshot of the topic taken now would not hold (seen once in CI).
-        if (_cat_items(x["Assignment"]) != _cat_items(x["Target"]) or _cat_items(x["PendingRevocation"])
-                or m.items() != _cat_items(x["Assignment"]) or m.epoch != x["MemberEpoch"]
-                or x["MemberEpoch"] != d["GroupEpoch"]):
+        if (
+            _cat_items(x["Assignment"]) != _cat_items(x["Target"])
+            or _cat_items(x["PendingRevocation"])
+            or m.items() != _cat_items(x["Assignment"])
+            or m.epoch != x["MemberEpoch"]
+            or x["MemberEpoch"] != d["GroupEpoch"]
+        ):
             return False
     return True
 
@@ -165,8 +193,14 @@ class Story:
         for ticker in TICKERS:
             _set_config(self.server, ticker, scheduled_rebalance_max_delay_ms=1_000 + self.ticks)
 
-    def until(self, condition: Callable[[], bool], what: str, timeout: float = 60, ticking: bool = False,
-              check_every: float = 0.0) -> None:
+    def until(
+        self,
+        condition: Callable[[], bool],
+        what: str,
+        timeout: float = 60,
+        ticking: bool = False,
+        check_every: float = 0.0,
+    ) -> None:
         deadline = time.monotonic() + timeout
         next_check = 0.0
         while True:
@@ -182,8 +216,11 @@ class Story:
             time.sleep(0.1)
 
     def converge(self, group: str, deferred: bool | None = False, timeout: float = 60) -> dict:
-        self.until(lambda: _converged(self.server, group, self.members(group), deferred),
-                   f"{group} to converge (deferred={deferred})", timeout)
+        self.until(
+            lambda: _converged(self.server, group, self.members(group), deferred),
+            f"{group} to converge (deferred={deferred})",
+            timeout,
+        )
         return _describe(self.server, group)
 
 
@@ -194,9 +231,16 @@ class Read:
     """Both partitions, read_committed, from the log start to the end offset at the read's start."""
 
     def __init__(self, broker, topic: str) -> None:  # noqa: ANN001
-        consumer = Consumer(broker.client_config({
-            "group.id": f"compaction-reader-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-            "isolation.level": "read_committed", "enable.partition.eof": False}))
+        consumer = Consumer(
+            broker.client_config(
+                {
+                    "group.id": f"compaction-reader-{uuid.uuid4().hex[:8]}",
+                    "enable.auto.commit": False,
+                    "isolation.level": "read_committed",
+                    "enable.partition.eof": False,
+                }
+            )
+        )
         self.ends: dict[int, int] = {}
         self.records: dict[int, list] = {}  # partition -> [(offset, Record)]
         try:
@@ -260,11 +304,28 @@ def _records_loaded(server: ServeProcess) -> dict[int, int]:
 
 
 def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_one_served(
-        kafka_broker, unique_topic, tmp_path, capsys) -> None:  # noqa: ANN001
+    kafka_broker, unique_topic, tmp_path, capsys
+) -> None:  # noqa: ANN001
     started = time.monotonic()
     configs = [arg for key, value in TOPIC_CONFIGS.items() for arg in ("--config", f"{key}={value}")]
-    assert cli.main(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                     unique_topic, "--partitions", str(PARTITIONS), "--replication-factor", "1", *configs]) == 0
+    assert (
+        cli.main(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+                *configs,
+            ]
+        )
+        == 0
+    )
     # The story's groups live in both partitions (so both are compacted and loaded with history).
     assert {partition_for(g, PARTITIONS) for g in (MAIN, EXPIRY, GONE)} == set(range(PARTITIONS))
 
@@ -275,8 +336,9 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
         # --- everyone joins ---------------------------------------------------------------------
         _set_config(old, MAIN, scheduled_rebalance_max_delay_ms=3_000)
         _set_connectors(old, MAIN, A=4, B=2)
-        _set_config(old, EXPIRY, session_timeout_ms=3_000, heartbeat_interval_ms=200,
-                    scheduled_rebalance_max_delay_ms=1_000)
+        _set_config(
+            old, EXPIRY, session_timeout_ms=3_000, heartbeat_interval_ms=200, scheduled_rebalance_max_delay_ms=1_000
+        )
         _set_connectors(old, EXPIRY, X=5)
         _set_connectors(old, GONE, Z=2)
         w1, w2, w3, w4 = (Worker(MAIN, f"w{i}") for i in range(1, 5))
@@ -295,8 +357,11 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
         before = Read(kafka_broker, unique_topic)
         departed = {(MAIN, "w4"), (MAIN, "s1"), (MAIN, "w3"), (EXPIRY, "e3"), (EXPIRY, "es")}
         doomed = [(p, o) for p, o, r in before.all() if _departed(r.key, departed)]
-        assert {(r.key.group_id, getattr(r.key, "member_id", None)) for _, _, r in before.all()
-                if _departed(r.key, departed)} >= departed | {(GONE, "g1"), (GONE, "g2"), (GONE, None)}
+        assert {
+            (r.key.group_id, getattr(r.key, "member_id", None))
+            for _, _, r in before.all()
+            if _departed(r.key, departed)
+        } >= departed | {(GONE, "g1"), (GONE, "g2"), (GONE, None)}
 
         # --- a graceful leave: the work waits for the deadline, which passes ----------------------
         epoch = _describe(old, MAIN)["GroupEpoch"]
@@ -324,17 +389,21 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
 
         # --- a session expires; a static member leaves and its session expires too ------------------
         story.drop(e3)  # stops heartbeating
-        story.until(lambda: "e3" not in {m["MemberId"] for m in _describe(old, EXPIRY)["Members"]},
-                    "e3's session to expire")
+        story.until(
+            lambda: "e3" not in {m["MemberId"] for m in _describe(old, EXPIRY)["Members"]}, "e3's session to expire"
+        )
         story.converge(EXPIRY)  # its work waited out the 1 s deadline
         es.leave(old, static=True)
         story.drop(es)
-        story.until(lambda: "es" not in {m["MemberId"] for m in _describe(old, EXPIRY)["Members"]},
-                    "the static member's session to expire")
+        story.until(
+            lambda: "es" not in {m["MemberId"] for m in _describe(old, EXPIRY)["Members"]},
+            "the static member's session to expire",
+        )
         story.converge(EXPIRY)
         # Long sessions from now on: the members may stop heartbeating once the old coordinator stops.
-        _set_config(old, EXPIRY, session_timeout_ms=120_000, heartbeat_interval_ms=1_000,
-                    scheduled_rebalance_max_delay_ms=1_000)
+        _set_config(
+            old, EXPIRY, session_timeout_ms=120_000, heartbeat_interval_ms=1_000, scheduled_rebalance_max_delay_ms=1_000
+        )
         story.converge(EXPIRY)
 
         # --- a group is emptied and deleted --------------------------------------------------------
@@ -365,11 +434,17 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
             records = read.story()
             keys = Counter(r.key for _, _, r in records)
             # Every story key once, with its latest value; no tombstone, no departed key left.
-            return (set(keys) == story_keys and max(keys.values()) == 1
-                    and all(r.value is not None for _, _, r in records))
+            return (
+                set(keys) == story_keys and max(keys.values()) == 1 and all(r.value is not None for _, _, r in records)
+            )
 
-        story.until(cleaned, "the cleaner to leave one record per live key and no tombstones", timeout=120,
-                    ticking=True, check_every=1.0)
+        story.until(
+            cleaned,
+            "the cleaner to leave one record per live key and no tombstones",
+            timeout=120,
+            ticking=True,
+            check_every=1.0,
+        )
         compacted = late[0]
         cleaned_after = time.monotonic() - story_done
 
@@ -416,18 +491,21 @@ def test_a_coordinator_loading_the_compacted_topic_serves_exactly_what_the_old_o
 
         # --- replay verify on the compacted topic ------------------------------------------------------
         capsys.readouterr()
-        code = cli.main(["replay", "verify", "--bootstrap-servers", kafka_broker.bootstrap_servers,
-                         "--topic", unique_topic])
+        code = cli.main(
+            ["replay", "verify", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", unique_topic]
+        )
         out, err = capsys.readouterr()
         assert code == 0 and "no violations" in out, (out, err)
 
         with capsys.disabled():
             total = sum(compacted.ends.values())
-            print(f"\ncompaction: {total} offsets, {len(compacted.all())} records left "
-                  f"({len(compacted.story())} of the story, one per live key); {len(removed_before)} of the "
-                  f"{len(before.all())} records read before the departures removed, {len(doomed)} of them of "
-                  f"departed keys; cleaned {cleaned_after:.1f}s after the story ({story.ticks} ticks); "
-                  f"loaded {loaded}; {time.monotonic() - started:.1f}s in all")
+            print(
+                f"\ncompaction: {total} offsets, {len(compacted.all())} records left "
+                f"({len(compacted.story())} of the story, one per live key); {len(removed_before)} of the "
+                f"{len(before.all())} records read before the departures removed, {len(doomed)} of them of "
+                f"departed keys; cleaned {cleaned_after:.1f}s after the story ({story.ticks} ticks); "
+                f"loaded {loaded}; {time.monotonic() - started:.1f}s in all"
+            )
     finally:
         old.stop()
         new.stop()

@@ -87,8 +87,14 @@ pytestmark = pytest.mark.integration
 yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
 
 # Broker settings that say where a node runs (addresses, paths, listener names), not how durable it is.
-WHERE_IT_RUNS = {"listeners", "advertised.listeners", "controller.quorum.voters", "listener.security.protocol.map",
-                 "inter.broker.listener.name", "log.dirs"}
+WHERE_IT_RUNS = {
+    "listeners",
+    "advertised.listeners",
+    "controller.quorum.voters",
+    "listener.security.protocol.map",
+    "inter.broker.listener.name",
+    "log.dirs",
+}
 OPERATIONS = ("Describe", "Alter", "Read", "Delete")
 CONNECT_TASKS = 2
 TIMEOUT_S = 120  # a consumer group forming, partitions loading, a session expiring: seconds on a busy machine
@@ -102,7 +108,7 @@ def compose() -> dict[str, Any]:
 def broker_addresses(compose: dict[str, Any], cluster: Cluster) -> dict[str, str]:
     """Each compose broker's internal address (kafka-N:9092) -> the local node with its node id."""
     addresses = {}
-    for name, service in brokers(compose).items():
+    for _name, service in brokers(compose).items():
         env = environment(service)
         internal = next(a for a in env["KAFKA_ADVERTISED_LISTENERS"].split(",") if a.startswith("INTERNAL://"))
         addresses[internal.removeprefix("INTERNAL://")] = cluster.node(int(env["KAFKA_NODE_ID"])).address
@@ -154,8 +160,9 @@ class Deployment:
         self.connect: dict[str, ConnectWorker] = {}
 
     def topic_init(self, argv: list[str]) -> list[str]:
-        argv = with_option(argv, "--bootstrap-servers", local_bootstrap(option(argv, "--bootstrap-servers"),
-                                                                         self.addresses))
+        argv = with_option(
+            argv, "--bootstrap-servers", local_bootstrap(option(argv, "--bootstrap-servers"), self.addresses)
+        )
         return with_option(argv, "--topic", self.topic)
 
     def coordinator(self, name: str) -> ServeProcess:
@@ -189,20 +196,30 @@ class Deployment:
         _, service = gateway_service(self.compose)
         command = service["command"]
         self.gateway_port = _free_base()
-        coordinators = dict(zip(
-            [option(s["command"], "--kafka-advertised") for s in coordinator_services(self.compose).values()],
-            [self.kafka_listeners[n] for n in coordinator_services(self.compose)], strict=True))
-        command = with_option(command, "--bootstrap-server",
-                              local_bootstrap(option(command, "--bootstrap-server"), self.addresses))
+        coordinators = dict(
+            zip(
+                [option(s["command"], "--kafka-advertised") for s in coordinator_services(self.compose).values()],
+                [self.kafka_listeners[n] for n in coordinator_services(self.compose)],
+                strict=True,
+            )
+        )
+        command = with_option(
+            command, "--bootstrap-server", local_bootstrap(option(command, "--bootstrap-server"), self.addresses)
+        )
         command = with_option(command, "--listen", f"127.0.0.1:{self.gateway_port}")
         command = with_option(command, "--advertised-host", "127.0.0.1")
-        command = with_option(command, "--coordinator",
-                              ",".join(coordinators[a] for a in option(command, "--coordinator").split(",")))
-        env = {**{k: v for k, v in os.environ.items() if not OUR_ENV.match(k)}, **image_environment(),
-               **environment(service)}
+        command = with_option(
+            command, "--coordinator", ",".join(coordinators[a] for a in option(command, "--coordinator").split(","))
+        )
+        env = {
+            **{k: v for k, v in os.environ.items() if not OUR_ENV.match(k)},
+            **image_environment(),
+            **environment(service),
+        }
         with self.gateway_log.open("ab") as log:
-            self.gateway = subprocess.Popen([sys.executable, "-m", "coordinator", *command], stdout=log,
-                                            stderr=subprocess.STDOUT, env=env)
+            self.gateway = subprocess.Popen(
+                [sys.executable, "-m", "coordinator", *command], stdout=log, stderr=subprocess.STDOUT, env=env
+            )
         return self.gateway
 
     def connect_worker(self, name: str) -> ConnectWorker:
@@ -214,8 +231,10 @@ class Deployment:
         _, gateway = gateway_service(self.compose)
         props = connect_properties(self.compose, name)
         group = props["group.id"]
-        assert props["bootstrap.servers"] == f"{option(gateway['command'], '--advertised-host')}:" \
-                                             f"{option(gateway['command'], '--listen').rpartition(':')[2]}"
+        assert (
+            props["bootstrap.servers"] == f"{option(gateway['command'], '--advertised-host')}:"
+            f"{option(gateway['command'], '--listen').rpartition(':')[2]}"
+        )
         worker = ConnectWorker(self.tmp_path, name, "unused", "unused", group)  # its settings replaced below
         props["bootstrap.servers"] = f"127.0.0.1:{self.gateway_port}"
         for prefix in ("producer", "consumer", "admin"):
@@ -224,8 +243,13 @@ class Deployment:
         for key in ("config.storage.topic", "offset.storage.topic", "status.storage.topic"):
             props[key] = f"{props[key]}-{self.topic}"
         assert props["rest.advertised.host.name"] == name
-        props.update({"listeners": f"http://127.0.0.1:{worker.port}", "rest.advertised.host.name": "127.0.0.1",
-                      "rest.advertised.port": str(worker.port)})
+        props.update(
+            {
+                "listeners": f"http://127.0.0.1:{worker.port}",
+                "rest.advertised.host.name": "127.0.0.1",
+                "rest.advertised.port": str(worker.port),
+            }
+        )
         worker.properties.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
         self.connect[name] = worker
         return worker
@@ -239,8 +263,10 @@ class Deployment:
         return self.servers[name].env
 
     def ownership_group(self) -> str:
-        groups = {env.get("COORDINATOR_GROUP_ID") or f"worker-coordinator-{self.topic}"
-                  for env in map(self.settings, self.servers)}
+        groups = {
+            env.get("COORDINATOR_GROUP_ID") or f"worker-coordinator-{self.topic}"
+            for env in map(self.settings, self.servers)
+        }
         (group,) = groups
         return group
 
@@ -254,8 +280,12 @@ class Deployment:
 def described_owners(cluster: Cluster, group: str, topic: str) -> dict[str, set[int]]:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
     description = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
-    return {m.client_id: {tp.partition for tp in (m.assignment.topic_partitions if m.assignment else ())
-                          if tp.topic == topic} for m in description.members}
+    return {
+        m.client_id: {
+            tp.partition for tp in (m.assignment.topic_partitions if m.assignment else ()) if tp.topic == topic
+        }
+        for m in description.members
+    }
 
 
 def expected_allowed(acls: list[auth.Acl], principal: str, operation: str, group: str) -> bool:
@@ -263,8 +293,11 @@ def expected_allowed(acls: list[auth.Acl], principal: str, operation: str, group
     Read, Describe, Alter, Delete, All, and a glob over group ids; Describe is implied by any."""
     for acl in acls:
         operations = {o.value for o in acl.operations}
-        if (acl.principal in ("*", principal) and fnmatch.fnmatchcase(group, acl.group_pattern)
-                and ("All" in operations or operation in operations or operation == "Describe")):
+        if (
+            acl.principal in ("*", principal)
+            and fnmatch.fnmatchcase(group, acl.group_pattern)
+            and ("All" in operations or operation in operations or operation == "Describe")
+        ):
             return True
     return False
 
@@ -274,12 +307,22 @@ def attempt(server: ServeProcess, operation: str, group: str, token: str | None)
     if operation == "Describe":
         return server.request("GET", f"/v1/groups/{group}", token=token)
     if operation == "Alter":
-        return server.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "acl", "Tasks": 1}]},
-                              token=token)
+        return server.request(
+            "PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "acl", "Tasks": 1}]}, token=token
+        )
     if operation == "Read":
-        return server.request("POST", "/v1/connect-group/heartbeat",
-                              {"GroupId": group, "MemberId": f"acl-{uuid.uuid4().hex[:6]}", "MemberEpoch": 0,
-                               "RebalanceTimeoutMs": 5000, "ServerAssignor": "incremental_cooperative"}, token=token)
+        return server.request(
+            "POST",
+            "/v1/connect-group/heartbeat",
+            {
+                "GroupId": group,
+                "MemberId": f"acl-{uuid.uuid4().hex[:6]}",
+                "MemberEpoch": 0,
+                "RebalanceTimeoutMs": 5000,
+                "ServerAssignor": "incremental_cooperative",
+            },
+            token=token,
+        )
     assert operation == "Delete"
     return server.request("DELETE", f"/v1/groups/{group}", token=token)
 
@@ -314,8 +357,12 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
             prop = key.removeprefix("KAFKA_").lower().replace("_", ".")
             if key.startswith("KAFKA_") and prop not in WHERE_IT_RUNS and prop in local:
                 assert local[prop] == value, (name, prop, local[prop], value)
-        for prop in ("default.replication.factor", "min.insync.replicas", "transaction.state.log.min.isr",
-                     "unclean.leader.election.enable"):
+        for prop in (
+            "default.replication.factor",
+            "min.insync.replicas",
+            "transaction.state.log.min.isr",
+            "unclean.leader.election.enable",
+        ):
             assert prop in local and f"KAFKA_{prop.upper().replace('.', '_')}" in env, prop
 
     # --- topic-init: create (or, the second time, find and validate), then validate
@@ -325,8 +372,21 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     assert "already exists" in capsys.readouterr().out
     assert coordinator(validate) == 0
     assert "is fit for the coordinator" in capsys.readouterr().out
-    assert coordinator(["topic", "describe", "--format", "json", "--bootstrap-servers",
-                        option(create, "--bootstrap-servers"), "--topic", d.topic]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "describe",
+                "--format",
+                "json",
+                "--bootstrap-servers",
+                option(create, "--bootstrap-servers"),
+                "--topic",
+                d.topic,
+            ]
+        )
+        == 0
+    )
     described = orjson.loads(capsys.readouterr().out)
     assert described["partition_count"] == d.partitions == int(option(d.validate, "--partitions"))
     assert described["replication_factor"] == int(option(d.create, "--replication-factor")) == 3
@@ -347,12 +407,18 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
         owners = d.owners()
         together = set().union(*owners.values())
         return all(owners.values()) and together == set(range(d.partitions)) and not owners[names[0]] & owners[names[1]]
+
     wait_for(shared, TIMEOUT_S, "the partitions to be shared without overlap")
     group_id = d.ownership_group()
     # Each member's client id: its advertised URL and Kafka listener (what find-coordinator names).
-    wait_for(lambda: described_owners(cluster, group_id, d.topic) == {
-        owner_client_id(s.url, parse_address(d.kafka_listeners[n])): served(s) for n, s in d.servers.items()},
-             TIMEOUT_S, "the ownership consumer group to describe who serves what")
+    wait_for(
+        lambda: (
+            described_owners(cluster, group_id, d.topic)
+            == {owner_client_id(s.url, parse_address(d.kafka_listeners[n])): served(s) for n, s in d.servers.items()}
+        ),
+        TIMEOUT_S,
+        "the ownership consumer group to describe who serves what",
+    )
     for server in (first, second):
         assert server.process.poll() is None
         assert run_healthcheck(d.settings(server_name(d, server))["COORDINATOR_LISTEN"]) == 0, healthcheck_code()
@@ -368,16 +434,19 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     # A group for each pattern the ACLs name, and one that only a `*` pattern matches.
     groups = {acl.group_pattern.replace("*", "x").replace("?", "x") for acl in acls}
     groups.add(f"unmatched-{uuid.uuid4().hex[:6]}")
-    assert all(any(fnmatch.fnmatchcase(g, acl.group_pattern) for acl in acls) or g.startswith("unmatched")
-               for g in groups)
+    assert all(
+        any(fnmatch.fnmatchcase(g, acl.group_pattern) for acl in acls) or g.startswith("unmatched") for g in groups
+    )
     for server in (first, second):
         status, body = server.request("GET", "/v1/groups", token="not-a-token")
         assert (status, body["ErrorCode"]) == (401, 30), body
         assert server.request("GET", "/health")[0] == 200  # open
     # Anonymous access is on (the Kafka listener's requests act as ANONYMOUS): a request without a
     # token is ANONYMOUS, held to the ACLs like every principal.
-    assert all(setting(s.args[3:], s.env, "--allow-anonymous", "COORDINATOR_ALLOW_ANONYMOUS") == "true"
-               for s in (first, second))
+    assert all(
+        setting(s.args[3:], s.env, "--allow-anonymous", "COORDINATOR_ALLOW_ANONYMOUS") == "true"
+        for s in (first, second)
+    )
     token_of[auth.ANONYMOUS] = None
     outcomes = {}
     for group in sorted(groups):
@@ -399,8 +468,11 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     connect_group = connect_properties(d.compose, next(iter(connect_workers(d.compose))))["group.id"]
     # The SDK workers' group (below), in the Connect workers' group's partition, so that the SIGKILL
     # below moves both.
-    group = next(g for g in (f"connect-compose-{i}" for i in range(10_000))
-                 if partition_for(g, d.partitions) == partition_for(connect_group, d.partitions))
+    group = next(
+        g
+        for g in (f"connect-compose-{i}" for i in range(10_000))
+        if partition_for(g, d.partitions) == partition_for(connect_group, d.partitions)
+    )
     admin_token = token_of[next(p for p in token_of if expected_allowed(acls, p, "Alter", group))]
     d.start_gateway()
     metadata = until(lambda: gateway_metadata(d), TIMEOUT_S, "the gateway to answer Metadata")
@@ -412,41 +484,54 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     # A member of the workers' group, by hand: FindCoordinator, JoinGroup, SyncGroup, Heartbeat through
     # the gateway land on the coordinator that owns the group; then it leaves.
     connect_owner = d.owner(partition_for(connect_group, d.partitions))
-    member = asyncio.run(asyncio.wait_for(join_through_gateway(d, connect_group, d.servers[connect_owner],
-                                                               admin_token), TIMEOUT_S))
+    member = asyncio.run(
+        asyncio.wait_for(join_through_gateway(d, connect_group, d.servers[connect_owner], admin_token), TIMEOUT_S)
+    )
 
     # --- the two Kafka Connect workers, with the compose file's properties
     for name in sorted(connect_workers(d.compose)):
         d.connect_worker(name).start()
     until(lambda: all(w.up() for w in d.connect.values()), TIMEOUT_S, "the Connect workers' REST APIs")
     urls = {w.url.rstrip("/") for w in d.connect.values()}
-    until(lambda: connect_members(d.servers[connect_owner], connect_group, admin_token) == urls, TIMEOUT_S,
-          f"both Connect workers in group {connect_group} at {connect_owner}")
+    until(
+        lambda: connect_members(d.servers[connect_owner], connect_group, admin_token) == urls,
+        TIMEOUT_S,
+        f"both Connect workers in group {connect_group} at {connect_owner}",
+    )
     assert member not in connect_members(d.servers[connect_owner], connect_group, admin_token)
     first_worker = next(iter(d.connect.values()))
     # A source connector: its producer goes to the brokers directly (producer.bootstrap.servers);
     # replication 3, as the brokers' min ISR 2 wants for acks=all.
-    connector = {**source_connector(f"{connect_group}-data-{d.topic}", CONNECT_TASKS),
-                 "topic.creation.default.replication.factor": "3"}
+    connector = {
+        **source_connector(f"{connect_group}-data-{d.topic}", CONNECT_TASKS),
+        "topic.creation.default.replication.factor": "3",
+    }
     status, body = http("PUT", f"{first_worker.url}/connectors/source/config", connector)
     assert status in (200, 201), body
     until(lambda: first_worker.running("source", CONNECT_TASKS), TIMEOUT_S, "the connector's tasks RUNNING")
 
     # --- a worker joins through find-coordinator, asked of either instance
-    worker_principal = next(p for p in token_of if token_of[p] and expected_allowed(acls, p, "Read", group)
-                            and not expected_allowed(acls, p, "Alter", group))
+    worker_principal = next(
+        p
+        for p in token_of
+        if token_of[p] and expected_allowed(acls, p, "Read", group) and not expected_allowed(acls, p, "Alter", group)
+    )
     admin_principal = next(p for p in token_of if expected_allowed(acls, p, "Alter", group))
     for server in (first, second):
-        status, found = server.request("POST", "/v1/find-coordinator", {"GroupId": group},
-                                       token=token_of[worker_principal])
+        status, found = server.request(
+            "POST", "/v1/find-coordinator", {"GroupId": group}, token=token_of[worker_principal]
+        )
         assert (status, found["ErrorCode"]) == (200, 0), found
         partition, url = found["Partition"], found["Url"]
         owner = d.owner(partition)
         assert owner is not None and url == d.servers[owner].url, (found, d.owners())
     owner_server = d.servers[owner]
-    status, body = owner_server.request("PUT", f"/v1/groups/{group}/connectors",
-                                        {"Connectors": [{"Name": "A", "Tasks": 3}, {"Name": "B", "Tasks": 1}]},
-                                        token=token_of[admin_principal])
+    status, body = owner_server.request(
+        "PUT",
+        f"/v1/groups/{group}/connectors",
+        {"Connectors": [{"Name": "A", "Tasks": 3}, {"Name": "B", "Tasks": 1}]},
+        token=token_of[admin_principal],
+    )
     assert (status, body["ErrorCode"]) == (200, 0), body
     everything = frozenset(["A", "B", TaskId("A", 0), TaskId("A", 1), TaskId("A", 2), TaskId("B", 0)])
     ledger = Ledger()
@@ -459,10 +544,14 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
     survivor = next(s for n, s in d.servers.items() if n != owner)
     taken = served(owner_server)
     owner_server.kill()
-    wait_for(lambda: served(survivor) == set(range(d.partitions)), TIMEOUT_S,
-             f"the surviving coordinator to take over partitions {sorted(taken)}")
-    status, found = survivor.request("POST", "/v1/find-coordinator", {"GroupId": group},
-                                     token=token_of[worker_principal])
+    wait_for(
+        lambda: served(survivor) == set(range(d.partitions)),
+        TIMEOUT_S,
+        f"the surviving coordinator to take over partitions {sorted(taken)}",
+    )
+    status, found = survivor.request(
+        "POST", "/v1/find-coordinator", {"GroupId": group}, token=token_of[worker_principal]
+    )
     assert (status, found["ErrorCode"], found["Url"]) == (200, 0, survivor.url), found
     status, body = survivor.request("GET", f"/v1/groups/{group}", token=token_of[worker_principal])
     assert (status, body["ErrorCode"]) == (200, 0), body
@@ -475,8 +564,11 @@ def test_the_compose_deployment_runs_locally(deployment: Deployment, capsys) -> 
 
     # The Connect workers' group was in the killed coordinator's partition too: the gateway follows it
     # to the survivor, where both workers carry on (no worker process exits) and every task runs.
-    until(lambda: connect_members(survivor, connect_group, admin_token) == urls, TIMEOUT_S,
-          f"both Connect workers in group {connect_group} at the survivor")
+    until(
+        lambda: connect_members(survivor, connect_group, admin_token) == urls,
+        TIMEOUT_S,
+        f"both Connect workers in group {connect_group} at the survivor",
+    )
     until(lambda: first_worker.running("source", CONNECT_TASKS), TIMEOUT_S, "the connector's tasks RUNNING")
     assert all(w.alive() for w in d.connect.values())
     assert d.gateway.poll() is None
@@ -502,11 +594,15 @@ async def join_through_gateway(d: Deployment, group: str, owner: ServeProcess, t
     connector's group); JoinGroup there (twice: MEMBER_ID_REQUIRED, then in), SyncGroup, Heartbeat;
     `owner` (over HTTP) has the member; then LeaveGroup. The member's id."""
     async with Client(("127.0.0.1", d.gateway_port), "connect-1") as boot:
-        found = await boot.call(kp.FIND_COORDINATOR, 4, key_type=0,
-                                coordinator_keys=[group, *(f"connect-{n}" for n in SINK_GROUP_NAMES)])
+        found = await boot.call(
+            kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[group, *(f"connect-{n}" for n in SINK_GROUP_NAMES)]
+        )
         nodes = {c.key: c for c in found.coordinators}
         assert (nodes[group].error_code, nodes[group].node_id, nodes[group].port) == (
-            0, COORDINATOR_NODE_ID, d.gateway_port + 1), nodes[group]
+            0,
+            COORDINATOR_NODE_ID,
+            d.gateway_port + 1,
+        ), nodes[group]
         for name in SINK_GROUP_NAMES:  # sink connectors' groups: the brokers' own coordinator
             node = nodes[f"connect-{name}"]
             if node.error_code == 0:
@@ -514,10 +610,20 @@ async def join_through_gateway(d: Deployment, group: str, owner: ServeProcess, t
             else:
                 assert node.error_code == 15, node  # COORDINATOR_NOT_AVAILABLE while the broker loads it
     cls = kp.request_class(kp.JOIN_GROUP, 9)
-    protocols = [cls.JoinGroupRequestProtocol(
-        name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://connect-1:8083/", -1, None), SESSIONED))]
-    fields = {"group_id": group, "session_timeout_ms": 60_000, "rebalance_timeout_ms": 60_000,
-              "group_instance_id": None, "protocol_type": "connect", "protocols": protocols, "reason": None}
+    protocols = [
+        cls.JoinGroupRequestProtocol(
+            name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://connect-1:8083/", -1, None), SESSIONED)
+        )
+    ]
+    fields = {
+        "group_id": group,
+        "session_timeout_ms": 60_000,
+        "rebalance_timeout_ms": 60_000,
+        "group_instance_id": None,
+        "protocol_type": "connect",
+        "protocols": protocols,
+        "reason": None,
+    }
     async with Client((nodes[group].host, nodes[group].port), "connect-1") as member:
         first = await member.call(kp.JOIN_GROUP, 9, member_id="", **fields)
         assert first.error_code == MEMBER_ID_REQUIRED, first
@@ -525,17 +631,36 @@ async def join_through_gateway(d: Deployment, group: str, owner: ServeProcess, t
         assert joined.error_code == 0 and joined.leader == first.member_id, joined
         sync_cls = kp.request_class(kp.SYNC_GROUP, 5)
         synced = await member.call(
-            kp.SYNC_GROUP, 5, group_id=group, generation_id=joined.generation_id, member_id=joined.member_id,
-            group_instance_id=None, protocol_type="connect", protocol_name=SESSIONED,
-            assignments=[sync_cls.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")])
+            kp.SYNC_GROUP,
+            5,
+            group_id=group,
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id=None,
+            protocol_type="connect",
+            protocol_name=SESSIONED,
+            assignments=[sync_cls.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")],
+        )
         assert synced.error_code == 0, synced
-        beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
-                                 member_id=joined.member_id, group_instance_id=None)
+        beat = await member.call(
+            kp.HEARTBEAT,
+            4,
+            group_id=group,
+            generation_id=joined.generation_id,
+            member_id=joined.member_id,
+            group_instance_id=None,
+        )
         assert beat.error_code == 0, beat
         assert joined.member_id in connect_members(owner, group, token, key="MemberId")
         leave_cls = kp.request_class(kp.LEAVE_GROUP, 5)
-        left = await member.call(kp.LEAVE_GROUP, 5, group_id=group, members=[
-            leave_cls.MemberIdentity(member_id=joined.member_id, group_instance_id=None, reason="compose test")])
+        left = await member.call(
+            kp.LEAVE_GROUP,
+            5,
+            group_id=group,
+            members=[
+                leave_cls.MemberIdentity(member_id=joined.member_id, group_instance_id=None, reason="compose test")
+            ],
+        )
         assert left.error_code == 0 and [m.error_code for m in left.members] == [0], left
     return joined.member_id
 

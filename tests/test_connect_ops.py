@@ -117,9 +117,23 @@ class Story:
     def start_gateway(self) -> None:
         log = (self.run_dir / "gateway.log").open("ab")
         self.gateway = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", self.brokers,
-             "--listen", self.bootstrap, "--groups", self.key, "--coordinator", self.listener],
-            stdout=log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "gateway",
+                "--bootstrap-server",
+                self.brokers,
+                "--listen",
+                self.bootstrap,
+                "--groups",
+                self.key,
+                "--coordinator",
+                self.listener,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         log.close()
         until(lambda: _answers(self.gateway_port + 1) or self.gateway.poll() is not None, 30, "the gateway listens")
         assert self.gateway.poll() is None, self.gateway_log()
@@ -147,8 +161,9 @@ class Story:
         member's assignment (Connect's own bytes)."""
         described = self.described()
         assert {m["Url"] for m in described["Members"]} == {f"{w.url}/" for w in self.workers}, described
-        held = sorted(t["Task"] for m in described["Members"] for t in m["Assignment"]["Tasks"]
-                      if t["Connector"] == "src")
+        held = sorted(
+            t["Task"] for m in described["Members"] for t in m["Assignment"]["Tasks"] if t["Connector"] == "src"
+        )
         assert held == list(range(TASKS)), described
         return described
 
@@ -167,8 +182,23 @@ def story(kafka_cluster3, tmp_path_factory):
     suffix = os.urandom(4).hex()
     s = Story(kafka_cluster3, f"test-connect-ops-{suffix}", f"connect-ops-{suffix}", run_dir)
     with contextlib.redirect_stdout(io.StringIO()):
-        assert cli.main(["topic", "create", "--bootstrap-servers", s.brokers, "--topic", s.topic,
-                         "--partitions", "4", "--replication-factor", "3"]) == 0
+        assert (
+            cli.main(
+                [
+                    "topic",
+                    "create",
+                    "--bootstrap-servers",
+                    s.brokers,
+                    "--topic",
+                    s.topic,
+                    "--partitions",
+                    "4",
+                    "--replication-factor",
+                    "3",
+                ]
+            )
+            == 0
+        )
     s.listener = f"127.0.0.1:{free_port()}"
     s.serve = ServeProcess(s.brokers, s.topic, run_dir, "--allow-anonymous", "--kafka-listener", s.listener).start()
     s.gateway_port = free_port()
@@ -177,8 +207,11 @@ def story(kafka_cluster3, tmp_path_factory):
         s.workers = [OpsWorker(run_dir, f"w{i}", s.bootstrap, s.brokers, s.key).start() for i in (1, 2, 3)]
         until(lambda: all(w.up() for w in s.workers), 180, "the workers' REST APIs answer")
         config = {**source_connector(f"{s.key}-data", TASKS), "topic.creation.default.replication.factor": "3"}
-        until(lambda: http("PUT", f"{s.workers[0].url}/connectors/src/config", config)[0] in (200, 201), 60,
-              "the connector is created (409 while the group rebalances)")
+        until(
+            lambda: http("PUT", f"{s.workers[0].url}/connectors/src/config", config)[0] in (200, 201),
+            60,
+            "the connector is created (409 while the group rebalances)",
+        )
         s.running("every task RUNNING")
         s.settled()
         yield s
@@ -205,17 +238,32 @@ def groups_admin(*args: str) -> list[dict]:
 def kafka_groups_list(bootstrap: str) -> str:
     """kafka-groups.sh --list: kafka-tools' GroupsCommand (its jars from Maven Central)."""
     tools = maven.libs(KAFKA_TOOLS_POM, "kafka-tools-*.jar", "Kafka tools")
-    done = subprocess.run([maven.java(), "-XX:TieredStopAtLevel=1", "-cp", f"{tools}/*",
-                           "org.apache.kafka.tools.GroupsCommand", "--bootstrap-server", bootstrap, "--list"],
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [
+            maven.java(),
+            "-XX:TieredStopAtLevel=1",
+            "-cp",
+            f"{tools}/*",
+            "org.apache.kafka.tools.GroupsCommand",
+            "--bootstrap-server",
+            bootstrap,
+            "--list",
+        ],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
 
 def test_kafka_tools_list_and_describe_our_group_and_refuse_to_delete_it_while_it_runs(story: Story) -> None:
     listed = {g["group"]: g for g in groups_admin("list", story.bootstrap)}
-    assert listed.get(story.key) == {"group": story.key, "type": "Classic", "protocol": "connect",
-                                     "state": "Stable"}, listed
+    assert listed.get(story.key) == {"group": story.key, "type": "Classic", "protocol": "connect", "state": "Stable"}, (
+        listed
+    )
     rows = [line.split() for line in kafka_groups_list(story.bootstrap).splitlines()]
     assert [story.key, "Classic", "connect"] in rows, rows
 
@@ -288,6 +336,7 @@ def test_a_restart_of_the_broker_leading_the_config_topic_leaves_the_workers_run
             return all(len(p.isrs) == len(p.replicas) and p.leader >= 0 for t in topics for p in t.partitions.values())
         except Exception:  # noqa: BLE001
             return False
+
     until(in_sync, RECOVERY_S, "every replica in sync again")
     time.sleep(5.0)
     assert all(w.alive() for w in story.workers)
@@ -295,10 +344,16 @@ def test_a_restart_of_the_broker_leading_the_config_topic_leaves_the_workers_run
     story.settled()
     story.assert_one_group_each_task_once()
     # Connect's config topic still takes writes: a change of the connector's config reaches every task.
-    config = {**source_connector(f"{story.key}-data", TASKS), "topic.creation.default.replication.factor": "3",
-              "throughput": "2"}
-    until(lambda: http("PUT", f"{story.workers[0].url}/connectors/src/config", config)[0] == 200, 60,
-          "the connector's config is changed")
+    config = {
+        **source_connector(f"{story.key}-data", TASKS),
+        "topic.creation.default.replication.factor": "3",
+        "throughput": "2",
+    }
+    until(
+        lambda: http("PUT", f"{story.workers[0].url}/connectors/src/config", config)[0] == 200,
+        60,
+        "the connector's config is changed",
+    )
     until(lambda: _config_of(story.workers[1]).get("throughput") == "2", 60, "another worker reads the new config")
     story.running("every task RUNNING with the new config")
     story.settled()
@@ -331,8 +386,13 @@ def test_only_connector_clients_reach_a_broker_directly(story: Story) -> None:
         assert all(client.startswith("connector-") for client, _, _ in direct), sorted(direct)
         assert {c for c, _, _ in direct} >= {f"connector-producer-src-{t}" for t in _tasks_of(story, w)}, sorted(direct)
         clients = {c for _, c in through}
-        worker_clients = {f"connect-127.0.0.1:{w.port}", f"{story.key}-configs", f"{story.key}-offsets",
-                          f"{story.key}-statuses", f"{story.key}-shared-admin"}
+        worker_clients = {
+            f"connect-127.0.0.1:{w.port}",
+            f"{story.key}-configs",
+            f"{story.key}-offsets",
+            f"{story.key}-statuses",
+            f"{story.key}-shared-admin",
+        }
         assert worker_clients <= clients, (sorted(through), sorted(worker_clients - clients))
         assert not [i for i in initiated if i[2] not in broker_ports | gateway_ports], initiated
         sockets = _established_ports(w.process.pid)
@@ -389,8 +449,22 @@ def test_the_audit_tells_the_story_of_the_real_group(story: Story, spark_session
 
     story.stop_workers()
     where = ["--warehouse", str(warehouse_of(spark_session)), "--database", f"ops_{story.key[-8:]}"]
-    assert cli.main(["audit", "--bootstrap-servers", story.brokers, "--topic", story.topic, *where,
-                     "--trigger", "available-now", "--quiet"]) == 0
+    assert (
+        cli.main(
+            [
+                "audit",
+                "--bootstrap-servers",
+                story.brokers,
+                "--topic",
+                story.topic,
+                *where,
+                "--trigger",
+                "available-now",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
 
     def sql(query: str) -> list[dict]:
@@ -406,8 +480,9 @@ def test_the_audit_tells_the_story_of_the_real_group(story: Story, spark_session
     for prefix in member_of.values():
         assert any(r["member"].startswith(prefix) for r in joined), (prefix, joined)
     # Generations: the classic rebalances, numbered in order, each to a higher generation.
-    rebalances = sql(f"SELECT number, from_epoch, to_epoch, members FROM rebalances WHERE `group` = '{group}' "
-                     "ORDER BY number")
+    rebalances = sql(
+        f"SELECT number, from_epoch, to_epoch, members FROM rebalances WHERE `group` = '{group}' ORDER BY number"
+    )
     assert rebalances and [r["number"] for r in rebalances] == list(range(1, len(rebalances) + 1)), rebalances
     assert all(a["to_epoch"] < b["to_epoch"] for a, b in itertools.pairwise(rebalances)), rebalances
     assert max(r["members"] for r in rebalances) == 3, rebalances
@@ -415,18 +490,24 @@ def test_the_audit_tells_the_story_of_the_real_group(story: Story, spark_session
     # Who ran which task when: at every moment Connect's REST API was read during the story, the
     # ownership table names, for each task, the worker Connect named; and no task was ever held by
     # two members at once.
-    ownership = sql(f"SELECT item, member, from_timestamp_ms AS since, to_timestamp_ms AS until FROM ownership "
-                    f"WHERE `group` = '{group}' AND connector = 'src' AND task IS NOT NULL")
+    ownership = sql(
+        f"SELECT item, member, from_timestamp_ms AS since, to_timestamp_ms AS until FROM ownership "
+        f"WHERE `group` = '{group}' AND connector = 'src' AND task IS NOT NULL"
+    )
     assert {r["item"] for r in ownership} == {f"src-{t}" for t in range(TASKS)}, ownership
     assert len(story.seen) >= 4
     for at, seen in story.seen:
         for task, worker in seen.items():
-            holders = [r["member"] for r in ownership if r["item"] == f"src-{task}" and r["since"] <= at
-                       and (r["until"] is None or r["until"] > at)]
+            holders = [
+                r["member"]
+                for r in ownership
+                if r["item"] == f"src-{task}" and r["since"] <= at and (r["until"] is None or r["until"] > at)
+            ]
             assert len(holders) == 1 and holders[0].startswith(member_of[worker]), (at, task, worker, holders)
     for item in {r["item"] for r in ownership}:
-        spans = sorted((r["since"], r["until"] if r["until"] is not None else 2**62) for r in ownership
-                       if r["item"] == item)
+        spans = sorted(
+            (r["since"], r["until"] if r["until"] is not None else 2**62) for r in ownership if r["item"] == item
+        )
         assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), (item, spans)
     # The workers stopped at the end: nothing is held any more.
     assert not [r for r in ownership if r["until"] is None], ownership

@@ -71,14 +71,26 @@ def items_json(x: ConnectorsAndTasks) -> dict[str, Any]:
 
 
 def assignment_from(j: dict[str, Any], protocol: str) -> WorkerAssignment:
-    return WorkerAssignment(j["leader"], j["leader_url"], j["config_offset"], items_from(j["assigned"]),
-                            items_from(j["revoked"]) if "revoked" in j else EMPTY, j.get("delay_ms", 0), j["error"],
-                            VERSIONS[protocol])
+    return WorkerAssignment(
+        j["leader"],
+        j["leader_url"],
+        j["config_offset"],
+        items_from(j["assigned"]),
+        items_from(j["revoked"]) if "revoked" in j else EMPTY,
+        j.get("delay_ms", 0),
+        j["error"],
+        VERSIONS[protocol],
+    )
 
 
 def assignment_input(a: WorkerAssignment, protocol: str) -> dict[str, Any]:
-    out = {"error": a.error, "leader": a.leader, "leader_url": a.leader_url, "config_offset": a.config_offset,
-           "assigned": items_json(a.assigned)}
+    out = {
+        "error": a.error,
+        "leader": a.leader,
+        "leader_url": a.leader_url,
+        "config_offset": a.config_offset,
+        "assigned": items_json(a.assigned),
+    }
     if protocol != DEFAULT:
         out |= {"revoked": items_json(a.revoked), "delay_ms": a.delay_ms}
     return out
@@ -91,8 +103,12 @@ def assignment_read(a: WorkerAssignment) -> dict[str, Any]:
 
 def metadata_from(j: dict[str, Any], protocol: str) -> WorkerMetadata:
     allocation = j.get("allocation")
-    return WorkerMetadata(j["url"], j["config_offset"],
-                          None if allocation is None else assignment_from(allocation, protocol), VERSIONS[protocol])
+    return WorkerMetadata(
+        j["url"],
+        j["config_offset"],
+        None if allocation is None else assignment_from(allocation, protocol),
+        VERSIONS[protocol],
+    )
 
 
 def metadata_input(m: WorkerMetadata, protocol: str) -> dict[str, Any]:
@@ -104,8 +120,11 @@ def metadata_input(m: WorkerMetadata, protocol: str) -> dict[str, Any]:
 
 def metadata_read(m: WorkerMetadata) -> dict[str, Any]:
     """What a reader says of a metadata (Java's ExtendedWorkerState keeps no header version)."""
-    return {"url": m.url, "config_offset": m.config_offset,
-            "allocation": None if m.allocation is None else assignment_read(m.allocation)}
+    return {
+        "url": m.url,
+        "config_offset": m.config_offset,
+        "allocation": None if m.allocation is None else assignment_read(m.allocation),
+    }
 
 
 def ours(kind: str, data: bytes) -> dict[str, Any]:
@@ -180,9 +199,12 @@ def test_connect_runtime_generates_the_checked_in_golden_file(driver: None) -> N
         old = {c["name"]: c for c in json.loads(checked_in)["cases"]}
         new = {c["name"]: c for c in json.loads(fresh)["cases"]}
         changed = sorted(n for n in old.keys() | new.keys() if old.get(n) != new.get(n))
-        pytest.fail(f"connect-runtime now writes other golden cases ({', '.join(changed) or 'only the header'}); "
-                    f"if that is meant, regenerate: .venv/bin/python tests/connect_java.py "
-                    f"{DRIVER[0].relative_to(HERE.parent)} generate > {GOLDEN.relative_to(HERE.parent)}", pytrace=False)
+        pytest.fail(
+            f"connect-runtime now writes other golden cases ({', '.join(changed) or 'only the header'}); "
+            f"if that is meant, regenerate: .venv/bin/python tests/connect_java.py "
+            f"{DRIVER[0].relative_to(HERE.parent)} generate > {GOLDEN.relative_to(HERE.parent)}",
+            pytrace=False,
+        )
 
 
 # --- (d): Java reads our bytes, and writes our bytes ---------------------------------------------------
@@ -216,15 +238,15 @@ def _assignment(rng: random.Random, protocol: str, size: int | None = None) -> W
     int_of = lambda bits: rng.choice((0, -1, 1, rng.randint(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)))  # noqa: E731
     text = lambda: "".join(rng.choice(_ALPHABET) for _ in range(rng.choice((0, 5, 40))))  # noqa: E731
     revoked, delay = (EMPTY, 0) if protocol == DEFAULT else (_items(rng), int_of(32))
-    return WorkerAssignment(text(), text(), int_of(64), _items(rng, size), revoked, delay, int_of(16),
-                            VERSIONS[protocol])
+    return WorkerAssignment(
+        text(), text(), int_of(64), _items(rng, size), revoked, delay, int_of(16), VERSIONS[protocol]
+    )
 
 
 def _metadata(rng: random.Random, protocol: str) -> WorkerMetadata:
     allocation = None if protocol == DEFAULT or rng.random() < 0.3 else _assignment(rng, protocol)
     url = rng.choice(("", "http://10.1.2.3:8083/", "https://w\u00e9rker:8443"))
-    return WorkerMetadata(url, rng.choice((-1, 0, 7, rng.randint(-(2**63), 2**63 - 1))), allocation,
-                          VERSIONS[protocol])
+    return WorkerMetadata(url, rng.choice((-1, 0, 7, rng.randint(-(2**63), 2**63 - 1))), allocation, VERSIONS[protocol])
 
 
 def _generated() -> list[dict[str, Any]]:
@@ -242,8 +264,14 @@ def _generated() -> list[dict[str, Any]]:
     lone = ConnectorsAndTasks(("a\ud800b", "\udfff", "ok", "\ud800\ud800"), (TaskId("\udc00", 1),))
     for protocol in PROTOCOLS:
         revoked = EMPTY if protocol == DEFAULT else ConnectorsAndTasks(("\ud801",))
-        out.append({"name": f"generated/lone-surrogates/{protocol}", "kind": "assignment", "protocol": protocol,
-                    "value": WorkerAssignment("w\ud800", "u", 1, lone, revoked, 0, 0, VERSIONS[protocol])})
+        out.append(
+            {
+                "name": f"generated/lone-surrogates/{protocol}",
+                "kind": "assignment",
+                "protocol": protocol,
+                "value": WorkerAssignment("w\ud800", "u", 1, lone, revoked, 0, 0, VERSIONS[protocol]),
+            }
+        )
     return out
 
 
@@ -274,19 +302,21 @@ BROKEN = _truncations_and_mutations()
 def connect_reads(driver: None) -> dict[str, dict[str, Any]]:
     """What Connect's deserializers read from our golden-case bytes, our bytes of the generated
     inputs, and every truncation and some mutations of the golden bytes: one JVM for all."""
-    cases = [{"name": c["name"], "kind": c["kind"], "hex": our_bytes(c["protocol"], value_of(c)).hex()}
-             for c in CASES]
-    cases += [{"name": g["name"], "kind": g["kind"], "hex": our_bytes(g["protocol"], g["value"]).hex()}
-              for g in GENERATED]
+    cases = [{"name": c["name"], "kind": c["kind"], "hex": our_bytes(c["protocol"], value_of(c)).hex()} for c in CASES]
+    cases += [
+        {"name": g["name"], "kind": g["kind"], "hex": our_bytes(g["protocol"], g["value"]).hex()} for g in GENERATED
+    ]
     cases += BROKEN
     read = java("read", {"cases": cases})
-    return {c["name"]: c | {"kind": sent["kind"], "hex": sent["hex"]}
-            for c, sent in zip(read["cases"], cases, strict=True)}
+    return {
+        c["name"]: c | {"kind": sent["kind"], "hex": sent["hex"]} for c, sent in zip(read["cases"], cases, strict=True)
+    }
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_connect_reads_our_bytes_of_every_golden_case_as_the_case_says(
-        name: str, connect_reads: dict[str, dict[str, Any]]) -> None:
+    name: str, connect_reads: dict[str, dict[str, Any]]
+) -> None:
     case = CASES[NAMES.index(name)]
     assert connect_reads[name]["read"] == case["read"]
     if case["protocol"] == DEFAULT:  # ConnectProtocol's own reader agrees on what v0 holds
@@ -331,9 +361,15 @@ def test_connect_and_we_agree_on_truncated_and_mutated_bytes(connect_reads: dict
 def test_connect_writes_our_bytes_for_generated_inputs(driver: None) -> None:
     """Connect's serializers write each generated input to our bytes: its HashSet order for up to 49
     connectors (table sizes 16 to 128), its distinct() for revocations, its grouping of tasks."""
-    cases = [{"name": g["name"], "kind": g["kind"], "protocol": g["protocol"],
-              "input": (metadata_input if g["kind"] == "metadata" else assignment_input)(g["value"], g["protocol"])}
-             for g in GENERATED]
+    cases = [
+        {
+            "name": g["name"],
+            "kind": g["kind"],
+            "protocol": g["protocol"],
+            "input": (metadata_input if g["kind"] == "metadata" else assignment_input)(g["value"], g["protocol"]),
+        }
+        for g in GENERATED
+    ]
     written = java("write", {"cases": cases})
     jdk = int(written["java"].split(".")[-1] if written["java"].startswith("1.") else written["java"])
     for g, w in zip(GENERATED, written["cases"], strict=True):
@@ -356,8 +392,9 @@ def _same(kind: str, one: bytes, other: bytes) -> bool:
         return _same_assignment(decode_assignment(one), decode_assignment(other))
     a, b = decode_metadata(one), decode_metadata(other)
     return (a.url, a.config_offset, a.version) == (b.url, b.config_offset, b.version) and (
-        a.allocation == b.allocation or (a.allocation is not None and b.allocation is not None
-                                         and _same_assignment(a.allocation, b.allocation)))
+        a.allocation == b.allocation
+        or (a.allocation is not None and b.allocation is not None and _same_assignment(a.allocation, b.allocation))
+    )
 
 
 # --- (e): Hypothesis -----------------------------------------------------------------------------
@@ -374,8 +411,16 @@ text = st.text(max_size=24)
 @st.composite
 def assignments(draw: st.DrawFn, protocol: str) -> WorkerAssignment:
     v0 = protocol == DEFAULT
-    return WorkerAssignment(draw(text), draw(text), draw(int64), draw(items), EMPTY if v0 else draw(items),
-                            0 if v0 else draw(int32), draw(int16), VERSIONS[protocol])
+    return WorkerAssignment(
+        draw(text),
+        draw(text),
+        draw(int64),
+        draw(items),
+        EMPTY if v0 else draw(items),
+        0 if v0 else draw(int32),
+        draw(int16),
+        VERSIONS[protocol],
+    )
 
 
 @st.composite
@@ -389,18 +434,26 @@ def _same_items(read: ConnectorsAndTasks, written: ConnectorsAndTasks) -> bool:
 
 
 def _same_assignment(read: WorkerAssignment, written: WorkerAssignment) -> bool:
-    return (_same_items(read.assigned, written.assigned) and _same_items(read.revoked, written.revoked)
-            and (read.leader, read.leader_url, read.config_offset, read.delay_ms, read.error, read.version)
-            == (written.leader, written.leader_url, written.config_offset, written.delay_ms, written.error,
-                written.version))
+    return (
+        _same_items(read.assigned, written.assigned)
+        and _same_items(read.revoked, written.revoked)
+        and (read.leader, read.leader_url, read.config_offset, read.delay_ms, read.error, read.version)
+        == (written.leader, written.leader_url, written.config_offset, written.delay_ms, written.error, written.version)
+    )
 
 
 CORPUS = [bytes.fromhex(c["hex"]) for c in CASES]
 HEADERS = [v.to_bytes(2, "big", signed=True) for v in (0, 1, 2, 3, -1, 0x7FFF)]
-any_bytes = (st.binary(max_size=200)
-             | st.builds(bytes.__add__, st.sampled_from(HEADERS), st.binary(max_size=200))
-             | st.builds(lambda data, at, junk: data[:at] + junk + data[at + len(junk):],
-                         st.sampled_from(CORPUS), st.integers(0, 400), st.binary(min_size=1, max_size=6)))
+any_bytes = (
+    st.binary(max_size=200)
+    | st.builds(bytes.__add__, st.sampled_from(HEADERS), st.binary(max_size=200))
+    | st.builds(
+        lambda data, at, junk: data[:at] + junk + data[at + len(junk) :],
+        st.sampled_from(CORPUS),
+        st.integers(0, 400),
+        st.binary(min_size=1, max_size=6),
+    )
+)
 
 
 @settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -463,10 +516,12 @@ def _on_join_complete(reported: ConnectorsAndTasks, a: WorkerAssignment, protoco
 
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(PROTOCOLS), items, items, items)
-def test_holdings_is_on_join_complete(protocol: str, reported: ConnectorsAndTasks, assigned: ConnectorsAndTasks,
-                                      revoked: ConnectorsAndTasks) -> None:
-    a = WorkerAssignment("leader", "http://l", 1, assigned, EMPTY if protocol == DEFAULT else revoked, 0, 0,
-                         VERSIONS[protocol])
+def test_holdings_is_on_join_complete(
+    protocol: str, reported: ConnectorsAndTasks, assigned: ConnectorsAndTasks, revoked: ConnectorsAndTasks
+) -> None:
+    a = WorkerAssignment(
+        "leader", "http://l", 1, assigned, EMPTY if protocol == DEFAULT else revoked, 0, 0, VERSIONS[protocol]
+    )
     a = decode_assignment(encode_assignment(a, protocol))  # as a worker gets it
     held = holdings(reported, a)
     assert (set(held.connectors), set(held.tasks)) == _on_join_complete(reported, a, protocol)
@@ -476,12 +531,23 @@ def test_holdings_is_on_join_complete(protocol: str, reported: ConnectorsAndTask
 
 def test_holdings_examples() -> None:
     reported = ConnectorsAndTasks(("A", "B"), (TaskId("A", 0), TaskId("A", 1), TaskId("B", 0)))
-    a = decode_assignment(encode_assignment(WorkerAssignment(
-        "l", "u", 5, ConnectorsAndTasks(("C",), (TaskId("C", 0),)),
-        ConnectorsAndTasks(("B",), (TaskId("A", 1),)), 0), SESSIONED))
+    a = decode_assignment(
+        encode_assignment(
+            WorkerAssignment(
+                "l",
+                "u",
+                5,
+                ConnectorsAndTasks(("C",), (TaskId("C", 0),)),
+                ConnectorsAndTasks(("B",), (TaskId("A", 1),)),
+                0,
+            ),
+            SESSIONED,
+        )
+    )
     assert holdings(reported, a) == ConnectorsAndTasks(("A", "C"), (TaskId("A", 0), TaskId("B", 0), TaskId("C", 0)))
-    eager = decode_assignment(encode_assignment(WorkerAssignment(
-        "l", "u", 5, ConnectorsAndTasks(("C",), (TaskId("C", 0),))), DEFAULT))
+    eager = decode_assignment(
+        encode_assignment(WorkerAssignment("l", "u", 5, ConnectorsAndTasks(("C",), (TaskId("C", 0),))), DEFAULT)
+    )
     assert holdings(reported, eager) == ConnectorsAndTasks(("C",), (TaskId("C", 0),))
 
 
@@ -489,21 +555,53 @@ def test_holdings_examples() -> None:
 # The previous release wrote its own bytes for classic members: an int16 version 0, then an Avro body
 # of these schemas (records/schemas/ConnectProtocol{Metadata,Assignment}.v0.avsc, since removed).
 
-_OLD_ITEMS = {"type": "record", "name": "ConnectorsAndTasks", "namespace": "worker_offsets", "fields": [
-    {"name": "Connectors", "type": {"type": "array", "items": "string"}},
-    {"name": "Tasks", "type": {"type": "array", "items": {"type": "record", "name": "TaskId", "fields": [
-        {"name": "Connector", "type": "string"}, {"name": "Task", "type": "int"}]}}}]}
-_OLD_METADATA = parse_schema({"type": "record", "name": "ConnectProtocolMetadata", "namespace": "worker_offsets",
-                              "fields": [{"name": "Url", "type": ["null", "string"]},
-                                         {"name": "ConfigOffset", "type": "long"},
-                                         {"name": "Owned", "type": _OLD_ITEMS}]})
-_OLD_ASSIGNMENT = parse_schema({"type": "record", "name": "ConnectProtocolAssignment", "namespace": "worker_offsets",
-                                "fields": [{"name": "Error", "type": "int"}, {"name": "Leader", "type": "string"},
-                                           {"name": "LeaderUrl", "type": ["null", "string"]},
-                                           {"name": "ConfigOffset", "type": "long"},
-                                           {"name": "Assigned", "type": _OLD_ITEMS},
-                                           {"name": "Revoked", "type": "worker_offsets.ConnectorsAndTasks"},
-                                           {"name": "DelayMs", "type": "int"}]})
+_OLD_ITEMS = {
+    "type": "record",
+    "name": "ConnectorsAndTasks",
+    "namespace": "worker_offsets",
+    "fields": [
+        {"name": "Connectors", "type": {"type": "array", "items": "string"}},
+        {
+            "name": "Tasks",
+            "type": {
+                "type": "array",
+                "items": {
+                    "type": "record",
+                    "name": "TaskId",
+                    "fields": [{"name": "Connector", "type": "string"}, {"name": "Task", "type": "int"}],
+                },
+            },
+        },
+    ],
+}
+_OLD_METADATA = parse_schema(
+    {
+        "type": "record",
+        "name": "ConnectProtocolMetadata",
+        "namespace": "worker_offsets",
+        "fields": [
+            {"name": "Url", "type": ["null", "string"]},
+            {"name": "ConfigOffset", "type": "long"},
+            {"name": "Owned", "type": _OLD_ITEMS},
+        ],
+    }
+)
+_OLD_ASSIGNMENT = parse_schema(
+    {
+        "type": "record",
+        "name": "ConnectProtocolAssignment",
+        "namespace": "worker_offsets",
+        "fields": [
+            {"name": "Error", "type": "int"},
+            {"name": "Leader", "type": "string"},
+            {"name": "LeaderUrl", "type": ["null", "string"]},
+            {"name": "ConfigOffset", "type": "long"},
+            {"name": "Assigned", "type": _OLD_ITEMS},
+            {"name": "Revoked", "type": "worker_offsets.ConnectorsAndTasks"},
+            {"name": "DelayMs", "type": "int"},
+        ],
+    }
+)
 
 
 def _old(schema: Any, datum: dict[str, Any]) -> bytes:
@@ -513,16 +611,38 @@ def _old(schema: Any, datum: dict[str, Any]) -> bytes:
     return out.getvalue()
 
 
-old_items = st.builds(lambda cs, ts: {"Connectors": cs, "Tasks": [{"Connector": c, "Task": t} for c, t in ts]},
-                      st.lists(names, max_size=5), st.lists(st.tuples(names, st.integers(0, 2**31 - 1)), max_size=5))
-old_metadata = st.builds(lambda url, offset, owned: _old(_OLD_METADATA, {"Url": url, "ConfigOffset": offset,
-                                                                         "Owned": owned}),
-                         st.none() | text, int64, old_items)
+old_items = st.builds(
+    lambda cs, ts: {"Connectors": cs, "Tasks": [{"Connector": c, "Task": t} for c, t in ts]},
+    st.lists(names, max_size=5),
+    st.lists(st.tuples(names, st.integers(0, 2**31 - 1)), max_size=5),
+)
+old_metadata = st.builds(
+    lambda url, offset, owned: _old(_OLD_METADATA, {"Url": url, "ConfigOffset": offset, "Owned": owned}),
+    st.none() | text,
+    int64,
+    old_items,
+)
 old_assignment = st.builds(
-    lambda error, leader, url, offset, assigned, revoked, delay: _old(_OLD_ASSIGNMENT, {
-        "Error": error, "Leader": leader, "LeaderUrl": url, "ConfigOffset": offset, "Assigned": assigned,
-        "Revoked": revoked, "DelayMs": delay}),
-    int32, text, st.none() | text, int64, old_items, old_items, int32)
+    lambda error, leader, url, offset, assigned, revoked, delay: _old(
+        _OLD_ASSIGNMENT,
+        {
+            "Error": error,
+            "Leader": leader,
+            "LeaderUrl": url,
+            "ConfigOffset": offset,
+            "Assigned": assigned,
+            "Revoked": revoked,
+            "DelayMs": delay,
+        },
+    ),
+    int32,
+    text,
+    st.none() | text,
+    int64,
+    old_items,
+    old_items,
+    int32,
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -541,9 +661,18 @@ def test_a_typical_old_member_is_unreadable_not_misread() -> None:
     that runs nothing (which could give its work to another while it still runs it)."""
     owned = {"Connectors": ["A"], "Tasks": [{"Connector": "A", "Task": 0}, {"Connector": "B", "Task": 3}]}
     metadata = _old(_OLD_METADATA, {"Url": "http://w1:8083", "ConfigOffset": -1, "Owned": owned})
-    assignment = _old(_OLD_ASSIGNMENT, {"Error": 0, "Leader": "w1", "LeaderUrl": "http://w1:8083", "ConfigOffset": 4,
-                                        "Assigned": owned, "Revoked": {"Connectors": [], "Tasks": []},
-                                        "DelayMs": 0})
+    assignment = _old(
+        _OLD_ASSIGNMENT,
+        {
+            "Error": 0,
+            "Leader": "w1",
+            "LeaderUrl": "http://w1:8083",
+            "ConfigOffset": 4,
+            "Assigned": owned,
+            "Revoked": {"Connectors": [], "Tasks": []},
+            "DelayMs": 0,
+        },
+    )
     with pytest.raises(ConnectProtocolError):
         decode_metadata(metadata)
     with pytest.raises(ConnectProtocolError):
@@ -552,13 +681,19 @@ def test_a_typical_old_member_is_unreadable_not_misread() -> None:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(old_metadata, old_assignment, st.sampled_from((0, 1)))
-def test_a_classic_group_record_holding_the_old_dialect_still_loads(metadata: bytes, assignment: bytes,
-                                                                    version: int) -> None:
+def test_a_classic_group_record_holding_the_old_dialect_still_loads(
+    metadata: bytes, assignment: bytes, version: int
+) -> None:
     """Type 2 records of the previous release: the members' bytes are opaque to the record format."""
     value = ClassicGroupMetadataValue(
-        "connect", 41, "incremental_cooperative", "worker-1", 1_732_000_000_000,
+        "connect",
+        41,
+        "incremental_cooperative",
+        "worker-1",
+        1_732_000_000_000,
         (ClassicGroupMember("worker-1", None, "connect-1", "/10.0.0.1", 60_000, 10_000, metadata, assignment),),
-        None if version == 0 else "Stable")
+        None if version == 0 else "Stable",
+    )
     record = Record(ClassicGroupMetadataKey("connect-cluster"), value)
     key, raw = encode(record, version)
     assert decode(key, raw) == record

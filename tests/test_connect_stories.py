@@ -81,8 +81,16 @@ class Cluster:
 
     def worker(self, name: str, **settings: object) -> ConnectWorker:
         """A new worker (not started) named `name`, replacing any earlier one of that name."""
-        w = ConnectWorker(self.run_dir, name, f"127.0.0.1:{self.gateway_port}", self.broker, self.group,
-                          session_ms=SESSION_MS, delay_ms=DELAY_MS, **settings)
+        w = ConnectWorker(
+            self.run_dir,
+            name,
+            f"127.0.0.1:{self.gateway_port}",
+            self.broker,
+            self.group,
+            session_ms=SESSION_MS,
+            delay_ms=DELAY_MS,
+            **settings,
+        )
         self.workers[name] = w
         return w
 
@@ -106,16 +114,40 @@ class Cluster:
     def describe_cli(self) -> dict:
         """`coordinator groups describe G --format json`, asked of a live instance."""
         url = next(s.url for s in self.serves if s.process is not None and s.process.poll() is None)
-        out = subprocess.run([sys.executable, "-m", "coordinator", "groups", "describe", self.group, "--url", url,
-                              "--format", "json"], capture_output=True, text=True, timeout=60, check=False)
+        out = subprocess.run(
+            [sys.executable, "-m", "coordinator", "groups", "describe", self.group, "--url", url, "--format", "json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         return orjson.loads(out.stdout)
 
     def timeline(self) -> list[dict]:
         """`coordinator replay timeline --group G --format json`: the group's history from the topic."""
-        out = subprocess.run([sys.executable, "-m", "coordinator", "replay", "timeline", "--bootstrap-servers",
-                              self.broker, "--topic", self.topic, "--group", self.group, "--format", "json",
-                              "--no-progress"], capture_output=True, text=True, timeout=120, check=False)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "replay",
+                "timeline",
+                "--bootstrap-servers",
+                self.broker,
+                "--topic",
+                self.topic,
+                "--group",
+                self.group,
+                "--format",
+                "json",
+                "--no-progress",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert out.returncode == 0, out.stderr
         return [orjson.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
@@ -126,8 +158,11 @@ class Cluster:
         live = {f"127.0.0.1:{w.port}" for w in self.live()}
         for w in self.live():
             status = w.running("src", TASKS)
-            if status is not None and status["connector"]["worker_id"] in live and all(
-                    t["worker_id"] in live for t in status["tasks"]):
+            if (
+                status is not None
+                and status["connector"]["worker_id"] in live
+                and all(t["worker_id"] in live for t in status["tasks"])
+            ):
                 return status
         return None
 
@@ -136,9 +171,13 @@ def holders_of(description: dict | None) -> dict[str, set[str]]:
     """member URL -> the items it runs, from our description."""
     if description is None:
         return {}
-    return {m.get("Url") or m["MemberId"]: {*m["Assignment"]["Connectors"],
-                                            *(f"{t['Connector']}-{t['Task']}" for t in m["Assignment"]["Tasks"])}
-            for m in description["Members"]}
+    return {
+        m.get("Url") or m["MemberId"]: {
+            *m["Assignment"]["Connectors"],
+            *(f"{t['Connector']}-{t['Task']}" for t in m["Assignment"]["Tasks"]),
+        }
+        for m in description["Members"]
+    }
 
 
 def owner_of(holders: dict[str, set[str]]) -> dict[str, str]:
@@ -198,12 +237,21 @@ class Watch:
             if len(runners.get(task, ())) > 1:
                 self._rest_twice[task] = self._rest_twice.get(task, 0) + 1
                 if self._rest_twice[task] == 3:
-                    self.problems.append(f"{at}: Connect's REST status has {task} RUNNING on "
-                                         f"{sorted(runners[task])} for three looks: {rest}")
+                    self.problems.append(
+                        f"{at}: Connect's REST status has {task} RUNNING on "
+                        f"{sorted(runners[task])} for three looks: {rest}"
+                    )
             else:
                 self._rest_twice[task] = 0
-        self.samples.append(Sample(at, description and description.get("Generation"),
-                                   description and description.get("ProtocolName"), holders, rest))
+        self.samples.append(
+            Sample(
+                at,
+                description and description.get("Generation"),
+                description and description.get("ProtocolName"),
+                holders,
+                rest,
+            )
+        )
 
 
 _LOG_LINE = re.compile(r"^(\d{13}) ")
@@ -235,8 +283,9 @@ def task_intervals(cluster: Cluster) -> dict[str, list[tuple[int, int, str]]]:
                 open_[s.group(1)] = at
             elif s := re.search(r"Stopping task (src-\d+)", line):
                 stopping.add(s.group(1))
-            elif (s := re.search(r"App info kafka.producer for connector-producer-(src-\d+) unregistered", line)) \
-                    and s.group(1) in stopping:
+            elif (
+                s := re.search(r"App info kafka.producer for connector-producer-(src-\d+) unregistered", line)
+            ) and s.group(1) in stopping:
                 stopping.discard(s.group(1))
                 close(s.group(1), at)
             elif "Finished stopping tasks" in line or "Worker stopped" in line or "Kafka Connect stopped" in line:
@@ -253,7 +302,7 @@ def overlaps(cluster: Cluster) -> list[str]:
     problems = []
     for task, spans in task_intervals(cluster).items():
         spans.sort()
-        for (a0, a1, wa), (b0, b1, wb) in itertools.pairwise(spans):
+        for (_a0, a1, wa), (b0, _b1, wb) in itertools.pairwise(spans):
             if wa != wb and b0 < a1:
                 problems.append(f"{task} ran on {wa} until {a1} and on {wb} from {b0}")
     return problems
@@ -290,25 +339,71 @@ def cluster(kafka_broker, tmp_path_factory) -> Iterator[Cluster]:
     run_dir = tmp_path_factory.mktemp("connect-stories")
     tag = uuid.uuid4().hex[:8]
     c = Cluster(broker, f"test-connect-stories-{tag}", f"stories-{tag}", run_dir)
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker, "--topic", c.topic,
-                        "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker,
+                "--topic",
+                c.topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     listeners = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
-    c.serves = [ServeProcess(broker, c.topic, run_dir, "--allow-anonymous", "--ownership", "group",
-                             "--ownership-session-timeout-ms", "6000", "--kafka-listener", listener)
-                for listener in listeners]
+    c.serves = [
+        ServeProcess(
+            broker,
+            c.topic,
+            run_dir,
+            "--allow-anonymous",
+            "--ownership",
+            "group",
+            "--ownership-session-timeout-ms",
+            "6000",
+            "--kafka-listener",
+            listener,
+        )
+        for listener in listeners
+    ]
     c.gateway_port = free_port()
     gateway_log = (run_dir / "gateway.log").open("wb")
     watch = c.watch = Watch(c)
     try:
         for s in c.serves:
             s.start(wait=False)
-        until(lambda: len(served(c.serves[0])) == len(served(c.serves[1])) == 1
-              and served(c.serves[0]) | served(c.serves[1]) == set(range(PARTITIONS)), 90,
-              "the two instances to share the partitions")
+        until(
+            lambda: (
+                len(served(c.serves[0])) == len(served(c.serves[1])) == 1
+                and served(c.serves[0]) | served(c.serves[1]) == set(range(PARTITIONS))
+            ),
+            90,
+            "the two instances to share the partitions",
+        )
         c.gateway = subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", broker,
-             "--listen", f"127.0.0.1:{c.gateway_port}", "--groups", c.group, "--coordinator", ",".join(listeners)],
-            stdout=gateway_log, stderr=subprocess.STDOUT)
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "gateway",
+                "--bootstrap-server",
+                broker,
+                "--listen",
+                f"127.0.0.1:{c.gateway_port}",
+                "--groups",
+                c.group,
+                "--coordinator",
+                ",".join(listeners),
+            ],
+            stdout=gateway_log,
+            stderr=subprocess.STDOUT,
+        )
         time.sleep(1.0)
         assert c.gateway.poll() is None, (run_dir / "gateway.log").read_text()
         for name in ("w1", "w2", "w3"):
@@ -316,9 +411,14 @@ def cluster(kafka_broker, tmp_path_factory) -> Iterator[Cluster]:
         until(lambda: all(w.up() for w in c.live()), 180, "the workers' REST APIs answer")
         watch.start()
         first = c.workers["w1"]
-        until(lambda: http("PUT", f"{first.url}/connectors/src/config",
-                           source_connector(f"{c.group}-data", TASKS))[0] in (200, 201), 60,
-              "the connector is created (409 while the group rebalances)")
+        until(
+            lambda: (
+                http("PUT", f"{first.url}/connectors/src/config", source_connector(f"{c.group}-data", TASKS))[0]
+                in (200, 201)
+            ),
+            60,
+            "the connector is created (409 while the group rebalances)",
+        )
         until(lambda: settled(c, 3), 120, "every task RUNNING, the group settled")
         yield c
     finally:
@@ -420,17 +520,22 @@ def test_a_worker_added_stopped_and_killed_moves_only_what_it_must(cluster: Clus
     assert moves and all(a in (None, before[i]) and b in (None, new) for i, a, b in moves), moves
     assert sorted(i for i, a, _ in moves if a is not None) == sorted(moved), moves
     assert sum(r["revoked"] for r in rounds) == len(moved), rounds
-    released = next(r for r in rebalances if r["start_timestamp_ms"] >= killed_ms
-                    and {m["item"] for m in r["moved"] if worker(m["from"]) == dead} == its)
-    given = next(r for r in rebalances if r["number"] > released["number"]
-                 and its & {m["item"] for m in r["moved"] if m["to"] is not None})
+    released = next(
+        r
+        for r in rebalances
+        if r["start_timestamp_ms"] >= killed_ms and {m["item"] for m in r["moved"] if worker(m["from"]) == dead} == its
+    )
+    given = next(
+        r
+        for r in rebalances
+        if r["number"] > released["number"] and its & {m["item"] for m in r["moved"] if m["to"] is not None}
+    )
     assert given["start_timestamp_ms"] - released["start_timestamp_ms"] >= DELAY_MS - 500, (released, given)
     assert {m["item"] for m in given["moved"] if m["to"] is not None} >= its, given
     _no_task_on_two_workers(c, start_ms)
 
 
-def test_b_kill_9_of_the_instance_that_owns_the_group_the_workers_carry_on_at_the_other(
-        cluster: Cluster) -> None:
+def test_b_kill_9_of_the_instance_that_owns_the_group_the_workers_carry_on_at_the_other(cluster: Cluster) -> None:
     c = cluster
     start_ms = int(time.time() * 1000)
     workers = c.live()

@@ -59,9 +59,14 @@ def test_an_item_its_owner_gives_up_is_revoking_until_the_new_owner_has_it() -> 
             w.heartbeat()
             status = _status(d, "A")
             group = d.state.groups[G]
-            revoking = {item: m for m in group.members
-                        for item in (*group.current(m).pending_revocation.connectors,
-                                     *group.current(m).pending_revocation.tasks)}
+            revoking = {
+                item: m
+                for m in group.members
+                for item in (
+                    *group.current(m).pending_revocation.connectors,
+                    *group.current(m).pending_revocation.tasks,
+                )
+            }
             for item, place in _places(status).items():
                 if item in revoking:
                     seen_revoking = True
@@ -85,7 +90,10 @@ def test_deferred_work_is_unassigned_until_the_scheduled_rebalance() -> None:
         for item, place in _places(_status(d, name)).items():
             if item in gone:
                 assert (place.state, place.member_id, place.deferred_until_ms) == (
-                    UNASSIGNED, None, meta.scheduled_rebalance_at_ms), (item, place)
+                    UNASSIGNED,
+                    None,
+                    meta.scheduled_rebalance_at_ms,
+                ), (item, place)
             else:
                 assert (place.state, place.member_id) == (ASSIGNED, "W1")
     d.advance(6_000)  # the scheduled rebalance gives the deferred work to W1
@@ -99,7 +107,9 @@ def test_a_connector_with_no_member_yet_is_unassigned_and_not_deferred() -> None
     status = _status(d, "A")
     assert isinstance(status, ConnectorStatus)
     assert [(n, p.state, p.member_id, p.deferred_until_ms) for n, p in status.tasks] == [
-        (0, UNASSIGNED, None, None), (1, UNASSIGNED, None, None)]
+        (0, UNASSIGNED, None, None),
+        (1, UNASSIGNED, None, None),
+    ]
     assert status.connector.state == UNASSIGNED
 
 

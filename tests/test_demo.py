@@ -14,12 +14,29 @@ from coordinator.sdk.fleet import Event, parse_scenario
 
 
 @pytest.mark.integration
-def test_the_story_ends_with_every_task_owned_once_and_the_bounce_undone(kafka_broker, unique_topic, tmp_path: Path,
-                                                                         capsys) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "4", "--replication-factor", "1"]) == 0
-    outcome = asyncio.run(story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4,
-                                Timing(150, 1_500, 2_500, 0.5), tmp_path))
+def test_the_story_ends_with_every_task_owned_once_and_the_bounce_undone(
+    kafka_broker, unique_topic, tmp_path: Path, capsys
+) -> None:  # noqa: ANN001
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "4",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    outcome = asyncio.run(
+        story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4, Timing(150, 1_500, 2_500, 0.5), tmp_path)
+    )
     assert outcome.problems == []
     out = capsys.readouterr().out
     # The story happened as told: the bounced worker is back with its own work, the crashed one is gone.
@@ -38,8 +55,12 @@ def test_scenario_files() -> None:
         12  connectors A=3 "B x=2"
         30  stop
     """)
-    assert events == [Event(0, "join", ("5",)), Event(8, "bounce", ("worker-2", "1.5")),
-                      Event(12, "connectors", ("A=3", "B x=2")), Event(30, "stop", ())]
+    assert events == [
+        Event(0, "join", ("5",)),
+        Event(8, "bounce", ("worker-2", "1.5")),
+        Event(12, "connectors", ("A=3", "B x=2")),
+        Event(30, "stop", ()),
+    ]
     for bad, line in (("x join 1", ":1:"), ("1 dance", ":1:"), ("0 join 1\n2", ":2:")):
         with pytest.raises(CliError, match=f"s{line}"):
             parse_scenario(bad, "s")

@@ -74,7 +74,9 @@ def test_up_is_idempotent_and_down_stops_the_broker(dev_broker, port, tmp_path):
 
     code, out, _ = dev_broker("up")
     assert code == 0
-    assert out.startswith(f"Apache Kafka {VERSION} already running on 127.0.0.1:{port} (node 1 on 127.0.0.1:{port} pid {pid};")
+    assert out.startswith(
+        f"Apache Kafka {VERSION} already running on 127.0.0.1:{port} (node 1 on 127.0.0.1:{port} pid {pid};"
+    )
     code, out, _ = dev_broker("status")
     assert code == 0 and f"pid {pid};" in out
 
@@ -113,14 +115,20 @@ def test_up_fails_clearly_when_the_port_is_taken(dev_broker, port, tmp_path):
     with socket.create_server(("127.0.0.1", port)):
         code, _, err = dev_broker("up")
     assert code == 1
-    assert err == f"coordinator dev-broker: error: port {port} is already in use by another process; pick another --port\n"
+    assert (
+        err == f"coordinator dev-broker: error: port {port} is already in use by another process; pick another --port\n"
+    )
     assert not pid_file(tmp_path, port).exists()
 
 
 def test_bad_flags_and_environment_are_usage_errors(tmp_path):
     for env in ({"BROKER_NODES": "2"}, {"BROKER_PORT": "abc"}, {"BROKER_PORT": "70000"}):
-        done = subprocess.run([CONSOLE_SCRIPT, "dev-broker", "status", "--run-dir", str(tmp_path)],
-                              capture_output=True, text=True, env={**os.environ, **env})
+        done = subprocess.run(
+            [CONSOLE_SCRIPT, "dev-broker", "status", "--run-dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            env={**os.environ, **env},
+        )
         assert done.returncode == 2, (env, done.stderr)
         assert "Traceback" not in done.stderr and ("--nodes" in done.stderr or "--port" in done.stderr)
 
@@ -131,7 +139,7 @@ def test_a_broker_that_dies_at_start_is_reported_with_its_log(port, tmp_path, mo
     (java_home / "bin").mkdir(parents=True)
     (java_home / "bin" / "java").write_text(
         f"#!/bin/sh\ncase \"$*\" in *kafka.Kafka*) echo 'Error: could not reserve the heap' >&2; exit 3;; esac\n"
-        f"exec {jars.java()} \"$@\"\n"
+        f'exec {jars.java()} "$@"\n'
     )
     (java_home / "bin" / "java").chmod(0o755)
     monkeypatch.setenv("JAVA_HOME", str(java_home))

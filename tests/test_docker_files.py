@@ -88,7 +88,9 @@ def listed_packages() -> set[str]:
     if isinstance(packages, list):
         return set(packages)
     find = packages["find"]
-    return set(setuptools.find_packages(str(ROOT), include=find.get("include", ("*",)), exclude=find.get("exclude", ())))
+    return set(
+        setuptools.find_packages(str(ROOT), include=find.get("include", ("*",)), exclude=find.get("exclude", ()))
+    )
 
 
 def test_the_image_is_python_311_slim_in_two_stages() -> None:
@@ -191,8 +193,9 @@ def health_server() -> Iterator[tuple[int, dict[str, int]]]:
 
 def run_healthcheck(listen: str) -> int:
     env = {"COORDINATOR_LISTEN": listen, "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-c", healthcheck_code()], env=env, capture_output=True,
-                          timeout=30).returncode
+    return subprocess.run(
+        [sys.executable, "-c", healthcheck_code()], env=env, capture_output=True, timeout=30
+    ).returncode
 
 
 def test_the_health_check_passes_on_200_and_fails_otherwise(health_server) -> None:  # noqa: ANN001
@@ -242,14 +245,20 @@ def compose() -> dict[str, Any]:
 
 def brokers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The Apache Kafka image's services that are brokers (the Connect workers run the same image)."""
-    return {n: s for n, s in compose["services"].items()
-            if s.get("image", "").startswith("apache/kafka:") and "KAFKA_NODE_ID" in environment(s)}
+    return {
+        n: s
+        for n, s in compose["services"].items()
+        if s.get("image", "").startswith("apache/kafka:") and "KAFKA_NODE_ID" in environment(s)
+    }
 
 
 def connect_workers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The services that run Kafka Connect (connect-distributed.sh) from the Apache Kafka image."""
-    return {n: s for n, s in compose["services"].items()
-            if s.get("image", "").startswith("apache/kafka:") and "connect-distributed.sh" in script(s)}
+    return {
+        n: s
+        for n, s in compose["services"].items()
+        if s.get("image", "").startswith("apache/kafka:") and "connect-distributed.sh" in script(s)
+    }
 
 
 def script(service: dict[str, Any]) -> str:
@@ -348,7 +357,8 @@ def test_topic_init_creates_the_topic_compacted_with_replication_3(compose) -> N
     service = compose["services"]["topic-init"]
     assert service["restart"] == "no"
     assert {n: d["condition"] for n, d in service["depends_on"].items()} == dict.fromkeys(
-        brokers(compose), "service_healthy")
+        brokers(compose), "service_healthy"
+    )
 
 
 def setting(command: list[str], env: dict[str, str], flag: str, variable: str) -> str | None:
@@ -396,8 +406,10 @@ def mounted_files(service: dict[str, Any]) -> dict[str, Path]:
 def test_tokens_and_acls_are_mounted_from_docker(compose) -> None:  # noqa: ANN001
     for name, service in coordinator_services(compose).items():
         env, mounts = environment(service), mounted_files(service)
-        for variable, example in (("COORDINATOR_TOKENS_FILE", "tokens.example"),
-                                  ("COORDINATOR_ACLS_FILE", "acls.example")):
+        for variable, example in (
+            ("COORDINATOR_TOKENS_FILE", "tokens.example"),
+            ("COORDINATOR_ACLS_FILE", "acls.example"),
+        ):
             assert mounts.get(env[variable]) == DOCKER / example, (name, variable)
 
 
@@ -496,8 +508,9 @@ def gateway_ports(base: int, node_ids: list[int]) -> set[int]:
     """The gateway's ports (coordinator/gateway/proxy.py): P, P+1 and P+2+N for each broker node id N."""
     from coordinator.gateway.proxy import Gateway, GatewayConfig
 
-    gateway = Gateway(GatewayConfig(bootstrap=[("unused", 9092)], listen=("0.0.0.0", base), groups="x",
-                                    coordinators=[]))
+    gateway = Gateway(
+        GatewayConfig(bootstrap=[("unused", 9092)], listen=("0.0.0.0", base), groups="x", coordinators=[])
+    )
     return {gateway.bootstrap_port, gateway.coordinator_port} | {gateway.broker_port(n) for n in node_ids}
 
 
@@ -549,7 +562,9 @@ def test_the_gateway_command_and_its_ports(compose: dict[str, Any], monkeypatch:
     assert not ports & set(others) and len(others) == len(set(others))
 
 
-def test_the_groups_regex_is_the_connect_workers_group_and_no_sink_group(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_groups_regex_is_the_connect_workers_group_and_no_sink_group(
+    compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     _, service = gateway_service(compose)
     groups = re.compile(gateway_args(service["command"], monkeypatch).groups)
     workers = connect_workers(compose)
@@ -562,7 +577,9 @@ def test_the_groups_regex_is_the_connect_workers_group_and_no_sink_group(compose
         assert not groups.fullmatch(f"connect-{sink}"), sink
 
 
-def test_two_connect_workers_bootstrap_from_the_gateway_and_their_connectors_from_the_brokers(compose: dict[str, Any]) -> None:
+def test_two_connect_workers_bootstrap_from_the_gateway_and_their_connectors_from_the_brokers(
+    compose: dict[str, Any],
+) -> None:
     workers = connect_workers(compose)
     assert len(workers) == 2, sorted(workers)
     gateway, gateway_config = gateway_service(compose)
@@ -573,8 +590,11 @@ def test_two_connect_workers_bootstrap_from_the_gateway_and_their_connectors_fro
     for name, service in workers.items():
         assert {service["image"]} == image, "Connect from the brokers' Apache Kafka image"
         assert service["entrypoint"] == ["/bin/sh", "-ec"]
-        assert script(service).splitlines()[-1].split() == ["exec", "/opt/kafka/bin/connect-distributed.sh",
-                                                              "/tmp/worker.properties"]
+        assert script(service).splitlines()[-1].split() == [
+            "exec",
+            "/opt/kafka/bin/connect-distributed.sh",
+            "/tmp/worker.properties",
+        ]
         assert "> /tmp/worker.properties" in script(service)
         props = connect_properties(compose, name)
         # The worker's own clients (group member, internal topics, shared admin): the gateway.
@@ -624,12 +644,14 @@ def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
     assert "gateway" in main["components"]
     component = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
     assert component["kind"] == "Component" and component["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
-    assert sorted(component["resources"]) == sorted(p.name for p in GATEWAY_K8S.glob("*.yaml")
-                                                    if p.name != "kustomization.yaml")
+    assert sorted(component["resources"]) == sorted(
+        p.name for p in GATEWAY_K8S.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
     kubectl = shutil.which("kubectl")
     if kubectl:  # kustomize renders it with the rest: the gateway in the namespace, with the image
-        rendered = subprocess.run([kubectl, "kustomize", str(KUBERNETES)], capture_output=True, text=True,
-                                  timeout=60, check=False)
+        rendered = subprocess.run(
+            [kubectl, "kustomize", str(KUBERNETES)], capture_output=True, text=True, timeout=60, check=False
+        )
         assert rendered.returncode == 0, rendered.stderr
         objects = [d for d in _yaml().safe_load_all(rendered.stdout) if d]
         gateways = [o for o in objects if o["metadata"]["name"] == "worker-coordinator-gateway"]
@@ -642,7 +664,8 @@ def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
 
 def test_the_kubernetes_gateway_objects_validate() -> None:
     kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed")
+        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed"
+    )
     for o in gateway_k8s():
         kubernetes_validate.validate(o, "1.30.0", strict=True)
 
@@ -670,9 +693,14 @@ def test_the_kubernetes_gateway_ports_and_settings(monkeypatch: pytest.MonkeyPat
         args = cli.build_parser().parse_args(container["args"])
     # Every variable is one `coordinator gateway` reads (the parser takes its defaults from them): each
     # value is in the setting it names. The brokers come from the coordinators' ConfigMap.
-    read = {"KAFKA_BOOTSTRAP_SERVERS": args.bootstrap_server, "COORDINATOR_GATEWAY_LISTEN": args.listen,
-            "COORDINATOR_GATEWAY_ADVERTISED_HOST": args.advertised_host, "COORDINATOR_GATEWAY_GROUPS": args.groups,
-            "COORDINATOR_GATEWAY_COORDINATORS": args.coordinator, "COORDINATOR_LOG_FORMAT": args.log_format}
+    read = {
+        "KAFKA_BOOTSTRAP_SERVERS": args.bootstrap_server,
+        "COORDINATOR_GATEWAY_LISTEN": args.listen,
+        "COORDINATOR_GATEWAY_ADVERTISED_HOST": args.advertised_host,
+        "COORDINATOR_GATEWAY_GROUPS": args.groups,
+        "COORDINATOR_GATEWAY_COORDINATORS": args.coordinator,
+        "COORDINATOR_LOG_FORMAT": args.log_format,
+    }
     assert values == read
     base = int(args.listen.rpartition(":")[2])
     # The pods' ports: the bootstrap port, the coordinator node's, one per broker node id (0-5 here),
@@ -709,7 +737,9 @@ def test_the_kubernetes_coordinators_serve_the_kafka_listener() -> None:
     assert order.index("POD_IP") < order.index("COORDINATOR_KAFKA_ADVERTISED")
     assert config["COORDINATOR_ALLOW_ANONYMOUS"] == "true"  # the listener's requests act as ANONYMOUS
     service = k8s_objects(KUBERNETES / "service.yaml")[0]
-    assert {"name": "kafka", "port": ports["kafka"], "targetPort": "kafka", "protocol": "TCP"} in service["spec"]["ports"]
+    assert {"name": "kafka", "port": ports["kafka"], "targetPort": "kafka", "protocol": "TCP"} in service["spec"][
+        "ports"
+    ]
     # The Secret's ACLs are the example file's: ANONYMOUS reads the Connect group and nothing else.
     secret = k8s_objects(KUBERNETES / "secret.yaml")[0]
     assert secret["stringData"]["acls"].split("\n")[-3:] == (DOCKER / "acls.example").read_text().split("\n")[-3:]

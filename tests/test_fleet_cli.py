@@ -19,8 +19,17 @@ from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
 
-FLAGS = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session-timeout-ms", "20000",
-         "--initial-assignment-delay-ms", "0", "--scheduled-rebalance-max-delay-ms", "60000")
+FLAGS = (
+    "--allow-anonymous",
+    "--heartbeat-interval-ms",
+    "200",
+    "--session-timeout-ms",
+    "20000",
+    "--initial-assignment-delay-ms",
+    "0",
+    "--scheduled-rebalance-max-delay-ms",
+    "60000",
+)
 WORK = {"A", "A-0", "A-1", "A-2", "B", "B-0", "B-1"}
 
 
@@ -40,9 +49,25 @@ def _owned(events: list[dict]) -> dict[str, set[str]]:
 
 
 def _fleet(serve: ServeProcess, events: Path, *names: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "coordinator", "worker", "--group", "fleet", "--url", serve.url,
-                             "--names", *names, "--events", str(events), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "worker",
+            "--group",
+            "fleet",
+            "--url",
+            serve.url,
+            "--names",
+            *names,
+            "--events",
+            str(events),
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
 
 
 def _wait_for(events: Path, done, timeout: float = 30.0) -> list[dict]:  # noqa: ANN001
@@ -56,20 +81,38 @@ def _wait_for(events: Path, done, timeout: float = 30.0) -> list[dict]:  # noqa:
 
 
 def test_named_workers_log_events_stop_on_sigterm_and_come_back_as_the_same_members(
-        kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
+    kafka_broker, unique_topic, tmp_path: Path
+) -> None:  # noqa: ANN001
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *FLAGS).start()
     events = tmp_path / "events.jsonl"
     try:
-        status, _ = serve.request("PUT", "/v1/groups/fleet/connectors",
-                                  {"Connectors": [{"Name": "A", "Tasks": 3}, {"Name": "B", "Tasks": 2}]})
+        status, _ = serve.request(
+            "PUT", "/v1/groups/fleet/connectors", {"Connectors": [{"Name": "A", "Tasks": 3}, {"Name": "B", "Tasks": 2}]}
+        )
         assert status == 200
 
         def settled(seen: list[dict]) -> bool:
             owned = _owned(seen)
-            return (set().union(*owned.values()) == WORK if owned else False) and \
-                {e["worker"] for e in seen if e["event"] == "rebalance"} >= {"alpha", "beta"}
+            return (set().union(*owned.values()) == WORK if owned else False) and {
+                e["worker"] for e in seen if e["event"] == "rebalance"
+            } >= {"alpha", "beta"}
 
         fleet = _fleet(serve, events, "alpha", "beta")
         first = _wait_for(events, settled)
@@ -101,12 +144,32 @@ def test_named_workers_log_events_stop_on_sigterm_and_come_back_as_the_same_memb
 
 
 def test_a_taken_name_and_a_bad_events_path_are_clear_errors(tmp_path: Path) -> None:
-    result = subprocess.run([sys.executable, "-m", "coordinator", "worker", "--group", "g", "--url",
-                             "http://127.0.0.1:9", "--names", "a", "--events", str(tmp_path / "no" / "such" / "f")],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "worker",
+            "--group",
+            "g",
+            "--url",
+            "http://127.0.0.1:9",
+            "--names",
+            "a",
+            "--events",
+            str(tmp_path / "no" / "such" / "f"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "--events" in result.stderr and "Traceback" not in result.stderr
-    result = subprocess.run([sys.executable, "-m", "coordinator", "worker", "--group", "g", "--count", "-1"],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "coordinator", "worker", "--group", "g", "--count", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "--count" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -116,30 +179,75 @@ OPS_TOKEN = "REPLACE-ME-example-ops-token-2b8e41"  # User:ops
 
 
 def test_a_refused_scenario_line_is_one_line_and_a_clean_non_zero_exit(
-        kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
+    kafka_broker, unique_topic, tmp_path: Path
+) -> None:  # noqa: ANN001
     """Issue 29, the newcomer's findings: with the example ACLs the workers may Read their group but
     not Alter it, so a scenario's `connectors` line is answered 403. The fleet says so in one line,
     its workers leave, and it exits 1, without a traceback. The scenario alone decides how many
     workers join (its `0 join 2`, not 3 more from --count's default)."""
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
-    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens",
-                         str(DOCKER / "tokens.example"), "--acls", str(DOCKER / "acls.example"),
-                         *FLAGS[1:]).start()
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    serve = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        unique_topic,
+        tmp_path,
+        "--tokens",
+        str(DOCKER / "tokens.example"),
+        "--acls",
+        str(DOCKER / "acls.example"),
+        *FLAGS[1:],
+    ).start()
     events, scenario = tmp_path / "events.jsonl", tmp_path / "scenario.txt"
     scenario.write_text("0 join 2\n3 connectors A=2\n60 stop\n")
     try:
-        status, _ = serve.request("PUT", "/v1/groups/connect-acl/connectors",
-                                  {"Connectors": [{"Name": "A", "Tasks": 1}]}, token=OPS_TOKEN)
+        status, _ = serve.request(
+            "PUT", "/v1/groups/connect-acl/connectors", {"Connectors": [{"Name": "A", "Tasks": 1}]}, token=OPS_TOKEN
+        )
         assert status == 200
-        result = subprocess.run([sys.executable, "-m", "coordinator", "worker", "--group", "connect-acl", "--url",
-                                 serve.url, "--token", WORKER_TOKEN, "--scenario", str(scenario), "--events",
-                                 str(events)], capture_output=True, text=True, timeout=90)
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "worker",
+                "--group",
+                "connect-acl",
+                "--url",
+                serve.url,
+                "--token",
+                WORKER_TOKEN,
+                "--scenario",
+                str(scenario),
+                "--events",
+                str(events),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert result.returncode == 1, result
         assert "Traceback" not in result.stderr + result.stdout, result.stderr
         errors = [line for line in result.stderr.splitlines() if "error" in line]
-        assert errors == [line for line in errors if line.startswith("coordinator worker: error: setting the "
-                                                                     "connectors of group connect-acl: HTTP 403")]
+        assert errors == [
+            line
+            for line in errors
+            if line.startswith("coordinator worker: error: setting the connectors of group connect-acl: HTTP 403")
+        ]
         assert len(errors) == 1, result.stderr
         seen = _events(events)
         assert {e["worker"] for e in seen} == {"worker-1", "worker-2"}  # the scenario's two, no more
@@ -150,18 +258,51 @@ def test_a_refused_scenario_line_is_one_line_and_a_clean_non_zero_exit(
 
 
 def test_a_second_sigterm_while_leaving_a_gone_coordinator_exits_at_once_without_a_traceback(
-        kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
+    kafka_broker, unique_topic, tmp_path: Path
+) -> None:  # noqa: ANN001
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *FLAGS).start()
     events = tmp_path / "events.jsonl"
     fleet = None
     try:
         status, _ = serve.request("PUT", "/v1/groups/fleet/connectors", {"Connectors": [{"Name": "A", "Tasks": 2}]})
         assert status == 200
-        fleet = subprocess.Popen([sys.executable, "-m", "coordinator", "worker", "--group", "fleet", "--url",
-                                  serve.url, "--names", "alpha", "beta", "--events", str(events)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        fleet = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "worker",
+                "--group",
+                "fleet",
+                "--url",
+                serve.url,
+                "--names",
+                "alpha",
+                "beta",
+                "--events",
+                str(events),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         _wait_for(events, lambda seen: set().union(*_owned(seen).values()) == {"A", "A-0", "A-1"})
         serve.kill()  # the coordinator is gone: each leave now retries for the client's 30 s
         fleet.send_signal(signal.SIGTERM)

@@ -46,8 +46,12 @@ class RunningGateway:
 
     def __init__(self, bootstrap: str, coordinators: list[tuple[str, int]]) -> None:
         self.port = _free_base()
-        self.config = GatewayConfig(bootstrap=[parse_address(a) for a in bootstrap.split(",")],
-                                    listen=("127.0.0.1", self.port), groups=OURS, coordinators=coordinators)
+        self.config = GatewayConfig(
+            bootstrap=[parse_address(a) for a in bootstrap.split(",")],
+            listen=("127.0.0.1", self.port),
+            groups=OURS,
+            coordinators=coordinators,
+        )
         self.gateway = Gateway(self.config)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -103,10 +107,24 @@ def _ports(metadata: Any) -> set[int]:
     return {b.port for b in metadata.brokers.values()}
 
 
-def test_a_producer_and_a_consumer_work_through_the_gateway_and_see_only_its_ports(kafka_broker, gateway,
-                                                                                    unique_topic):
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "3", "--replication-factor", "1"]) == 0
+def test_a_producer_and_a_consumer_work_through_the_gateway_and_see_only_its_ports(kafka_broker, gateway, unique_topic):
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     producer = Producer({"bootstrap.servers": gateway.bootstrap, "acks": "all"})
     for i in range(30):
         producer.produce(unique_topic, key=str(i).encode(), value=f"value-{i}".encode())
@@ -121,8 +139,14 @@ def test_a_producer_and_a_consumer_work_through_the_gateway_and_see_only_its_por
     assert _ports(metadata) <= {gateway.port + 1} | {gateway.port + 2 + n for n in gateway.gateway.brokers}
     assert not _ports(metadata) & {parse_address(a)[1] for a in kafka_broker.bootstrap_servers.split(",")}
 
-    consumer = Consumer({"bootstrap.servers": gateway.bootstrap, "group.id": f"plain-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": gateway.bootstrap,
+            "group.id": f"plain-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         consumer.subscribe([unique_topic])
         seen: set[bytes] = set()
@@ -162,8 +186,9 @@ def test_api_versions_are_capped(gateway):
 def test_find_coordinator_names_the_gateway_node_for_ours_and_the_brokers_port_for_others(gateway):
     async def run() -> None:
         async with Client(("127.0.0.1", gateway.port), "probe") as client:
-            metadata = await client.call(kp.METADATA, 12, topics=[], allow_auto_topic_creation=False,
-                                         include_topic_authorized_operations=False)
+            metadata = await client.call(
+                kp.METADATA, 12, topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+            )
             nodes = {b.node_id: (b.host, b.port) for b in metadata.brokers}
             assert nodes[COORDINATOR_NODE_ID] == ("127.0.0.1", gateway.port + 1)
             brokers = {n: p for n, (_, p) in nodes.items() if n != COORDINATOR_NODE_ID}
@@ -171,8 +196,12 @@ def test_find_coordinator_names_the_gateway_node_for_ours_and_the_brokers_port_f
             for version in (1, 3):
                 found = await client.call(kp.FIND_COORDINATOR, version, key="cluster-a1", key_type=0)
                 assert (found.error_code, found.node_id, found.port) == (0, COORDINATOR_NODE_ID, gateway.port + 1)
-            found = await client.call(kp.FIND_COORDINATOR, 6, key_type=0,
-                                      coordinator_keys=["cluster-b2", "connect-sink", "other", "my-cluster-b2"])
+            found = await client.call(
+                kp.FIND_COORDINATOR,
+                6,
+                key_type=0,
+                coordinator_keys=["cluster-b2", "connect-sink", "other", "my-cluster-b2"],
+            )
             by_key = {c.key: c for c in found.coordinators}
             assert (by_key["cluster-b2"].node_id, by_key["cluster-b2"].port) == (COORDINATOR_NODE_ID, gateway.port + 1)
             for key in ("connect-sink", "other", "my-cluster-b2"):  # --groups matches the whole group id
@@ -188,8 +217,16 @@ def test_find_coordinator_names_the_gateway_node_for_ours_and_the_brokers_port_f
         async with Client(("127.0.0.1", gateway.port), "probe") as client:
             cls = kp.request_class(kp.JOIN_GROUP, 9)
             client.correlation += 1
-            body = cls(group_id="cluster-a1", session_timeout_ms=10_000, rebalance_timeout_ms=10_000, member_id="",
-                       group_instance_id=None, protocol_type="connect", protocols=[], reason=None)
+            body = cls(
+                group_id="cluster-a1",
+                session_timeout_ms=10_000,
+                rebalance_timeout_ms=10_000,
+                member_id="",
+                group_instance_id=None,
+                protocol_type="connect",
+                protocols=[],
+                reason=None,
+            )
             client.writer.write(kp.encode_request(body, 9, client.correlation, "probe"))
             assert await client.closed()
 
@@ -199,8 +236,13 @@ def test_find_coordinator_names_the_gateway_node_for_ours_and_the_brokers_port_f
 def test_bad_frames_close_only_their_connection(gateway):
     async def run() -> None:
         async with Client(("127.0.0.1", gateway.port), "good") as good:
-            for bad in (struct.pack(">i", 2**31 - 1), struct.pack(">i", -4), kp.frame(b"\x00\x01"),
-                        kp.frame(struct.pack(">hhih", 9999, 0, 1, -1)), kp.frame(struct.pack(">hhih", 1, 99, 1, -1))):
+            for bad in (
+                struct.pack(">i", 2**31 - 1),
+                struct.pack(">i", -4),
+                kp.frame(b"\x00\x01"),
+                kp.frame(struct.pack(">hhih", 9999, 0, 1, -1)),
+                kp.frame(struct.pack(">hhih", 1, 99, 1, -1)),
+            ):
                 async with Client(("127.0.0.1", gateway.port), "bad") as client:
                     client.writer.write(bad)
                     assert await client.closed()
@@ -229,13 +271,33 @@ def _samples(exposition: bytes) -> dict[str, float]:
     return out
 
 
-def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listener(kafka_broker, unique_topic,
-                                                                                   tmp_path):
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listener(kafka_broker, unique_topic, tmp_path):
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     port = free_port()
-    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
-                         "--kafka-listener", f"127.0.0.1:{port}")
+    serve = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        unique_topic,
+        tmp_path,
+        "--allow-anonymous",
+        "--kafka-listener",
+        f"127.0.0.1:{port}",
+    )
     serve.start()
     group = f"cluster-{uuid.uuid4().hex[:8]}"
     try:
@@ -248,8 +310,9 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
             async def run() -> None:
                 async with Client(("127.0.0.1", gw.port + 1), "connect-1") as stale:
                     stale.correlation += 1
-                    body = kp.request_class(kp.HEARTBEAT, 4)(group_id=group, generation_id=1, member_id="m",
-                                                             group_instance_id=None)
+                    body = kp.request_class(kp.HEARTBEAT, 4)(
+                        group_id=group, generation_id=1, member_id="m", group_instance_id=None
+                    )
                     stale.writer.write(kp.encode_request(body, 4, stale.correlation, "connect-1"))
                     assert await stale.closed()
                 assert group not in gw.gateway._owners
@@ -258,16 +321,30 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
                     node = found.coordinators[0]
                     assert (node.error_code, node.node_id, node.port) == (0, COORDINATOR_NODE_ID, gw.port + 1)
                 async with Client((node.host, node.port), "connect-1") as member:
-                    metadata = await member.call(kp.METADATA, 12, topics=[], allow_auto_topic_creation=False,
-                                                 include_topic_authorized_operations=False)
+                    metadata = await member.call(
+                        kp.METADATA,
+                        12,
+                        topics=[],
+                        allow_auto_topic_creation=False,
+                        include_topic_authorized_operations=False,
+                    )
                     assert COORDINATOR_NODE_ID in {b.node_id for b in metadata.brokers}
                     cls = kp.request_class(kp.JOIN_GROUP, 9)
-                    protocols = [cls.JoinGroupRequestProtocol(
-                        name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://w1:8083/", 7, None),
-                                                                 SESSIONED))]
-                    fields = {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
-                              "group_instance_id": None, "protocol_type": "connect", "protocols": protocols,
-                              "reason": None}
+                    protocols = [
+                        cls.JoinGroupRequestProtocol(
+                            name=SESSIONED,
+                            metadata=encode_metadata(WorkerMetadata("http://w1:8083/", 7, None), SESSIONED),
+                        )
+                    ]
+                    fields = {
+                        "group_id": group,
+                        "session_timeout_ms": 10_000,
+                        "rebalance_timeout_ms": 10_000,
+                        "group_instance_id": None,
+                        "protocol_type": "connect",
+                        "protocols": protocols,
+                        "reason": None,
+                    }
                     first = await member.call(kp.JOIN_GROUP, 9, member_id="", **fields)
                     connect_fatal.assert_survivable(connect_fatal.JOIN, first, protocol_type="connect")
                     assert first.error_code == MEMBER_ID_REQUIRED and first.member_id.startswith("connect-1-")
@@ -276,18 +353,32 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
                     assert joined.error_code == 0 and joined.leader == first.member_id
                     sync_cls = kp.request_class(kp.SYNC_GROUP, 5)
                     synced = await member.call(
-                        kp.SYNC_GROUP, 5, group_id=group, generation_id=joined.generation_id,
-                        member_id=joined.member_id, group_instance_id=None, protocol_type="connect",
+                        kp.SYNC_GROUP,
+                        5,
+                        group_id=group,
+                        generation_id=joined.generation_id,
+                        member_id=joined.member_id,
+                        group_instance_id=None,
+                        protocol_type="connect",
                         protocol_name=SESSIONED,
-                        assignments=[sync_cls.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")])
-                    connect_fatal.assert_survivable(connect_fatal.SYNC, synced, protocol_type="connect",
-                                                    protocol_name=SESSIONED)
-                    beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
-                                             member_id=joined.member_id, group_instance_id=None)
+                        assignments=[sync_cls.SyncGroupRequestAssignment(member_id=joined.member_id, assignment=b"")],
+                    )
+                    connect_fatal.assert_survivable(
+                        connect_fatal.SYNC, synced, protocol_type="connect", protocol_name=SESSIONED
+                    )
+                    beat = await member.call(
+                        kp.HEARTBEAT,
+                        4,
+                        group_id=group,
+                        generation_id=joined.generation_id,
+                        member_id=joined.member_id,
+                        group_instance_id=None,
+                    )
                     connect_fatal.assert_survivable(connect_fatal.HEARTBEAT, beat)
                     assert beat.error_code == 0
-                    described = await member.call(kp.DESCRIBE_GROUPS, 5, groups=[group],
-                                                  include_authorized_operations=False)
+                    described = await member.call(
+                        kp.DESCRIBE_GROUPS, 5, groups=[group], include_authorized_operations=False
+                    )
                     assert described.groups[0].protocol_type == "connect"
                     assert [m.member_id for m in described.groups[0].members] == [joined.member_id]
                     listed = await member.call(kp.LIST_GROUPS, 4, states_filter=[])
@@ -296,25 +387,55 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
                     # keeps none) on a connection that stays open.
                     commit_cls = kp.request_class(kp.OFFSET_COMMIT, 9)
                     committed = await member.call(
-                        kp.OFFSET_COMMIT, 9, group_id=group, generation_id_or_member_epoch=joined.generation_id,
-                        member_id=joined.member_id, group_instance_id=None, topics=[commit_cls.OffsetCommitRequestTopic(
-                            name="t", partitions=[commit_cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                                partition_index=0, committed_offset=1, committed_leader_epoch=-1,
-                                committed_metadata="")])])
+                        kp.OFFSET_COMMIT,
+                        9,
+                        group_id=group,
+                        generation_id_or_member_epoch=joined.generation_id,
+                        member_id=joined.member_id,
+                        group_instance_id=None,
+                        topics=[
+                            commit_cls.OffsetCommitRequestTopic(
+                                name="t",
+                                partitions=[
+                                    commit_cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                        partition_index=0,
+                                        committed_offset=1,
+                                        committed_leader_epoch=-1,
+                                        committed_metadata="",
+                                    )
+                                ],
+                            )
+                        ],
+                    )
                     assert [p.error_code for t in committed.topics for p in t.partitions] == [42]
                     fetch_cls = kp.request_class(kp.OFFSET_FETCH, 9)
-                    fetched = await member.call(kp.OFFSET_FETCH, 9, require_stable=True, groups=[
-                        fetch_cls.OffsetFetchRequestGroup(group_id=group, member_id=None, member_epoch=-1, topics=None)])
+                    fetched = await member.call(
+                        kp.OFFSET_FETCH,
+                        9,
+                        require_stable=True,
+                        groups=[
+                            fetch_cls.OffsetFetchRequestGroup(
+                                group_id=group, member_id=None, member_epoch=-1, topics=None
+                            )
+                        ],
+                    )
                     assert [(g.group_id, g.error_code) for g in fetched.groups] == [(group, 42)]
-                    beat = await member.call(kp.HEARTBEAT, 4, group_id=group, generation_id=joined.generation_id,
-                                             member_id=joined.member_id, group_instance_id=None)
+                    beat = await member.call(
+                        kp.HEARTBEAT,
+                        4,
+                        group_id=group,
+                        generation_id=joined.generation_id,
+                        member_id=joined.member_id,
+                        group_instance_id=None,
+                    )
                     assert beat.error_code == 0
                 # The broker never heard of the group.
                 async with Client(parse_address(kafka_broker.bootstrap_servers.split(",")[0]), "check") as direct:
                     found = await direct.call(kp.FIND_COORDINATOR, 3, key=group, key_type=0)
                     async with Client((found.host, found.port), "check") as broker:
-                        described = await broker.call(kp.DESCRIBE_GROUPS, 5, groups=[group],
-                                                      include_authorized_operations=False)
+                        described = await broker.call(
+                            kp.DESCRIBE_GROUPS, 5, groups=[group], include_authorized_operations=False
+                        )
                         assert described.groups[0].group_state == "Dead"
 
             asyncio.run(asyncio.wait_for(run(), 90))
@@ -322,9 +443,13 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
             # offsets' INVALID_REQUEST; MEMBER_ID_REQUIRED is a step, not counted), the closed connection
             samples = _samples(gw.gateway.metrics.exposition())
             assert samples['coordinator_gateway_requests_total{api="JoinGroup",upstream="coordinator"}'] == 2
-            assert samples['coordinator_gateway_requests_total{api="Heartbeat",upstream="coordinator"}'] == 2  # not the stale one
+            assert (
+                samples['coordinator_gateway_requests_total{api="Heartbeat",upstream="coordinator"}'] == 2
+            )  # not the stale one
             assert samples['coordinator_gateway_requests_total{api="Metadata",upstream="broker"}'] >= 1
-            assert samples['coordinator_gateway_coordinator_errors_total{api="OffsetCommit",error="INVALID_REQUEST"}'] == 1
+            assert (
+                samples['coordinator_gateway_coordinator_errors_total{api="OffsetCommit",error="INVALID_REQUEST"}'] == 1
+            )
             assert not any("MEMBER_ID_REQUIRED" in name for name in samples)
             assert samples['coordinator_gateway_closed_connections_total{reason="upstream"}'] == 1
             assert samples['coordinator_gateway_upstream_failures_total{upstream="coordinator"}'] >= 1
@@ -341,9 +466,24 @@ def test_the_gateway_command(kafka_broker, tmp_path):
 
     port = _free_base()
     log = (tmp_path / "gateway.log").open("wb")
-    process = subprocess.Popen([sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server",
-                                kafka_broker.bootstrap_servers, "--listen", f"127.0.0.1:{port}", "--groups",
-                                OURS, "--coordinator", "127.0.0.1:1"], stdout=log, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "gateway",
+            "--bootstrap-server",
+            kafka_broker.bootstrap_servers,
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--groups",
+            OURS,
+            "--coordinator",
+            "127.0.0.1:1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 30
         metadata = None
@@ -359,21 +499,57 @@ def test_the_gateway_command(kafka_broker, tmp_path):
         process.terminate()
         assert process.wait(10) == 0
         log.close()
-    assert coordinator(["gateway", "--listen", "127.0.0.1:1", "--groups", "(", "--bootstrap-server", "x:1",
-                        "--coordinator", "y:1"]) != 0
+    assert (
+        coordinator(
+            ["gateway", "--listen", "127.0.0.1:1", "--groups", "(", "--bootstrap-server", "x:1", "--coordinator", "y:1"]
+        )
+        != 0
+    )
 
 
-def test_our_groups_reach_the_coordinator_that_owns_them_and_list_groups_merges_them(kafka_broker, unique_topic,
-                                                                                     tmp_path):
+def test_our_groups_reach_the_coordinator_that_owns_them_and_list_groups_merges_them(
+    kafka_broker, unique_topic, tmp_path
+):
     # Two coordinators, one partition each: the gateway asks each in turn which owns a group.
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     ports = [free_port(), free_port()]
-    serves = [ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
-                           "--partitions", str(partition), "--kafka-listener", f"127.0.0.1:{ports[partition]}")
-              for partition in range(PARTITIONS)]
-    groups = [next(g for g in (f"cluster-{uuid.uuid4().hex[:8]}" for _ in range(1000))
-                   if partition_for(g, PARTITIONS) == partition) for partition in range(PARTITIONS)]
+    serves = [
+        ServeProcess(
+            kafka_broker.bootstrap_servers,
+            unique_topic,
+            tmp_path,
+            "--allow-anonymous",
+            "--partitions",
+            str(partition),
+            "--kafka-listener",
+            f"127.0.0.1:{ports[partition]}",
+        )
+        for partition in range(PARTITIONS)
+    ]
+    groups = [
+        next(
+            g
+            for g in (f"cluster-{uuid.uuid4().hex[:8]}" for _ in range(1000))
+            if partition_for(g, PARTITIONS) == partition
+        )
+        for partition in range(PARTITIONS)
+    ]
     for serve in serves:
         serve.start()
     try:
@@ -381,21 +557,42 @@ def test_our_groups_reach_the_coordinator_that_owns_them_and_list_groups_merges_
             serve.wait_healthy(partitions=1)
         coordinators = [("127.0.0.1", port) for port in ports]
         with RunningGateway(kafka_broker.bootstrap_servers, coordinators) as gw:
+
             async def run() -> None:
                 cls = kp.request_class(kp.JOIN_GROUP, 9)
-                protocols = [cls.JoinGroupRequestProtocol(
-                    name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://w:8083/", 7, None), SESSIONED))]
+                protocols = [
+                    cls.JoinGroupRequestProtocol(
+                        name=SESSIONED, metadata=encode_metadata(WorkerMetadata("http://w:8083/", 7, None), SESSIONED)
+                    )
+                ]
                 async with Client(("127.0.0.1", gw.port + 1), "connect-1") as member:
                     for group in groups:
-                        first = await member.call(kp.JOIN_GROUP, 9, group_id=group, session_timeout_ms=10_000,
-                                                  rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
-                                                  protocol_type="connect", protocols=protocols, reason=None)
+                        first = await member.call(
+                            kp.JOIN_GROUP,
+                            9,
+                            group_id=group,
+                            session_timeout_ms=10_000,
+                            rebalance_timeout_ms=10_000,
+                            member_id="",
+                            group_instance_id=None,
+                            protocol_type="connect",
+                            protocols=protocols,
+                            reason=None,
+                        )
                         connect_fatal.assert_survivable(connect_fatal.JOIN, first, protocol_type="connect")
                         assert first.error_code == MEMBER_ID_REQUIRED
-                        joined = await member.call(kp.JOIN_GROUP, 9, group_id=group, session_timeout_ms=10_000,
-                                                   rebalance_timeout_ms=10_000, member_id=first.member_id,
-                                                   group_instance_id=None, protocol_type="connect",
-                                                   protocols=protocols, reason=None)
+                        joined = await member.call(
+                            kp.JOIN_GROUP,
+                            9,
+                            group_id=group,
+                            session_timeout_ms=10_000,
+                            rebalance_timeout_ms=10_000,
+                            member_id=first.member_id,
+                            group_instance_id=None,
+                            protocol_type="connect",
+                            protocols=protocols,
+                            reason=None,
+                        )
                         assert joined.error_code == 0, group
                     assert [gw.gateway._owners[g] for g in groups] == coordinators
                     listed = await member.call(kp.LIST_GROUPS, 4, states_filter=[])

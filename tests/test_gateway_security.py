@@ -45,11 +45,11 @@ JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required usernam
 @dataclass
 class Secured:
     broker: devbroker.Cluster
-    plain: str         # the broker's plaintext listener (setup only)
-    sasl: str          # its SASL_PLAINTEXT listener
+    plain: str  # the broker's plaintext listener (setup only)
+    sasl: str  # its SASL_PLAINTEXT listener
     topic: str
     serve: ServeProcess
-    gateway: int       # the gateway's bootstrap port (TLS)
+    gateway: int  # the gateway's bootstrap port (TLS)
     tls: tls_files.TlsFiles
     run_dir: Path
 
@@ -57,12 +57,11 @@ class Secured:
 def _sasl_settings(sasl_port: int) -> dict[str, object]:
     return {
         "listeners": f"PLAINTEXT://127.0.0.1:{{port}},SASL://127.0.0.1:{sasl_port},"
-                     "CONTROLLER://127.0.0.1:{controller_port}",
+        "CONTROLLER://127.0.0.1:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://127.0.0.1:{{port}},SASL://127.0.0.1:{sasl_port}",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "listener.name.sasl.scram-sha-256.sasl.jaas.config":
-            "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        "listener.name.sasl.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
     }
 
 
@@ -76,33 +75,94 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     try:
         plain = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": plain})
-        upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096),
-                                                password.encode()) for user, password in PASSWORDS.items()]
+        upserts = [
+            UserScramCredentialUpsertion(
+                user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode()
+            )
+            for user, password in PASSWORDS.items()
+        ]
         for future in admin.alter_user_scram_credentials(upserts).values():
             future.result(timeout=30)
         topic = "__worker_offsets_secured"
-        assert coordinator(["topic", "create", "--bootstrap-servers", plain, "--topic", topic, "--partitions", "2",
-                            "--replication-factor", "1"]) == 0
+        assert (
+            coordinator(
+                [
+                    "topic",
+                    "create",
+                    "--bootstrap-servers",
+                    plain,
+                    "--topic",
+                    topic,
+                    "--partitions",
+                    "2",
+                    "--replication-factor",
+                    "1",
+                ]
+            )
+            == 0
+        )
         (run_dir / "tokens").write_text("gateway-token gateway\nops-token ops\n")
         (run_dir / "acls").write_text(f"User:alice Read,Describe {GROUP}\nops All *\n")
         (run_dir / "gateway-password").write_text("gateway-token\n")
         files = tls_files.make(run_dir / "tls")
         listener = f"127.0.0.1:{free_port()}"
-        serve = ServeProcess(plain, topic, run_dir, "--tokens", str(run_dir / "tokens"), "--acls",
-                             str(run_dir / "acls"), "--kafka-listener", listener, "--kafka-gateway-principals",
-                             "gateway", "--tls-cert", str(files.cert), "--tls-key", str(files.key))
+        serve = ServeProcess(
+            plain,
+            topic,
+            run_dir,
+            "--tokens",
+            str(run_dir / "tokens"),
+            "--acls",
+            str(run_dir / "acls"),
+            "--kafka-listener",
+            listener,
+            "--kafka-gateway-principals",
+            "gateway",
+            "--tls-cert",
+            str(files.cert),
+            "--tls-key",
+            str(files.key),
+        )
         serve.url = serve.url.replace("http://", "https://")
         serve.start(wait=False)
         gateway = free_port()
         log = (run_dir / "gateway.log").open("wb")
-        processes.append(subprocess.Popen(
-            [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", f"127.0.0.1:{sasl_port}",
-             "--listen", f"127.0.0.1:{gateway}", "--groups", GROUP, "--coordinator", listener, "--require-sasl",
-             "--coordinator-user", "gateway", "--coordinator-password-file", str(run_dir / "gateway-password"),
-             "--coordinator-tls-ca", str(files.ca), "--tls-cert", str(files.cert), "--tls-key", str(files.key)],
-            stdout=log, stderr=subprocess.STDOUT))
-        until(lambda: _port_open(gateway) and _port_open(int(listener.rpartition(":")[2])), 60,
-              "the gateway and the coordinator's listener accept connections")
+        processes.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "coordinator",
+                    "gateway",
+                    "--bootstrap-server",
+                    f"127.0.0.1:{sasl_port}",
+                    "--listen",
+                    f"127.0.0.1:{gateway}",
+                    "--groups",
+                    GROUP,
+                    "--coordinator",
+                    listener,
+                    "--require-sasl",
+                    "--coordinator-user",
+                    "gateway",
+                    "--coordinator-password-file",
+                    str(run_dir / "gateway-password"),
+                    "--coordinator-tls-ca",
+                    str(files.ca),
+                    "--tls-cert",
+                    str(files.cert),
+                    "--tls-key",
+                    str(files.key),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+        until(
+            lambda: _port_open(gateway) and _port_open(int(listener.rpartition(":")[2])),
+            60,
+            "the gateway and the coordinator's listener accept connections",
+        )
         yield Secured(cluster, plain, f"127.0.0.1:{sasl_port}", topic, serve, gateway, files, run_dir)
     finally:
         for p in processes:
@@ -122,16 +182,26 @@ def _port_open(port: int) -> bool:
 
 
 def _client(s: Secured, user: str, password: str | None = None) -> dict[str, str]:
-    return {"bootstrap.servers": f"127.0.0.1:{s.gateway}", "security.protocol": "SASL_SSL",
-            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": user,
-            "sasl.password": password or PASSWORDS[user], "ssl.ca.location": str(s.tls.ca)}
+    return {
+        "bootstrap.servers": f"127.0.0.1:{s.gateway}",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": user,
+        "sasl.password": password or PASSWORDS[user],
+        "ssl.ca.location": str(s.tls.ca),
+    }
 
 
 def _kafka_python(s: Secured, user: str) -> dict[str, object]:
     """kafka-python's settings for `user` through the gateway: its own network client, SCRAM and TLS
     (librdkafka's list_consumer_groups leaves out every group whose protocol type is not `consumer`)."""
-    return {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": user,
-            "sasl_plain_password": PASSWORDS[user], "ssl_cafile": str(s.tls.ca)}
+    return {
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": user,
+        "sasl_plain_password": PASSWORDS[user],
+        "ssl_cafile": str(s.tls.ca),
+    }
 
 
 def _listed(s: Secured, user: str) -> set[str]:
@@ -155,14 +225,19 @@ def test_the_principal_the_broker_accepted_is_the_one_our_acls_judge(secured):
         with pytest.raises(Exception):  # noqa: B017 (librdkafka's: no metadata without a broker)
             wrong.list_topics(timeout=10)
         wrong.poll(2)  # serves the error callback
-        assert any("Authentication failed" in e.str() for e in errors), (errors, (s.run_dir / "gateway.log").read_text()[-2000:])  # noqa: E501
+        assert any("Authentication failed" in e.str() for e in errors), (
+            errors,
+            (s.run_dir / "gateway.log").read_text()[-2000:],
+        )  # noqa: E501
         # Without SASL (--require-sasl): the connection is closed at its first request
         with socket.create_connection(("127.0.0.1", s.gateway), timeout=10) as raw:
             import ssl
+
             context = ssl.create_default_context(cafile=str(s.tls.ca))
             with context.wrap_socket(raw, server_hostname="127.0.0.1") as tls_socket:
-                body = kp.request_class(kp.METADATA, 12)(topics=[], allow_auto_topic_creation=False,
-                                                         include_topic_authorized_operations=False)
+                body = kp.request_class(kp.METADATA, 12)(
+                    topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+                )
                 tls_socket.sendall(kp.encode_request(body, 12, 1, "no-sasl"))
                 assert tls_socket.recv(4) == b""
         assert "before SASL authentication" in (s.run_dir / "gateway.log").read_text()
@@ -174,12 +249,20 @@ def test_the_principal_the_broker_accepted_is_the_one_our_acls_judge(secured):
 def _connect_worker(s: Secured, name: str, user: str) -> ConnectWorker:
     worker = ConnectWorker(s.run_dir, name, f"127.0.0.1:{s.gateway}", s.sasl, GROUP)
     jaas = JAAS.format(user, PASSWORDS[user])
-    extra = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": jaas,
-             "ssl.truststore.type": "PEM", "ssl.truststore.location": str(s.tls.ca)}
+    extra = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": jaas,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(s.tls.ca),
+    }
     # connector clients go straight to the broker's SASL listener (no TLS there)
     for prefix in ("producer.", "consumer.", "admin."):
-        extra |= {f"{prefix}security.protocol": "SASL_PLAINTEXT", f"{prefix}sasl.mechanism": "SCRAM-SHA-256",
-                  f"{prefix}sasl.jaas.config": jaas}
+        extra |= {
+            f"{prefix}security.protocol": "SASL_PLAINTEXT",
+            f"{prefix}sasl.mechanism": "SCRAM-SHA-256",
+            f"{prefix}sasl.jaas.config": jaas,
+        }
     worker.properties.write_text(worker.properties.read_text() + "".join(f"{k}={v}\n" for k, v in extra.items()))
     return worker.start()
 
@@ -189,17 +272,46 @@ def _worker_story(s: Secured, alice: ConnectWorker) -> None:
     is refused the group by our ACL and never becomes a member."""
     until(alice.up, 180, "alice's worker's REST API")
     config = source_connector(f"{GROUP}-data", 2)
-    until(lambda: http("PUT", f"{alice.url}/connectors/src/config", config)[0] in (200, 201), 90,
-          "the connector is created")
+    until(
+        lambda: http("PUT", f"{alice.url}/connectors/src/config", config)[0] in (200, 201),
+        90,
+        "the connector is created",
+    )
     until(lambda: alice.running("src", 2), 120, "both tasks RUNNING on alice's worker")
     bob = _connect_worker(s, "w-bob", "bob")
     try:
-        until(lambda: "GroupAuthorizationException" in bob.log.read_text()
-              or "Not authorized to access group" in bob.log.read_text(), 120, "bob's worker refused the group")
-        described = orjson.loads(subprocess.run(
-            [sys.executable, "-m", "coordinator", "groups", "describe", GROUP, "--url", s.serve.url, "--format",
-             "json", "--token", "ops-token", "--ca-file", str(s.tls.ca)], capture_output=True, text=True, timeout=60,
-            check=True).stdout)
+        until(
+            lambda: (
+                "GroupAuthorizationException" in bob.log.read_text()
+                or "Not authorized to access group" in bob.log.read_text()
+            ),
+            120,
+            "bob's worker refused the group",
+        )
+        described = orjson.loads(
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "coordinator",
+                    "groups",
+                    "describe",
+                    GROUP,
+                    "--url",
+                    s.serve.url,
+                    "--format",
+                    "json",
+                    "--token",
+                    "ops-token",
+                    "--ca-file",
+                    str(s.tls.ca),
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            ).stdout
+        )
         assert [m["Url"] for m in described["Members"]] == [f"{alice.url}/"]
         assert alice.running("src", 2)
     finally:

@@ -40,8 +40,9 @@ G = "g"
 ICR = "incremental_cooperative"
 
 
-def assignor(name: str = ICR, low: int = 0, high: int = 1, version: int | None = None, reason: int = 0,
-             metadata: bytes = b"") -> Assignor:
+def assignor(
+    name: str = ICR, low: int = 0, high: int = 1, version: int | None = None, reason: int = 0, metadata: bytes = b""
+) -> Assignor:
     return Assignor(name, low, high, reason, high if version is None else version, metadata)
 
 
@@ -79,8 +80,9 @@ INVALID_HEARTBEATS = {
     "MemberEpoch must be >= -2": HeartbeatRequest(G, "W1", -3, rebalance_timeout_ms=1),
     "InstanceId, if provided, must be non-empty": join(instance_id=""),
     "RebalanceTimeoutMs must be larger than zero in the first heartbeat request": join(rebalance_timeout_ms=-1),
-    "ServerAssignor and ClientAssignors cannot be used together": join(server_assignor=ICR,
-                                                                      client_assignors=(assignor(),)),
+    "ServerAssignor and ClientAssignors cannot be used together": join(
+        server_assignor=ICR, client_assignors=(assignor(),)
+    ),
     "Assignor.Name must be non-empty": join(client_assignors=(assignor(""),)),
     "Assignor.MinimumVersion must be >= -1": join(client_assignors=(assignor(low=-2, high=0, version=0),)),
     "Assignor.MaximumVersion must be >= 0": join(client_assignors=(assignor(low=-1, high=-1, version=-1),)),
@@ -172,8 +174,12 @@ def test_changing_assignors_to_an_unsupported_set_is_refused_and_keeps_the_old_o
 def test_assignor_changes_bump_the_group_epoch(change: str) -> None:
     d, (w1, w2) = started()
     epoch = group_of(d).group_epoch
-    new = {"reason": (assignor(reason=1),), "metadata": (assignor(metadata=b"x"),),
-           "version": (assignor(version=0),), "assignors": (assignor(), assignor("eager", 0, 0))}.get(change)
+    new = {
+        "reason": (assignor(reason=1),),
+        "metadata": (assignor(metadata=b"x"),),
+        "version": (assignor(version=0),),
+        "assignors": (assignor(), assignor("eager", 0, 0)),
+    }.get(change)
     fields = {"server_assignor": ICR} if change == "server_assignor" else {"client_assignors": new}
     response = d.heartbeat(HeartbeatRequest(G, "W1", w1.member_epoch, **fields))
     assert response.error_code in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT)
@@ -459,7 +465,9 @@ def test_timers_after_load_cover_sessions_deadlines_and_revocations() -> None:
 # --- PrepareAssignment / InstallAssignment ------------------------------------------------------------
 
 
-def chosen_worker(connectors: dict[str, int] | None = None, workers: int = 2) -> tuple[Driver, list[SimWorker], SimWorker]:
+def chosen_worker(
+    connectors: dict[str, int] | None = None, workers: int = 2
+) -> tuple[Driver, list[SimWorker], SimWorker]:
     d = Driver()
     d.set_connectors(G, connectors or {"A": 2, "B": 1})
     ws = [SimWorker(d, G, f"W{i + 1}") for i in range(workers)]
@@ -475,18 +483,25 @@ def prepare(d: Driver, w: SimWorker, **kw):  # noqa: ANN201
 
 
 def install(d: Driver, w: SimWorker, assignment: dict[str, set], *, group_epoch: int | None = None, **kw):  # noqa: ANN201
-    fields = {"group_id": G, "member_id": w.member_id, "member_epoch": w.member_epoch,
-              "group_epoch": group_of(d).group_epoch if group_epoch is None else group_epoch,
-              "members": tuple(InstallMember(m, MemberAssignment(connectors_and_tasks(items)))
-                          for m, items in assignment.items())} | kw
+    fields = {
+        "group_id": G,
+        "member_id": w.member_id,
+        "member_epoch": w.member_epoch,
+        "group_epoch": group_of(d).group_epoch if group_epoch is None else group_epoch,
+        "members": tuple(
+            InstallMember(m, MemberAssignment(connectors_and_tasks(items))) for m, items in assignment.items()
+        ),
+    } | kw
     return d.run(d.coordinator.install_assignment(InstallAssignmentRequest(**fields), d.now))
 
 
 A, A0, A1, B, B0 = "A", TaskId("A", 0), TaskId("A", 1), "B", TaskId("B", 0)
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"group_id": ""}, "GroupId"), ({"member_id": ""}, "MemberId"), ({"member_epoch": -1}, "MemberEpoch")])
+@pytest.mark.parametrize(
+    "fields, message",
+    [({"group_id": ""}, "GroupId"), ({"member_id": ""}, "MemberId"), ({"member_epoch": -1}, "MemberEpoch")],
+)
 def test_prepare_validation(fields: dict, message: str) -> None:
     d, _, w = chosen_worker()
     response = prepare(d, w, **fields)
@@ -507,14 +522,30 @@ def test_prepare_errors_in_the_seed_order() -> None:
     assert [(c.name, c.tasks) for c in response.group.connectors] == [("A", 2), ("B", 1)]
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"group_id": ""}, "GroupId"), ({"member_id": ""}, "MemberId"), ({"member_epoch": -1}, "MemberEpoch"),
-    ({"members": (InstallMember("W1", None),)}, "ConnectorsAndTasks must be set"),
-    ({"members": (InstallMember("W1", MemberAssignment(ConnectorsAndTasks()), topic_partitions=[("t", 0)]),)}, "Partitions"),
-    ({"members": (InstallMember("W1", MemberAssignment(ConnectorsAndTasks())), InstallMember("W1", MemberAssignment(ConnectorsAndTasks())))}, "twice"),
-    ({"members": (InstallMember("", MemberAssignment(ConnectorsAndTasks())),)}, "MemberId"),
-    ({"scheduled_rebalance_delay_ms": -5}, "ScheduledRebalanceDelayMs"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"group_id": ""}, "GroupId"),
+        ({"member_id": ""}, "MemberId"),
+        ({"member_epoch": -1}, "MemberEpoch"),
+        ({"members": (InstallMember("W1", None),)}, "ConnectorsAndTasks must be set"),
+        (
+            {"members": (InstallMember("W1", MemberAssignment(ConnectorsAndTasks()), topic_partitions=[("t", 0)]),)},
+            "Partitions",
+        ),
+        (
+            {
+                "members": (
+                    InstallMember("W1", MemberAssignment(ConnectorsAndTasks())),
+                    InstallMember("W1", MemberAssignment(ConnectorsAndTasks())),
+                )
+            },
+            "twice",
+        ),
+        ({"members": (InstallMember("", MemberAssignment(ConnectorsAndTasks())),)}, "MemberId"),
+        ({"scheduled_rebalance_delay_ms": -5}, "ScheduledRebalanceDelayMs"),
+    ],
+)
 def test_install_validation(fields: dict, message: str) -> None:
     d, _, w = chosen_worker()
     response = install(d, w, {}, **fields)
@@ -535,17 +566,26 @@ def test_install_errors_in_the_seed_order() -> None:
     assert group_of(d).target_metadata.installed_by == w.member_id
 
 
-@pytest.mark.parametrize("members, extra, message", [
-    ({"W1": {A, A0, A1}, "W2": {B}}, {}, "not assigned: B-0"),
-    ({"W1": {A, A0, A1, B}, "W2": {B, B0}}, {}, "assigned twice"),
-    ({"W1": {A, A0, A1}, "W9": {B, B0}}, {}, "W9 were not in the group"),
-    ({"W1": {A, A0, A1, "Z"}, "W2": {B, B0}}, {}, "not configured"),
-    ({"W1": {A, A0, A1}, "W2": {B}}, {"deferred": ConnectorsAndTasks((), (B0,))}, "ScheduledRebalanceDelayMs > 0"),
-    ({"W1": {A, A0, A1}, "W2": {B}}, {"deferred": ConnectorsAndTasks((), (B0,)),
-                                      "scheduled_rebalance_delay_ms": 10**9}, "exceeds"),
-    ({"W1": {A, A0, A1}, "W2": {B, B0}}, {"deferred": ConnectorsAndTasks(("B",)),
-                                          "scheduled_rebalance_delay_ms": 5}, "both assigned"),
-])
+@pytest.mark.parametrize(
+    "members, extra, message",
+    [
+        ({"W1": {A, A0, A1}, "W2": {B}}, {}, "not assigned: B-0"),
+        ({"W1": {A, A0, A1, B}, "W2": {B, B0}}, {}, "assigned twice"),
+        ({"W1": {A, A0, A1}, "W9": {B, B0}}, {}, "W9 were not in the group"),
+        ({"W1": {A, A0, A1, "Z"}, "W2": {B, B0}}, {}, "not configured"),
+        ({"W1": {A, A0, A1}, "W2": {B}}, {"deferred": ConnectorsAndTasks((), (B0,))}, "ScheduledRebalanceDelayMs > 0"),
+        (
+            {"W1": {A, A0, A1}, "W2": {B}},
+            {"deferred": ConnectorsAndTasks((), (B0,)), "scheduled_rebalance_delay_ms": 10**9},
+            "exceeds",
+        ),
+        (
+            {"W1": {A, A0, A1}, "W2": {B, B0}},
+            {"deferred": ConnectorsAndTasks(("B",)), "scheduled_rebalance_delay_ms": 5},
+            "both assigned",
+        ),
+    ],
+)
 def test_invalid_assignment_is_rejected_and_changes_nothing(members: dict, extra: dict, message: str) -> None:
     d, _, w = chosen_worker()
     log = len(d.log)
@@ -559,8 +599,9 @@ def test_invalid_assignment_is_rejected_and_changes_nothing(members: dict, extra
 
 def test_deferred_items_with_a_delay_are_valid_and_the_deadline_is_persisted() -> None:
     d, _, w = chosen_worker()
-    response = install(d, w, {"W1": {A, A0, A1}, "W2": {B}}, deferred=ConnectorsAndTasks((), (B0,)),
-                       scheduled_rebalance_delay_ms=2_000)
+    response = install(
+        d, w, {"W1": {A, A0, A1}, "W2": {B}}, deferred=ConnectorsAndTasks((), (B0,)), scheduled_rebalance_delay_ms=2_000
+    )
     assert response.error_code == ErrorCode.NONE
     meta = group_of(d).target_metadata
     assert meta.scheduled_rebalance_at_ms == d.now + 2_000 and set(items_of(meta.deferred)) == {B0}
@@ -574,8 +615,9 @@ def test_a_timer_that_fires_early_is_armed_again_not_dropped() -> None:
     # The runtime's timers run on a monotonic clock, `now` is wall time: after a step back of the
     # wall clock a timer fires "early". Dropping it would leave deferred work unassigned forever.
     d, _, w = chosen_worker()
-    install(d, w, {"W1": {A, A0, A1}, "W2": {B}}, deferred=ConnectorsAndTasks((), (B0,)),
-            scheduled_rebalance_delay_ms=2_000)
+    install(
+        d, w, {"W1": {A, A0, A1}, "W2": {B}}, deferred=ConnectorsAndTasks((), (B0,)), scheduled_rebalance_delay_ms=2_000
+    )
     deadline = group_of(d).target_metadata.scheduled_rebalance_at_ms
     key = ("scheduled-rebalance", group_of(d).group_id)
     early = d.coordinator.on_timer(key, deadline - 200)
@@ -592,8 +634,11 @@ def test_stale_install_is_rejected() -> None:
     # A second install for the same (now installed) epoch is stale.
     d.run(d.coordinator.heartbeat(HeartbeatRequest(G, w.member_id, w.member_epoch), d.now))
     response = install(d, w, ok, group_epoch=epoch)
-    assert response.error_code in (ErrorCode.INVALID_ASSIGNMENT, ErrorCode.UNKNOWN_MEMBER_ID,
-                                   ErrorCode.FENCED_MEMBER_EPOCH)
+    assert response.error_code in (
+        ErrorCode.INVALID_ASSIGNMENT,
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.FENCED_MEMBER_EPOCH,
+    )
 
 
 def test_install_for_an_epoch_the_group_left_is_installed_from_what_was_prepared() -> None:
@@ -680,8 +725,7 @@ def test_set_connectors_creates_the_group_and_bumps_only_on_change() -> None:
     assert group_of(d).group_epoch == 2
 
 
-@pytest.mark.parametrize("connectors, message", [
-    ({"": 1}, "non-empty"), ({"A": -1}, "Tasks"), ({"A": 10**6}, "Tasks")])
+@pytest.mark.parametrize("connectors, message", [({"": 1}, "non-empty"), ({"A": -1}, "Tasks"), ({"A": 10**6}, "Tasks")])
 def test_set_connectors_validation(connectors: dict, message: str) -> None:
     response = Driver().set_connectors(G, connectors)
     assert response.error_code == ErrorCode.INVALID_REQUEST and message in response.error_message
@@ -695,11 +739,14 @@ def test_connector_changes_reach_the_workers() -> None:
     assert owned == {A, A0, "C", TaskId("C", 0), TaskId("C", 1)}
 
 
-@pytest.mark.parametrize("timeouts, message", [
-    ({"session_timeout_ms": 50}, "SessionTimeoutMs must be >= 100"),
-    ({"heartbeat_interval_ms": 5_000, "session_timeout_ms": 1_000}, "smaller than"),
-    ({"scheduled_rebalance_max_delay_ms": -1}, ">= 0"),
-])
+@pytest.mark.parametrize(
+    "timeouts, message",
+    [
+        ({"session_timeout_ms": 50}, "SessionTimeoutMs must be >= 100"),
+        ({"heartbeat_interval_ms": 5_000, "session_timeout_ms": 1_000}, "smaller than"),
+        ({"scheduled_rebalance_max_delay_ms": -1}, ">= 0"),
+    ],
+)
 def test_set_config_validation(timeouts: dict, message: str) -> None:
     response = Driver().set_config(G, **timeouts)
     assert response.error_code == ErrorCode.INVALID_REQUEST and message in response.error_message
@@ -894,8 +941,12 @@ def test_describe_says_who_the_change_to_the_current_epoch_removed_and_why() -> 
     assert [(x.member_id, x.instance_id, x.reason) for x in description.departures] == [("W2", None, "session-timeout")]
     # The HTTP answer (and `groups describe --format json`) has the reason in words too.
     (answer,) = orjson.loads(wire.encode(wire.GroupDescription.of(description)))["Departures"]
-    assert answer == {"MemberId": "W2", "InstanceId": None, "Reason": "session-timeout",
-                      "ReasonText": "fenced: no heartbeat within its session timeout"}
+    assert answer == {
+        "MemberId": "W2",
+        "InstanceId": None,
+        "Reason": "session-timeout",
+        "ReasonText": "fenced: no heartbeat within its session timeout",
+    }
     # A coordinator that loads the log says the same: the departures are the epoch record's.
     assert GroupCoordinator(assert_replay_equals_live(d)).describe_group(G).departures == description.departures
     # The next epoch's change removed nobody.

@@ -17,8 +17,11 @@ JOIN_EVERY_MS = 200  # a storm: ten workers within two seconds
 def _storm(delay_ms: int, server_side: bool) -> tuple[int, Driver, list[SimWorker]]:
     """Ten workers join one by one, everyone heartbeating as they come; returns how many times an
     item changed owner after it first had one (moves), and the converged group."""
-    driver = Driver(CoordinatorConfig(initial_assignment_delay_ms=delay_ms, server_assignment_interval_ms=0,
-                                      session_timeout_ms=60_000))
+    driver = Driver(
+        CoordinatorConfig(
+            initial_assignment_delay_ms=delay_ms, server_assignment_interval_ms=0, session_timeout_ms=60_000
+        )
+    )
     driver.set_connectors("g", {"A": 20, "B": 10})
     kwargs = {"assignor": None, "server_assignor": "incremental_cooperative"} if server_side else {}
     workers: list[SimWorker] = []
@@ -70,21 +73,24 @@ def test_without_the_delay_the_same_storm_moves_work(server_side: bool) -> None:
 def test_no_target_while_the_group_waits_and_each_join_extends_the_wait_up_to_a_bound() -> None:
     driver = Driver(CoordinatorConfig(initial_assignment_delay_ms=1_000, server_assignment_interval_ms=0))
     driver.set_connectors("g", {"A": 2})
-    first = SimWorker(driver, "g", "w0", assignor=None, server_assignor="incremental_cooperative",
-                      rebalance_timeout_ms=2_500)
+    first = SimWorker(
+        driver, "g", "w0", assignor=None, server_assignor="incremental_cooperative", rebalance_timeout_ms=2_500
+    )
     first.heartbeat()
     first.heartbeat()
     assert not first.owned
     assert driver.state.groups["g"].assignment_epoch == 0 and driver.timers[("initial-assignment", "g")] == 1_000
     driver.advance(800)
-    second = SimWorker(driver, "g", "w1", assignor=None, server_assignor="incremental_cooperative",
-                       rebalance_timeout_ms=2_500)
+    second = SimWorker(
+        driver, "g", "w1", assignor=None, server_assignor="incremental_cooperative", rebalance_timeout_ms=2_500
+    )
     second.heartbeat()
     assert driver.timers[("initial-assignment", "g")] == 1_800  # a join extends the wait ...
     for at in (1_600, 2_400):
         driver.advance(at - driver.now)
-        SimWorker(driver, "g", f"w{at}", assignor=None, server_assignor="incremental_cooperative",
-                  rebalance_timeout_ms=2_500).heartbeat()
+        SimWorker(
+            driver, "g", f"w{at}", assignor=None, server_assignor="incremental_cooperative", rebalance_timeout_ms=2_500
+        ).heartbeat()
     assert driver.timers[("initial-assignment", "g")] == 2_500  # ... up to a rebalance timeout after the first join
     assert driver.state.groups["g"].assignment_epoch == 0
     driver.advance(2_500 - driver.now)

@@ -26,8 +26,8 @@ def test_parse_properties_reads_what_java_reads():
     text = (
         "sasl.password=a\\=b\\:c\n"
         "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
-        "    username=\"u\" \\\n"
-        "    password=\"p\";\n"
+        '    username="u" \\\n'
+        '    password="p";\n'
         "client.id  worker one\n"
         "  ! an indented comment\n"
         "key\\ with\\ blanks : v\n"
@@ -51,9 +51,24 @@ def test_command_line_settings_override_the_file(tmp_path):
     properties.write_text("client.id=file\nacks=all\n")
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    args = parser.parse_args(["--bootstrap-servers", "h:1", "--kafka-config-file", str(properties),
-                              "--kafka-config", "client.id=flag", "--kafka-config", "sasl.password=a=b"])
-    assert client_config(args) == {"client.id": "flag", "acks": "all", "sasl.password": "a=b", "bootstrap.servers": "h:1"}
+    args = parser.parse_args(
+        [
+            "--bootstrap-servers",
+            "h:1",
+            "--kafka-config-file",
+            str(properties),
+            "--kafka-config",
+            "client.id=flag",
+            "--kafka-config",
+            "sasl.password=a=b",
+        ]
+    )
+    assert client_config(args) == {
+        "client.id": "flag",
+        "acks": "all",
+        "sasl.password": "a=b",
+        "bootstrap.servers": "h:1",
+    }
 
 
 @pytest.mark.parametrize("bad", ["novalue", "=x", " =x"])
@@ -84,28 +99,46 @@ def test_kafka_flag_spellings_and_command_config_translate_java_keys(tmp_path):
     )
     parser = argparse.ArgumentParser()
     add_arguments(parser)
-    for spelling in (["--bootstrap-server", "h:1", "--command-config"], ["--bootstrap-servers", "h:1",
-                                                                         "--kafka-config-file"]):
+    for spelling in (
+        ["--bootstrap-server", "h:1", "--command-config"],
+        ["--bootstrap-servers", "h:1", "--kafka-config-file"],
+    ):
         args = parser.parse_args([*spelling, str(properties)])
         assert client_config(args) == {
-            "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "svc",
-            "sasl.password": 'p"w', "ssl.ca.location": "/etc/kafka/ca.pem",
-            "ssl.keystore.location": "/etc/kafka/client.p12", "ssl.keystore.password": "secret",
-            "ssl.endpoint.identification.algorithm": "none", "bootstrap.servers": "h:1"}
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "svc",
+            "sasl.password": 'p"w',
+            "ssl.ca.location": "/etc/kafka/ca.pem",
+            "ssl.keystore.location": "/etc/kafka/client.p12",
+            "ssl.keystore.password": "secret",
+            "ssl.endpoint.identification.algorithm": "none",
+            "bootstrap.servers": "h:1",
+        }
     # A PEM keystore is librdkafka's certificate and key, in one file.
     assert java_to_librdkafka({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/k.pem"}, "f") == {
-        "ssl.certificate.location": "/k.pem", "ssl.key.location": "/k.pem"}
+        "ssl.certificate.location": "/k.pem",
+        "ssl.key.location": "/k.pem",
+    }
 
 
-@pytest.mark.parametrize(("config", "says"), [
-    ({"ssl.truststore.location": "/t.jks"}, "f: ssl.truststore.location: librdkafka reads no JKS truststore"),
-    ({"ssl.keystore.location": "/k.jks", "ssl.keystore.type": "JKS"}, "f: ssl.keystore.location: librdkafka reads no JKS"),
-    ({"ssl.truststore.password": "x"}, "f: ssl.truststore.password: without ssl.truststore.location"),
-    ({"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
-     "f: sasl.jaas.config: only a PlainLoginModule or ScramLoginModule"),
-    ({"sasl.login.callback.handler.class": "x.Y"}, "f: sasl.login.callback.handler.class: a Java client setting"),
-    ({"ssl.enabled.protocols": "TLSv1.3"}, "f: ssl.enabled.protocols: a Java client setting"),
-])
+@pytest.mark.parametrize(
+    ("config", "says"),
+    [
+        ({"ssl.truststore.location": "/t.jks"}, "f: ssl.truststore.location: librdkafka reads no JKS truststore"),
+        (
+            {"ssl.keystore.location": "/k.jks", "ssl.keystore.type": "JKS"},
+            "f: ssl.keystore.location: librdkafka reads no JKS",
+        ),
+        ({"ssl.truststore.password": "x"}, "f: ssl.truststore.password: without ssl.truststore.location"),
+        (
+            {"sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"},
+            "f: sasl.jaas.config: only a PlainLoginModule or ScramLoginModule",
+        ),
+        ({"sasl.login.callback.handler.class": "x.Y"}, "f: sasl.login.callback.handler.class: a Java client setting"),
+        ({"ssl.enabled.protocols": "TLSv1.3"}, "f: ssl.enabled.protocols: a Java client setting"),
+    ],
+)
 def test_java_only_settings_are_refused_naming_the_key(config, says):
     with pytest.raises(CliError) as e:
         java_to_librdkafka(config, "f")

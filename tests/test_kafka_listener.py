@@ -100,31 +100,49 @@ def _samples(server: CoordinatorServer) -> dict[str, float]:
 
 def protocols(url: str) -> list[Any]:
     cls = kp.request_class(kp.JOIN_GROUP, 9)
-    return [cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=encode_metadata(WorkerMetadata(url, 7, None),
-                                                                                 SESSIONED))]
+    return [
+        cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=encode_metadata(WorkerMetadata(url, 7, None), SESSIONED))
+    ]
 
 
 async def join(client: Client, member_id: str, url: str) -> Any:
-    answer = await client.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000, rebalance_timeout_ms=10_000,
-                               member_id=member_id, group_instance_id=None, protocol_type="connect",
-                               protocols=protocols(url), reason=None)
+    answer = await client.call(
+        kp.JOIN_GROUP,
+        9,
+        group_id=G,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="connect",
+        protocols=protocols(url),
+        reason=None,
+    )
     connect_fatal.assert_survivable(connect_fatal.JOIN, answer, protocol_type="connect")
     return answer
 
 
 async def sync(client: Client, member_id: str, generation: int, assignments: list[tuple[str, bytes]]) -> Any:
     cls = kp.request_class(kp.SYNC_GROUP, 5)
-    answer = await client.call(kp.SYNC_GROUP, 5, group_id=G, generation_id=generation, member_id=member_id,
-                               group_instance_id=None, protocol_type="connect", protocol_name=SESSIONED,
-                               assignments=[cls.SyncGroupRequestAssignment(member_id=m, assignment=a)
-                                            for m, a in assignments])
+    answer = await client.call(
+        kp.SYNC_GROUP,
+        5,
+        group_id=G,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="connect",
+        protocol_name=SESSIONED,
+        assignments=[cls.SyncGroupRequestAssignment(member_id=m, assignment=a) for m, a in assignments],
+    )
     connect_fatal.assert_survivable(connect_fatal.SYNC, answer, protocol_type="connect", protocol_name=SESSIONED)
     return answer
 
 
 async def heartbeat(client: Client, member_id: str, generation: int, version: int = 4) -> Any:
-    answer = await client.call(kp.HEARTBEAT, version, group_id=G, generation_id=generation, member_id=member_id,
-                               group_instance_id=None)
+    answer = await client.call(
+        kp.HEARTBEAT, version, group_id=G, generation_id=generation, member_id=member_id, group_instance_id=None
+    )
     connect_fatal.assert_survivable(connect_fatal.HEARTBEAT, answer)
     return answer
 
@@ -134,8 +152,15 @@ class Coordinator:
     listener's options (ssl, gateway_principals) for the security tests."""
 
     def __init__(self, broker: Any, topic: str, authorizer: Authorizer | None = None, **listener: Any) -> None:
-        self.server = CoordinatorServer(broker.client_config(), topic, PARTITIONS, [0], "http://127.0.0.1:1",
-                                        CoordinatorConfig(initial_assignment_delay_ms=0), authorizer=authorizer)
+        self.server = CoordinatorServer(
+            broker.client_config(),
+            topic,
+            PARTITIONS,
+            [0],
+            "http://127.0.0.1:1",
+            CoordinatorConfig(initial_assignment_delay_ms=0),
+            authorizer=authorizer,
+        )
         self.listener = KafkaListener(self.server, **listener)
 
     async def __aenter__(self) -> Self:
@@ -155,8 +180,23 @@ class Coordinator:
 
 
 def _topic(broker: Any, topic: str) -> None:
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 def test_the_kafka_apis_are_declared_beside_the_http_operations():
@@ -173,13 +213,17 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
     caplog.set_level(logging.INFO, logger="coordinator.service.kafka_listener")
 
     async def run() -> None:
-        async with Coordinator(kafka_broker, unique_topic) as c, \
-                Client(c.address, "connect-1") as w1, Client(c.address, "connect-2") as w2, \
-                Client(c.address, "admin") as admin:
+        async with (
+            Coordinator(kafka_broker, unique_topic) as c,
+            Client(c.address, "connect-1") as w1,
+            Client(c.address, "connect-2") as w2,
+            Client(c.address, "admin") as admin,
+        ):
             versions = await admin.call(kp.API_VERSIONS, 3, client_software_name="test", client_software_version="1")
             assert versions.error_code == 0
             assert {(k.api_key, k.min_version, k.max_version) for k in versions.api_keys} == {
-                (k, lo, hi) for k, (lo, hi) in kp.SUPPORTED.items()}
+                (k, lo, hi) for k, (lo, hi) in kp.SUPPORTED.items()
+            }
 
             # FindCoordinator names the listener; a group of a partition served nowhere: not available.
             found = await admin.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[G, ELSEWHERE])
@@ -205,40 +249,53 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
             leading, following = (j1, j2) if leader == m1 else (j2, j1)
             assert {m.member_id for m in leading.members} == {m1, m2} and following.members == []
 
-            a1 = encode_assignment(WorkerAssignment(leader, "http://w1:8083/", 7,
-                                                    ConnectorsAndTasks(("A",), (TaskId("A", 0),))), SESSIONED)
-            a2 = encode_assignment(WorkerAssignment(leader, "http://w1:8083/", 7,
-                                                    ConnectorsAndTasks((), (TaskId("A", 1),))), SESSIONED)
+            a1 = encode_assignment(
+                WorkerAssignment(leader, "http://w1:8083/", 7, ConnectorsAndTasks(("A",), (TaskId("A", 0),))), SESSIONED
+            )
+            a2 = encode_assignment(
+                WorkerAssignment(leader, "http://w1:8083/", 7, ConnectorsAndTasks((), (TaskId("A", 1),))), SESSIONED
+            )
             assignments = [(m1, a1), (m2, a2)]
             s1, s2 = await asyncio.gather(
                 sync(w1, m1, generation, assignments if leader == m1 else []),
-                sync(w2, m2, generation, assignments if leader == m2 else []))
+                sync(w2, m2, generation, assignments if leader == m2 else []),
+            )
             assert (s1.error_code, s1.assignment, s2.error_code, s2.assignment) == (0, a1, 0, a2)
             assert s1.protocol_type == "connect" and s1.protocol_name == SESSIONED
             assert (await heartbeat(w1, m1, generation)).error_code == 0
             assert (await heartbeat(w2, m2, generation, version=0)).error_code == 0
 
-            described = await admin.call(kp.DESCRIBE_GROUPS, 5, groups=[G, NOBODY],
-                                         include_authorized_operations=False)
+            described = await admin.call(kp.DESCRIBE_GROUPS, 5, groups=[G, NOBODY], include_authorized_operations=False)
             group, nobody = described.groups
-            assert (group.error_code, group.group_state, group.protocol_type, group.protocol_data) == \
-                (0, "Stable", "connect", SESSIONED)
+            assert (group.error_code, group.group_state, group.protocol_type, group.protocol_data) == (
+                0,
+                "Stable",
+                "connect",
+                SESSIONED,
+            )
             # Each member's JoinGroup metadata for the chosen protocol and its assignment, as Kafka
             # gives them (kafka-consumer-groups --describe --members --verbose reads them).
-            assert {(m.member_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment)
-                    for m in group.members} == {
+            assert {
+                (m.member_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment) for m in group.members
+            } == {
                 (m1, "connect-1", "127.0.0.1", protocols("http://w1:8083/")[0].metadata, a1),
-                (m2, "connect-2", "127.0.0.1", protocols("http://w2:8083/")[0].metadata, a2)}
+                (m2, "connect-2", "127.0.0.1", protocols("http://w2:8083/")[0].metadata, a2),
+            }
             assert (nobody.error_code, nobody.group_state) == (0, "Dead")
             v6 = await admin.call(kp.DESCRIBE_GROUPS, 6, groups=[NOBODY], include_authorized_operations=False)
             assert v6.groups[0].error_code == 69  # GROUP_ID_NOT_FOUND, from v6 on
 
             # A group of our connect protocol (HTTP) beside the classic one, on the same partition.
-            await c.server.runtime_for(HTTP_GROUP).call(lambda coordinator, now: coordinator.set_connectors(
-                SetConnectorsRequest(HTTP_GROUP, (ConnectorTaskCount("B", 1),)), now))
+            await c.server.runtime_for(HTTP_GROUP).call(
+                lambda coordinator, now: coordinator.set_connectors(
+                    SetConnectorsRequest(HTTP_GROUP, (ConnectorTaskCount("B", 1),)), now
+                )
+            )
             listed = await admin.call(kp.LIST_GROUPS, 5, states_filter=[], types_filter=[])
             assert [(g.group_id, g.group_state, g.protocol_type, g.group_type) for g in listed.groups] == [
-                (G, "Stable", "connect", "classic"), (HTTP_GROUP, "Empty", "connect", "connect")]
+                (G, "Stable", "connect", "classic"),
+                (HTTP_GROUP, "Empty", "connect", "connect"),
+            ]
 
             async def listed_ids(version: int, **filters: list[str]) -> list[str]:
                 return [g.group_id for g in (await admin.call(kp.LIST_GROUPS, version, **filters)).groups]
@@ -252,13 +309,23 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
             assert await listed_ids(5, states_filter=["Stable"], types_filter=["connect"]) == []
 
             # A group whose partition this instance does not own.
-            elsewhere = await admin.call(kp.JOIN_GROUP, 9, group_id=ELSEWHERE, session_timeout_ms=10_000,
-                                         rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
-                                         protocol_type="connect", protocols=protocols("http://x:8083/"), reason=None)
+            elsewhere = await admin.call(
+                kp.JOIN_GROUP,
+                9,
+                group_id=ELSEWHERE,
+                session_timeout_ms=10_000,
+                rebalance_timeout_ms=10_000,
+                member_id="",
+                group_instance_id=None,
+                protocol_type="connect",
+                protocols=protocols("http://x:8083/"),
+                reason=None,
+            )
             assert elsewhere.error_code == NOT_COORDINATOR
             connect_fatal.assert_survivable(connect_fatal.JOIN, elsewhere)
-            beat = await admin.call(kp.HEARTBEAT, 4, group_id=ELSEWHERE, generation_id=1, member_id="x",
-                                    group_instance_id=None)
+            beat = await admin.call(
+                kp.HEARTBEAT, 4, group_id=ELSEWHERE, generation_id=1, member_id="x", group_instance_id=None
+            )
             assert beat.error_code == NOT_COORDINATOR
             connect_fatal.assert_survivable(connect_fatal.HEARTBEAT, beat)
             described = await admin.call(kp.DESCRIBE_GROUPS, 0, groups=[ELSEWHERE])
@@ -266,22 +333,31 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
 
             # The second member leaves; the first is told to join again at its next heartbeat.
             leave_cls = kp.request_class(kp.LEAVE_GROUP, 5)
-            left = await w2.call(kp.LEAVE_GROUP, 5, group_id=G, members=[
-                leave_cls.MemberIdentity(member_id=m2, group_instance_id=None, reason="stopping")])
+            left = await w2.call(
+                kp.LEAVE_GROUP,
+                5,
+                group_id=G,
+                members=[leave_cls.MemberIdentity(member_id=m2, group_instance_id=None, reason="stopping")],
+            )
             assert left.error_code == 0 and [(m.member_id, m.error_code) for m in left.members] == [(m2, 0)]
             assert (await heartbeat(w1, m1, generation)).error_code == 27  # REBALANCE_IN_PROGRESS
-            rebalancing = (await admin.call(kp.DESCRIBE_GROUPS, 5, groups=[G],
-                                            include_authorized_operations=False)).groups[0]
+            rebalancing = (
+                await admin.call(kp.DESCRIBE_GROUPS, 5, groups=[G], include_authorized_operations=False)
+            ).groups[0]
             # Not Stable: no protocol and no member metadata, as Kafka's describeNoMetadata.
             assert (rebalancing.group_state, rebalancing.protocol_data) == ("PreparingRebalance", "")
             assert [(m.member_id, m.member_metadata) for m in rebalancing.members] == [(m1, b"")]
             rejoined = await join(w1, m1, "http://w1:8083/")
             assert rejoined.error_code == 0 and rejoined.leader == m1 and rejoined.generation_id > generation
             # One kafka-member-joined event per member (not per rejoin), naming its client id and host.
-            joined = [r.coordinator_fields for r in caplog.records
-                      if getattr(r, "coordinator_fields", {}).get("event") == "kafka-member-joined"]
-            assert sorted((e["group"], e["member"], e["client_id"], e["host"], e["generation"]) for e in joined) == \
-                sorted([(G, m1, "connect-1", "127.0.0.1", generation), (G, m2, "connect-2", "127.0.0.1", generation)])
+            joined = [
+                r.coordinator_fields
+                for r in caplog.records
+                if getattr(r, "coordinator_fields", {}).get("event") == "kafka-member-joined"
+            ]
+            assert sorted(
+                (e["group"], e["member"], e["client_id"], e["host"], e["generation"]) for e in joined
+            ) == sorted([(G, m1, "connect-1", "127.0.0.1", generation), (G, m2, "connect-2", "127.0.0.1", generation)])
             old_leave = await w1.call(kp.LEAVE_GROUP, 0, group_id=G, member_id="unknown-member")
             assert old_leave.error_code == 25  # UNKNOWN_MEMBER_ID, as Kafka's v0-v2 answer it
 
@@ -294,12 +370,13 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
     async def run() -> None:
         async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "steady") as steady:
             # Pipelined: sent together, answered one at a time in order.
-            sent = [steady.send(kp.DESCRIBE_GROUPS, 5, groups=[G], include_authorized_operations=False),
-                    steady.send(kp.API_VERSIONS, 0),
-                    steady.send(kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody",
-                                group_instance_id=None),
-                    steady.send(kp.LIST_GROUPS, 3),
-                    steady.send(kp.FIND_COORDINATOR, 6, key_type=0, coordinator_keys=[G])]
+            sent = [
+                steady.send(kp.DESCRIBE_GROUPS, 5, groups=[G], include_authorized_operations=False),
+                steady.send(kp.API_VERSIONS, 0),
+                steady.send(kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody", group_instance_id=None),
+                steady.send(kp.LIST_GROUPS, 3),
+                steady.send(kp.FIND_COORDINATOR, 6, key_type=0, coordinator_keys=[G]),
+            ]
             answers = [await steady.receive(s) for s in sent]  # receive() checks each correlation id
             assert answers[2].error_code == 25  # UNKNOWN_MEMBER_ID
             assert answers[4].coordinators[0].port == c.address[1]
@@ -309,12 +386,16 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
                 assert samples[f'coordinator_kafka_requests_total{{api="{api}"}}'] == 1, api
             assert samples['coordinator_kafka_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}'] == 1
             assert [k for k in samples if k.startswith("coordinator_kafka_errors_total")] == [
-                'coordinator_kafka_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}']
+                'coordinator_kafka_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}'
+            ]
             assert samples["coordinator_kafka_connections"] == 1
 
             # Tagged fields no schema knows (kafka-clients wrote them: the golden file) end nothing.
-            golden = next(g for g in json.loads(GOLDEN.read_text())["cases"]
-                          if g["name"] == "join_group_v9_unknown_tags" and g["kind"] == "request")
+            golden = next(
+                g
+                for g in json.loads(GOLDEN.read_text())["cases"]
+                if g["name"] == "join_group_v9_unknown_tags" and g["kind"] == "request"
+            )
             steady.writer.write(bytes.fromhex(golden["hex"]))
             size = kp.frame_length(await steady.reader.readexactly(4))
             correlation, body = kp.decode_response(kp.JOIN_GROUP, 9, await steady.reader.readexactly(size))
@@ -330,7 +411,10 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
 
             heartbeat_frame = kp.encode_request(
                 kp.request_class(kp.HEARTBEAT, 4)(group_id=G, generation_id=1, member_id="m", group_instance_id=None),
-                4, 1, "bad")
+                4,
+                1,
+                "bad",
+            )
             bad = {
                 "a size of 2 GB": struct.pack(">i", 2**31 - 1) + b"\x00" * 16,
                 "a negative size": struct.pack(">i", -5),
@@ -358,8 +442,9 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
             assert b'coordinator_kafka_bad_input_total{reason="frame-size"} 2.0' in c.server.metrics.exposition()
 
             # The steady connection never noticed.
-            answer = await steady.call(kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody",
-                                       group_instance_id=None)
+            answer = await steady.call(
+                kp.HEARTBEAT, 4, group_id=G, generation_id=1, member_id="nobody", group_instance_id=None
+            )
             assert answer.error_code == 25
             # Every closed connection was uncounted: only the steady one is open.
             assert _samples(c.server)["coordinator_kafka_connections"] == 1
@@ -372,9 +457,18 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
 def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path, capsys):
     _topic(kafka_broker, unique_topic)
     port = free_port()
-    serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
-                         "--kafka-listener", f"127.0.0.1:{port}", "--kafka-advertised", f"localhost:{port}",
-                         "--initial-assignment-delay-ms", "0")
+    serve = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        unique_topic,
+        tmp_path,
+        "--allow-anonymous",
+        "--kafka-listener",
+        f"127.0.0.1:{port}",
+        "--kafka-advertised",
+        f"localhost:{port}",
+        "--initial-assignment-delay-ms",
+        "0",
+    )
     serve.start()
     try:
         serve.wait_healthy(partitions=PARTITIONS)
@@ -382,17 +476,36 @@ def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path, capsy
         async def run() -> None:
             async with Client(("127.0.0.1", port), "probe") as client:
                 found = await client.call(kp.FIND_COORDINATOR, 4, key_type=0, coordinator_keys=[G])
-                assert (found.coordinators[0].error_code, found.coordinators[0].host,
-                        found.coordinators[0].port) == (0, "localhost", port)
-                answer = await client.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000,
-                                           rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
-                                           protocol_type="connect", protocols=protocols("http://p:8083/"),
-                                           reason=None)
+                assert (found.coordinators[0].error_code, found.coordinators[0].host, found.coordinators[0].port) == (
+                    0,
+                    "localhost",
+                    port,
+                )
+                answer = await client.call(
+                    kp.JOIN_GROUP,
+                    9,
+                    group_id=G,
+                    session_timeout_ms=10_000,
+                    rebalance_timeout_ms=10_000,
+                    member_id="",
+                    group_instance_id=None,
+                    protocol_type="connect",
+                    protocols=protocols("http://p:8083/"),
+                    reason=None,
+                )
                 assert answer.error_code == MEMBER_ID_REQUIRED and answer.member_id.startswith("probe-")
-                joined = await client.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000,
-                                           rebalance_timeout_ms=10_000, member_id=answer.member_id,
-                                           group_instance_id=None, protocol_type="connect",
-                                           protocols=protocols("http://p:8083/"), reason=None)
+                joined = await client.call(
+                    kp.JOIN_GROUP,
+                    9,
+                    group_id=G,
+                    session_timeout_ms=10_000,
+                    rebalance_timeout_ms=10_000,
+                    member_id=answer.member_id,
+                    group_instance_id=None,
+                    protocol_type="connect",
+                    protocols=protocols("http://p:8083/"),
+                    reason=None,
+                )
                 assert joined.error_code == 0
                 return joined.member_id
 
@@ -400,8 +513,9 @@ def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path, capsy
         # `groups describe` shows the member joined over Kafka's protocol with its Kafka client id
         # and the socket's host.
         capsys.readouterr()
-        assert coordinator(["groups", "describe", "--group", G, "--members", "--format", "json",
-                            "--url", serve.url]) == 0
+        assert (
+            coordinator(["groups", "describe", "--group", G, "--members", "--format", "json", "--url", serve.url]) == 0
+        )
         described = json.loads(capsys.readouterr().out)
         assert [(m["MemberId"], m["ClientId"], m["ClientHost"]) for m in described] == [(member, "probe", "127.0.0.1")]
         capsys.readouterr()
@@ -423,9 +537,18 @@ def test_while_the_partition_loads_the_answers_are_those_a_java_member_survives(
             async with Client(address, "connect-1") as w:
                 found = await w.call(kp.FIND_COORDINATOR, 6, key_type=0, coordinator_keys=[G])
                 assert (found.coordinators[0].error_code, found.coordinators[0].port) == (0, address[1])
-                joined = await w.call(kp.JOIN_GROUP, 9, group_id=G, session_timeout_ms=10_000,
-                                      rebalance_timeout_ms=10_000, member_id="", group_instance_id=None,
-                                      protocol_type="connect", protocols=protocols("http://w:8083/"), reason=None)
+                joined = await w.call(
+                    kp.JOIN_GROUP,
+                    9,
+                    group_id=G,
+                    session_timeout_ms=10_000,
+                    rebalance_timeout_ms=10_000,
+                    member_id="",
+                    group_instance_id=None,
+                    protocol_type="connect",
+                    protocols=protocols("http://w:8083/"),
+                    reason=None,
+                )
                 assert joined.error_code == 14  # COORDINATOR_LOAD_IN_PROGRESS: Java's JoinGroup retries it
                 connect_fatal.assert_survivable(connect_fatal.JOIN, joined)
                 synced = await sync(w, "W1", 3, [])
@@ -448,16 +571,26 @@ def test_delete_groups(kafka_broker, unique_topic):
     _topic(kafka_broker, unique_topic)
 
     async def run() -> None:
-        async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "connect-1") as w, \
-                Client(c.address, "admin") as admin:
+        async with (
+            Coordinator(kafka_broker, unique_topic) as c,
+            Client(c.address, "connect-1") as w,
+            Client(c.address, "admin") as admin,
+        ):
             member = (await join(w, "", "http://w:8083/")).member_id
             joined = await join(w, member, "http://w:8083/")
             assert joined.error_code == 0
             deleted = await admin.call(kp.DELETE_GROUPS, 2, groups_names=[G, NOBODY, ELSEWHERE])
             assert [(r.group_id, r.error_code) for r in deleted.results] == [
-                (G, 68), (NOBODY, 69), (ELSEWHERE, NOT_COORDINATOR)]  # NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND
-            left = await w.call(kp.LEAVE_GROUP, 3, group_id=G, members=[
-                kp.request_class(kp.LEAVE_GROUP, 3).MemberIdentity(member_id=member, group_instance_id=None)])
+                (G, 68),
+                (NOBODY, 69),
+                (ELSEWHERE, NOT_COORDINATOR),
+            ]  # NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND
+            left = await w.call(
+                kp.LEAVE_GROUP,
+                3,
+                group_id=G,
+                members=[kp.request_class(kp.LEAVE_GROUP, 3).MemberIdentity(member_id=member, group_instance_id=None)],
+            )
             assert left.error_code == 0
             deleted = await admin.call(kp.DELETE_GROUPS, 0, groups_names=[G])
             assert [(r.group_id, r.error_code) for r in deleted.results] == [(G, 0)]
@@ -476,8 +609,11 @@ def test_offset_commit_and_fetch_are_answered_with_invalid_request_and_logged(ka
     invalid = 42
 
     async def run() -> None:
-        async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "connect-1") as w, \
-                Client(c.address, "consumer") as client:
+        async with (
+            Coordinator(kafka_broker, unique_topic) as c,
+            Client(c.address, "connect-1") as w,
+            Client(c.address, "consumer") as client,
+        ):
             member = (await join(w, "", "http://w:8083/")).member_id
             joined = await join(w, member, "http://w:8083/")
             assert joined.error_code == 0
@@ -486,28 +622,62 @@ def test_offset_commit_and_fetch_are_answered_with_invalid_request_and_logged(ka
             for v in range(low, high + 1):
                 cls = kp.request_class(kp.OFFSET_COMMIT, v)
                 topic = {"topic_id": uuid.UUID(int=7)} if v >= 10 else {"name": "t"}
-                answer = await client.call(kp.OFFSET_COMMIT, v, group_id=G, generation_id_or_member_epoch=1,
-                                           member_id=member, group_instance_id=None, retention_time_ms=-1, topics=[
-                    cls.OffsetCommitRequestTopic(**topic, partitions=[
-                        cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
-                            partition_index=i, committed_offset=5, committed_leader_epoch=-1,
-                            committed_metadata=None) for i in (0, 4)])])
-                assert [(t.topic_id if v >= 10 else t.name, [(p.partition_index, p.error_code) for p in t.partitions])
-                        for t in answer.topics] == [(topic.popitem()[1], [(0, invalid), (4, invalid)])], v
+                answer = await client.call(
+                    kp.OFFSET_COMMIT,
+                    v,
+                    group_id=G,
+                    generation_id_or_member_epoch=1,
+                    member_id=member,
+                    group_instance_id=None,
+                    retention_time_ms=-1,
+                    topics=[
+                        cls.OffsetCommitRequestTopic(
+                            **topic,
+                            partitions=[
+                                cls.OffsetCommitRequestTopic.OffsetCommitRequestPartition(
+                                    partition_index=i,
+                                    committed_offset=5,
+                                    committed_leader_epoch=-1,
+                                    committed_metadata=None,
+                                )
+                                for i in (0, 4)
+                            ],
+                        )
+                    ],
+                )
+                assert [
+                    (t.topic_id if v >= 10 else t.name, [(p.partition_index, p.error_code) for p in t.partitions])
+                    for t in answer.topics
+                ] == [(topic.popitem()[1], [(0, invalid), (4, invalid)])], v
             low, high = kp.SUPPORTED[kp.OFFSET_FETCH]
             for v in range(low, high + 1):
                 cls = kp.request_class(kp.OFFSET_FETCH, v)
                 if v >= 8:
-                    answer = await client.call(kp.OFFSET_FETCH, v, require_stable=True, groups=[
-                        cls.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None)
-                        for g in (G, NOBODY)])
+                    answer = await client.call(
+                        kp.OFFSET_FETCH,
+                        v,
+                        require_stable=True,
+                        groups=[
+                            cls.OffsetFetchRequestGroup(group_id=g, member_id=None, member_epoch=-1, topics=None)
+                            for g in (G, NOBODY)
+                        ],
+                    )
                     assert [(g.group_id, g.error_code, list(g.topics)) for g in answer.groups] == [
-                        (G, invalid, []), (NOBODY, invalid, [])], v
+                        (G, invalid, []),
+                        (NOBODY, invalid, []),
+                    ], v
                     continue
-                answer = await client.call(kp.OFFSET_FETCH, v, group_id=G, require_stable=False, topics=[
-                    cls.OffsetFetchRequestTopic(name="t", partition_indexes=[1, 2])])
-                assert [(t.name, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
-                        for t in answer.topics] == [("t", [(1, -1, invalid), (2, -1, invalid)])], v
+                answer = await client.call(
+                    kp.OFFSET_FETCH,
+                    v,
+                    group_id=G,
+                    require_stable=False,
+                    topics=[cls.OffsetFetchRequestTopic(name="t", partition_indexes=[1, 2])],
+                )
+                assert [
+                    (t.name, [(p.partition_index, p.committed_offset, p.error_code) for p in t.partitions])
+                    for t in answer.topics
+                ] == [("t", [(1, -1, invalid), (2, -1, invalid)])], v
                 if v >= 2:
                     assert answer.error_code == invalid, v
                     everything = await client.call(kp.OFFSET_FETCH, v, group_id=G, require_stable=False, topics=None)
@@ -518,11 +688,16 @@ def test_offset_commit_and_fetch_are_answered_with_invalid_request_and_logged(ka
             commits, fetches = 9, 10 + 6  # v2-v7 asked twice
             lines = [r.getMessage() for r in caplog.records if "keeps no offsets" in r.getMessage()]
             assert len(lines) == commits + fetches
-            assert f"OffsetCommit v10 for group(s) {G} from 127.0.0.1 (client id consumer) answered with error 42" \
+            assert (
+                f"OffsetCommit v10 for group(s) {G} from 127.0.0.1 (client id consumer) answered with error 42"
                 in lines[commits - 1]
+            )
             samples = _samples(c.server)
             assert samples['coordinator_kafka_errors_total{api="OffsetCommit",error="INVALID_REQUEST"}'] == commits
-            assert samples['coordinator_kafka_errors_total{api="OffsetFetch",error="INVALID_REQUEST"}'] == 1 + 6 * 2 + 3 * 2
+            assert (
+                samples['coordinator_kafka_errors_total{api="OffsetFetch",error="INVALID_REQUEST"}']
+                == 1 + 6 * 2 + 3 * 2
+            )
             assert samples['coordinator_kafka_requests_total{api="OffsetFetch"}'] == fetches
 
     asyncio.run(asyncio.wait_for(run(), 60))
@@ -546,14 +721,29 @@ def test_any_instance_in_group_ownership_names_the_owners_kafka_listener(kafka_b
     # names the owner's listener; the group requests themselves are the owner's alone.
     _topic(kafka_broker, unique_topic)
     ports = [free_port(), free_port()]
-    a, b = (ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
-                         "--ownership", "group", "--ownership-session-timeout-ms", "6000",
-                         "--kafka-listener", f"127.0.0.1:{port}") for port in ports)
+    a, b = (
+        ServeProcess(
+            kafka_broker.bootstrap_servers,
+            unique_topic,
+            tmp_path,
+            "--allow-anonymous",
+            "--ownership",
+            "group",
+            "--ownership-session-timeout-ms",
+            "6000",
+            "--kafka-listener",
+            f"127.0.0.1:{port}",
+        )
+        for port in ports
+    )
     try:
         a.start()
         b.start()
-        wait_for(lambda: len(served(a)) == len(served(b)) == 1 and served(a) | served(b) == {0, 1}, 60,
-                 "the two partitions to be shared")
+        wait_for(
+            lambda: len(served(a)) == len(served(b)) == 1 and served(a) | served(b) == {0, 1},
+            60,
+            "the two partitions to be shared",
+        )
         listener = {p: ports[0] if p in served(a) else ports[1] for p in (0, 1)}
         expected = {G: listener[0], ELSEWHERE: listener[1]}
 
@@ -565,15 +755,25 @@ def test_any_instance_in_group_ownership_names_the_owners_kafka_listener(kafka_b
         want = {key: (0, node_id("127.0.0.1", port), "127.0.0.1", port) for key, port in expected.items()}
         assert want[G][1] != want[ELSEWHERE][1]
         for port in ports:
-            wait_for(lambda port=port: asyncio.run(found_at(port)) == want, 30,
-                     f"FindCoordinator at {port} to name both owners' listeners")
+            wait_for(
+                lambda port=port: asyncio.run(found_at(port)) == want,
+                30,
+                f"FindCoordinator at {port} to name both owners' listeners",
+            )
             old = asyncio.run(_call(port, kp.FIND_COORDINATOR, 0, key=ELSEWHERE))
             assert (old.error_code, old.node_id, old.host, old.port) == want[ELSEWHERE]
 
         # A group request at the instance that does not own the group: NOT_COORDINATOR, as before.
-        join = {"group_id": G, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
-                "group_instance_id": None, "protocol_type": "connect", "protocols": protocols("http://w:8083/"),
-                "reason": None}
+        join = {
+            "group_id": G,
+            "session_timeout_ms": 10_000,
+            "rebalance_timeout_ms": 10_000,
+            "member_id": "",
+            "group_instance_id": None,
+            "protocol_type": "connect",
+            "protocols": protocols("http://w:8083/"),
+            "reason": None,
+        }
         assert asyncio.run(_call(listener[1], kp.JOIN_GROUP, 9, **join)).error_code == NOT_COORDINATOR
         assert asyncio.run(_call(listener[0], kp.JOIN_GROUP, 9, **join)).error_code == MEMBER_ID_REQUIRED
 
@@ -583,8 +783,11 @@ def test_any_instance_in_group_ownership_names_the_owners_kafka_listener(kafka_b
         owner.kill()
         wait_for(lambda: served(survivor) == {0, 1}, 60, "the survivor to take both partitions")
         mine = (0, node_id("127.0.0.1", survivor_port), "127.0.0.1", survivor_port)
-        wait_for(lambda: asyncio.run(found_at(survivor_port)) == {G: mine, ELSEWHERE: mine}, 30,
-                 "FindCoordinator at the survivor to name itself")
+        wait_for(
+            lambda: asyncio.run(found_at(survivor_port)) == {G: mine, ELSEWHERE: mine},
+            30,
+            "FindCoordinator at the survivor to name itself",
+        )
         assert asyncio.run(_call(survivor_port, kp.JOIN_GROUP, 9, **join)).error_code == MEMBER_ID_REQUIRED
     finally:
         a.stop()

@@ -27,8 +27,9 @@ CLUSTER_AUTHORIZATION_FAILED = 31
 SASL_AUTHENTICATION_FAILED = 58
 
 
-def SecureCoordinator(broker: Any, topic: str, *, allow_anonymous: bool = False,
-                      context: ssl.SSLContext | None = None) -> Coordinator:
+def SecureCoordinator(
+    broker: Any, topic: str, *, allow_anonymous: bool = False, context: ssl.SSLContext | None = None
+) -> Coordinator:
     authorizer = Authorizer(parse_tokens(TOKENS), parse_acls(ACLS), allow_anonymous=allow_anonymous)
     return Coordinator(broker, topic, authorizer, ssl=context, gateway_principals=frozenset({"gateway"}))
 
@@ -40,13 +41,21 @@ async def login(client: Client, user: str, password: str) -> Any:
 
 
 def join_fields(member: str = "") -> dict[str, Any]:
-    return {"group_id": G, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": member,
-            "group_instance_id": None, "protocol_type": "connect", "protocols": protocols("http://w:8083/"),
-            "reason": None}
+    return {
+        "group_id": G,
+        "session_timeout_ms": 10_000,
+        "rebalance_timeout_ms": 10_000,
+        "member_id": member,
+        "group_instance_id": None,
+        "protocol_type": "connect",
+        "protocols": protocols("http://w:8083/"),
+        "reason": None,
+    }
 
 
 def test_sasl_plain_then_our_acls_for_the_principal_and_a_wrong_password_closes_the_connection(
-        kafka_broker, unique_topic):
+    kafka_broker, unique_topic
+):
     _topic(kafka_broker, unique_topic)
 
     async def main() -> None:
@@ -69,6 +78,7 @@ def test_sasl_plain_then_our_acls_for_the_principal_and_a_wrong_password_closes_
             async with Client(c.address, "connect-4") as scram:
                 answer = await scram.call(kp.SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-256")
                 assert answer.error_code == 33 and list(answer.mechanisms) == ["PLAIN"]
+
     asyncio.run(main())
 
 
@@ -82,8 +92,9 @@ def test_a_request_before_authentication_closes_only_its_connection(kafka_broker
                 for before in ("nothing", "handshake"):
                     async with Client(c.address, "early") as early:
                         # ApiVersions is answered before authentication, as Kafka's SASL listener does
-                        assert (await early.call(kp.API_VERSIONS, 3, client_software_name="t",
-                                                 client_software_version="1")).error_code == 0
+                        assert (
+                            await early.call(kp.API_VERSIONS, 3, client_software_name="t", client_software_version="1")
+                        ).error_code == 0
                         if before == "handshake":
                             assert (await early.call(kp.SASL_HANDSHAKE, 1, mechanism="PLAIN")).error_code == 0
                         early.send(kp.JOIN_GROUP, 9, **join_fields())
@@ -91,11 +102,13 @@ def test_a_request_before_authentication_closes_only_its_connection(kafka_broker
                 # the authenticated connection carries on
                 assert (await other.call(kp.JOIN_GROUP, 9, **join_fields())).error_code == 79
             assert _samples(c.server)['coordinator_kafka_bad_input_total{reason="unauthenticated"}'] == 2
+
     asyncio.run(main())
 
 
-def _enveloped(client: Client, principal: bytes | None, address: bytes, api_key: int, version: int,
-               **fields: Any) -> tuple[int, int, int]:
+def _enveloped(
+    client: Client, principal: bytes | None, address: bytes, api_key: int, version: int, **fields: Any
+) -> tuple[int, int, int]:
     inner = kp.encode_request(kp.request_class(api_key, version)(**fields), version, 7, "connect-9")[4:]
     return client.send(kp.ENVELOPE, 0, request_data=inner, request_principal=principal, client_host_address=address)
 
@@ -114,8 +127,11 @@ def test_a_trusted_gateway_forwards_in_envelopes_as_the_clients_principal_and_ad
     anonymous = kp.principal_bytes("User", "ANONYMOUS")
 
     async def main() -> None:
-        async with SecureCoordinator(kafka_broker, unique_topic) as c, Client(c.address, "gw") as gateway, \
-                Client(c.address, "connect-1") as alice:
+        async with (
+            SecureCoordinator(kafka_broker, unique_topic) as c,
+            Client(c.address, "gw") as gateway,
+            Client(c.address, "connect-1") as alice,
+        ):
             assert (await login(gateway, "gateway", "gateway-token")).error_code == 0
             assert (await login(alice, "alice", "alice-token")).error_code == 0
             # only a principal of --kafka-gateway-principals may forward (Kafka's answer to a broker
@@ -126,33 +142,67 @@ def test_a_trusted_gateway_forwards_in_envelopes_as_the_clients_principal_and_ad
             found = await gateway.call(kp.FIND_COORDINATOR, 3, key=G, key_type=0)
             assert found.error_code == 0 and found.port == c.address[1]
             # as User:carol from 10.1.2.3: our ACLs let carol in, and the member is hers
-            join = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9,
-                                                    **join_fields()), kp.JOIN_GROUP, 9)
+            join = await _inner(
+                gateway,
+                _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9, **join_fields()),
+                kp.JOIN_GROUP,
+                9,
+            )
             assert join.error_code == 79 and join.member_id.startswith("connect-9-")
-            join = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9,
-                                                    **join_fields(join.member_id)), kp.JOIN_GROUP, 9)
+            join = await _inner(
+                gateway,
+                _enveloped(gateway, carol, bytes([10, 1, 2, 3]), kp.JOIN_GROUP, 9, **join_fields(join.member_id)),
+                kp.JOIN_GROUP,
+                9,
+            )
             assert join.error_code == 0
-            described = await _inner(gateway, _enveloped(gateway, carol, bytes([10, 1, 2, 3]),
-                                                         kp.DESCRIBE_GROUPS, 5, groups=[G],
-                                                         include_authorized_operations=False),
-                                     kp.DESCRIBE_GROUPS, 5)
+            described = await _inner(
+                gateway,
+                _enveloped(
+                    gateway,
+                    carol,
+                    bytes([10, 1, 2, 3]),
+                    kp.DESCRIBE_GROUPS,
+                    5,
+                    groups=[G],
+                    include_authorized_operations=False,
+                ),
+                kp.DESCRIBE_GROUPS,
+                5,
+            )
             member = described.groups[0].members[0]
             assert (member.client_id, member.client_host) == ("connect-9", "10.1.2.3")
             # User:mallory, and a client that did not authenticate (anonymous access is off), may not
             for who in (mallory, anonymous):
-                refused = await _inner(gateway, _enveloped(gateway, who, bytes(16), kp.JOIN_GROUP, 9,
-                                                           **join_fields()), kp.JOIN_GROUP, 9)
+                refused = await _inner(
+                    gateway, _enveloped(gateway, who, bytes(16), kp.JOIN_GROUP, 9, **join_fields()), kp.JOIN_GROUP, 9
+                )
                 assert refused.error_code == GROUP_AUTHORIZATION_FAILED
             # an Envelope that does not read is refused, the connection kept
-            bad = await gateway.receive(gateway.send(kp.ENVELOPE, 0, request_data=b"\x00\x0c", request_principal=carol,
-                                                     client_host_address=bytes(4)))
+            bad = await gateway.receive(
+                gateway.send(
+                    kp.ENVELOPE, 0, request_data=b"\x00\x0c", request_principal=carol, client_host_address=bytes(4)
+                )
+            )
             assert bad.error_code == 42 and bad.response_data is None
-            bad = await gateway.receive(_enveloped(gateway, b"\x00\x07junk", bytes(4), kp.HEARTBEAT, 4, group_id=G,
-                                                   generation_id=1, member_id="m", group_instance_id=None))
+            bad = await gateway.receive(
+                _enveloped(
+                    gateway,
+                    b"\x00\x07junk",
+                    bytes(4),
+                    kp.HEARTBEAT,
+                    4,
+                    group_id=G,
+                    generation_id=1,
+                    member_id="m",
+                    group_instance_id=None,
+                )
+            )
             assert bad.error_code == 42
             # a gateway's own group request (not forwarded): its connection is closed
             gateway.send(kp.JOIN_GROUP, 9, **join_fields())
             assert await gateway.closed()
+
     asyncio.run(main())
 
 
@@ -174,4 +224,5 @@ def test_tls_on_the_kafka_listener(kafka_broker, unique_topic, tmp_path):
             assert (await login(client, "alice", "alice-token")).error_code == 0
             assert (await client.call(kp.JOIN_GROUP, 9, **join_fields())).error_code == 79
             writer.close()
+
     asyncio.run(main())

@@ -78,7 +78,7 @@ def build(cls: Any, version: int, values: dict[str, Any]) -> Any:
             kwargs[field.name] = None if value.int == 0 else value
         elif field.type_str == "bitfield":  # an int32 in Kafka's schema, the set of its bits in the library,
             # None for Kafka's INT_MIN ("not asked for")
-            kwargs[field.name] = None if value == -2**31 else {bit for bit in range(32) if value & (1 << bit)}
+            kwargs[field.name] = None if value == -(2**31) else {bit for bit in range(32) if value & (1 << bit)}
         else:
             kwargs[field.name] = value
     assert not by_name, f"fields of {cls.__name__} the library does not know: {sorted(by_name)}"
@@ -137,8 +137,11 @@ def test_we_decode_java_response_frames(case):
     assert body.to_dict() == body_of(case).to_dict()
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if "unknown_tags" not in c["name"]],
-                         ids=[i for i, c in zip(IDS, CASES, strict=True) if "unknown_tags" not in c["name"]])
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if "unknown_tags" not in c["name"]],
+    ids=[i for i, c in zip(IDS, CASES, strict=True) if "unknown_tags" not in c["name"]],
+)
 def test_we_write_java_bytes(case):
     assert our_frame(case).hex() == case["hex"]
 
@@ -160,25 +163,29 @@ def java_reads(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_java_reads_our_frames_to_the_same_values():
     cases = [c for c in CASES if "unknown_tags" not in c["name"]]
-    frames = [{"kind": c["kind"], "api_key": c["api_key"], "version": c["version"], "hex": our_frame(c).hex()}
-              for c in cases]
+    frames = [
+        {"kind": c["kind"], "api_key": c["api_key"], "version": c["version"], "hex": our_frame(c).hex()} for c in cases
+    ]
     # and our ApiVersions answers at every version, with Kafka's v0 fallback for a version we do not know
     asked = [*range(kp.SUPPORTED[kp.API_VERSIONS][1] + 1), 99]
     answers = [kp.api_versions_response(kp.RequestHeader(kp.API_VERSIONS, v, 40 + v, "c")) for v in asked]
-    frames += [{"kind": "response", "api_key": kp.API_VERSIONS, "version": min(v, 4) if v != 99 else 0,
-                "hex": a.hex()} for v, a in zip(asked, answers, strict=True)]
+    frames += [
+        {"kind": "response", "api_key": kp.API_VERSIONS, "version": min(v, 4) if v != 99 else 0, "hex": a.hex()}
+        for v, a in zip(asked, answers, strict=True)
+    ]
     read = java_reads(frames)
     for case, got in zip(cases, read, strict=False):
         assert "error" not in got, (case["name"], got)
         assert got["left_over"] == 0
         assert got["correlation_id"] == case["correlation_id"]
         assert got["body"] == case["body"], case["name"]
-    for v, got in zip(asked, read[len(cases):], strict=True):
+    for v, got in zip(asked, read[len(cases) :], strict=True):
         assert "error" not in got, (v, got)
         assert got["correlation_id"] == 40 + v
         assert got["body"]["errorCode"] == (35 if v == 99 else 0)
         assert {(k["apiKey"], k["minVersion"], k["maxVersion"]) for k in got["body"]["apiKeys"]} == {
-            (k, lo, hi) for k, (lo, hi) in kp.SUPPORTED.items()}
+            (k, lo, hi) for k, (lo, hi) in kp.SUPPORTED.items()
+        }
 
 
 # --- what must never end a connection -------------------------------------------------------------
@@ -203,7 +210,7 @@ def test_unknown_tagged_fields_in_the_request_header_are_skipped():
     payload = bytes.fromhex(case["hex"])[4:]
     header_end = 2 + 2 + 4 + 2 + len(case["client_id"])
     assert payload[header_end] == 0  # no tagged fields
-    tagged = payload[:header_end] + bytes([1, 9, 2, 0xAB, 0xCD]) + payload[header_end + 1:]
+    tagged = payload[:header_end] + bytes([1, 9, 2, 0xAB, 0xCD]) + payload[header_end + 1 :]
     assert kp.decode_request(tagged).body.to_dict() == body_of(case).to_dict()
 
 
@@ -246,7 +253,7 @@ def test_unsupported_api_or_version_names_what_it_got():
         kp.decode_request(join[:2] + struct.pack(">h", 3) + join[4:])
 
 
-@pytest.mark.parametrize("case", REQUESTS[:: 3], ids=[c["name"] for c in REQUESTS[:: 3]])
+@pytest.mark.parametrize("case", REQUESTS[::3], ids=[c["name"] for c in REQUESTS[::3]])
 def test_every_truncation_of_a_request_is_our_error(case):
     payload = bytes.fromhex(case["hex"])[4:]
     for end in range(len(payload)):
@@ -268,8 +275,11 @@ def test_arbitrary_bytes_into_frame_reading_raise_only_our_error(data):
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(sorted((k, v) for k, (lo, hi) in kp.SUPPORTED.items() for v in range(lo, hi + 1))),
-       st.one_of(st.none(), st.text(max_size=5)), st.binary(max_size=200))
+@given(
+    st.sampled_from(sorted((k, v) for k, (lo, hi) in kp.SUPPORTED.items() for v in range(lo, hi + 1))),
+    st.one_of(st.none(), st.text(max_size=5)),
+    st.binary(max_size=200),
+)
 def test_arbitrary_bodies_of_served_requests_raise_only_our_error(api, client_id, body):
     api_key, version = api
     cid = b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
@@ -314,21 +324,31 @@ def test_the_envelope_java_wrote_carries_a_request_we_read():
     assert bytes(request.body.client_host_address) == bytes([10, 0, 0, 7])
 
 
-@pytest.mark.parametrize(("mechanism", "message", "user"), [
-    ("PLAIN", b"\x00alice\x00secret", "alice"),
-    ("PLAIN", b"alice\x00alice\x00secret", "alice"),
-    ("SCRAM-SHA-256", b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL", "alice"),
-    ("SCRAM-SHA-512", b"n,a=bob,n=b=2Cob=3D,r=abc", "b,ob="),
-])
+@pytest.mark.parametrize(
+    ("mechanism", "message", "user"),
+    [
+        ("PLAIN", b"\x00alice\x00secret", "alice"),
+        ("PLAIN", b"alice\x00alice\x00secret", "alice"),
+        ("SCRAM-SHA-256", b"n,,n=alice,r=fyko+d2lbbFgONRv9qkxdawL", "alice"),
+        ("SCRAM-SHA-512", b"n,a=bob,n=b=2Cob=3D,r=abc", "b,ob="),
+    ],
+)
 def test_the_user_a_first_sasl_message_names(mechanism, message, user):
     assert kp.sasl_username(mechanism, message) == user
 
 
-@pytest.mark.parametrize(("mechanism", "message"), [
-    ("PLAIN", b"alice"), ("PLAIN", b"\x00\x00pw"), ("PLAIN", b"\xff\x00a\x00b"),
-    ("SCRAM-SHA-256", b"n,,r=abc"), ("SCRAM-SHA-256", b"n,,n=a=xb,r=1"), ("GSSAPI", b"\x60\x82"),
-    ("OAUTHBEARER", b"n,,\x01auth=Bearer x\x01\x01"),
-])
+@pytest.mark.parametrize(
+    ("mechanism", "message"),
+    [
+        ("PLAIN", b"alice"),
+        ("PLAIN", b"\x00\x00pw"),
+        ("PLAIN", b"\xff\x00a\x00b"),
+        ("SCRAM-SHA-256", b"n,,r=abc"),
+        ("SCRAM-SHA-256", b"n,,n=a=xb,r=1"),
+        ("GSSAPI", b"\x60\x82"),
+        ("OAUTHBEARER", b"n,,\x01auth=Bearer x\x01\x01"),
+    ],
+)
 def test_no_user_is_named_for_a_message_or_mechanism_we_cannot_read(mechanism, message):
     with pytest.raises(kp.KafkaProtocolError):
         kp.sasl_username(mechanism, message)

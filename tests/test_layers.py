@@ -29,17 +29,37 @@ ALLOWED = {
     "coordinator.tools": {"coordinator.errors"},
     "coordinator.api": {"records", "coordinator.core", "coordinator.tools"},
     "replay": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.errors"},
-    "coordinator.service": {"records", "coordinator.core", "coordinator.api", "coordinator.tools",
-                            "coordinator.errors", "replay"},
+    "coordinator.service": {
+        "records",
+        "coordinator.core",
+        "coordinator.api",
+        "coordinator.tools",
+        "coordinator.errors",
+        "replay",
+    },
     # The gateway is a service of its own beside the coordinator's (DESIGN §2): it does not import it.
-    "coordinator.gateway": {"records", "coordinator.core", "coordinator.api", "coordinator.tools",
-                            "coordinator.errors"},
+    "coordinator.gateway": {
+        "records",
+        "coordinator.core",
+        "coordinator.api",
+        "coordinator.tools",
+        "coordinator.errors",
+    },
     "coordinator.sdk": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.errors"},
     "coordinator.cli": {"coordinator.errors"},
     "coordinator.__main__": {"coordinator.cli"},
     "coordinator": set(),
-    "spark": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.service",
-              "coordinator.sdk", "coordinator.gateway", "coordinator.errors", "replay"},
+    "spark": {
+        "records",
+        "coordinator.core",
+        "coordinator.api",
+        "coordinator.tools",
+        "coordinator.service",
+        "coordinator.sdk",
+        "coordinator.gateway",
+        "coordinator.errors",
+        "replay",
+    },
 }
 
 
@@ -72,7 +92,7 @@ def imports(module: str, path: Path, top_level_only: bool) -> set[str]:
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
-                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             found.add(base)
             found |= {f"{base}.{alias.name}" for alias in node.names}  # `from pkg import module`
     known = modules()
@@ -83,8 +103,11 @@ def imports(module: str, path: Path, top_level_only: bool) -> set[str]:
 def test_module_imports_only_its_layer_and_those_below(module: str) -> None:
     own = layer(module)
     assert own is not None, f"{module} belongs to no layer: add it to ALLOWED"
-    bad = sorted(name for name in imports(module, modules()[module], top_level_only=False)
-                 if layer(name) != own and layer(name) not in ALLOWED[own] and name != "coordinator")
+    bad = sorted(
+        name
+        for name in imports(module, modules()[module], top_level_only=False)
+        if layer(name) != own and layer(name) not in ALLOWED[own] and name != "coordinator"
+    )
     assert not bad, f"{module} ({own}) imports {bad}"
 
 
@@ -102,7 +125,7 @@ def test_no_import_cycles_at_module_level() -> None:
         stack.append(m)
         for n in sorted(graph[m]):
             if state.get(n) == 1:
-                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(n):] + [n]))
+                raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(n) :] + [n]))
             if n not in state:
                 visit(n)
         stack.pop()
@@ -114,8 +137,13 @@ def test_no_import_cycles_at_module_level() -> None:
 
 
 def _imported_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
-                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print(' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     return set(out.split())
 
 
@@ -129,17 +157,28 @@ def test_the_history_replay_keeps_loads_neither_kafka_nor_the_service() -> None:
     """What the group page imports of `replay` (history, events, plot) loads no Kafka client, no
     HTTP server and no matplotlib; the page reads the topic itself."""
     loaded = _imported_after("import replay.history, replay.events, replay.plot, replay.invariants")
-    assert not {m for m in loaded if m.split(".")[0] in ("confluent_kafka", "aiohttp", "matplotlib")
-                or m.startswith(("coordinator.service", "coordinator.sdk", "replay.source", "replay.cli"))}
+    assert not {
+        m
+        for m in loaded
+        if m.split(".")[0] in ("confluent_kafka", "aiohttp", "matplotlib")
+        or m.startswith(("coordinator.service", "coordinator.sdk", "replay.source", "replay.cli"))
+    }
 
 
 def test_help_lists_every_subcommand_without_importing_them() -> None:
-    code = ("import contextlib, io; from coordinator import cli\n"
-            "buf = io.StringIO()\n"
-            "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit): cli.main(['--help'])\n"
-            "print(buf.getvalue())")
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys; print('MODULES', ' '.join(sorted(sys.modules)))"],
-                         capture_output=True, text=True, check=True, cwd=ROOT).stdout
+    code = (
+        "import contextlib, io; from coordinator import cli\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf), contextlib.suppress(SystemExit): cli.main(['--help'])\n"
+        "print(buf.getvalue())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code + "\nimport sys; print('MODULES', ' '.join(sorted(sys.modules)))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout
     text, _, loaded = out.partition("MODULES")
     for command in ("serve", "groups", "worker", "demo", "topic", "dev-broker", "replay", "audit"):
         assert command in text
@@ -148,13 +187,19 @@ def test_help_lists_every_subcommand_without_importing_them() -> None:
 
 def test_a_subcommand_imports_only_its_own_layers() -> None:
     """`coordinator topic --help` needs Kafka tooling, not the state machine, the SDK or Spark."""
-    code = ("import contextlib, io; from coordinator import cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): "
-            "cli.main(['topic', 'create', '--help'])")
+    code = (
+        "import contextlib, io; from coordinator import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): "
+        "cli.main(['topic', 'create', '--help'])"
+    )
     loaded = _imported_after(code)
     assert "coordinator.tools.topic" in loaded
-    assert not {m for m in loaded if m.split(".")[0] in ("replay", "spark", "aiohttp")
-                or m.startswith(("coordinator.core", "coordinator.sdk", "coordinator.service"))}
+    assert not {
+        m
+        for m in loaded
+        if m.split(".")[0] in ("replay", "spark", "aiohttp")
+        or m.startswith(("coordinator.core", "coordinator.sdk", "coordinator.service"))
+    }
 
 
 @pytest.mark.parametrize("command", sorted(__import__("coordinator.cli").cli.COMMANDS))

@@ -16,9 +16,14 @@ from coordinator.service.log import PartitionWriter, load_partition
 from coordinator.tools.partitions import LogError, murmur2, partition_for
 
 # Kafka's own test vectors for Utils.murmur2 (clients UtilsTest).
-MURMUR2 = {"21": -973932308, "foobar": -790332482, "a-little-bit-long-string": -985981536,
-           "a-little-bit-longer-string": -1486304829, "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
-           "abc": 479470107}
+MURMUR2 = {
+    "21": -973932308,
+    "foobar": -790332482,
+    "a-little-bit-long-string": -985981536,
+    "a-little-bit-longer-string": -1486304829,
+    "lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8": -58897971,
+    "abc": 479470107,
+}
 
 
 @pytest.mark.parametrize("text", MURMUR2)
@@ -55,8 +60,23 @@ def test_partition_for_is_where_a_kafka_producer_puts_the_key(kafka_broker, uniq
 
 
 def _topic(broker, topic: str, partitions: int = 4) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", str(partitions), "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                str(partitions),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 class WritingDriver(Driver):

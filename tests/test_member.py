@@ -23,16 +23,34 @@ def _group(connectors: dict[str, int], *names: str, **config: int) -> tuple[Driv
 
 
 def test_a_joining_member_sends_every_field_then_only_what_changed() -> None:
-    m = Member("g", "m1", instance_id="i1", rack_id="r1", rebalance_timeout_ms=5_000, url="http://w1",
-               server_assignor="incremental_cooperative")
+    m = Member(
+        "g",
+        "m1",
+        instance_id="i1",
+        rack_id="r1",
+        rebalance_timeout_ms=5_000,
+        url="http://w1",
+        server_assignor="incremental_cooperative",
+    )
     first = m.heartbeat(0)
-    assert (first.member_epoch, first.instance_id, first.rack_id, first.rebalance_timeout_ms, first.url,
-            first.server_assignor) == (0, "i1", "r1", 5_000, "http://w1", "incremental_cooperative")
+    assert (
+        first.member_epoch,
+        first.instance_id,
+        first.rack_id,
+        first.rebalance_timeout_ms,
+        first.url,
+        first.server_assignor,
+    ) == (0, "i1", "r1", 5_000, "http://w1", "incremental_cooperative")
     assert first.owned == ConnectorsAndTasks()
     m.received(HeartbeatResponse(ErrorCode.NONE, None, 3, 1_000), 10)
     steady = m.heartbeat(1_000)
-    assert (steady.member_epoch, steady.instance_id, steady.rebalance_timeout_ms, steady.server_assignor,
-            steady.owned) == (3, None, -1, None, None)
+    assert (
+        steady.member_epoch,
+        steady.instance_id,
+        steady.rebalance_timeout_ms,
+        steady.server_assignor,
+        steady.owned,
+    ) == (3, None, -1, None, None)
 
 
 def test_a_lost_response_makes_the_next_heartbeat_full_and_the_coordinator_rescues_it() -> None:
@@ -154,8 +172,9 @@ def test_compute_assignment_is_an_action_after_the_reconciliation() -> None:
     m = Member("g", "m1")
     m.heartbeat(0)
     given = ConnectorsAndTasks(("A",))
-    actions = m.received(HeartbeatResponse(ErrorCode.COMPUTE_ASSIGNMENT, "compute", 1, 1_000,
-                                           MemberAssignment(given)), 0)
+    actions = m.received(
+        HeartbeatResponse(ErrorCode.COMPUTE_ASSIGNMENT, "compute", 1, 1_000, MemberAssignment(given)), 0
+    )
     assert [type(a) for a in actions] == [Assign, ComputeAssignment]
 
 

@@ -26,8 +26,13 @@ def _samples(metrics: Metrics) -> dict[str, float]:
 
 def test_protocol_steps_are_signals_not_errors_and_errors_carry_their_names() -> None:
     m = Metrics()
-    for code in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT, ErrorCode.COMPUTE_ASSIGNMENT,
-                 ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.MEMBER_ID_REQUIRED):
+    for code in (
+        ErrorCode.NONE,
+        ErrorCode.COMPUTE_ASSIGNMENT,
+        ErrorCode.COMPUTE_ASSIGNMENT,
+        ErrorCode.REBALANCE_IN_PROGRESS,
+        ErrorCode.MEMBER_ID_REQUIRED,
+    ):
         m.observe_request(HB, 0.001, code)
     samples = _samples(m)
     errors = {name: value for name, value in samples.items() if name.startswith("coordinator_errors_total")}
@@ -61,18 +66,26 @@ def test_partition_status_and_rebalances_in_progress_are_read_when_scraped() -> 
     def runtime(status: Status, open_since_ms: dict[str, int]) -> SimpleNamespace:
         observer = Observer(0)
         observer.open = {g: OpenRebalance(ms, 1) for g, ms in open_since_ms.items()}
-        return SimpleNamespace(status=status, observer=observer, now_ms=lambda: 10_000,
-                               coordinator=SimpleNamespace(state=CoordinatorState()))
+        return SimpleNamespace(
+            status=status,
+            observer=observer,
+            now_ms=lambda: 10_000,
+            coordinator=SimpleNamespace(state=CoordinatorState()),
+        )
 
-    runtimes = {0: runtime(Status.ACTIVE, {"g": 4_000}), 1: runtime(Status.LOADING, {}),
-                2: runtime(Status.FENCED, {"stale": 0})}
+    runtimes = {
+        0: runtime(Status.ACTIVE, {"g": 4_000}),
+        1: runtime(Status.LOADING, {}),
+        2: runtime(Status.FENCED, {"stale": 0}),
+    }
     m = Metrics()
     m.watch(lambda: runtimes)
     samples = _samples(m)
     for partition, current in ((0, "serving"), (1, "loading"), (2, "fenced")):
         for status in ("loading", "serving", "failed", "fenced"):
             assert samples[f'coordinator_partition_status{{partition="{partition}",status="{status}"}}'] == (
-                1 if status == current else 0)
+                1 if status == current else 0
+            )
     # Only a serving partition's rebalances are shown: a fenced one's are someone else's now.
     assert samples['coordinator_rebalance_in_progress_seconds{group="g"}'] == 6.0
     assert not [name for name in samples if 'group="stale"' in name]
@@ -94,10 +107,12 @@ def test_the_kafka_listener_counts_requests_and_failures_per_kafka_api() -> None
     assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_requests_total")} == {
         'coordinator_kafka_requests_total{api="JoinGroup"}': 1,
         'coordinator_kafka_requests_total{api="DeleteGroups"}': 1,
-        'coordinator_kafka_requests_total{api="ApiVersions"}': 1}
+        'coordinator_kafka_requests_total{api="ApiVersions"}': 1,
+    }
     assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_errors_total")} == {
         'coordinator_kafka_errors_total{api="DeleteGroups",error="GROUP_ID_NOT_FOUND"}': 1,
-        'coordinator_kafka_errors_total{api="DeleteGroups",error="NOT_COORDINATOR"}': 1}
+        'coordinator_kafka_errors_total{api="DeleteGroups",error="NOT_COORDINATOR"}': 1,
+    }
 
 
 def test_the_series_known_in_advance_are_there_at_zero_before_anything_happens() -> None:
@@ -110,8 +125,9 @@ def test_the_series_known_in_advance_are_there_at_zero_before_anything_happens()
     documented = documented_codes()
     # The label values are the server's own routes, as the middleware labels requests.
     app = CoordinatorServer({"bootstrap.servers": "unused:9092"}, "t", 2, [], "http://unused").app()
-    assert set(documented) == {r.resource.canonical for r in app.router.routes()
-                               if r.resource.canonical.startswith("/v1/")}
+    assert set(documented) == {
+        r.resource.canonical for r in app.router.routes() if r.resource.canonical.startswith("/v1/")
+    }
     for api, codes in documented.items():
         assert samples[f'coordinator_request_seconds_count{{api="{api}"}}'] == 0
         assert samples[f'coordinator_request_seconds_bucket{{api="{api}",le="+Inf"}}'] == 0

@@ -19,8 +19,12 @@ from coordinator.core.state import CoordinatorState
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}
-OPTIONS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 5_000, "heartbeat_interval_ms": 500,
-           "scheduled_rebalance_max_delay_ms": 2_000}
+OPTIONS = {
+    "session_timeout_ms": 3_000,
+    "rebalance_timeout_ms": 5_000,
+    "heartbeat_interval_ms": 500,
+    "scheduled_rebalance_max_delay_ms": 2_000,
+}
 
 
 def assert_replay_equals_live(d: Driver) -> None:
@@ -92,8 +96,10 @@ def test_the_first_connect_worker_converts_the_group_at_its_generation() -> None
         member = group.members[w.member_id]
         assert member.classic_member_metadata is not None and member.classic_member_metadata.session_timeout_ms == 3_000
         current = group.current(w.member_id)
-        assert current.member_epoch == generation and set(current.assignment.tasks) | set(
-            current.assignment.connectors) == before[name]  # what it ran is its current assignment
+        assert (
+            current.member_epoch == generation
+            and set(current.assignment.tasks) | set(current.assignment.connectors) == before[name]
+        )  # what it ran is its current assignment
     description = d.coordinator.describe_group(G)
     assert {x.protocol for x in description.members} == {"classic", "connect"}
     m.run(6_000)
@@ -111,8 +117,9 @@ def test_a_classic_member_of_a_connect_group_is_told_to_join_again_while_its_ass
     c1 = m.classic["c1"].worker
     group = d.state.groups[G]
     assert group.computation is None or group.computation.member_id == "n1"
-    code = d.coordinator.classic_heartbeat(ClassicHeartbeatRequest(G, c1.member_id, c1.generation),
-                                           d.now).response.error_code
+    code = d.coordinator.classic_heartbeat(
+        ClassicHeartbeatRequest(G, c1.member_id, c1.generation), d.now
+    ).response.error_code
     assert code == ErrorCode.REBALANCE_IN_PROGRESS
     shown = {x.member_id: x.state for x in d.coordinator.describe_group(G).members}
     assert shown[c1.member_id] == "PREPARING_REBALANCE"  # seed 000's worker state: it must join again
@@ -120,8 +127,12 @@ def test_a_classic_member_of_a_connect_group_is_told_to_join_again_while_its_ass
     assert m.converged()
     # Settled: its heartbeats are quiet again.
     c1 = m.classic["c1"].worker
-    assert d.coordinator.classic_heartbeat(ClassicHeartbeatRequest(G, c1.member_id, c1.generation), d.now
-                                           ).response.error_code == ErrorCode.NONE
+    assert (
+        d.coordinator.classic_heartbeat(
+            ClassicHeartbeatRequest(G, c1.member_id, c1.generation), d.now
+        ).response.error_code
+        == ErrorCode.NONE
+    )
 
 
 def test_a_rolling_upgrade_then_a_rolling_downgrade() -> None:
@@ -209,8 +220,9 @@ def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_n
     from coordinator.core.protocol import ClassicProtocol, JoinGroupRequest, RequestContext
 
     d = Driver()
-    first = d.join_group(JoinGroupRequest(G, "", "consumer", (ClassicProtocol("range", b"x"),), 10_000),
-                         RequestContext(fresh_id="k1"))
+    first = d.join_group(
+        JoinGroupRequest(G, "", "consumer", (ClassicProtocol("range", b"x"),), 10_000), RequestContext(fresh_id="k1")
+    )
     d.join_group(JoinGroupRequest(G, first.member_id, "consumer", (ClassicProtocol("range", b"x"),), 10_000))
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "protocol type 'consumer'" in answer.error_message
@@ -218,8 +230,10 @@ def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_n
 
     d = Driver()
     d.set_connectors(G, CONNECTORS)
-    first = d.join_group(JoinGroupRequest(G, "", "connect", (ClassicProtocol("default", b"junk"),), 10_000),
-                         RequestContext(fresh_id="c1"))
+    first = d.join_group(
+        JoinGroupRequest(G, "", "connect", (ClassicProtocol("default", b"junk"),), 10_000),
+        RequestContext(fresh_id="c1"),
+    )
     d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("default", b"junk"),), 10_000))
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "cannot be read" in answer.error_message
@@ -258,10 +272,13 @@ def test_a_classic_group_of_the_previous_releases_dialect_is_not_upgraded() -> N
     d = Driver()
     d.set_connectors(G, CONNECTORS)
     old = b"\x00\x00\x00\x01\x00\x00"  # int16 0, then an Avro body with a null Url: reads as `default` bytes
-    first = d.join_group(JoinGroupRequest(G, "", "connect", (ClassicProtocol("eager", old),), 10_000),
-                         RequestContext(fresh_id="c1"))
+    first = d.join_group(
+        JoinGroupRequest(G, "", "connect", (ClassicProtocol("eager", old),), 10_000), RequestContext(fresh_id="c1")
+    )
     d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("eager", old),), 10_000))
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
-    assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "'eager' is not a Kafka Connect protocol" in \
-        answer.error_message
+    assert (
+        answer.error_code == ErrorCode.INVALID_GROUP_ID
+        and "'eager' is not a Kafka Connect protocol" in answer.error_message
+    )
     assert G in d.state.classic_groups

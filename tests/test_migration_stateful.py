@@ -37,8 +37,12 @@ G = "mixed"
 EXAMPLES = int(os.environ.get("STATEFUL_EXAMPLES", 300))
 STEPS = int(os.environ.get("STATEFUL_STEPS", 30))
 TICK_MS = 100
-TIMEOUTS = {"session_timeout_ms": 1_000, "rebalance_timeout_ms": 1_000, "heartbeat_interval_ms": 200,
-            "scheduled_rebalance_max_delay_ms": 600}
+TIMEOUTS = {
+    "session_timeout_ms": 1_000,
+    "rebalance_timeout_ms": 1_000,
+    "heartbeat_interval_ms": 200,
+    "scheduled_rebalance_max_delay_ms": 600,
+}
 NAMES = ("w1", "w2", "w3", "w4", "w5")
 CONNECTORS = st.dictionaries(st.sampled_from("ABC"), st.integers(0, 3), min_size=1, max_size=3)
 
@@ -53,10 +57,15 @@ def compact(log: list) -> list:
 class MixedMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.d = Driver(CoordinatorConfig(session_timeout_ms=TIMEOUTS["session_timeout_ms"],
-                                          heartbeat_interval_ms=TIMEOUTS["heartbeat_interval_ms"],
-                                          scheduled_rebalance_max_delay_ms=TIMEOUTS["scheduled_rebalance_max_delay_ms"],
-                                          initial_assignment_delay_ms=0, assignor_error_backoff_ms=500))
+        self.d = Driver(
+            CoordinatorConfig(
+                session_timeout_ms=TIMEOUTS["session_timeout_ms"],
+                heartbeat_interval_ms=TIMEOUTS["heartbeat_interval_ms"],
+                scheduled_rebalance_max_delay_ms=TIMEOUTS["scheduled_rebalance_max_delay_ms"],
+                initial_assignment_delay_ms=0,
+                assignor_error_backoff_ms=500,
+            )
+        )
         self.connectors = {"A": 2, "B": 1}
         self.d.set_connectors(G, self.connectors)
         self.classic: dict[str, SimClassicWorker] = {}
@@ -72,13 +81,25 @@ class MixedMachine(RuleBasedStateMachine):
         if protocol == "classic":
             # What a real Kafka Connect worker sends: its protocols by connect.protocol, its REST URL
             # and config offset, its allocation, in Connect's bytes.
-            self.classic[name] = SimClassicWorker(self.d, G, f"{name}.{self.serial}", instance_id=name,
-                                                  connect_protocol=connect_protocol, url=f"http://{name}:8083/",
-                                                  config_offset=self.serial, **TIMEOUTS)
+            self.classic[name] = SimClassicWorker(
+                self.d,
+                G,
+                f"{name}.{self.serial}",
+                instance_id=name,
+                connect_protocol=connect_protocol,
+                url=f"http://{name}:8083/",
+                config_offset=self.serial,
+                **TIMEOUTS,
+            )
         else:
-            self.connect[name] = SimWorker(self.d, G, f"{name}.{self.serial}", instance_id=name,
-                                           rebalance_timeout_ms=TIMEOUTS["rebalance_timeout_ms"],
-                                           session_timeout_ms=TIMEOUTS["session_timeout_ms"])
+            self.connect[name] = SimWorker(
+                self.d,
+                G,
+                f"{name}.{self.serial}",
+                instance_id=name,
+                rebalance_timeout_ms=TIMEOUTS["rebalance_timeout_ms"],
+                session_timeout_ms=TIMEOUTS["session_timeout_ms"],
+            )
 
     def running(self) -> dict[str, frozenset]:
         return {**{n: w.owned for n, w in self.classic.items()}, **{n: w.owned for n, w in self.connect.items()}}
@@ -122,7 +143,9 @@ class MixedMachine(RuleBasedStateMachine):
         else:
             worker.leave()
         if how in ("switch", "static_switch"):  # a rolling step: the same instance, the other protocol
-            self.start(name, "connect" if protocol == "classic" else "classic", "default" if self.eager else "sessioned")
+            self.start(
+                name, "connect" if protocol == "classic" else "classic", "default" if self.eager else "sessioned"
+            )
 
     @rule(connectors=CONNECTORS)
     def set_connectors(self, connectors: dict) -> None:
@@ -176,10 +199,17 @@ class MixedMachine(RuleBasedStateMachine):
                 break
         owned = [i for items in self.running().values() for i in items]
         assert set(owned) == expected and len(owned) == len(set(owned)), (
-            f"not converged: {self.running()}, expected {sorted(map(str, expected))}")
+            f"not converged: {self.running()}, expected {sorted(map(str, expected))}"
+        )
 
 
 def test_mixed_groups_convert_both_ways_and_never_run_an_item_twice() -> None:
-    run_state_machine_as_test(MixedMachine, settings=settings(
-        max_examples=EXAMPLES, stateful_step_count=STEPS, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    run_state_machine_as_test(
+        MixedMachine,
+        settings=settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=STEPS,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )

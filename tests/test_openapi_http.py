@@ -77,8 +77,14 @@ SCHEMA.config.phases.update(phases=["examples", "coverage", "fuzzing"])
 
 # Fuzzing examples per operation (the coverage phase adds its own, a fixed set): a few seconds in CI;
 # OPENAPI_FUZZ_EXAMPLES=1000 for a long hunt.
-FUZZ_SETTINGS = settings(max_examples=int(os.environ.get("OPENAPI_FUZZ_EXAMPLES", "25")), deadline=None,
-                         derandomize=True, database=None, print_blob=False, suppress_health_check=list(HealthCheck))
+FUZZ_SETTINGS = settings(
+    max_examples=int(os.environ.get("OPENAPI_FUZZ_EXAMPLES", "25")),
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=False,
+    suppress_health_check=list(HealthCheck),
+)
 
 
 # --- the live server ---------------------------------------------------------------------------
@@ -105,18 +111,43 @@ class _Collect(logging.Handler):
 def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     # Module-scoped, so not the function-scoped `unique_topic`: the same kind of name, made here.
     topic = f"test-openapi-http-{uuid.uuid4().hex[:8]}"
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    authorizer = Authorizer({TOKEN: "User:fuzz", READER_TOKEN: "User:reader"},
-                            [Acl("User:fuzz", frozenset({Operation.ALL}), "*"),
-                             Acl("User:reader", frozenset({Operation.READ}), "readable-*")])
-    server = CoordinatorServer(kafka_broker.client_config(), topic, PARTITIONS, range(PARTITIONS), url,
-                               CoordinatorConfig(server_assignment_interval_ms=100, initial_assignment_delay_ms=0),
-                               authorizer=authorizer,
-                               max_body_bytes=1 << 20)  # small, so that the 413 test sends little
+    authorizer = Authorizer(
+        {TOKEN: "User:fuzz", READER_TOKEN: "User:reader"},
+        [
+            Acl("User:fuzz", frozenset({Operation.ALL}), "*"),
+            Acl("User:reader", frozenset({Operation.READ}), "readable-*"),
+        ],
+    )
+    server = CoordinatorServer(
+        kafka_broker.client_config(),
+        topic,
+        PARTITIONS,
+        range(PARTITIONS),
+        url,
+        CoordinatorConfig(server_assignment_interval_ms=100, initial_assignment_delay_ms=0),
+        authorizer=authorizer,
+        max_body_bytes=1 << 20,
+    )  # small, so that the 413 test sends little
     app = server.app()
     runner = web.AppRunner(app)
     loop = asyncio.new_event_loop()
@@ -197,8 +228,17 @@ def test_answers_are_closed_and_requests_open() -> None:
     """As the hand-written document had it: an answer lists every property the server sends, always,
     and no other; a request may carry unknown properties (ignored)."""
     schemas = DOCUMENT["components"]["schemas"]
-    for name in ("HeartbeatResponse", "Assignment", "PrepareAssignmentResponse", "GroupMember", "GroupDescription",
-                 "MemberDescription", "ErrorResponse", "Health", "Liveness"):
+    for name in (
+        "HeartbeatResponse",
+        "Assignment",
+        "PrepareAssignmentResponse",
+        "GroupMember",
+        "GroupDescription",
+        "MemberDescription",
+        "ErrorResponse",
+        "Health",
+        "Liveness",
+    ):
         assert schemas[name]["additionalProperties"] is False, name
         assert set(schemas[name]["required"]) == set(schemas[name]["properties"]), name
     for name in ("HeartbeatRequest", "ClientAssignor", "ConnectorsAndTasks", "TaskId", "InstallAssignmentRequest"):
@@ -236,8 +276,7 @@ def test_every_body_operation_has_a_parser() -> None:
 def test_parser_takes_every_body_the_document_calls_valid(operation) -> None:  # noqa: ANN001
     parse = PARSERS[operation.definition.raw["operationId"]]
 
-    @settings(max_examples=150, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(max_examples=150, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(operation.as_strategy(generation_mode=GenerationMode.POSITIVE))
     def parses(case) -> None:  # noqa: ANN001
         # Through JSON as on the wire: serialized as Schemathesis sends it, read as the server reads it.
@@ -248,8 +287,12 @@ def test_parser_takes_every_body_the_document_calls_valid(operation) -> None:  #
 
 
 def _base64_body(text: str) -> dict:
-    return {"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [
-        {"Name": "a", "MinimumVersion": 0, "MaximumVersion": 0, "Metadata": text}]}
+    return {
+        "GroupId": "g",
+        "MemberId": "m",
+        "MemberEpoch": 0,
+        "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, "MaximumVersion": 0, "Metadata": text}],
+    }
 
 
 @pytest.mark.parametrize("text", ["", "AA==", "AAA=", "AAAA", "+/+/"])
@@ -258,8 +301,9 @@ def test_base64_pattern_admits_what_the_parser_admits(text: str) -> None:
     PARSERS["heartbeat"](_base64_body(text))
 
 
-@pytest.mark.parametrize("text", ["A", "AA", "AA=", "AAA", "=", "A===", "AA=A", "AAAA=", "AAAA==", "AAAA\n", "AA-_",
-                                  "AA ="])
+@pytest.mark.parametrize(
+    "text", ["A", "AA", "AA=", "AAA", "=", "A===", "AA=A", "AAAA=", "AAAA==", "AAAA\n", "AA-_", "AA ="]
+)
 def test_base64_pattern_refuses_what_the_parser_refuses(text: str) -> None:
     assert not re.fullmatch(wire.BASE64_PATTERN, text)
     with pytest.raises(wire.WireError):
@@ -275,11 +319,16 @@ def _no_internal_error(live: Live):  # noqa: ANN202
         logged, live.errors[:] = list(live.errors), []
         assert not logged, "the coordinator logged: " + "\n".join(
             r.getMessage() + ("\n" + logging.Formatter().formatException(r.exc_info) if r.exc_info else "")
-            for r in logged)
+            for r in logged
+        )
         if response.headers.get("content-type", [""])[0].startswith("application/json"):
             body = response.json()
-            assert not (isinstance(body, dict) and body.get("ErrorCode") == ErrorCode.COORDINATOR_NOT_AVAILABLE
-                        and "internal error" in str(body.get("ErrorMessage"))), body
+            assert not (
+                isinstance(body, dict)
+                and body.get("ErrorCode") == ErrorCode.COORDINATOR_NOT_AVAILABLE
+                and "internal error" in str(body.get("ErrorMessage"))
+            ), body
+
     return no_internal_error
 
 
@@ -292,29 +341,47 @@ def test_live_server_matches_its_document(case, live: Live) -> None:  # noqa: AN
 def test_refusals_match_the_document(live: Live) -> None:
     """401 without or with an unknown token (and WWW-Authenticate), 403 on a group the ACLs do not
     allow, 413 over the server's limit (1 MiB here); a group id with braces reaches its route: each as documented."""
-    bodies = {"heartbeat": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0},
-              "prepareAssignment": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0},
-              "installAssignment": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0, "GroupEpoch": 0},
-              "findCoordinator": {"GroupId": "other"},
-              "setConnectors": {"Connectors": []}, "setConfig": {},
-              "joinGroup": {"GroupId": "other", "ProtocolType": "connect", "Protocols": [{"Name": "eager"}],
-                            "SessionTimeoutMs": 10000},
-              "syncGroup": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
-              "classicHeartbeat": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
-              "leaveGroup": {"GroupId": "other", "Members": [{"MemberId": "m"}]}}
+    bodies = {
+        "heartbeat": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0},
+        "prepareAssignment": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0},
+        "installAssignment": {"GroupId": "other", "MemberId": "m", "MemberEpoch": 0, "GroupEpoch": 0},
+        "findCoordinator": {"GroupId": "other"},
+        "setConnectors": {"Connectors": []},
+        "setConfig": {},
+        "joinGroup": {
+            "GroupId": "other",
+            "ProtocolType": "connect",
+            "Protocols": [{"Name": "eager"}],
+            "SessionTimeoutMs": 10000,
+        },
+        "syncGroup": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
+        "classicHeartbeat": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
+        "leaveGroup": {"GroupId": "other", "Members": [{"MemberId": "m"}]},
+    }
     seen = set()
     for result in SCHEMA.get_all_operations():
         op = result.ok()
         op_id = op.definition.raw["operationId"]
         secured = bool(op.definition.raw["security"])
-        path_parameters = ({"group_id": "other", **({"connector": "A"} if "{connector}" in op.path else {})}
-                           if "{group_id}" in op.path else None)
+        path_parameters = (
+            {"group_id": "other", **({"connector": "A"} if "{connector}" in op.path else {})}
+            if "{group_id}" in op.path
+            else None
+        )
         body = {"body": bodies[op_id], "media_type": "application/json"} if op_id in bodies else {}
         case = op.Case(path_parameters=path_parameters, **body)
-        for headers, expected in ([({}, 401), ({"Authorization": "Bearer nope"}, 401),
-                                   ({"Authorization": f"Bearer {READER_TOKEN}"},
-                                    403 if op_id not in ("listGroups", "listPartitions") else 200)]
-                                  if secured else [({}, 200)]):
+        for headers, expected in (
+            [
+                ({}, 401),
+                ({"Authorization": "Bearer nope"}, 401),
+                (
+                    {"Authorization": f"Bearer {READER_TOKEN}"},
+                    403 if op_id not in ("listGroups", "listPartitions") else 200,
+                ),
+            ]
+            if secured
+            else [({}, 200)]
+        ):
             response = case.call(base_url=live.url, headers=headers)
             assert response.status_code == expected, (op_id, headers, response.text)
             _conforms(live, case, response)
@@ -322,8 +389,13 @@ def test_refusals_match_the_document(live: Live) -> None:
                 assert response.headers["www-authenticate"][0].startswith("Bearer")
             seen.add((op_id, expected))
         if op_id in bodies:
-            big = requests.request(op.method.upper(), live.url + op.path.replace("{group_id}", "other"),
-                                   headers=AUTH, data=b"[" + b"0," * (1 << 19) + b"0]", timeout=30)
+            big = requests.request(
+                op.method.upper(),
+                live.url + op.path.replace("{group_id}", "other"),
+                headers=AUTH,
+                data=b"[" + b"0," * (1 << 19) + b"0]",
+                timeout=30,
+            )
             assert big.status_code == 413, (op_id, big.text)
             _conforms(live, case, big)
         if path_parameters:  # any group id reaches its route, braces included
@@ -362,13 +434,22 @@ def test_a_token_that_is_not_utf8_is_refused_like_any_unknown_token(live: Live) 
 
 def _conforms(live: Live, case, response) -> None:  # noqa: ANN001
     """The response is a documented one: status, content type, headers and body."""
-    case.validate_response(response, checks=[not_a_server_error, status_code_conformance, content_type_conformance,
-                                             response_headers_conformance, response_schema_conformance,
-                                             _no_internal_error(live)])
+    case.validate_response(
+        response,
+        checks=[
+            not_a_server_error,
+            status_code_conformance,
+            content_type_conformance,
+            response_headers_conformance,
+            response_schema_conformance,
+            _no_internal_error(live),
+        ],
+    )
 
 
-def _call(live: Live, method: str, path: str, body: Any = None, group_id: str | None = None,
-          connector: str | None = None) -> Any:
+def _call(
+    live: Live, method: str, path: str, body: Any = None, group_id: str | None = None, connector: str | None = None
+) -> Any:
     operation = SCHEMA[path][method]
     kwargs: dict[str, Any] = {"path_parameters": {"group_id": group_id}} if group_id is not None else {}
     if connector is not None:
@@ -389,14 +470,41 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
     worker's side is the shipped incremental_cooperative assignor through the wire types'
     `group_spec` and `InstallAssignmentRequest.of`, as the SDK runs it."""
     group = "openapi-client-side"
-    hb, prepare, install = ("/v1/connect-group/heartbeat", "/v1/connect-group/prepare-assignment",
-                            "/v1/connect-group/install-assignment")
-    client_assignors = [{"Name": "incremental_cooperative", "MinimumVersion": 0, "MaximumVersion": 1, "Reason": 0,
-                         "Version": 1, "Metadata": "AQID"}]
-    assert _call(live, "PUT", "/v1/groups/{group_id}/connectors", {"Connectors": [{"Name": "A", "Tasks": 2},
-                 {"Name": "B", "Tasks": 1}]}, group)["ErrorCode"] == 0
-    assert _call(live, "PUT", "/v1/groups/{group_id}/config", {"SessionTimeoutMs": 30_000,
-                 "HeartbeatIntervalMs": 1_000, "ScheduledRebalanceMaxDelayMs": 120_000}, group)["ErrorCode"] == 0
+    hb, prepare, install = (
+        "/v1/connect-group/heartbeat",
+        "/v1/connect-group/prepare-assignment",
+        "/v1/connect-group/install-assignment",
+    )
+    client_assignors = [
+        {
+            "Name": "incremental_cooperative",
+            "MinimumVersion": 0,
+            "MaximumVersion": 1,
+            "Reason": 0,
+            "Version": 1,
+            "Metadata": "AQID",
+        }
+    ]
+    assert (
+        _call(
+            live,
+            "PUT",
+            "/v1/groups/{group_id}/connectors",
+            {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]},
+            group,
+        )["ErrorCode"]
+        == 0
+    )
+    assert (
+        _call(
+            live,
+            "PUT",
+            "/v1/groups/{group_id}/config",
+            {"SessionTimeoutMs": 30_000, "HeartbeatIntervalMs": 1_000, "ScheduledRebalanceMaxDelayMs": 120_000},
+            group,
+        )["ErrorCode"]
+        == 0
+    )
     workers: dict[str, dict] = {}
     seen: set[str] = set()
 
@@ -404,15 +512,17 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
         answer = _call(live, "POST", hb, {"GroupId": group, "MemberId": member, **body})
         if answer["ErrorCode"] == ErrorCode.COMPUTE_ASSIGNMENT:
             seen.add("compute")
-            spec = _call(live, "POST", prepare, {"GroupId": group, "MemberId": member,
-                                                 "MemberEpoch": answer["MemberEpoch"]})
+            spec = _call(
+                live, "POST", prepare, {"GroupId": group, "MemberId": member, "MemberEpoch": answer["MemberEpoch"]}
+            )
             assert spec["ErrorCode"] == 0, spec
             seen.update({"departed"} if spec["DepartedMembers"] else set())
             # The worker's side as the SDK does it: the shipped assignor on the answer, its result installed.
             group_spec = msgspec.convert(spec, wire.PrepareAssignmentResponse).group_spec()
             result = assignor(spec["AssignorName"]).assign(group_spec)
-            body = msgspec.to_builtins(wire.InstallAssignmentRequest.of(group, member, answer["MemberEpoch"],
-                                                                        spec["GroupEpoch"], result))
+            body = msgspec.to_builtins(
+                wire.InstallAssignmentRequest.of(group, member, answer["MemberEpoch"], spec["GroupEpoch"], result)
+            )
             outcome = _call(live, "POST", install, body)
             assert outcome["ErrorCode"] == 0, outcome
         else:
@@ -434,9 +544,17 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
         raise AssertionError(f"the group did not settle: {described}")
 
     for member, instance in (("W1", None), ("W2", "instance-2")):
-        heartbeat(member, {"MemberEpoch": 0, "InstanceId": instance, "RebalanceTimeoutMs": 10_000,
-                           "ClientAssignors": client_assignors, "Url": f"http://{member}:8083",
-                           "ConnectorsAndTasks": {"Connectors": [], "Tasks": []}})
+        heartbeat(
+            member,
+            {
+                "MemberEpoch": 0,
+                "InstanceId": instance,
+                "RebalanceTimeoutMs": 10_000,
+                "ClientAssignors": client_assignors,
+                "Url": f"http://{member}:8083",
+                "ConnectorsAndTasks": {"Connectors": [], "Tasks": []},
+            },
+        )
     described = settle()
     assert {m["MemberId"] for m in described["Members"]} == {"W1", "W2"}
     assert described["Assignor"] == "incremental_cooperative" and described["AssignorKind"] == "client"
@@ -453,9 +571,16 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
     described = settle()
     assert described["Deferred"]["Connectors"] or described["Deferred"]["Tasks"], described
     assert described["ScheduledRebalanceAtMs"] is not None
-    deferred = [*described["Deferred"]["Connectors"], *((t["Connector"], t["Task"]) for t in described["Deferred"]["Tasks"])]
-    waiting = [place for name in ("A", "B") for s in [_call(live, "GET", status, group_id=group, connector=name)]
-               for place in ((name, s["connector"]), *(((name, t["id"]), t) for t in s["tasks"]))]
+    deferred = [
+        *described["Deferred"]["Connectors"],
+        *((t["Connector"], t["Task"]) for t in described["Deferred"]["Tasks"]),
+    ]
+    waiting = [
+        place
+        for name in ("A", "B")
+        for s in [_call(live, "GET", status, group_id=group, connector=name)]
+        for place in ((name, s["connector"]), *(((name, t["id"]), t) for t in s["tasks"]))
+    ]
     assert sorted(str(i) for i, p in waiting if p["state"] == "UNASSIGNED") == sorted(map(str, deferred)), waiting
     assert all(p["deferred_until"] and p["worker_id"] is None for i, p in waiting if p["state"] == "UNASSIGNED")
     assert seen == {"compute", "departed", "assignment"}

@@ -61,25 +61,108 @@ TARGET_LABELS = {"instance", "job"}
 
 # --- a PromQL lexer --------------------------------------------------------------------------------
 
-AGGREGATIONS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
-                "quantile", "limitk", "limit_ratio"}
+AGGREGATIONS = {
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+}
 FUNCTIONS = {
-    "abs", "absent", "absent_over_time", "avg_over_time", "ceil", "changes", "clamp", "clamp_max", "clamp_min",
-    "count_over_time", "day_of_month", "day_of_week", "day_of_year", "days_in_month", "delta", "deriv", "exp",
-    "floor", "histogram_avg", "histogram_count", "histogram_fraction", "histogram_quantile", "histogram_stddev",
-    "histogram_stdvar", "histogram_sum", "holt_winters", "hour", "idelta", "increase", "irate", "label_join",
-    "label_replace", "last_over_time", "ln", "log10", "log2", "mad_over_time", "max_over_time", "min_over_time",
-    "minute", "month", "predict_linear", "present_over_time", "quantile_over_time", "rate", "resets", "round",
-    "scalar", "sgn", "sort", "sort_by_label", "sort_by_label_desc", "sort_desc", "sqrt", "stddev_over_time",
-    "stdvar_over_time", "sum_over_time", "time", "timestamp", "vector", "year", "acos", "acosh", "asin", "asinh",
-    "atan", "atanh", "cos", "cosh", "deg", "pi", "rad", "sin", "sinh", "tan", "tanh"}
+    "abs",
+    "absent",
+    "absent_over_time",
+    "avg_over_time",
+    "ceil",
+    "changes",
+    "clamp",
+    "clamp_max",
+    "clamp_min",
+    "count_over_time",
+    "day_of_month",
+    "day_of_week",
+    "day_of_year",
+    "days_in_month",
+    "delta",
+    "deriv",
+    "exp",
+    "floor",
+    "histogram_avg",
+    "histogram_count",
+    "histogram_fraction",
+    "histogram_quantile",
+    "histogram_stddev",
+    "histogram_stdvar",
+    "histogram_sum",
+    "holt_winters",
+    "hour",
+    "idelta",
+    "increase",
+    "irate",
+    "label_join",
+    "label_replace",
+    "last_over_time",
+    "ln",
+    "log10",
+    "log2",
+    "mad_over_time",
+    "max_over_time",
+    "min_over_time",
+    "minute",
+    "month",
+    "predict_linear",
+    "present_over_time",
+    "quantile_over_time",
+    "rate",
+    "resets",
+    "round",
+    "scalar",
+    "sgn",
+    "sort",
+    "sort_by_label",
+    "sort_by_label_desc",
+    "sort_desc",
+    "sqrt",
+    "stddev_over_time",
+    "stdvar_over_time",
+    "sum_over_time",
+    "time",
+    "timestamp",
+    "vector",
+    "year",
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atanh",
+    "cos",
+    "cosh",
+    "deg",
+    "pi",
+    "rad",
+    "sin",
+    "sinh",
+    "tan",
+    "tanh",
+}
 BINARY_KEYWORDS = {"and", "or", "unless", "atan2"}
 MODIFIERS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
 LITERALS = {"inf", "nan"}
 # Grafana's template functions in variable queries (label_values(metric, label) and its kin).
 GRAFANA_FUNCTIONS = {"label_values", "label_names", "metrics", "query_result"}
 
-_TOKEN = re.compile(r"""
+_TOKEN = re.compile(
+    r"""
     (?P<space>\s+|\#[^\n]*)
   | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
   | (?P<var>\$\{?\w+\}?)
@@ -87,7 +170,9 @@ _TOKEN = re.compile(r"""
   | (?P<ident>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<op>=~|!~|!=|==|<=|>=|[-+*/%^<>=@])
   | (?P<punct>[(){}\[\],:])
-""", re.VERBOSE)
+""",
+    re.VERBOSE,
+)
 
 
 @dataclass
@@ -101,7 +186,7 @@ def tokenize(expr: str) -> list[Token]:
     while at < len(expr):
         match = _TOKEN.match(expr, at)
         if match is None:
-            raise ValueError(f"cannot read {expr[at:at + 20]!r} in {expr!r}")
+            raise ValueError(f"cannot read {expr[at : at + 20]!r} in {expr!r}")
         at = match.end()
         if match.lastgroup != "space":
             tokens.append(Token(match.lastgroup, match.group()))
@@ -138,17 +223,17 @@ def _labels(tokens: list[Token], i: int) -> tuple[list[str], int]:
     """The label names of the list `( a, b )` at `i`, and the index after it."""
     assert i < len(tokens) and tokens[i].text == "(", "a label list is in parentheses"
     end = _close(tokens, i)
-    names = [t.text for t in tokens[i + 1:end] if t.kind == "ident"]
-    assert all(t.kind == "ident" or t.text == "," for t in tokens[i + 1:end]), "a label list holds names only"
+    names = [t.text for t in tokens[i + 1 : end] if t.kind == "ident"]
+    assert all(t.kind == "ident" or t.text == "," for t in tokens[i + 1 : end]), "a label list holds names only"
     return names, end + 1
 
 
 def _matchers(tokens: list[Token], i: int) -> tuple[dict[str, str], int]:
     """`{label op "value", ...}` at `i`: label -> value (of = matchers), and the index after it."""
     end = _close(tokens, i)
-    inner, matched = tokens[i + 1:end], {}
+    inner, matched = tokens[i + 1 : end], {}
     for k in range(0, len(inner), 4):
-        label, op, value = inner[k:k + 3]
+        label, op, value = inner[k : k + 3]
         assert label.kind == "ident" and op.text in ("=", "!=", "=~", "!~") and value.kind == "string", inner
         assert k + 3 == len(inner) or inner[k + 3].text == ",", inner
         matched[label.text] = value.text[1:-1] if op.text == "=" else ""
@@ -240,13 +325,17 @@ def template_queries(query: str) -> list[str]:
 
 
 def test_the_lexer_finds_metrics_and_nothing_else() -> None:
-    q = parse('histogram_quantile(0.99, sum by (api, le) (rate(coordinator_request_seconds_bucket'
-              '{instance=~"$instance"}[$__rate_interval])))')
+    q = parse(
+        "histogram_quantile(0.99, sum by (api, le) (rate(coordinator_request_seconds_bucket"
+        '{instance=~"$instance"}[$__rate_interval])))'
+    )
     assert q.metrics == {"coordinator_request_seconds_bucket": {"instance"}}
     assert q.functions == {"histogram_quantile", "sum", "rate"}
     assert q.kept == [({"api", "le"}, {"coordinator_request_seconds_bucket"})]
-    q = parse('sum(rate(a_total[5m] offset 1h)) by (x) / on (x) group_left (y) b{z="1"} > bool 2 '
-              'or vector(0) unless {__name__="c", d!="e"}')
+    q = parse(
+        'sum(rate(a_total[5m] offset 1h)) by (x) / on (x) group_left (y) b{z="1"} > bool 2 '
+        'or vector(0) unless {__name__="c", d!="e"}'
+    )
     assert q.metrics == {"a_total": set(), "b": {"z"}, "c": {"d"}}
     assert q.kept == [({"x"}, {"a_total"})]
     assert parse("count(x == 1) or vector(0)").metrics == {"x": set()}
@@ -256,7 +345,8 @@ def test_the_lexer_finds_metrics_and_nothing_else() -> None:
         with pytest.raises((ValueError, AssertionError)):
             parse(broken)
     assert template_queries('label_values(coordinator_group_epoch{instance=~"$instance"}, group)') == [
-        'coordinator_group_epoch{instance=~"$instance"}']
+        'coordinator_group_epoch{instance=~"$instance"}'
+    ]
 
 
 # --- the expressions in the files -----------------------------------------------------------------
@@ -314,20 +404,38 @@ def test_the_dashboard_is_grafanas_and_covers_what_operators_watch() -> None:
         assert {"h", "w", "x", "y"} <= set(panel["gridPos"]) and panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
         for target in panel["targets"]:
             assert target["datasource"]["uid"] == "${DS_PROMETHEUS}"
-            assert '$instance' in target["expr"], (panel["title"], "every panel follows the instance variable")
+            assert "$instance" in target["expr"], (panel["title"], "every panel follows the instance variable")
     named = {m for p in panels for t in p["targets"] for m in parse(t["expr"]).metrics}
-    wanted = {"coordinator_request_seconds_count", "coordinator_request_seconds_bucket", "coordinator_errors_total",
-              "coordinator_protocol_signals_total", "coordinator_commit_seconds_bucket",
-              "coordinator_batch_records_bucket", "coordinator_partition_load_seconds",
-              "coordinator_partition_loads_total", "coordinator_rebalances_total",
-              "coordinator_rebalance_duration_seconds_bucket", "coordinator_rebalance_in_progress_seconds",
-              "coordinator_members", "coordinator_groups", "coordinator_group_epoch", "coordinator_partition_status",
-              "process_resident_memory_bytes", "process_cpu_seconds_total", "process_open_fds",
-              "coordinator_build_info"}
+    wanted = {
+        "coordinator_request_seconds_count",
+        "coordinator_request_seconds_bucket",
+        "coordinator_errors_total",
+        "coordinator_protocol_signals_total",
+        "coordinator_commit_seconds_bucket",
+        "coordinator_batch_records_bucket",
+        "coordinator_partition_load_seconds",
+        "coordinator_partition_loads_total",
+        "coordinator_rebalances_total",
+        "coordinator_rebalance_duration_seconds_bucket",
+        "coordinator_rebalance_in_progress_seconds",
+        "coordinator_members",
+        "coordinator_groups",
+        "coordinator_group_epoch",
+        "coordinator_partition_status",
+        "process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_open_fds",
+        "coordinator_build_info",
+    }
     assert wanted <= named, wanted - named
-    group_panels = [t["expr"] for p in panels for t in p["targets"] if "group" in parse(t["expr"]).metrics.get(
-        "coordinator_group_epoch", set()) | parse(t["expr"]).metrics.get("coordinator_rebalance_in_progress_seconds",
-                                                                          set())]
+    group_panels = [
+        t["expr"]
+        for p in panels
+        for t in p["targets"]
+        if "group"
+        in parse(t["expr"]).metrics.get("coordinator_group_epoch", set())
+        | parse(t["expr"]).metrics.get("coordinator_rebalance_in_progress_seconds", set())
+    ]
     assert group_panels and all("$group" in e for e in group_panels)
 
 
@@ -344,16 +452,25 @@ class Family:
 def _families(text: str) -> dict[str, Family]:
     families = {}
     for family in text_string_to_metric_families(text):
-        families[family.name] = Family(family.type, {label for s in family.samples for label in s.labels},
-                                       {s.name for s in family.samples})
+        families[family.name] = Family(
+            family.type, {label for s in family.samples for label in s.labels}, {s.name for s in family.samples}
+        )
     return families
 
 
 def _exported(families: dict[str, Family], name: str) -> Family | None:
     """The family `name` is a series of, given the suffixes its type gives its samples."""
-    suffixes = {"counter": ("_total", "_created"), "histogram": ("_bucket", "_sum", "_count", "_created"),
-                "summary": ("", "_sum", "_count", "_created"), "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
-                "gauge": ("",), "untyped": ("",), "info": ("_info",), "stateset": ("",), "unknown": ("",)}
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "summary": ("", "_sum", "_count", "_created"),
+        "gaugehistogram": ("_bucket", "_gsum", "_gcount"),
+        "gauge": ("",),
+        "untyped": ("",),
+        "info": ("_info",),
+        "stateset": ("",),
+        "unknown": ("",),
+    }
     for family_name, family in families.items():
         if any(name == family_name + suffix for suffix in suffixes[family.type]):
             return family
@@ -377,28 +494,69 @@ def scrapes(kafka_broker, tmp_path_factory) -> Scrapes:  # noqa: ANN001
     from coordinator.tools.process import ServeProcess
 
     topic = f"test-ops-files-{os.getpid()}-{time.monotonic_ns()}"
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "2", "--replication-factor", "1"]) == 0
-    server = ServeProcess(kafka_broker.bootstrap_servers, topic, tmp_path_factory.mktemp("ops"), "--ownership",
-                          "group", "--allow-anonymous", "--ownership-session-timeout-ms", "6000",
-                          "--initial-assignment-delay-ms", "0", "--server-assignment-interval-ms", "0")
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "2",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    server = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        topic,
+        tmp_path_factory.mktemp("ops"),
+        "--ownership",
+        "group",
+        "--allow-anonymous",
+        "--ownership-session-timeout-ms",
+        "6000",
+        "--initial-assignment-delay-ms",
+        "0",
+        "--server-assignment-interval-ms",
+        "0",
+    )
     server.start(wait=False)
     try:
         server.wait_healthy(90, partitions=2)
         with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
             fresh = response.read().decode()
         group = "connect-ops"
-        assert server.request("PUT", f"/v1/groups/{group}/connectors",
-                              {"Connectors": [{"Name": "A", "Tasks": 2}]})[1]["ErrorCode"] == 0
+        assert (
+            server.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "A", "Tasks": 2}]})[1][
+                "ErrorCode"
+            ]
+            == 0
+        )
         owned = {"Connectors": [], "Tasks": []}
-        status, body = server.request("POST", "/v1/connect-group/heartbeat", {
-            "GroupId": group, "MemberId": "w1", "MemberEpoch": 0, "RebalanceTimeoutMs": 5000,
-            "ServerAssignor": "incremental_cooperative"})
+        status, body = server.request(
+            "POST",
+            "/v1/connect-group/heartbeat",
+            {
+                "GroupId": group,
+                "MemberId": "w1",
+                "MemberEpoch": 0,
+                "RebalanceTimeoutMs": 5000,
+                "ServerAssignor": "incremental_cooperative",
+            },
+        )
         assert (status, body["ErrorCode"]) == (200, 0), body
         for _ in range(100):  # until the member is at the group's epoch with its work: the rebalance converged
             epoch, owned = body["MemberEpoch"], (body["Assignment"] or {}).get("ConnectorsAndTasks", owned)
-            body = server.request("POST", "/v1/connect-group/heartbeat", {
-                "GroupId": group, "MemberId": "w1", "MemberEpoch": epoch, "ConnectorsAndTasks": owned})[1]
+            body = server.request(
+                "POST",
+                "/v1/connect-group/heartbeat",
+                {"GroupId": group, "MemberId": "w1", "MemberEpoch": epoch, "ConnectorsAndTasks": owned},
+            )[1]
             assert body["ErrorCode"] == 0, body
             described = server.request("GET", f"/v1/groups/{group}")[1]
             if described["State"] == "STABLE" and owned["Tasks"]:
@@ -406,8 +564,11 @@ def scrapes(kafka_broker, tmp_path_factory) -> Scrapes:  # noqa: ANN001
             time.sleep(0.1)
         else:
             raise AssertionError(f"the group did not converge: {described}")
-        fenced = server.request("POST", "/v1/connect-group/heartbeat", {
-            "GroupId": group, "MemberId": "w1", "MemberEpoch": body["MemberEpoch"] + 7})[1]
+        fenced = server.request(
+            "POST",
+            "/v1/connect-group/heartbeat",
+            {"GroupId": group, "MemberId": "w1", "MemberEpoch": body["MemberEpoch"] + 7},
+        )[1]
         assert fenced["ErrorCode"] != 0  # an error, counted by name
         with urllib.request.urlopen(server.url + "/metrics", timeout=10) as response:
             text = response.read().decode()
@@ -482,8 +643,11 @@ def test_the_fresh_scrape_holds_each_served_partition_and_api_and_no_group(scrap
     """The fresh scrape itself, so that the test above cannot pass on a scrape of the wrong moment."""
     from coordinator.service.metrics import PER_GROUP, documented_codes
 
-    samples = {f"{s.name}{{{','.join(f'{k}={v}' for k, v in sorted(s.labels.items()))}}}": s.value
-               for family in text_string_to_metric_families(scrapes.fresh_text) for s in family.samples}
+    samples = {
+        f"{s.name}{{{','.join(f'{k}={v}' for k, v in sorted(s.labels.items()))}}}": s.value
+        for family in text_string_to_metric_families(scrapes.fresh_text)
+        for s in family.samples
+    }
     for partition in ("0", "1"):
         assert samples[f"coordinator_partition_status{{partition={partition},status=serving}}"] == 1
         assert samples[f"coordinator_groups{{partition={partition}}}"] == 0
@@ -504,21 +668,30 @@ def _promtool() -> str | None:
     return found or (str(PROMTOOL_CACHE) if PROMTOOL_CACHE.exists() else None)
 
 
-@pytest.mark.skipif(_promtool() is None, reason="promtool is not installed: `make promtool` unpacks it from "
-                    "Debian's prometheus package (apt-get download), which needs apt; the structural test below "
-                    "still runs")
+@pytest.mark.skipif(
+    _promtool() is None,
+    reason="promtool is not installed: `make promtool` unpacks it from "
+    "Debian's prometheus package (apt-get download), which needs apt; the structural test below "
+    "still runs",
+)
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
     promtool = _promtool()
-    result = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60,
-                            check=False)
+    result = subprocess.run(
+        [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {sum(len(g['rules']) for g in rules()['groups'])} rules found" in result.stdout
     # It does refuse a broken rule: the check means something.
     broken = rules()
     broken["groups"][0]["rules"][0]["expr"] = "sum(rate(coordinator_errors_total[5m])"
     (tmp_path / "broken.yaml").write_text(yaml.safe_dump(broken))
-    refused = subprocess.run([promtool, "check", "rules", str(tmp_path / "broken.yaml")], capture_output=True,
-                             text=True, timeout=60, check=False)
+    refused = subprocess.run(
+        [promtool, "check", "rules", str(tmp_path / "broken.yaml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert refused.returncode != 0
 
 
@@ -546,11 +719,13 @@ def test_the_rules_are_well_formed() -> None:
             for label in re.findall(r"\$labels\.(\w+)", " ".join(rule["annotations"].values())):
                 kept = set().union(*(labels for labels, _ in query.kept)) if query.kept else None
                 assert kept is None or label in kept | TARGET_LABELS, (rule["alert"], label, "dropped by the sum")
-    expected = {"CoordinatorPartitionNotServing": "coordinator_partition_status",
-                "CoordinatorRebalanceTooLong": "coordinator_rebalance_in_progress_seconds",
-                "CoordinatorErrorRate": "coordinator_errors_total",
-                "CoordinatorSlowPartitionLoad": "coordinator_partition_load_seconds",
-                "CoordinatorInstanceDown": "up"}
+    expected = {
+        "CoordinatorPartitionNotServing": "coordinator_partition_status",
+        "CoordinatorRebalanceTooLong": "coordinator_rebalance_in_progress_seconds",
+        "CoordinatorErrorRate": "coordinator_errors_total",
+        "CoordinatorSlowPartitionLoad": "coordinator_partition_load_seconds",
+        "CoordinatorInstanceDown": "up",
+    }
     for alert, metric in expected.items():
         assert metric in parse(alerts[alert]["expr"]).metrics, alert
     assert alerts["CoordinatorPartitionNotServing"]["for"] == "2m"
@@ -565,8 +740,10 @@ def test_the_rules_are_well_formed() -> None:
 def manifests() -> dict[str, list[dict[str, Any]]]:
     """File name -> the objects in it, for every file kustomization.yaml lists."""
     kustomization = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
-    return {name: [d for d in yaml.safe_load_all((KUBERNETES / name).read_text()) if d]
-            for name in kustomization["resources"]}
+    return {
+        name: [d for d in yaml.safe_load_all((KUBERNETES / name).read_text()) if d]
+        for name in kustomization["resources"]
+    }
 
 
 def objects(kind: str) -> list[dict[str, Any]]:
@@ -578,19 +755,34 @@ def test_kustomization_lists_every_manifest() -> None:
     present = {p.name for p in KUBERNETES.glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == present
     kinds = {o["kind"] for docs in manifests().values() for o in docs}
-    assert {"ConfigMap", "Secret", "Deployment", "Service", "PodDisruptionBudget", "ServiceMonitor",
-            "PrometheusRule"} <= kinds
+    assert {
+        "ConfigMap",
+        "Secret",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "ServiceMonitor",
+        "PrometheusRule",
+    } <= kinds
     assert all("namespace" not in o["metadata"] for o in objects("Deployment") + objects("Service"))
 
 
-CORE = {("v1", "Namespace"), ("v1", "ConfigMap"), ("v1", "Secret"), ("v1", "Service"), ("apps/v1", "Deployment"),
-        ("policy/v1", "PodDisruptionBudget"), ("batch/v1", "Job")}
+CORE = {
+    ("v1", "Namespace"),
+    ("v1", "ConfigMap"),
+    ("v1", "Secret"),
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("batch/v1", "Job"),
+}
 OPERATOR = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 
 
 def test_core_objects_validate_against_the_kubernetes_schemas() -> None:
     kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed")
+        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed"
+    )
     checked = 0
     for name, docs in manifests().items():
         for o in docs:

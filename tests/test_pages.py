@@ -46,12 +46,15 @@ def _why_no_chromium() -> str:
     """`make test` installs Debian's chromium first (the Makefile's `chromium` target) wherever it can, so the
     browser test skips only where that is impossible; the reason says which case this machine is."""
     if os.geteuid() != 0:
-        return ("Debian's chromium is not installed and `make chromium` needs root to install it "
-                "(apt-get install chromium)")
+        return (
+            "Debian's chromium is not installed and `make chromium` needs root to install it (apt-get install chromium)"
+        )
     if shutil.which("apt-get") is None:
         return "Debian's chromium is not installed and cannot be here: no apt-get"
-    return ("Debian's chromium is not installed: run `make chromium` (part of `make test`), which installs it here; "
-            "if it ran, its apt-get install failed (its line on stderr)")
+    return (
+        "Debian's chromium is not installed: run `make chromium` (part of `make test`), which installs it here; "
+        "if it ran, its apt-get install failed (its line on stderr)"
+    )
 
 
 @dataclass
@@ -69,19 +72,45 @@ def _get(live: Live, path: str, token: str | None = OPS, **kw) -> requests.Respo
 @pytest.fixture(scope="module")
 def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     topic = f"test-pages-{uuid.uuid4().hex[:8]}"
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "1", "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     # ops may do everything; alice only her own groups; anonymous visitors (the browser) may look at page-*.
-    authorizer = Authorizer({OPS: "User:ops", ALICE: "User:alice"},
-                            [Acl("User:ops", frozenset({Operation.ALL}), "*"),
-                             Acl("User:alice", frozenset({Operation.READ}), "alice-*"),
-                             Acl(ANONYMOUS, frozenset({Operation.DESCRIBE}), "page-*")], allow_anonymous=True)
-    server = CoordinatorServer(kafka_broker.client_config(), topic, 1, [0], url,
-                               CoordinatorConfig(heartbeat_interval_ms=200, initial_assignment_delay_ms=0),
-                               authorizer=authorizer)
+    authorizer = Authorizer(
+        {OPS: "User:ops", ALICE: "User:alice"},
+        [
+            Acl("User:ops", frozenset({Operation.ALL}), "*"),
+            Acl("User:alice", frozenset({Operation.READ}), "alice-*"),
+            Acl(ANONYMOUS, frozenset({Operation.DESCRIBE}), "page-*"),
+        ],
+        allow_anonymous=True,
+    )
+    server = CoordinatorServer(
+        kafka_broker.client_config(),
+        topic,
+        1,
+        [0],
+        url,
+        CoordinatorConfig(heartbeat_interval_ms=200, initial_assignment_delay_ms=0),
+        authorizer=authorizer,
+    )
     runner = web.AppRunner(server.app())
     loop = asyncio.new_event_loop()
     thread = threading.Thread(target=loop.run_forever, name="pages-live-server", daemon=True)
@@ -93,8 +122,12 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         await runner.setup()
         await web.SockSite(runner, sock).start()
         client = CoordinatorClient(url, token=OPS, retry_for_s=10)
-        body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name="orders-sink", tasks=3),
-                                                     wire.ConnectorTaskCount(name=EVIL, tasks=1)])
+        body = wire.SetConnectorsRequest(
+            connectors=[
+                wire.ConnectorTaskCount(name="orders-sink", tasks=3),
+                wire.ConnectorTaskCount(name=EVIL, tasks=1),
+            ]
+        )
         assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)).error_code == 0
         for member, instance in (("worker-1", None), ("worker-2", "pod-2")):
             w = Worker(client, G, member_id=member, instance_id=instance, url=f"http://{member}:8083")
@@ -130,8 +163,10 @@ def test_connector_status_over_http(live: Live) -> None:
     status = _get(live, f"/v1/groups/{G}/connectors/orders-sink/status").json()
     assert status["name"] == "orders-sink" and status["type"] == "unknown" and status["ErrorCode"] == 0
     owner = {str(i): w for w in live.workers for i in w.owned}
-    for place, item in [(status["connector"], "orders-sink"),
-                        *((t, f"orders-sink-{t['id']}") for t in status["tasks"])]:
+    for place, item in [
+        (status["connector"], "orders-sink"),
+        *((t, f"orders-sink-{t['id']}") for t in status["tasks"]),
+    ]:
         assert place["state"] == "ASSIGNED" and place["worker_id"] == owner[item].member_id, status
         assert place["instance_id"] == owner[item].instance_id and place["deferred_until"] is None
     assert [t["id"] for t in status["tasks"]] == [0, 1, 2]
@@ -205,8 +240,15 @@ def test_a_group_id_with_markup_is_escaped(live: Live) -> None:
 @pytest.mark.skipif(CHROMIUM is None, reason=_why_no_chromium())
 def test_group_page_in_headless_chromium(live: Live) -> None:
     url = f"{live.url}/ui/groups/{G}"
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-             "--hide-scrollbars", f"--user-data-dir={SCREENSHOT.parent / 'chromium-profile'}"]
+    flags = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+        f"--user-data-dir={SCREENSHOT.parent / 'chromium-profile'}",
+    ]
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=120, check=True).stdout
     for w in live.workers:
         assert w.member_id in dom
@@ -214,8 +256,12 @@ def test_group_page_in_headless_chromium(live: Live) -> None:
     assert "<svg" in dom and "orders-sink-0" in dom and EVIL not in dom
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     SCREENSHOT.unlink(missing_ok=True)
-    subprocess.run([*flags, f"--screenshot={SCREENSHOT}", "--window-size=1280,1600", url], capture_output=True,
-                   timeout=120, check=True)
+    subprocess.run(
+        [*flags, f"--screenshot={SCREENSHOT}", "--window-size=1280,1600", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert SCREENSHOT.stat().st_size > 10_000
     print(f"screenshot: {SCREENSHOT}")
 
@@ -239,15 +285,16 @@ def test_the_page_of_a_classic_group_shows_each_workers_url_config_offset_and_wo
     described = GroupCoordinator(replayed_state(log)).describe_group(CLASSIC)
     history = History(CLASSIC)
     history.run(raw(log))
-    html = group_page(described, plot.svg(history, CLASSIC), "read to the end", coordinator="http://c", partition=0,
-                      now_ms=T0)
-    tables = {m: html[html.index(f'data-member="{m}"'):] for m in ("W1", "W2", "W3", "X9")}
+    html = group_page(
+        described, plot.svg(history, CLASSIC), "read to the end", coordinator="http://c", partition=0, now_ms=T0
+    )
+    tables = {m: html[html.index(f'data-member="{m}"') :] for m in ("W1", "W2", "W3", "X9")}
     for m, runs in (("W1", "A, A-0"), ("W2", "A-1"), ("W3", "A-2")):
-        table = tables[m][:tables[m].index("</table>")]
+        table = tables[m][: tables[m].index("</table>")]
         assert f'<td class="k">url</td><td>{url(m)}</td>' in table
         assert '<td class="k">config offset</td><td>12</td>' in table
         assert f'<td class="k">assigned</td><td>{runs}</td>' in table and '<td class="k">note</td>' not in table
-    x9 = tables["X9"][:tables["X9"].index("</table>")]
+    x9 = tables["X9"][: tables["X9"].index("</table>")]
     assert '<td class="k">assigned</td><td><span class="none">nothing</span></td>' in x9
     assert "its JoinGroup metadata cannot be read" in x9
     # The timeline draws a lane per worker and a bar per task it ran.
@@ -262,16 +309,33 @@ def test_the_live_page_of_a_classic_group(live: Live) -> None:
     group = "page-classic"
     sub = metadata("C1", "sessioned", offset=33)
     headers = {"Authorization": f"Bearer {OPS}"}
-    joined = requests.post(f"{live.url}/v1/classic-group/join", headers=headers, timeout=30, json={
-        "GroupId": group, "GroupInstanceId": "pod-c1", "ProtocolType": "connect",
-        "Protocols": [{"Name": "sessioned", "Metadata": base64.b64encode(sub).decode()}],
-        "SessionTimeoutMs": 30_000, "RebalanceTimeoutMs": 30_000}).json()
+    joined = requests.post(
+        f"{live.url}/v1/classic-group/join",
+        headers=headers,
+        timeout=30,
+        json={
+            "GroupId": group,
+            "GroupInstanceId": "pod-c1",
+            "ProtocolType": "connect",
+            "Protocols": [{"Name": "sessioned", "Metadata": base64.b64encode(sub).decode()}],
+            "SessionTimeoutMs": 30_000,
+            "RebalanceTimeoutMs": 30_000,
+        },
+    ).json()
     assert joined["ErrorCode"] == 0 and joined["Leader"] == joined["MemberId"], joined
     given = assignment("sessioned", cat("sink", ("sink", 0), ("sink", 1)))
-    synced = requests.post(f"{live.url}/v1/classic-group/sync", headers=headers, timeout=30, json={
-        "GroupId": group, "MemberId": joined["MemberId"], "GenerationId": joined["GenerationId"],
-        "GroupInstanceId": "pod-c1",
-        "Assignments": [{"MemberId": joined["MemberId"], "Assignment": base64.b64encode(given).decode()}]}).json()
+    synced = requests.post(
+        f"{live.url}/v1/classic-group/sync",
+        headers=headers,
+        timeout=30,
+        json={
+            "GroupId": group,
+            "MemberId": joined["MemberId"],
+            "GenerationId": joined["GenerationId"],
+            "GroupInstanceId": "pod-c1",
+            "Assignments": [{"MemberId": joined["MemberId"], "Assignment": base64.b64encode(given).decode()}],
+        },
+    ).json()
     assert synced["ErrorCode"] == 0, synced
     try:
         deadline = time.monotonic() + 30
@@ -280,15 +344,19 @@ def test_the_live_page_of_a_classic_group(live: Live) -> None:
             if "<svg" in page or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        table = page[page.index(f'data-member="{joined["MemberId"]}"'):]
-        table = table[:table.index("</table>")]
+        table = page[page.index(f'data-member="{joined["MemberId"]}"') :]
+        table = table[: table.index("</table>")]
         assert f'<td class="k">url</td><td>{url("C1")}</td>' in table
         assert '<td class="k">config offset</td><td>33</td>' in table
         assert '<td class="k">assigned</td><td>sink, sink-0, sink-1</td>' in table
-        assert "pod-c1" in table and "<svg" in page and "sink-1" in page[page.index("<svg"):]
+        assert "pod-c1" in table and "<svg" in page and "sink-1" in page[page.index("<svg") :]
     finally:
-        requests.post(f"{live.url}/v1/classic-group/leave", headers=headers, timeout=30, json={
-            "GroupId": group, "Members": [{"MemberId": joined["MemberId"], "GroupInstanceId": "pod-c1"}]})
+        requests.post(
+            f"{live.url}/v1/classic-group/leave",
+            headers=headers,
+            timeout=30,
+            json={"GroupId": group, "Members": [{"MemberId": joined["MemberId"], "GroupInstanceId": "pod-c1"}]},
+        )
 
 
 # --- one vocabulary, and deferred work without a time (issue 29, items 6 and 10) ---------------------------
@@ -311,7 +379,13 @@ def test_the_page_says_assigned_and_when_deferred_work_goes_out() -> None:
     html = group_page(described, None, "", coordinator="http://c", partition=0, now_ms=at - 2_000)
     assert '<td class="k">assigned</td><td>A, A-0</td>' in html and ">runs<" not in html
     assert "A-1: unassigned until the scheduled rebalance at 1970-01-01T00:05:10.000Z (in 2 s)." in html
-    untimed = group_page(dataclasses.replace(described, scheduled_rebalance_at_ms=None), None, "",
-                         coordinator="http://c", partition=0, now_ms=at)
+    untimed = group_page(
+        dataclasses.replace(described, scheduled_rebalance_at_ms=None),
+        None,
+        "",
+        coordinator="http://c",
+        partition=0,
+        now_ms=at,
+    )
     assert "A-1: unassigned until the next target assignment (no rebalance time is set)." in untimed
     assert "at -" not in untimed

@@ -94,8 +94,12 @@ def test_array_blocks_with_byte_sizes_are_read() -> None:
 
 
 def test_multi_byte_varints() -> None:
-    value = CurrentMemberAssignmentValue(2**31 - 1, -(2**31), "x" * 300, ConnectorsAndTasks(
-        tuple(f"c{i}" for i in range(100)), tuple(TaskId("c", i) for i in range(-70, 70))))
+    value = CurrentMemberAssignmentValue(
+        2**31 - 1,
+        -(2**31),
+        "x" * 300,
+        ConnectorsAndTasks(tuple(f"c{i}" for i in range(100)), tuple(TaskId("c", i) for i in range(-70, 70))),
+    )
     record = Record(CurrentMemberAssignmentKey("g" * 200, "m"), value)
     assert decode(*encode(record)) == record
 
@@ -104,8 +108,12 @@ def test_multi_byte_varints() -> None:
 
 
 def _member(rack_id: str | None) -> Record:
-    return Record(MemberMetadataKey("g", "W1"), MemberMetadataValue(
-        3, None, "client", "host", None, 60_000, None, (Assignor("eager", 0, 1, 0, 1, b""),), rack_id))
+    return Record(
+        MemberMetadataKey("g", "W1"),
+        MemberMetadataValue(
+            3, None, "client", "host", None, 60_000, None, (Assignor("eager", 0, 1, 0, 1, b""),), rack_id
+        ),
+    )
 
 
 def test_old_value_version_is_read_by_the_new_reader() -> None:
@@ -122,8 +130,16 @@ def test_old_value_version_is_read_by_the_new_reader() -> None:
 
 def test_v0_bytes_written_without_this_codec_are_read() -> None:
     """Bytes written by fastavro straight from the v0 schema file, as an old coordinator would."""
-    datum = {"GroupEpoch": 9, "InstanceId": "i", "ClientId": "c", "ClientHost": "h", "Url": "http://u",
-             "RebalanceTimeoutMs": 5, "ServerAssignor": None, "ClientAssignors": []}
+    datum = {
+        "GroupEpoch": 9,
+        "InstanceId": "i",
+        "ClientId": "c",
+        "ClientHost": "h",
+        "Url": "http://u",
+        "RebalanceTimeoutMs": 5,
+        "ServerAssignor": None,
+        "ClientAssignors": [],
+    }
     buf = io.BytesIO()
     buf.write(b"\x00\x00")
     schemaless_writer(buf, load("MemberMetadataValue.v0"), datum)
@@ -162,9 +178,21 @@ def test_latest_schema_holds_every_field_of_its_class(record_type: int) -> None:
 
 # --- corrupt input ---------------------------------------------------------------------------
 
-GOOD = encode(Record(CurrentMemberAssignmentKey("group", "member"), CurrentMemberAssignmentValue(
-    7, 6, "UNREVOKED", ConnectorsAndTasks(("A",), (TaskId("A", 0), TaskId("A", 1))),
-    ConnectorsAndTasks((), (TaskId("A", 1),)), 0, 1, b"meta")))
+GOOD = encode(
+    Record(
+        CurrentMemberAssignmentKey("group", "member"),
+        CurrentMemberAssignmentValue(
+            7,
+            6,
+            "UNREVOKED",
+            ConnectorsAndTasks(("A",), (TaskId("A", 0), TaskId("A", 1))),
+            ConnectorsAndTasks((), (TaskId("A", 1),)),
+            0,
+            1,
+            b"meta",
+        ),
+    )
+)
 
 
 @pytest.mark.parametrize("cut", range(len(GOOD[1])))
@@ -237,7 +265,7 @@ def _mangle(raw: bytes, data: st.DataObject) -> bytes:
         return raw[:2] + data.draw(st.binary(max_size=64))
     i = data.draw(st.integers(0, max(len(raw) - 1, 0)))
     if how == "flip":
-        return raw[:i] + bytes([raw[i] ^ data.draw(st.integers(1, 255))]) + raw[i + 1:] if raw else raw
+        return raw[:i] + bytes([raw[i] ^ data.draw(st.integers(1, 255))]) + raw[i + 1 :] if raw else raw
     if how == "cut":
         return raw[:i]
     return raw[:i] + data.draw(st.binary(min_size=1, max_size=8)) + raw[i:]
@@ -262,23 +290,48 @@ def test_bytearray_and_memoryview_are_accepted() -> None:
 @pytest.mark.parametrize(
     ("record", "message"),
     [
-        (Record(MemberMetadataKey("g", "m"), MemberMetadataValue(
-            1, None, "c", "h", None, 1, None, (Assignor("a", 0, 70_000, 0, 0, b""),))),
-         r"ClientAssignors\[0\]\.MaximumVersion: 70000 is out of range for int16"),
-        (Record(MemberMetadataKey("g", "m"), MemberMetadataValue(
-            1, None, "c", "h", None, 1, None, (Assignor("a", 0, 1, 128, 0, b""),))), "out of range for int8"),
-        (Record(MemberMetadataKey("g", "m"), MemberMetadataValue(2**31, None, "c", "h", None, 1, None, ())),
-         "GroupEpoch: 2147483648 is out of range for int"),
-        (Record(MemberMetadataKey("g", "m"), MemberMetadataValue(1, 5, "c", "h", None, 1, None, ())),
-         "InstanceId: expected string, got int"),
+        (
+            Record(
+                MemberMetadataKey("g", "m"),
+                MemberMetadataValue(1, None, "c", "h", None, 1, None, (Assignor("a", 0, 70_000, 0, 0, b""),)),
+            ),
+            r"ClientAssignors\[0\]\.MaximumVersion: 70000 is out of range for int16",
+        ),
+        (
+            Record(
+                MemberMetadataKey("g", "m"),
+                MemberMetadataValue(1, None, "c", "h", None, 1, None, (Assignor("a", 0, 1, 128, 0, b""),)),
+            ),
+            "out of range for int8",
+        ),
+        (
+            Record(MemberMetadataKey("g", "m"), MemberMetadataValue(2**31, None, "c", "h", None, 1, None, ())),
+            "GroupEpoch: 2147483648 is out of range for int",
+        ),
+        (
+            Record(MemberMetadataKey("g", "m"), MemberMetadataValue(1, 5, "c", "h", None, 1, None, ())),
+            "InstanceId: expected string, got int",
+        ),
         (Record(MemberMetadataKey("g", 3), None), "MemberId: expected string, got int"),  # type: ignore[arg-type]
-        (Record(TargetAssignmentMemberKey("g", "m"), CurrentMemberAssignmentValue(
-            1, 0, "S", ConnectorsAndTasks())), "needs a TargetAssignmentMemberValue"),
+        (
+            Record(TargetAssignmentMemberKey("g", "m"), CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks())),
+            "needs a TargetAssignmentMemberValue",
+        ),
         (Record("not a key", None), "str is not a record key"),  # type: ignore[arg-type]
-        (Record(CurrentMemberAssignmentKey("g", "m"), CurrentMemberAssignmentValue(
-            1, 0, "S", ConnectorsAndTasks((), (("A", "zero"),)))), r"Tasks\[0\]\.Task: expected int"),
-        (Record(CurrentMemberAssignmentKey("g", "m"), CurrentMemberAssignmentValue(
-            1, 0, "S", ConnectorsAndTasks((), (5,)))), "does not fit its schema"),
+        (
+            Record(
+                CurrentMemberAssignmentKey("g", "m"),
+                CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (("A", "zero"),))),
+            ),
+            r"Tasks\[0\]\.Task: expected int",
+        ),
+        (
+            Record(
+                CurrentMemberAssignmentKey("g", "m"),
+                CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (5,))),
+            ),
+            "does not fit its schema",
+        ),
     ],
 )
 def test_invalid_records_are_refused_on_encode(record: Record, message: str) -> None:
@@ -319,13 +372,22 @@ def test_json_shape_follows_the_wire_conventions() -> None:
     record = decode(*GOOD)
     rendered = orjson.loads(to_json(record, indent=True))
     assert rendered == {
-        "RecordType": 8, "Name": "CurrentMemberAssignment", "Version": 0,
+        "RecordType": 8,
+        "Name": "CurrentMemberAssignment",
+        "Version": 0,
         "Key": {"GroupId": "group", "MemberId": "member"},
         "Value": {
-            "MemberEpoch": 7, "PreviousMemberEpoch": 6, "State": "UNREVOKED",
-            "Assignment": {"Connectors": ["A"], "Tasks": [{"Connector": "A", "Task": 0}, {"Connector": "A", "Task": 1}]},
+            "MemberEpoch": 7,
+            "PreviousMemberEpoch": 6,
+            "State": "UNREVOKED",
+            "Assignment": {
+                "Connectors": ["A"],
+                "Tasks": [{"Connector": "A", "Task": 0}, {"Connector": "A", "Task": 1}],
+            },
             "PendingRevocation": {"Connectors": [], "Tasks": [{"Connector": "A", "Task": 1}]},
-            "Error": 0, "Version": 1, "Metadata": base64.b64encode(b"meta").decode(),
+            "Error": 0,
+            "Version": 1,
+            "Metadata": base64.b64encode(b"meta").decode(),
         },
     }
     assert to_dict(record)["Value"]["Metadata"] == b"meta"
@@ -338,8 +400,10 @@ def test_strategies_cover_every_type(record_type: int) -> None:
 
 def test_records_is_pure() -> None:
     """DESIGN §2: records imports nothing of ours and no Kafka, HTTP, asyncio or Spark."""
-    code = ("import sys, records; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-            "{'coordinator', 'replay', 'spark', 'confluent_kafka', 'aiohttp', 'asyncio', 'pyspark'}); print(bad)")
+    code = (
+        "import sys, records; bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "{'coordinator', 'replay', 'spark', 'confluent_kafka', 'aiohttp', 'asyncio', 'pyspark'}); print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -348,8 +412,10 @@ def test_repeated_assignments_decode_to_shared_values_and_truncation_still_fails
     """Task ids and assignments are looked up by their bytes before decoding (records/avro.py);
     a hit must give the same value, and bytes cut short after a cached part must still fail."""
     assignment = ConnectorsAndTasks(("A",), (TaskId("A", 0), TaskId("A", 1)))
-    first = Record(CurrentMemberAssignmentKey("g", "W1"),
-                   CurrentMemberAssignmentValue(3, 2, "STABLE", assignment, ConnectorsAndTasks()))
+    first = Record(
+        CurrentMemberAssignmentKey("g", "W1"),
+        CurrentMemberAssignmentValue(3, 2, "STABLE", assignment, ConnectorsAndTasks()),
+    )
     second = Record(TargetAssignmentMemberKey("g", "W1"), TargetAssignmentMemberValue(assignment))
     a = decode(*encode(first))
     b = decode(*encode(second))

@@ -24,13 +24,34 @@ pytestmark = pytest.mark.integration
 
 
 def _create_topic(broker, topic: str) -> None:
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "3", "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "3",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 def _produce(broker, topic: str, partition: int, records: list[Record], *, commit: bool = True) -> None:
-    producer = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": f"{topic}-{partition}",
-                         "enable.idempotence": True, "acks": "all"})
+    producer = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "transactional.id": f"{topic}-{partition}",
+            "enable.idempotence": True,
+            "acks": "all",
+        }
+    )
     producer.init_transactions(30)
     producer.begin_transaction()
     for record in records:
@@ -45,9 +66,15 @@ def _produce(broker, topic: str, partition: int, records: list[Record], *, commi
 
 def _read_committed(broker, topic: str, partition: int, timeout: float = 30.0) -> list[Record]:
     """Every committed record of the partition, from the start to the end offset, decoded."""
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": f"reader-{topic}",
-                         "isolation.level": "read_committed", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap_servers,
+            "group.id": f"reader-{topic}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        }
+    )
     try:
         start, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
         out: list[Record] = []
@@ -87,4 +114,6 @@ def test_aborted_records_are_not_read(kafka_broker, unique_topic) -> None:
     _produce(kafka_broker, unique_topic, 0, [Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(2))])
 
     assert [r.value for r in _read_committed(kafka_broker, unique_topic, 0)] == [
-        ConnectGroupMetadataValue(1), ConnectGroupMetadataValue(2)]
+        ConnectGroupMetadataValue(1),
+        ConnectGroupMetadataValue(2),
+    ]

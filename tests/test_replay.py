@@ -117,8 +117,10 @@ def test_the_timeline_tells_the_story_in_the_protocols_words(story) -> None:  # 
     assert install.detail["scheduled_rebalance_at_ms"] == left[0].at.timestamp_ms + 60_000
     assert install.detail["installed_by"] == "W1" and install.detail["assignor"] == "incremental_cooperative"
     deadline = format_time(left[0].at.timestamp_ms + 60_000)[11:19]
-    assert ev.text(install) == (f"target {bump.epoch} installed by W1 with incremental_cooperative: unchanged for "
-                                f"W1, W3, W4; deferred {ev.show(w2_work)} until {deadline}")
+    assert ev.text(install) == (
+        f"target {bump.epoch} installed by W1 with incremental_cooperative: unchanged for "
+        f"W1, W3, W4; deferred {ev.show(w2_work)} until {deadline}"
+    )
 
     # When the delay passes, the scheduled rebalance hands W2's work to the others.
     scheduled = next(e for e in by_kind[ev.GROUP_EPOCH] if e.epoch == bump.epoch + 1)
@@ -136,9 +138,14 @@ def test_rebalances_run_from_an_epoch_bump_to_convergence_and_say_what_moved(sto
     h = history_of(story.raw())
     rebalances = h.all_rebalances()
     assert [r.causes for r in rebalances] == [
-        ["W1 joined", "W2 joined", "W3 joined"], ["W4 joined"], ["W2 fenced: no heartbeat within its session timeout"],
-        [rebalances[3].causes[0]], ["W3 fenced: no heartbeat within its session timeout"], ["W3 joined"],
-        ["connectors changed"]]
+        ["W1 joined", "W2 joined", "W3 joined"],
+        ["W4 joined"],
+        ["W2 fenced: no heartbeat within its session timeout"],
+        [rebalances[3].causes[0]],
+        ["W3 fenced: no heartbeat within its session timeout"],
+        ["W3 joined"],
+        ["connectors changed"],
+    ]
     assert rebalances[3].causes[0].startswith("scheduled rebalance due at")
     assert all(r.end is not None and r.duration_ms >= 0 for r in rebalances)
     owners = owners_after_each_record(story.log, GROUP)
@@ -146,11 +153,17 @@ def test_rebalances_run_from_an_epoch_bump_to_convergence_and_say_what_moved(sto
         # What moved is what the coordinator's owners say changed between the rebalance's ends.
         before = owners[r.start.offset - 1]
         after = owners[r.end.offset]
-        expected = sorted(((item, before.get(item), after.get(item)) for item in before.keys() | after.keys()
-                           if before.get(item) != after.get(item)), key=lambda m: ev.item_order(m[0]))
+        expected = sorted(
+            (
+                (item, before.get(item), after.get(item))
+                for item in before.keys() | after.keys()
+                if before.get(item) != after.get(item)
+            ),
+            key=lambda m: ev.item_order(m[0]),
+        )
         assert r.moved == expected, r
         # Converged: every member at the group epoch, nothing pending.
-        state = replayed(story.log[:r.end.offset + 1])
+        state = replayed(story.log[: r.end.offset + 1])
         g = state.groups[GROUP]
         assert g.group_epoch == g.assignment_epoch == r.to_epoch
         assert all(c.member_epoch == r.to_epoch and not items_of(c.pending_revocation) for c in g.currents.values())
@@ -166,7 +179,10 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     assert code == 0 and err == ""
     assert f"group {GROUP}: 88 records from dump" in out
     assert "┌ rebalance 3: W2 fenced: no heartbeat within its session timeout" in out
-    assert "└ converged at epoch 6 after 3 s: 3 released by members that left or joined again; moved clicks-source W2 -> (none)" in out
+    assert (
+        "└ converged at epoch 6 after 3 s: 3 released by members that left or joined again; moved clicks-source W2 -> (none)"
+        in out
+    )
     assert "7 rebalances converged" in out
     # Issue 29: a rebalance that moved nothing says "nothing moved", never "moved nothing moved".
     closes = [line for line in out.splitlines() if "└ converged at" in line]
@@ -176,12 +192,14 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     from types import SimpleNamespace
 
     from replay.cli import _moves
+
     assert _moves(SimpleNamespace(moved=())) == "nothing moved"
     assert _moves(SimpleNamespace(moved=()), so_far=True) == "nothing moved so far"
     assert _moves(SimpleNamespace(moved=[("A-0", "W1", None)]), so_far=True) == "so far moved A-0 W1 -> (none)"
 
-    code, out, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["jsonl"]),
-                       "--format", "json")
+    code, out, _ = run(
+        capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["jsonl"]), "--format", "json"
+    )
     lines = json_lines(out)
     assert code == 0
     assert sum(line["type"] == "rebalance" for line in lines) == 7
@@ -211,8 +229,10 @@ def _static_instance_taken_over() -> tuple[StampedDriver, SimWorker, SimWorker]:
 def test_the_events_of_static_membership_takeovers_server_side_assignors_and_assignor_errors() -> None:
     d, w1, back = _static_instance_taken_over()
     texts = [ev.text(e) for e in history_of(raw_records(d.log, d.stamps), "g").events]
-    assert any(t.startswith("W2 left as a static member; its assignment [") and t.endswith("waits for its return")
-               for t in texts)
+    assert any(
+        t.startswith("W2 left as a static member; its assignment [") and t.endswith("waits for its return")
+        for t in texts
+    )
     assert "W2b joined as instance i-2, taking over from W2 (assignors: incremental_cooperative v0-1)" in texts
     assert any("W2 no longer holds" in t for t in texts)
 
@@ -242,15 +262,17 @@ def test_the_events_of_static_membership_takeovers_server_side_assignors_and_ass
     w.heartbeat(compute=False)
     w.install(e.state.groups["e"].group_epoch, GroupAssignment(members={}, error=7, error_message="boom"))
     texts = [ev.text(x) for x in history_of(raw_records(e.log, e.stamps), "e").events]
-    assert ("target 3: assignor incremental_cooperative from E1 failed with error 7: boom; members keep their "
-            "targets") in texts
+    assert (
+        "target 3: assignor incremental_cooperative from E1 failed with error 7: boom; members keep their targets"
+    ) in texts
 
 
 # --- state and diff ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("mark", ["stable", "scaled_out", "w2_removed", "w2_work_moved", "w3_removed", "w3_back",
-                                  "end"])
+@pytest.mark.parametrize(
+    "mark", ["stable", "scaled_out", "w2_removed", "w2_work_moved", "w3_removed", "w3_back", "end"]
+)
 def test_state_at_an_offset_or_a_time_is_the_coordinators_state_there(story, mark) -> None:  # noqa: ANN001
     h = History(GROUP, keep_events=False, intervals=False)
     stopped = h.run(story.raw(), until=Point(offset=story.marks[mark]))
@@ -265,13 +287,25 @@ def test_state_at_an_offset_or_a_time_is_the_coordinators_state_there(story, mar
 
 def test_state_command(capsys, story, dumps) -> None:  # noqa: ANN001
     offset = story.marks["w2_removed"]
-    code, out, _ = run(capsys, "replay", "state", "--group", GROUP, "--file", str(dumps["binary"]), "--at",
-                       str(offset), "--format", "json")
+    code, out, _ = run(
+        capsys,
+        "replay",
+        "state",
+        "--group",
+        GROUP,
+        "--file",
+        str(dumps["binary"]),
+        "--at",
+        str(offset),
+        "--format",
+        "json",
+    )
     assert code == 0
     (answer,) = json_lines(out)
-    expected = GroupCoordinator(replayed(story.log[:offset + 1])).describe_group(GROUP)
+    expected = GroupCoordinator(replayed(story.log[: offset + 1])).describe_group(GROUP)
     assert answer["offset"] == offset and answer["description"] == orjson.loads(
-        wire.encode(wire.GroupDescription.of(expected)))
+        wire.encode(wire.GroupDescription.of(expected))
+    )
 
     iso = format_time(story.times["w2_removed"]).replace(" ", "T") + "Z"
     code, out, _ = run(capsys, "replay", "state", "--group", GROUP, "--file", str(dumps["jsonl"]), "--at", iso)
@@ -285,19 +319,36 @@ def test_state_command(capsys, story, dumps) -> None:  # noqa: ANN001
 
 def test_diff_between_two_points(capsys, story, dumps) -> None:  # noqa: ANN001
     a, b = story.marks["scaled_out"], story.marks["w2_work_moved"]
-    code, out, _ = run(capsys, "replay", "diff", "--group", GROUP, "--file", str(dumps["binary"]), "--from", str(a),
-                       "--to", str(b), "--format", "json")
+    code, out, _ = run(
+        capsys,
+        "replay",
+        "diff",
+        "--group",
+        GROUP,
+        "--file",
+        str(dumps["binary"]),
+        "--from",
+        str(a),
+        "--to",
+        str(b),
+        "--format",
+        "json",
+    )
     assert code == 0
     (diff,) = json_lines(out)
     owners = owners_after_each_record(story.log, GROUP)
-    expected = [{"item": str(i), "from": owners[a].get(i), "to": owners[b].get(i)}
-                for i in sorted(owners[a].keys() | owners[b].keys(), key=ev.item_order)
-                if owners[a].get(i) != owners[b].get(i)]
+    expected = [
+        {"item": str(i), "from": owners[a].get(i), "to": owners[b].get(i)}
+        for i in sorted(owners[a].keys() | owners[b].keys(), key=ev.item_order)
+        if owners[a].get(i) != owners[b].get(i)
+    ]
     assert diff["moved"] == expected and {m["from"] for m in expected} == {"W2"}
     assert diff["members_left"] == ["W2"] and diff["members_joined"] == []
     assert diff["epochs"]["group epoch"] == [5, 7]
-    assert [r["causes"] for r in diff["rebalances"]] == [["W2 fenced: no heartbeat within its session timeout"],
-                                                         [diff["rebalances"][1]["causes"][0]]]
+    assert [r["causes"] for r in diff["rebalances"]] == [
+        ["W2 fenced: no heartbeat within its session timeout"],
+        [diff["rebalances"][1]["causes"][0]],
+    ]
 
     code, out, _ = run(capsys, "replay", "diff", "--group", GROUP, "--file", str(dumps["binary"]), "--from", str(a))
     assert code == 0 and "group epoch: 5 -> 10" in out and "members joined: none; left: W2" in out
@@ -309,8 +360,7 @@ def test_diff_between_two_points(capsys, story, dumps) -> None:  # noqa: ANN001
 
 def test_ownership_intervals_are_the_coordinators_owners_over_time(story) -> None:  # noqa: ANN001
     h = history_of(story.raw())
-    got = sorted((str(i.item), i.member_id, i.start.offset, i.end.offset if i.end else None)
-                 for i in h.all_intervals())
+    got = sorted((str(i.item), i.member_id, i.start.offset, i.end.offset if i.end else None) for i in h.all_intervals())
     expected = []
     owners = owners_after_each_record(story.log, GROUP)
     open_: dict = {}
@@ -327,8 +377,9 @@ def test_ownership_intervals_are_the_coordinators_owners_over_time(story) -> Non
 
 
 def test_who_owned_command(capsys, story, dumps) -> None:  # noqa: ANN001
-    code, out, _ = run(capsys, "replay", "who-owned", "clicks-source-1", "--file", str(dumps["binary"]),
-                       "--format", "json")
+    code, out, _ = run(
+        capsys, "replay", "who-owned", "clicks-source-1", "--file", str(dumps["binary"]), "--format", "json"
+    )
     intervals = json_lines(out)
     assert code == 0 and [i["member"] for i in intervals] == ["W1", "W2", "W3", "W3"]
     assert intervals[1]["ended_by"] == "member left the group" and intervals[-1]["to_offset"] is None
@@ -336,11 +387,31 @@ def test_who_owned_command(capsys, story, dumps) -> None:  # noqa: ANN001
     # The same item as A:0, asked at a time: who held it then. Between W2's removal and the
     # scheduled rebalance it was deferred: nobody.
     during = story.times["w2_removed"]
-    code, out, _ = run(capsys, "replay", "who-owned", "clicks-source:1", "--group", GROUP, "--file",
-                       str(dumps["jsonl"]), "--at", str(during))
+    code, out, _ = run(
+        capsys,
+        "replay",
+        "who-owned",
+        "clicks-source:1",
+        "--group",
+        GROUP,
+        "--file",
+        str(dumps["jsonl"]),
+        "--at",
+        str(during),
+    )
     assert code == 0 and out.startswith("nobody held clicks-source:1 at")
-    code, out, _ = run(capsys, "replay", "who-owned", "clicks-source:1", "--group", GROUP, "--file",
-                       str(dumps["jsonl"]), "--at", str(story.times["scaled_out"]))
+    code, out, _ = run(
+        capsys,
+        "replay",
+        "who-owned",
+        "clicks-source:1",
+        "--group",
+        GROUP,
+        "--file",
+        str(dumps["jsonl"]),
+        "--at",
+        str(story.times["scaled_out"]),
+    )
     assert code == 0 and "connect-prod  clicks-source-1  W2" in out and out.count("\n") == 3
 
 
@@ -362,9 +433,9 @@ def test_verify_passes_the_logs_the_state_machine_writes_and_their_compacted_for
     raw = raw_records(d.log, d.stamps)
     last = {r.key: r for r in raw}
     compacted = sorted((r for r in last.values() if r.value is not None), key=lambda r: r.offset)
-    head = {r.key: r for r in raw[:len(raw) // 2]}
-    partly = sorted((r for r in head.values() if r.value is not None), key=lambda r: r.offset) + raw[len(raw) // 2:]
-    for log, partial in ((raw, False), (compacted, False), (partly, False), (raw[len(raw) // 3:], True)):
+    head = {r.key: r for r in raw[: len(raw) // 2]}
+    partly = sorted((r for r in head.values() if r.value is not None), key=lambda r: r.offset) + raw[len(raw) // 2 :]
+    for log, partial in ((raw, False), (compacted, False), (partly, False), (raw[len(raw) // 3 :], True)):
         checker = Invariants(partial=partial)
         h = history_of(log, None, keep_events=False, intervals=False, checker=checker)
         assert checker.violations == [] and not h.corrupt
@@ -375,8 +446,8 @@ def _inject(raw: list[RawRecord], at: int, records: list[Record]) -> list[RawRec
     """`records` inserted after offset `at`, the offsets after them shifted."""
     stamp = raw[at].timestamp_ms
     new = [RawRecord(0, at + 1 + n, stamp, *encode(r)) for n, r in enumerate(records)]
-    rest = [r._replace(offset=r.offset + len(records)) for r in raw[at + 1:]]
-    return raw[:at + 1] + new + rest
+    rest = [r._replace(offset=r.offset + len(records)) for r in raw[at + 1 :]]
+    return raw[: at + 1] + new + rest
 
 
 def test_verify_catches_an_item_held_twice(capsys, story, tmp_path) -> None:  # noqa: ANN001
@@ -392,8 +463,7 @@ def test_verify_catches_an_item_held_twice(capsys, story, tmp_path) -> None:  # 
         write_dump(out, raw, "binary", dump_header("test", None, None))
     code, out, err = run(capsys, "replay", "verify", "--file", str(path))
     assert code == 1
-    assert (f"partition 0 offset {at + 1}" in out and f"[held-twice] {stolen} given to W4 while W1 holds it"
-            in out)
+    assert f"partition 0 offset {at + 1}" in out and f"[held-twice] {stolen} given to W4 while W1 holds it" in out
     assert "invariant violations; records at fault (partition:offset):" in err and f"0:{at + 1}" in err
     checker = Invariants()
     history_of(raw, None, checker=checker)
@@ -406,8 +476,11 @@ def test_verify_catches_epochs_going_back_and_invalid_targets(story) -> None:  #
     slots = story.slots_at["scaled_out"]
     epoch = slots[ConnectGroupMetadataKey(GROUP)].group_epoch
     checker = Invariants()
-    history_of(_inject(story.raw(), at, [Record(ConnectGroupMetadataKey(GROUP), ConnectGroupMetadataValue(epoch - 2))]),
-               None, checker=checker)
+    history_of(
+        _inject(story.raw(), at, [Record(ConnectGroupMetadataKey(GROUP), ConnectGroupMetadataValue(epoch - 2))]),
+        None,
+        checker=checker,
+    )
     assert [(v.rule, v.offsets) for v in checker.violations][0] == (EPOCH_WENT_BACK, (at + 1,))
     assert checker.violations[0].message == f"group epoch went back from {epoch} to {epoch - 2}"
 
@@ -418,14 +491,18 @@ def test_verify_catches_epochs_going_back_and_invalid_targets(story) -> None:  #
     dropped = items_of(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment)
     forged = [
         Record(ConnectGroupMetadataKey(GROUP), ConnectGroupMetadataValue(epoch + 1)),
-        Record(TargetAssignmentMemberKey(GROUP, "W3"), TargetAssignmentMemberValue(
-            replace(w3, tasks=(*w3.tasks, w1.tasks[0])))),
-        Record(TargetAssignmentMemberKey(GROUP, "W4"), TargetAssignmentMemberValue(
-            replace(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment, tasks=()))),
+        Record(
+            TargetAssignmentMemberKey(GROUP, "W3"),
+            TargetAssignmentMemberValue(replace(w3, tasks=(*w3.tasks, w1.tasks[0]))),
+        ),
+        Record(
+            TargetAssignmentMemberKey(GROUP, "W4"),
+            TargetAssignmentMemberValue(replace(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment, tasks=())),
+        ),
         Record(TargetAssignmentMetadataKey(GROUP), replace(meta, assignment_epoch=epoch + 1)),
     ]
     checker = Invariants()
-    history_of(_inject(story.raw()[:at + 1], at, forged), None, checker=checker)
+    history_of(_inject(story.raw()[: at + 1], at, forged), None, checker=checker)
     (violation,) = checker.violations
     assert violation.rule == INVALID_TARGET and violation.offsets == (at + 4,)
     assert f"{w1.tasks[0]} assigned to both W1 and W3" in violation.message
@@ -463,8 +540,11 @@ def test_corrupt_records_are_reported_and_skipped_and_strict_stops(capsys, story
     raw = story.raw()
     bad_value = raw[30]._replace(value=b"\x00\x00\xff\xff\xff")
     unknown_type = raw[30]._replace(key=b"\x00\x2a" + raw[30].key[2:])
-    corrupted = raw[:30] + [r._replace(offset=30 + n) for n, r in enumerate([bad_value, unknown_type])] + [
-        r._replace(offset=r.offset + 2) for r in raw[30:]]
+    corrupted = (
+        raw[:30]
+        + [r._replace(offset=30 + n) for n, r in enumerate([bad_value, unknown_type])]
+        + [r._replace(offset=r.offset + 2) for r in raw[30:]]
+    )
     path = tmp_path / "corrupt.jsonl"
     with path.open("wb") as out:
         write_dump(out, corrupted, "jsonl", dump_header("test", None, None))
@@ -485,8 +565,10 @@ def test_one_group_among_many_decodes_only_its_own_records(capsys, tmp_path) -> 
     a = on_call_story("connect", d)
     random_story(7, "connect-2", d)
     raw = raw_records(d.log, d.stamps)
-    others = [r if not r.key[2:].startswith(b"\x12connect-2") or r.value is None else r._replace(value=b"\x00\x00junk")
-              for r in raw]
+    others = [
+        r if not r.key[2:].startswith(b"\x12connect-2") or r.value is None else r._replace(value=b"\x00\x00junk")
+        for r in raw
+    ]
     h = history_of(others, "connect")
     assert not h.corrupt and h.skipped == sum(1 for r in raw if r.key[2:].startswith(b"\x12connect-2"))
     assert h.state.slots() == {k: v for k, v in d.state.slots().items() if k.group_id == "connect"}
@@ -500,14 +582,33 @@ def test_errors_are_one_line(capsys, tmp_path, dumps) -> None:  # noqa: ANN001
     assert code == 1 and err.strip().count("\n") == 0 and "cannot read dump file" in err
     code, _, err = run(capsys, "replay", "verify", "--bootstrap-servers", "", "--topic", "t")
     assert code == 2 and "nothing to read" in err
-    code, _, err = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-                       str(tmp_path / "out.gif"))
+    code, _, err = run(
+        capsys,
+        "replay",
+        "timeline",
+        "--group",
+        GROUP,
+        "--file",
+        str(dumps["binary"]),
+        "--plot",
+        str(tmp_path / "out.gif"),
+    )
     assert code == 2 and err.endswith("the picture is a .png, or an .html (or .svg) page\n")
-    code, _, err = run(capsys, "replay", "diff", "--group", GROUP, "--file", str(dumps["binary"]), "--from", "50",
-                       "--to", "10")
+    code, _, err = run(
+        capsys, "replay", "diff", "--group", GROUP, "--file", str(dumps["binary"]), "--from", "50", "--to", "10"
+    )
     assert code == 2 and "--from is after --to" in err
-    code, _, err = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-                       str(tmp_path / "no" / "such" / "dir.html"))
+    code, _, err = run(
+        capsys,
+        "replay",
+        "timeline",
+        "--group",
+        GROUP,
+        "--file",
+        str(dumps["binary"]),
+        "--plot",
+        str(tmp_path / "no" / "such" / "dir.html"),
+    )
     assert code == 1 and err.count("\n") == 1 and "No such file or directory" in err
 
 
@@ -531,20 +632,24 @@ def test_dump_decode_reads_a_dump_file_as_the_topic(capsys, dumps, story) -> Non
         assert code == 0 and len(lines) == len(raw) and f"decoded {len(raw)} records" in err
         for line, r in zip(lines, raw, strict=True):
             decoded = records.to_dict(records.decode(r.key, r.value))
-            assert line.startswith(f"partition: {r.partition} offset: {r.offset} time: "
-                                   f"{format_time(r.timestamp_ms).replace(' ', 'T')}Z type: {decoded['Name']}(")
+            assert line.startswith(
+                f"partition: {r.partition} offset: {r.offset} time: "
+                f"{format_time(r.timestamp_ms).replace(' ', 'T')}Z type: {decoded['Name']}("
+            )
             assert line.endswith("tombstone") == (r.value is None)
         code, out, _ = run(capsys, "dump", "--file", str(dumps[fmt]), "--decode", "--no-progress", "--format", "json")
         rows = json_lines(out)
         assert [(x["offset"], x["timestamp_ms"], x["tombstone"]) for x in rows] == [
-            (r.offset, r.timestamp_ms, r.value is None) for r in raw]
+            (r.offset, r.timestamp_ms, r.value is None) for r in raw
+        ]
         assert rows[0]["key"] == records.to_dict(records.decode(raw[0].key, raw[0].value))["Key"]
 
 
 def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001
     page = tmp_path / "story.html"
-    code, _, err = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-                       str(page))
+    code, _, err = run(
+        capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(page)
+    )
     assert code == 0 and f"plot written to {page}" in err
     html = page.read_text()
     assert html.startswith("<!DOCTYPE html>") and "<svg" in html
@@ -553,8 +658,7 @@ def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001
     assert "clicks-source-1 held by W2" in html and "rebalance 3: epoch 5 -&gt; 6" in html
     pytest.importorskip("matplotlib")
     png = tmp_path / "story.png"
-    code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-                     str(png))
+    code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(png))
     assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
 
@@ -563,14 +667,16 @@ def test_a_png_without_matplotlib_says_to_install_the_extra(capsys, dumps, tmp_p
     line naming the extra, exit 1, and no file; the .html plot still works."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
     png = tmp_path / "story.png"
-    code, out, err = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-                         str(png))
+    code, out, err = run(
+        capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(png)
+    )
     assert code == 1 and out == "" and not png.exists()
     assert err.count("\n") == 1 and "pip install 'worker-coordinator[plot]'" in err, err
     assert err.startswith("coordinator replay: error: a .png plot needs matplotlib"), err
     page = tmp_path / "story.html"
-    code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-                     str(page))
+    code, _, _ = run(
+        capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(page)
+    )
     assert code == 0 and page.read_text().startswith("<!DOCTYPE html>")
 
 
@@ -579,8 +685,9 @@ def _ends(picture: plot.Layout, lane: str) -> set[str]:
     return {b.tooltip.splitlines()[2].split("): ", 1)[1] for b in picture.bars if b.lane == lane and not b.still_held}
 
 
-def test_plot_tooltips_say_why_a_member_left(story: Story, dumps: dict[str, Path], capsys: pytest.CaptureFixture,
-                                             tmp_path: Path) -> None:
+def test_plot_tooltips_say_why_a_member_left(
+    story: Story, dumps: dict[str, Path], capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
     why = "fenced: no heartbeat within its session timeout"  # W2 crashed (type 3 v1's reason)
     picture = plot.layout(history_of(story.raw()), GROUP)
     assert why in _ends(picture, "W2") and "member left the group" not in _ends(picture, "W2")
@@ -591,13 +698,16 @@ def test_plot_tooltips_say_why_a_member_left(story: Story, dumps: dict[str, Path
     (band,) = [b for b in picture.bands if b.tooltip.startswith("rebalance 3:")]
     assert f"W2 {why}" in band.tooltip.splitlines()
     page = tmp_path / "story.html"
-    assert run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot",
-               str(page))[0] == 0
+    assert (
+        run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(page))[0] == 0
+    )
     assert f"(offset 43): {why}" in page.read_text()
 
     # A log whose epoch records say nothing of departures (type 3 v0): the holding's end as before.
-    v0 = [Record(r.key, replace(r.value, departures=())) if r.key.__class__ is ConnectGroupMetadataKey and r.value
-          else r for r in story.log]
+    v0 = [
+        Record(r.key, replace(r.value, departures=())) if r.key.__class__ is ConnectGroupMetadataKey and r.value else r
+        for r in story.log
+    ]
     picture = plot.layout(history_of(raw_records(v0, story.driver.stamps)), GROUP)
     assert "member left the group" in _ends(picture, "W2") and why not in _ends(picture, "W2")
 
@@ -612,16 +722,19 @@ def test_plot_tooltips_of_a_static_member_away_say_how_its_wait_ended() -> None:
     texts = [ev.text(e) for e in h.events]
     assert "W2 replaced: a new member took its instance over" in texts
     assert "W2b removed: the session of static instance i-2 expired after it left" in texts
-    assert ("group epoch 5: W2b left as a static member and its instance did not return within its session "
-            "timeout") in texts
+    assert (
+        "group epoch 5: W2b left as a static member and its instance did not return within its session timeout"
+    ) in texts
     picture = plot.layout(h, "g")
     assert [(a.lane, a.ended) for a in picture.away] == [
         ("W2", "W2 replaced: a new member took its instance over"),
-        ("W2b", "W2b removed: the session of static instance i-2 expired after it left")]
+        ("W2b", "W2b removed: the session of static instance i-2 expired after it left"),
+    ]
     assert _ends(picture, "W2") == {"replaced: a new member took its instance over"}
     assert _ends(picture, "W2b") == {leave_reason_text(LeaveReason.STATIC_LEAVE)}
     assert "kept its assignment until 2026-03-01 03:00:04.000: W2 replaced: a new member took its instance over" in (
-        plot._svg(picture))
+        plot._svg(picture)
+    )
 
 
 # --- positions ---------------------------------------------------------------------------------------
@@ -636,7 +749,12 @@ def test_times_and_points() -> None:
     with pytest.raises(ValueError):
         parse_time("yesterday")
     assert [format_duration(ms) for ms in (250, 12_500, 60_000, 250_000, 7_500_000)] == [
-        "250 ms", "12.5 s", "1 min", "4 min 10 s", "2 h 05 min"]
+        "250 ms",
+        "12.5 s",
+        "1 min",
+        "4 min 10 s",
+        "2 h 05 min",
+    ]
     assert format_time(T0 + 7) == "2026-03-01 03:00:00.007"
 
 
@@ -689,15 +807,16 @@ def test_the_timeline_tells_a_migration_both_ways() -> None:
     assert any(t.startswith("c1-") and "joined on the classic protocol" in t for t in texts)
     converted_back = [t for t in texts if t.startswith("group converted to classic at generation")]
     assert converted_back and converted_back[0].endswith("2 classic member(s) join again")
-    assert texts.index(converted_back[0]) > texts.index(f"group converted to connect at generation {generation} by "
-                                                        "n1's join")
+    assert texts.index(converted_back[0]) > texts.index(
+        f"group converted to connect at generation {generation} by n1's join"
+    )
     # The Spark audit's events table is made of the same events: the conversions are rows of it.
     from spark.tables import event_rows
+
     rows = event_rows(history.events).to_pylist()
     converted = [r for r in rows if r["kind"] == "converted"]
     assert [orjson.loads(r["detail"])["to"] for r in converted] == ["connect", "classic"]
     assert converted[0]["member"] == "n1" and converted[0]["epoch"] == generation
-
 
 
 def test_a_migration_keeps_each_workers_holding_whole_across_the_change_of_protocol() -> None:
@@ -720,6 +839,7 @@ def test_a_migration_keeps_each_workers_holding_whole_across_the_change_of_proto
     intervals = history.all_intervals()
     assert {(str(i.item), i.member_id, i.end) for i in intervals} == {
         *((str(x), c1, None) for x in items_of(cat("A", ("A", 0), ("A", 1)))),
-        *((str(x), c2, None) for x in items_of(cat("B", ("B", 0))))}
+        *((str(x), c2, None) for x in items_of(cat("B", ("B", 0)))),
+    }
     assert all(a != b for r in history.all_rebalances() for _, a, b in r.moved)
     assert history.owners(G) == {item: i.member_id for i in intervals for item in [i.item]}

@@ -28,8 +28,23 @@ OTHER = "connect-staging"
 def topic(kafka_broker):  # noqa: ANN001, ANN201
     """A topic holding the on-call story and another group's history, in different partitions."""
     name = f"test-replay-{uuid.uuid4().hex[:8]}"
-    assert cli.main(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", name,
-                     "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                name,
+                "--partitions",
+                str(PARTITIONS),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert partition_for(GROUP, PARTITIONS) != partition_for(OTHER, PARTITIONS)
     config = kafka_broker.client_config()
     writers = {p: PartitionWriter(config, name, p) for p in {partition_for(g, PARTITIONS) for g in (GROUP, OTHER)}}
@@ -66,11 +81,14 @@ def test_the_live_topic_replays_to_the_state_machines_answers(kafka_broker, topi
     # Offsets (transaction markers take some) and times (the producer's clock) differ; what
     # happened does not.
     assert [(e.kind, e.member_id, e.epoch, e.gained, e.released) for e in live.events] == [
-        (e.kind, e.member_id, e.epoch, e.gained, e.released) for e in scripted.events]
+        (e.kind, e.member_id, e.epoch, e.gained, e.released) for e in scripted.events
+    ]
     assert [(r.causes, r.moved, r.from_epoch, r.to_epoch) for r in live.all_rebalances()] == [
-        (r.causes, r.moved, r.from_epoch, r.to_epoch) for r in scripted.all_rebalances()]
+        (r.causes, r.moved, r.from_epoch, r.to_epoch) for r in scripted.all_rebalances()
+    ]
     assert [(str(i.item), i.member_id, i.ended_by) for i in live.all_intervals()] == [
-        (str(i.item), i.member_id, i.ended_by) for i in scripted.all_intervals()]
+        (str(i.item), i.member_id, i.ended_by) for i in scripted.all_intervals()
+    ]
 
 
 def test_a_dump_of_the_topic_gives_the_same_answers_as_the_topic(capsys, kafka_broker, topic, tmp_path) -> None:  # noqa: ANN001
@@ -99,8 +117,9 @@ def test_a_dump_of_the_topic_gives_the_same_answers_as_the_topic(capsys, kafka_b
             if fmt == "json":
                 assert from_topic[1] == from_dump[1] and from_topic[1], question
             else:  # the table names its source
-                assert from_topic[1].replace(f"topic {name}", "SOURCE") == \
-                    from_dump[1].replace(f"dump {dump}", "SOURCE"), question
+                assert from_topic[1].replace(f"topic {name}", "SOURCE") == from_dump[1].replace(
+                    f"dump {dump}", "SOURCE"
+                ), question
 
     # A JSON-lines dump holds the same records.
     text_dump = tmp_path / "worker_offsets.jsonl"
@@ -114,8 +133,17 @@ def test_windows_on_the_live_topic_are_exact(capsys, kafka_broker, topic) -> Non
     partition = partition_for(GROUP, PARTITIONS)
     mine = [r for r in everything if r.partition == partition]
     t = mine[len(mine) // 3].timestamp_ms
-    code, out, _ = run(capsys, "dump", *kafka(kafka_broker, name), "--partition", str(partition), "--from-time",
-                       str(t), "--to-offset", str(mine[-5].offset))
+    code, out, _ = run(
+        capsys,
+        "dump",
+        *kafka(kafka_broker, name),
+        "--partition",
+        str(partition),
+        "--from-time",
+        str(t),
+        "--to-offset",
+        str(mine[-5].offset),
+    )
     assert code == 0
     got = [orjson.loads(line) for line in out.splitlines()[1:]]
     expected = [r for r in mine if r.timestamp_ms >= t and r.offset <= mine[-5].offset]
@@ -123,8 +151,23 @@ def test_windows_on_the_live_topic_are_exact(capsys, kafka_broker, topic) -> Non
 
 
 def test_corrupt_records_in_the_topic_are_reported_with_their_offsets(capsys, kafka_broker, unique_topic) -> None:  # noqa: ANN001
-    assert cli.main(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                     unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
+    assert (
+        cli.main(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
     d = StampedDriver()
     writer = PartitionWriter(kafka_broker.client_config(), unique_topic, 0)
     writer.open()
@@ -147,27 +190,54 @@ def test_corrupt_records_in_the_topic_are_reported_with_their_offsets(capsys, ka
 
 
 def test_kafka_failures_are_one_line(capsys, kafka_broker) -> None:  # noqa: ANN001
-    code, _, err = run(capsys, "replay", "verify", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                       "no-such-topic-for-replay")
-    assert code == 1 and err == ("coordinator replay: error: topic no-such-topic-for-replay does not exist on "
-                                 f"{kafka_broker.bootstrap_servers}\n")
-    code, _, err = run(capsys, "replay", "timeline", "--group", "g", "--bootstrap-servers", "127.0.0.1:1",
-                       "--timeout", "2")
+    code, _, err = run(
+        capsys,
+        "replay",
+        "verify",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        "no-such-topic-for-replay",
+    )
+    assert code == 1 and err == (
+        "coordinator replay: error: topic no-such-topic-for-replay does not exist on "
+        f"{kafka_broker.bootstrap_servers}\n"
+    )
+    code, _, err = run(
+        capsys, "replay", "timeline", "--group", "g", "--bootstrap-servers", "127.0.0.1:1", "--timeout", "2"
+    )
     assert code == 1 and err.startswith("coordinator replay: error: cannot reach Kafka at 127.0.0.1:1 within 2s")
 
 
 def test_the_main_jobs_story_through_the_live_service_replays_to_what_its_workers_ran(
-        capsys, kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
+    capsys, kafka_broker, unique_topic, tmp_path
+) -> None:  # noqa: ANN001
     """Workers over HTTP, a coordinator killed and replaced (coordinator.sdk.demo, shortened): the topic
     it leaves verifies, and the replayed ownership is what the workers themselves ran."""
     import asyncio
 
     from coordinator.sdk.demo import Timing, story
 
-    assert cli.main(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                     unique_topic, "--partitions", "4", "--replication-factor", "1"]) == 0
-    outcome = asyncio.run(story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4,
-                                Timing(150, 1_500, 2_500, 0.5), tmp_path))
+    assert (
+        cli.main(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "4",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    outcome = asyncio.run(
+        story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4, Timing(150, 1_500, 2_500, 0.5), tmp_path)
+    )
     assert outcome.problems == []
     capsys.readouterr()
     code, out, err = run(capsys, "replay", "verify", *kafka(kafka_broker, unique_topic))
@@ -186,10 +256,14 @@ def test_the_main_jobs_story_through_the_live_service_replays_to_what_its_worker
         held.setdefault(member.rsplit("-", 2)[0], set()).add(item)  # member ids are NAME-PID-N
     assert held == {name: set(items) for name, items in outcome.ownership.items()}
     # The crashed worker left before the end, its work moved; the bounced one came back to its own.
-    crashed = [e for e in h.events if e.kind == "member-left" and e.member_id.startswith(outcome.crashed + "-")
-               and e.at.offset < grown]
+    crashed = [
+        e
+        for e in h.events
+        if e.kind == "member-left" and e.member_id.startswith(outcome.crashed + "-") and e.at.offset < grown
+    ]
     assert len(crashed) == 1
     for item in outcome.bounced_before:
-        holders = [i.member_id.rsplit("-", 2)[0] for i in h.all_intervals() if i.item == item
-                   and i.start.offset < first_leave]
+        holders = [
+            i.member_id.rsplit("-", 2)[0] for i in h.all_intervals() if i.item == item and i.start.offset < first_leave
+        ]
         assert holders[-1] == outcome.bounced

@@ -33,16 +33,32 @@ def set_connectors(request: SetConnectorsRequest) -> Callable:
 
 
 def _topic(broker, topic: str) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "1", "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dict[str, tuple[int, frozenset]]:
     """Server-side assignor members join and heartbeat until nothing changes; what each was told."""
     told: dict[str, tuple[int, frozenset]] = {}
     for m in members:
-        r = await runtime.call(heartbeat(HeartbeatRequest(G, m, 0, rebalance_timeout_ms=5_000,
-                                                             server_assignor="incremental_cooperative")))
+        r = await runtime.call(
+            heartbeat(HeartbeatRequest(G, m, 0, rebalance_timeout_ms=5_000, server_assignor="incremental_cooperative"))
+        )
         assert r.error_code == ErrorCode.NONE, r
         told[m] = (r.member_epoch, items_of(r.assignment.assignment))
     for _ in range(20):
@@ -71,8 +87,9 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
         first = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0, config)
         await first.start()
         assert first.status is Status.ACTIVE
-        response = await first.call(set_connectors(SetConnectorsRequest(
-            G, (ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2)))))
+        response = await first.call(
+            set_connectors(SetConnectorsRequest(G, (ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2))))
+        )
         assert response.error_code == ErrorCode.NONE
         told = await _join_and_settle(first, ["W1", "W2", "W3"])
         owned = [items for _, items in told.values()]
@@ -124,8 +141,11 @@ def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_brok
     async def scenario() -> None:
         runtime = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0)
         await runtime.start()
-        r = await runtime.call(heartbeat(HeartbeatRequest(G, "W1", 0, rebalance_timeout_ms=5_000,
-                                                             server_assignor="incremental_cooperative")))
+        r = await runtime.call(
+            heartbeat(
+                HeartbeatRequest(G, "W1", 0, rebalance_timeout_ms=5_000, server_assignor="incremental_cooperative")
+            )
+        )
         end = runtime.last_load.end_offset
         writes = []
         original = runtime._writer.write

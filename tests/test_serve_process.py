@@ -36,21 +36,44 @@ G = "connect-cluster"
 
 
 def _topic(broker, topic: str, partitions: int = 2) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", str(partitions), "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                str(partitions),
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
 
 def _serve_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "coordinator", "serve", *args], capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "coordinator", "serve", *args], capture_output=True, text=True, timeout=timeout
+    )
 
 
 # --- start-up --------------------------------------------------------------------------------------
 
 
 def test_unreachable_kafka_is_one_clear_line(tmp_path: Path) -> None:
-    result = _serve_cli("--bootstrap-servers", f"127.0.0.1:{free_port()}", "--allow-anonymous",
-                        "--connect-timeout", "2", "--listen", f"127.0.0.1:{free_port()}")
+    result = _serve_cli(
+        "--bootstrap-servers",
+        f"127.0.0.1:{free_port()}",
+        "--allow-anonymous",
+        "--connect-timeout",
+        "2",
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+    )
     assert result.returncode == 1
     assert "cannot reach Kafka" in result.stderr and "waiting for Kafka" in result.stderr
     assert "Traceback" not in result.stderr
@@ -59,22 +82,45 @@ def test_unreachable_kafka_is_one_clear_line(tmp_path: Path) -> None:
 def test_peer_is_for_static_ownership_only() -> None:
     # Refused before Kafka is asked anything: group ownership finds owners through the consumer group.
     for extra, env in ((("--peer", "http://127.0.0.1:1"), {}), ((), {"COORDINATOR_PEERS": "http://127.0.0.1:1"})):
-        result = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--bootstrap-servers",
-                                 f"127.0.0.1:{free_port()}", "--allow-anonymous", "--ownership", "group", *extra],
-                                capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "serve",
+                "--bootstrap-servers",
+                f"127.0.0.1:{free_port()}",
+                "--allow-anonymous",
+                "--ownership",
+                "group",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, **env},
+        )
         assert result.returncode == 2, result.stderr
         assert "--peer" in result.stderr and "static ownership only" in result.stderr
         assert "Traceback" not in result.stderr and "waiting for Kafka" not in result.stderr
 
 
 def test_missing_topic_and_missing_credentials_are_refused(kafka_broker, unique_topic) -> None:  # noqa: ANN001
-    missing = _serve_cli("--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", unique_topic,
-                         "--allow-anonymous", "--listen", f"127.0.0.1:{free_port()}")
+    missing = _serve_cli(
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        unique_topic,
+        "--allow-anonymous",
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+    )
     assert missing.returncode == 1 and "does not exist" in missing.stderr and "Traceback" not in missing.stderr
     nobody = _serve_cli("--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", unique_topic)
     assert nobody.returncode == 2 and "--allow-anonymous" in nobody.stderr
-    bad_partitions = _serve_cli("--bootstrap-servers", kafka_broker.bootstrap_servers, "--allow-anonymous",
-                                "--partitions", "0-x")
+    bad_partitions = _serve_cli(
+        "--bootstrap-servers", kafka_broker.bootstrap_servers, "--allow-anonymous", "--partitions", "0-x"
+    )
     assert bad_partitions.returncode == 2 and "--partitions" in bad_partitions.stderr
 
 
@@ -85,25 +131,40 @@ def test_tokens_and_acls(kafka_broker, unique_topic, tmp_path: Path) -> None:  #
     _topic(kafka_broker, unique_topic)
     (tmp_path / "tokens").write_text("# token principal\ns3cret-a alice\ns3cret-o ops\n")
     (tmp_path / "acls").write_text("alice Read group-a*\nops All *\n")
-    server = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens", str(tmp_path / "tokens"),
-                          "--acls", str(tmp_path / "acls")).start()
+    server = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        unique_topic,
+        tmp_path,
+        "--tokens",
+        str(tmp_path / "tokens"),
+        "--acls",
+        str(tmp_path / "acls"),
+    ).start()
     try:
-        join = {"MemberId": "w1", "MemberEpoch": 0, "RebalanceTimeoutMs": 5000,
-                "ServerAssignor": "incremental_cooperative"}
+        join = {
+            "MemberId": "w1",
+            "MemberEpoch": 0,
+            "RebalanceTimeoutMs": 5000,
+            "ServerAssignor": "incremental_cooperative",
+        }
         status, body = server.request("POST", "/v1/connect-group/heartbeat", {"GroupId": "group-a", **join})
         assert status == 401 and body["ErrorCode"] == 30
-        status, body = server.request("POST", "/v1/connect-group/heartbeat", {"GroupId": "group-a", **join},
-                                      token="wrong")
+        status, body = server.request(
+            "POST", "/v1/connect-group/heartbeat", {"GroupId": "group-a", **join}, token="wrong"
+        )
         assert status == 401 and body["ErrorCode"] == 30
         for group in ("group-a", "group-b"):
-            status, body = server.request("PUT", f"/v1/groups/{group}/connectors",
-                                          {"Connectors": [{"Name": "A", "Tasks": 1}]}, token="s3cret-o")
+            status, body = server.request(
+                "PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "A", "Tasks": 1}]}, token="s3cret-o"
+            )
             assert (status, body["ErrorCode"]) == (200, 0)
-        status, body = server.request("POST", "/v1/connect-group/heartbeat", {"GroupId": "group-a", **join},
-                                      token="s3cret-a")
+        status, body = server.request(
+            "POST", "/v1/connect-group/heartbeat", {"GroupId": "group-a", **join}, token="s3cret-a"
+        )
         assert status == 200 and body["ErrorCode"] == 0 and body["MemberEpoch"] > 0
-        status, body = server.request("POST", "/v1/connect-group/heartbeat", {"GroupId": "group-b", **join},
-                                      token="s3cret-a")
+        status, body = server.request(
+            "POST", "/v1/connect-group/heartbeat", {"GroupId": "group-b", **join}, token="s3cret-a"
+        )
         assert status == 403 and body["ErrorCode"] == 30 and "group-b" in body["ErrorMessage"]
         # Read lets alice see her group, not change it.
         status, body = server.request("PUT", "/v1/groups/group-a/connectors", {"Connectors": []}, token="s3cret-a")
@@ -122,8 +183,13 @@ def test_tokens_and_acls(kafka_broker, unique_topic, tmp_path: Path) -> None:  #
 
 class Worker:
     def __init__(self, member_id: str, timeout: float = 5) -> None:
-        self.member = Member(G, member_id, rebalance_timeout_ms=30_000, server_assignor="incremental_cooperative",
-                             session_timeout_ms=60_000)
+        self.member = Member(
+            G,
+            member_id,
+            rebalance_timeout_ms=30_000,
+            server_assignor="incremental_cooperative",
+            session_timeout_ms=60_000,
+        )
         self.timeout = timeout
         self.acknowledged: tuple[int, frozenset] | None = None  # the last (epoch, assignment) answered OK
         self.in_flight = False  # a heartbeat is sent and not answered
@@ -243,8 +309,9 @@ def _high_watermark(broker, topic: str, partition: int) -> int:  # noqa: ANN001
 
 def _records(broker, topic: str, partition: int, isolation: str, end: int) -> int:  # noqa: ANN001
     """How many records of `topic[partition]` below offset `end` a consumer reads at `isolation`."""
-    consumer = Consumer(broker.client_config({"group.id": f"count-{topic}", "enable.auto.commit": False,
-                                              "isolation.level": isolation}))
+    consumer = Consumer(
+        broker.client_config({"group.id": f"count-{topic}", "enable.auto.commit": False, "isolation.level": isolation})
+    )
     try:
         tp = TopicPartition(topic, partition)
         consumer.assign([TopicPartition(topic, partition, 0)])
@@ -268,15 +335,23 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
     (an unanswered request may or may not have happened). Holding the commit makes the outcome
     certain, so the test can demand equality: acknowledged is loaded, unacknowledged is not."""
     _topic(kafka_broker, unique_topic)
-    flags = ("--allow-anonymous", "--heartbeat-interval-ms", "200", "--session-timeout-ms", "60000",
-             "--server-assignment-interval-ms", "0")
+    flags = (
+        "--allow-anonymous",
+        "--heartbeat-interval-ms",
+        "200",
+        "--session-timeout-ms",
+        "60000",
+        "--server-assignment-interval-ms",
+        "0",
+    )
     gate = tmp_path / "gate"
     first = _gated(ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags), gate).start()
     second = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *flags, port=first.port)
     partition = partition_for(G, 2)
     try:
-        status, _ = first.request("PUT", f"/v1/groups/{G}/connectors",
-                                  {"Connectors": [{"Name": "A", "Tasks": 4}, {"Name": "B", "Tasks": 2}]})
+        status, _ = first.request(
+            "PUT", f"/v1/groups/{G}/connectors", {"Connectors": [{"Name": "A", "Tasks": 4}, {"Name": "B", "Tasks": 2}]}
+        )
         assert status == 200
         workers = [Worker(f"w{i}", timeout=60) for i in range(3)]
         for _ in range(30):
@@ -313,8 +388,9 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
         assert loaded == {m: ack for m, ack in acknowledged.items() if ack is not None}, (loaded, acknowledged)
         # The held batch was in the log, and its records were not loaded: its transaction was aborted.
         end = _high_watermark(kafka_broker, unique_topic, partition)
-        aborted = (_records(kafka_broker, unique_topic, partition, "read_uncommitted", end)
-                   - _records(kafka_broker, unique_topic, partition, "read_committed", end))
+        aborted = _records(kafka_broker, unique_topic, partition, "read_uncommitted", end) - _records(
+            kafka_broker, unique_topic, partition, "read_committed", end
+        )
         assert aborted > 0
         for w in workers:
             w.timeout = 5
@@ -337,8 +413,20 @@ def test_static_instances_find_each_other_through_peer(kafka_broker, unique_topi
     # names the other with --peer, and find-coordinator asks its /health.
     _topic(kafka_broker, unique_topic)
     ports = [free_port(), free_port()]
-    a, b = (ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous", "--partitions",
-                         str(p), "--peer", f"http://127.0.0.1:{ports[1 - p]}", port=ports[p]) for p in (0, 1))
+    a, b = (
+        ServeProcess(
+            kafka_broker.bootstrap_servers,
+            unique_topic,
+            tmp_path,
+            "--allow-anonymous",
+            "--partitions",
+            str(p),
+            "--peer",
+            f"http://127.0.0.1:{ports[1 - p]}",
+            port=ports[p],
+        )
+        for p in (0, 1)
+    )
     try:
         a.start()
         b.start()
@@ -348,9 +436,13 @@ def test_static_instances_find_each_other_through_peer(kafka_broker, unique_topi
                 assert status == 200 and (found["ErrorCode"], found["Url"]) == (0, owner.url), (p, found)
         b.stop()
         # Once the answer cached for a second is gone: COORDINATOR_NOT_AVAILABLE, nobody serves it now.
-        wait_for(lambda: a.request("POST", "/v1/find-coordinator",
-                                    {"GroupId": _group_on_partition(1, 2)})[1]["ErrorCode"] == 15,
-                  30, "find-coordinator to know that the stopped peer serves nothing")
+        wait_for(
+            lambda: (
+                a.request("POST", "/v1/find-coordinator", {"GroupId": _group_on_partition(1, 2)})[1]["ErrorCode"] == 15
+            ),
+            30,
+            "find-coordinator to know that the stopped peer serves nothing",
+        )
     finally:
         a.stop()
         b.stop()
@@ -362,8 +454,19 @@ def test_static_instances_find_each_other_through_peer(kafka_broker, unique_topi
 def _group_instances(broker, topic: str, tmp_path: Path) -> list[ServeProcess]:  # noqa: ANN001
     """Two instances in group ownership. Neither is told of the other (no --peer): whatever one
     knows of the other comes from the consumer group."""
-    return [ServeProcess(broker.bootstrap_servers, topic, tmp_path, "--allow-anonymous", "--ownership", "group",
-                         "--ownership-session-timeout-ms", "6000") for _ in range(2)]
+    return [
+        ServeProcess(
+            broker.bootstrap_servers,
+            topic,
+            tmp_path,
+            "--allow-anonymous",
+            "--ownership",
+            "group",
+            "--ownership-session-timeout-ms",
+            "6000",
+        )
+        for _ in range(2)
+    ]
 
 
 def _described_owners(broker, topic: str) -> dict[str, set[int]]:  # noqa: ANN001
@@ -372,30 +475,39 @@ def _described_owners(broker, topic: str) -> dict[str, set[int]]:  # noqa: ANN00
     admin = AdminClient(broker.client_config())
     group = f"worker-coordinator-{topic}"
     description = admin.describe_consumer_groups([group], request_timeout=10)[group].result()
-    return {m.client_id: {tp.partition for tp in (m.assignment.topic_partitions if m.assignment else ())
-                          if tp.topic == topic} for m in description.members}
-
-
+    return {
+        m.client_id: {
+            tp.partition for tp in (m.assignment.topic_partitions if m.assignment else ()) if tp.topic == topic
+        }
+        for m in description.members
+    }
 
 
 def _group_on_partition(partition: int, partitions: int) -> str:
     return next(f"group-{i}" for i in range(1000) if partition_for(f"group-{i}", partitions) == partition)
 
 
-def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(kafka_broker, unique_topic,
-                                                                             tmp_path: Path) -> None:  # noqa: ANN001
+def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(
+    kafka_broker, unique_topic, tmp_path: Path
+) -> None:  # noqa: ANN001
     _topic(kafka_broker, unique_topic, partitions=4)
     a, b = _group_instances(kafka_broker, unique_topic, tmp_path)
     try:
         a.start()
         wait_for(lambda: served(a) == {0, 1, 2, 3}, 30, "the only instance to take every partition")
         b.start()
-        wait_for(lambda: served(a) | served(b) == {0, 1, 2, 3} and served(b) and not served(a) & served(b),
-                  30, "the partitions to be shared")
+        wait_for(
+            lambda: served(a) | served(b) == {0, 1, 2, 3} and served(b) and not served(a) & served(b),
+            30,
+            "the partitions to be shared",
+        )
         # The broker describes the group as the instances serve it: each member's client.id is
         # its advertised URL, listed with its partitions. That is all find-coordinator has to go on.
-        wait_for(lambda: _described_owners(kafka_broker, unique_topic) == {a.url: served(a), b.url: served(b)},
-                  30, "the consumer group's description to show who serves what")
+        wait_for(
+            lambda: _described_owners(kafka_broker, unique_topic) == {a.url: served(a), b.url: served(b)},
+            30,
+            "the consumer group's description to show who serves what",
+        )
         groups = {p: _group_on_partition(p, 4) for p in range(4)}
         for p, group in groups.items():
             # find-coordinator answers from either instance, with the owner's URL: for a partition
@@ -404,8 +516,12 @@ def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(kafk
                 _, found = asked.request("POST", "/v1/find-coordinator", {"GroupId": group})
                 assert found["Url"] == (a.url if p in served(a) else b.url), (p, found)
             owner = a if p in served(a) else b
-            assert owner.request("PUT", f"/v1/groups/{group}/connectors",
-                                 {"Connectors": [{"Name": f"C{p}", "Tasks": 1}]})[1]["ErrorCode"] == 0
+            assert (
+                owner.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": f"C{p}", "Tasks": 1}]})[
+                    1
+                ]["ErrorCode"]
+                == 0
+            )
         b.kill()
         wait_for(lambda: served(a) == {0, 1, 2, 3}, 30, "the survivor to take the killed instance's partitions")
         for p, group in groups.items():
@@ -426,23 +542,33 @@ def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique
         wait_for(lambda: served(b) and served(a) | served(b) == {0, 1, 2, 3}, 30, "the partitions to be shared")
         taken = min(served(b))
         group = _group_on_partition(taken, 4)
-        assert b.request("PUT", f"/v1/groups/{group}/connectors",
-                         {"Connectors": [{"Name": "old", "Tasks": 1}]})[1]["ErrorCode"] == 0
+        assert (
+            b.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "old", "Tasks": 1}]})[1][
+                "ErrorCode"
+            ]
+            == 0
+        )
         b.signal(signal.SIGSTOP)
         wait_for(lambda: taken in served(a), 40, "the other instance to take the stopped one's partitions")
-        assert a.request("PUT", f"/v1/groups/{group}/connectors",
-                         {"Connectors": [{"Name": "new", "Tasks": 1}]})[1]["ErrorCode"] == 0
+        assert (
+            a.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "new", "Tasks": 1}]})[1][
+                "ErrorCode"
+            ]
+            == 0
+        )
         b.signal(signal.SIGCONT)
         # The woken instance must not write: either it already knows it lost the partition, or
         # its transactional producer was fenced by the new owner's init_transactions.
-        status, body = b.request("PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "zombie",
-                                                                                          "Tasks": 1}]})
+        status, body = b.request(
+            "PUT", f"/v1/groups/{group}/connectors", {"Connectors": [{"Name": "zombie", "Tasks": 1}]}
+        )
         assert status == 200 and body["ErrorCode"] in (15, 16), body
         wait_for(lambda: taken not in served(b), 20, "the woken instance to stop serving the partition")
         # The truth is the new owner's; reload it from the topic to be sure nothing of the zombie's got in.
         a.stop()
-        c = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous",
-                         "--partitions", str(taken)).start()
+        c = ServeProcess(
+            kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous", "--partitions", str(taken)
+        ).start()
         try:
             _, described = c.request("GET", f"/v1/groups/{group}")
             assert described["Connectors"] == [{"Name": "new", "Tasks": 1}], described
@@ -459,8 +585,9 @@ def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique
 def test_admin_commands_against_a_served_group(kafka_broker, unique_topic, tmp_path: Path, capsys) -> None:  # noqa: ANN001
     _topic(kafka_broker, unique_topic)
     (tmp_path / "tokens").write_text("t-ops ops\n")
-    server = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens",
-                          str(tmp_path / "tokens")).start()
+    server = ServeProcess(
+        kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens", str(tmp_path / "tokens")
+    ).start()
     auth = ["--url", server.url, "--token", "t-ops"]
     try:
         assert coordinator(["connectors", "set", "demo", "A=2", "B=1", *auth]) == 0
@@ -474,15 +601,22 @@ def test_admin_commands_against_a_served_group(kafka_broker, unique_topic, tmp_p
         assert described["Connectors"] == [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]
         assert described["SessionTimeoutMs"] == 5000 and described["Departures"] == []
         # A member joins and leaves (-1): describe says whom the change to the new epoch removed, and why.
-        beat = {"GroupId": "demo", "MemberId": "w1", "InstanceId": "i-1", "RebalanceTimeoutMs": 5000,
-                "ServerAssignor": "eager"}
+        beat = {
+            "GroupId": "demo",
+            "MemberId": "w1",
+            "InstanceId": "i-1",
+            "RebalanceTimeoutMs": 5000,
+            "ServerAssignor": "eager",
+        }
         for epoch in (0, -1):
-            status, answer = server.request("POST", "/v1/connect-group/heartbeat", {**beat, "MemberEpoch": epoch},
-                                            token="t-ops")
+            status, answer = server.request(
+                "POST", "/v1/connect-group/heartbeat", {**beat, "MemberEpoch": epoch}, token="t-ops"
+            )
             assert status == 200 and answer["ErrorCode"] == 0, answer
         assert coordinator(["groups", "describe", "demo", "--format", "json", *auth]) == 0
         assert orjson.loads(capsys.readouterr().out)["Departures"] == [
-            {"MemberId": "w1", "InstanceId": "i-1", "Reason": "leave", "ReasonText": "left the group"}]
+            {"MemberId": "w1", "InstanceId": "i-1", "Reason": "leave", "ReasonText": "left the group"}
+        ]
         assert coordinator(["groups", "describe", "demo", *auth]) == 0
         assert capsys.readouterr().out.splitlines()[-1].split(None, 2) == ["w1", "i-1", "left the group"]
         # Errors are one line and an exit code: unknown group, bad config, no credentials.
@@ -501,16 +635,28 @@ def test_bad_environment_is_a_usage_error_of_serve_only(tmp_path: Path) -> None:
     subcommand is touched by it (they used to fail as "coordinator serve: error", or with a traceback)."""
     import os
 
-    for name, flag in (("COORDINATOR_CONNECT_TIMEOUT", "--connect-timeout"),
-                       ("COORDINATOR_SESSION_TIMEOUT_MS", "--session-timeout-ms"),
-                       ("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "--ownership-session-timeout-ms")):
+    for name, flag in (
+        ("COORDINATOR_CONNECT_TIMEOUT", "--connect-timeout"),
+        ("COORDINATOR_SESSION_TIMEOUT_MS", "--session-timeout-ms"),
+        ("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "--ownership-session-timeout-ms"),
+    ):
         env = {**os.environ, name: "abc"}
-        serve = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--allow-anonymous"],
-                               capture_output=True, text=True, env=env, timeout=60)
+        serve = subprocess.run(
+            [sys.executable, "-m", "coordinator", "serve", "--allow-anonymous"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert serve.returncode == 2, serve.stderr
         assert f"argument {flag}: expected a" in serve.stderr and "Traceback" not in serve.stderr
         assert f"got {name}='abc'" in serve.stderr  # the variable, not only the flag it stands for
-        other = subprocess.run([sys.executable, "-m", "coordinator", "groups", "list", "--url",
-                                f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True, env=env, timeout=60)
+        other = subprocess.run(
+            [sys.executable, "-m", "coordinator", "groups", "list", "--url", f"http://127.0.0.1:{free_port()}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
         assert other.returncode == 1 and "cannot reach the coordinator" in other.stderr, other.stderr
         assert "serve" not in other.stderr and "Traceback" not in other.stderr

@@ -21,12 +21,33 @@ HB = "/v1/connect-group/heartbeat"
 
 
 def _serve(broker, topic: str, scenario) -> None:  # noqa: ANN001
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "2", "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "2",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
     async def run() -> None:
-        server = CoordinatorServer(broker.client_config(), topic, 2, [0, 1], "http://127.0.0.1:0",
-                                   CoordinatorConfig(server_assignment_interval_ms=100))
+        server = CoordinatorServer(
+            broker.client_config(),
+            topic,
+            2,
+            [0, 1],
+            "http://127.0.0.1:0",
+            CoordinatorConfig(server_assignment_interval_ms=100),
+        )
         await server.start()
         client = TestClient(TestServer(server.app()))
         await client.start_server()
@@ -47,20 +68,31 @@ async def _post(client: TestClient, path: str, body: dict) -> dict:
 
 def test_workers_converge_over_http(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: TestClient) -> None:
-        r = await client.put(f"/v1/groups/{G}/connectors", json={"Connectors": [{"Name": "A", "Tasks": 2},
-                                                                                {"Name": "B", "Tasks": 1}]})
+        r = await client.put(
+            f"/v1/groups/{G}/connectors", json={"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]}
+        )
         assert (await r.json())["ErrorCode"] == 0
         state = {}
         for m in ("W1", "W2"):
-            body = await _post(client, HB, {"GroupId": G, "MemberId": m, "MemberEpoch": 0, "RebalanceTimeoutMs": 5000,
-                                            "ServerAssignor": "incremental_cooperative"})
+            body = await _post(
+                client,
+                HB,
+                {
+                    "GroupId": G,
+                    "MemberId": m,
+                    "MemberEpoch": 0,
+                    "RebalanceTimeoutMs": 5000,
+                    "ServerAssignor": "incremental_cooperative",
+                },
+            )
             assert body["ErrorCode"] == 0
             state[m] = (body["MemberEpoch"], body["Assignment"]["ConnectorsAndTasks"])
         for _ in range(20):
             await asyncio.sleep(0.15)
             for m, (epoch, owned) in list(state.items()):
-                body = await _post(client, HB, {"GroupId": G, "MemberId": m, "MemberEpoch": epoch,
-                                                "ConnectorsAndTasks": owned})
+                body = await _post(
+                    client, HB, {"GroupId": G, "MemberId": m, "MemberEpoch": epoch, "ConnectorsAndTasks": owned}
+                )
                 assert body["ErrorCode"] == 0, body
                 state[m] = (body["MemberEpoch"], (body["Assignment"] or {}).get("ConnectorsAndTasks", owned))
         described = await (await client.get(f"/v1/groups/{G}")).json()
@@ -81,13 +113,20 @@ def test_workers_converge_over_http(kafka_broker, unique_topic) -> None:  # noqa
 def test_bad_input_is_a_clear_error_never_a_500(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: TestClient) -> None:
         cases = [
-            (HB, b"{not json"), (HB, b"[]"), (HB, b'{"GroupId": 3, "MemberId": "m", "MemberEpoch": 0}'),
+            (HB, b"{not json"),
+            (HB, b"[]"),
+            (HB, b'{"GroupId": 3, "MemberId": "m", "MemberEpoch": 0}'),
             (HB, b'{"GroupId": "g", "MemberId": "m"}'),
             (HB, b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 99999999999}'),
-            (HB, b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "x", '
-                 b'"MinimumVersion": 0, "MaximumVersion": 0, "Metadata": "***"}]}'),
-            ("/v1/connect-group/install-assignment", b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, '
-                                                     b'"GroupEpoch": 1, "Members": [5]}'),
+            (
+                HB,
+                b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "x", '
+                b'"MinimumVersion": 0, "MaximumVersion": 0, "Metadata": "***"}]}',
+            ),
+            (
+                "/v1/connect-group/install-assignment",
+                b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "GroupEpoch": 1, "Members": [5]}',
+            ),
         ]
         for path, raw in cases:
             response = await client.post(path, data=raw, headers={"Content-Type": "application/json"})
@@ -108,8 +147,17 @@ def test_bad_input_is_a_clear_error_never_a_500(kafka_broker, unique_topic) -> N
 def test_metrics_count_what_happened(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: TestClient) -> None:
         await client.put(f"/v1/groups/{G}/connectors", json={"Connectors": [{"Name": "A", "Tasks": 2}]})
-        joined = await _post(client, HB, {"GroupId": G, "MemberId": "W1", "MemberEpoch": 0,
-                                          "RebalanceTimeoutMs": 5000, "ServerAssignor": "incremental_cooperative"})
+        joined = await _post(
+            client,
+            HB,
+            {
+                "GroupId": G,
+                "MemberId": "W1",
+                "MemberEpoch": 0,
+                "RebalanceTimeoutMs": 5000,
+                "ServerAssignor": "incremental_cooperative",
+            },
+        )
         await _post(client, HB, {"GroupId": G, "MemberId": "W1", "MemberEpoch": joined["MemberEpoch"] + 7})
         response = await client.get("/metrics")
         assert response.status == 200 and response.content_type == "text/plain"
@@ -138,8 +186,23 @@ def test_live_while_a_partition_loads_and_not_ready(kafka_broker, unique_topic) 
     /health are 503 until every partition this process holds serves. The load of partition 1 is held
     by a gate queued on its own I/O thread (it runs the fence and the load, one job at a time), so the
     partition is loading for certain while the probes are asked; then it loads from Kafka."""
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "2", "--replication-factor", "1"]) == 0
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "2",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
     async def run() -> None:
         server = CoordinatorServer(kafka_broker.client_config(), unique_topic, 2, [0], "http://127.0.0.1:0")
@@ -158,8 +221,11 @@ def test_live_while_a_partition_loads_and_not_ready(kafka_broker, unique_topic) 
             for path in ("/health/ready", "/health"):
                 ready = await client.get(path)
                 assert ready.status == 503, path
-                assert await ready.json() == {"Status": "degraded", "Url": "http://127.0.0.1:0",
-                                              "Partitions": {"0": "active", "1": "loading"}}
+                assert await ready.json() == {
+                    "Status": "degraded",
+                    "Url": "http://127.0.0.1:0",
+                    "Partitions": {"0": "active", "1": "loading"},
+                }
             gate.set()
             await asyncio.wrap_future(held)
             await assigning

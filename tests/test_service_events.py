@@ -132,8 +132,17 @@ def test_json_lines_carry_the_fields_and_text_keeps_them_greppable() -> None:
     stream = io.StringIO()
     logs.configure("INFO", "json", stream)
     try:
-        logs.event(logging.getLogger("t"), "member-fenced", "member %s fenced", "W2", level=logging.WARNING,
-                   group="g", member="W2", epoch=7, instance=None)
+        logs.event(
+            logging.getLogger("t"),
+            "member-fenced",
+            "member %s fenced",
+            "W2",
+            level=logging.WARNING,
+            group="g",
+            member="W2",
+            epoch=7,
+            instance=None,
+        )
         line = orjson.loads(stream.getvalue())
         assert line["event"] == "member-fenced" and line["level"] == "WARNING" and line["message"] == "member W2 fenced"
         assert line["group"] == "g" and line["epoch"] == 7 and "instance" not in line
@@ -157,8 +166,11 @@ def _samples(server: ServeProcess) -> dict[tuple[str, tuple], float]:
 
     with urllib.request.urlopen(server.url + "/metrics", timeout=10) as r:
         text = r.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def _events(server: ServeProcess) -> list[dict]:
@@ -166,18 +178,54 @@ def _events(server: ServeProcess) -> list[dict]:
 
 
 @pytest.mark.integration
-def test_serve_logs_json_events_and_exports_rebalance_and_partition_metrics(kafka_broker, unique_topic,  # noqa: ANN001
-                                                                            tmp_path: Path) -> None:
-    assert coordinator(["topic", "create", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                        unique_topic, "--partitions", "1", "--replication-factor", "1"]) == 0
-    server = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--log-format", "json", "--allow-anonymous",
-                          "--access-log", "--session-timeout-ms", "3000", "--heartbeat-interval-ms", "500",
-                          "--initial-assignment-delay-ms", "0", "--scheduled-rebalance-max-delay-ms", "0").start()
+def test_serve_logs_json_events_and_exports_rebalance_and_partition_metrics(
+    kafka_broker,
+    unique_topic,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                kafka_broker.bootstrap_servers,
+                "--topic",
+                unique_topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
+    server = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        unique_topic,
+        tmp_path,
+        "--log-format",
+        "json",
+        "--allow-anonymous",
+        "--access-log",
+        "--session-timeout-ms",
+        "3000",
+        "--heartbeat-interval-ms",
+        "500",
+        "--initial-assignment-delay-ms",
+        "0",
+        "--scheduled-rebalance-max-delay-ms",
+        "0",
+    ).start()
     try:
         ledger = Ledger()
         workers = [Worker("logged", f"W{i}", ledger, session_timeout_ms=3_000) for i in (1, 2)]
-        assert server.request("PUT", "/v1/groups/logged/connectors",
-                              {"Connectors": [{"Name": "A", "Tasks": 3}]})[1]["ErrorCode"] == 0
+        assert (
+            server.request("PUT", "/v1/groups/logged/connectors", {"Connectors": [{"Name": "A", "Tasks": 3}]})[1][
+                "ErrorCode"
+            ]
+            == 0
+        )
         everything = frozenset(["A"] + [TaskId("A", t) for t in range(3)])
         converge(server, workers, everything)
         # W2 stops heartbeating: its session expires, it is fenced, W1 takes everything.
@@ -191,6 +239,7 @@ def test_serve_logs_json_events_and_exports_rebalance_and_partition_metrics(kafk
 
         def told(name: str) -> list[dict]:
             return [e for e in _events(server) if e.get("event") == name]
+
         wait_for(lambda: len(told("rebalance-converged")) >= 2, 10, "two converged rebalances logged")
         lines = _events(server)  # every line of the process is one JSON object, librdkafka's included
         assert all({"time", "level", "logger", "message"} <= set(e) for e in lines)
@@ -203,8 +252,10 @@ def test_serve_logs_json_events_and_exports_rebalance_and_partition_metrics(kafk
         assert told("rebalance-started") and all(e["seconds"] >= 0 for e in told("rebalance-converged"))
         assert {"A", "A-0", "A-1", "A-2"} <= {i for e in told("ownership-moved") for i in e.get("gained", [])}
         requests = told("http-request")
-        assert any(e["path"] == "/v1/connect-group/heartbeat" and e["status"] == 200 and e["method"] == "POST"
-                   for e in requests)
+        assert any(
+            e["path"] == "/v1/connect-group/heartbeat" and e["status"] == 200 and e["method"] == "POST"
+            for e in requests
+        )
 
         samples = _samples(server)
         assert samples[("coordinator_partition_status", (("partition", "0"), ("status", "serving")))] == 1
@@ -214,8 +265,12 @@ def test_serve_logs_json_events_and_exports_rebalance_and_partition_metrics(kafk
         assert not [k for k in samples if k[0] == "coordinator_rebalance_in_progress_seconds"]  # all converged
 
         # A change that is not yet converged shows up as a rebalance in progress.
-        assert server.request("PUT", "/v1/groups/logged/connectors",
-                              {"Connectors": [{"Name": "A", "Tasks": 4}]})[1]["ErrorCode"] == 0
+        assert (
+            server.request("PUT", "/v1/groups/logged/connectors", {"Connectors": [{"Name": "A", "Tasks": 4}]})[1][
+                "ErrorCode"
+            ]
+            == 0
+        )
         in_progress = _samples(server)[("coordinator_rebalance_in_progress_seconds", (("group", "logged"),))]
         assert in_progress >= 0
     finally:

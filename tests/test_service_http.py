@@ -73,9 +73,14 @@ G = "connect-cluster"
 
 # Server defaults small enough that the whole file runs in seconds; each test sets its group's own
 # timeouts (type 9) through PUT /v1/groups/{id}/config as an operator would.
-FAST = CoordinatorConfig(session_timeout_ms=3_000, heartbeat_interval_ms=100, scheduled_rebalance_max_delay_ms=1_000,
-                         initial_assignment_delay_ms=0,
-                         assignor_error_backoff_ms=200, server_assignment_interval_ms=100)
+FAST = CoordinatorConfig(
+    session_timeout_ms=3_000,
+    heartbeat_interval_ms=100,
+    scheduled_rebalance_max_delay_ms=1_000,
+    initial_assignment_delay_ms=0,
+    assignor_error_backoff_ms=200,
+    server_assignment_interval_ms=100,
+)
 
 
 def now_ms() -> float:
@@ -119,8 +124,10 @@ class Ledger:
         for item in given:
             holder = self.held.get(item)
             if holder is not None and holder != member:
-                raise AssertionError(f"{self.group_id}: {member} was given {item} while {holder} still holds it "
-                                     f"(its revocation was not acknowledged)\n{self.history()}")
+                raise AssertionError(
+                    f"{self.group_id}: {member} was given {item} while {holder} still holds it "
+                    f"(its revocation was not acknowledged)\n{self.history()}"
+                )
             self.held[item] = member
         self._event(member, "given", given)
         owners: dict[Item, str] = {}
@@ -152,17 +159,26 @@ class HttpWorker:
     """The project's member state machine (`Member`) over the aiohttp test client, with every
     exchange kept for the durability checks and the ledger told what it runs."""
 
-    def __init__(self, client: TestClient, ledger: Ledger, group_id: str, member_id: str, *,
-                 instance_id: str | None = None, rebalance_timeout_ms: int = 5_000,
-                 assignor_name: str = "incremental_cooperative") -> None:
+    def __init__(
+        self,
+        client: TestClient,
+        ledger: Ledger,
+        group_id: str,
+        member_id: str,
+        *,
+        instance_id: str | None = None,
+        rebalance_timeout_ms: int = 5_000,
+        assignor_name: str = "incremental_cooperative",
+    ) -> None:
         self.client = client
         self.ledger = ledger
         impl = assignor(assignor_name)
         self.instance_id = instance_id
         self.rebalance_timeout_ms = rebalance_timeout_ms
         # No ServerAssignor: the client-side flow. Version: the highest this worker speaks.
-        self.client_assignors = (Assignor(impl.name, impl.minimum_version, impl.maximum_version, 0,
-                                          impl.maximum_version),)
+        self.client_assignors = (
+            Assignor(impl.name, impl.minimum_version, impl.maximum_version, 0, impl.maximum_version),
+        )
         self.member = self._member(member_id)
         self.exchanges: list[Exchange] = []
         self.installs: list[tuple[GroupSpec, dict, dict]] = []  # (spec, install request, response)
@@ -170,9 +186,14 @@ class HttpWorker:
         ledger.workers.append(self)
 
     def _member(self, member_id: str) -> Member:
-        return Member(self.ledger.group_id, member_id, instance_id=self.instance_id,
-                      rebalance_timeout_ms=self.rebalance_timeout_ms, client_assignors=self.client_assignors,
-                      session_timeout_ms=10 ** 9)
+        return Member(
+            self.ledger.group_id,
+            member_id,
+            instance_id=self.instance_id,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
+            client_assignors=self.client_assignors,
+            session_timeout_ms=10**9,
+        )
 
     group_id = property(lambda self: self.member.group_id)
     member_id = property(lambda self: self.member.member_id)
@@ -198,8 +219,11 @@ class HttpWorker:
 
     async def _handle(self, response: dict, compute: bool) -> None:
         code = response["ErrorCode"]
-        answer = msgspec.convert(response, wire.HeartbeatResponse).protocol() if code in ACCEPTED else \
-            HeartbeatResponse(code, response["ErrorMessage"])
+        answer = (
+            msgspec.convert(response, wire.HeartbeatResponse).protocol()
+            if code in ACCEPTED
+            else HeartbeatResponse(code, response["ErrorMessage"])
+        )
         before = self.owned
         actions = self.member.received(answer, int(now_ms()))
         if any(isinstance(a, Lose) for a in actions) or not self.member.joined:
@@ -215,18 +239,36 @@ class HttpWorker:
 
     async def compute_assignment(self) -> dict:
         """PrepareAssignment -> the assignor, here -> InstallAssignment (seed 000 "Assignment Process")."""
-        prepared = await self._post(PREPARE, msgspec.to_builtins(wire.PrepareAssignmentRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch)))
+        prepared = await self._post(
+            PREPARE,
+            msgspec.to_builtins(
+                wire.PrepareAssignmentRequest(
+                    group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch
+                )
+            ),
+        )
         if prepared["ErrorCode"] != NONE:
             return prepared  # FENCED: retried at the next heartbeat response; anything else: abandoned
         answer = msgspec.convert(prepared, wire.PrepareAssignmentResponse)
         spec = answer.group_spec()
-        assert msgspec.to_builtins(wire.PrepareAssignmentResponse.of(PrepareAssignmentResponse(
-            prepared["ErrorCode"], prepared["ErrorMessage"], spec.group_epoch, prepared["AssignorName"], spec))) == \
-            prepared, "the GroupSpec conversion lost something"
+        assert (
+            msgspec.to_builtins(
+                wire.PrepareAssignmentResponse.of(
+                    PrepareAssignmentResponse(
+                        prepared["ErrorCode"],
+                        prepared["ErrorMessage"],
+                        spec.group_epoch,
+                        prepared["AssignorName"],
+                        spec,
+                    )
+                )
+            )
+            == prepared
+        ), "the GroupSpec conversion lost something"
         result = assignor(prepared["AssignorName"]).assign(spec)
-        request = msgspec.to_builtins(wire.InstallAssignmentRequest.of(
-            self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result))
+        request = msgspec.to_builtins(
+            wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result)
+        )
         installed = await self._post(INSTALL, request)
         # INVALID_ASSIGNMENT (1001): wait for the next COMPUTE_ASSIGNMENT.
         self.installs.append((spec, request, installed))
@@ -283,8 +325,10 @@ class Cluster:
         return answer
 
     async def set_connectors(self, counts: dict[str, int]) -> dict:
-        return await self.put("connectors", wire.SetConnectorsRequest(
-            connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()]))
+        return await self.put(
+            "connectors",
+            wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()]),
+        )
 
     async def set_config(self, **timeouts: int | None) -> dict:
         return await self.put("config", wire.SetConfigRequest(**timeouts))
@@ -308,8 +352,9 @@ class Cluster:
             for w in workers:
                 await w.heartbeat()
 
-    async def converge(self, workers: list[HttpWorker], *, timeout_s: float = 10.0, pause_s: float = 0.02,
-                       concurrent: bool = False) -> dict:
+    async def converge(
+        self, workers: list[HttpWorker], *, timeout_s: float = 10.0, pause_s: float = 0.02, concurrent: bool = False
+    ) -> dict:
         """Rounds of heartbeats until a round changes nothing, the group is STABLE and every worker
         owns exactly its target at the assignment epoch; returns the description."""
         deadline = time.monotonic() + timeout_s
@@ -318,9 +363,14 @@ class Cluster:
             await self.round(workers, concurrent=concurrent)
             d = await self.describe()
             members = {m["MemberId"]: m for m in d["Members"]}
-            if (before == [(w.member_epoch, w.owned) for w in workers] and d["State"] == "STABLE"
-                    and all(w.member_epoch == d["AssignmentEpoch"] and w.owned == items(members[w.member_id]["Target"])
-                            for w in workers)):
+            if (
+                before == [(w.member_epoch, w.owned) for w in workers]
+                and d["State"] == "STABLE"
+                and all(
+                    w.member_epoch == d["AssignmentEpoch"] and w.owned == items(members[w.member_id]["Target"])
+                    for w in workers
+                )
+            ):
                 return d
             assert time.monotonic() < deadline, f"no convergence: {d}\n{self.ledger.history()}"
             await asyncio.sleep(pause_s)
@@ -339,15 +389,22 @@ def _create_topic(broker: Any, topic: str, partitions: int) -> None:
     future.result(30)
 
 
-def _serve(broker: Any, topic: str, scenario: Callable[[TestClient, CoordinatorServer], Awaitable[Any]],
-           config: CoordinatorConfig = FAST, partitions: int = 2, timeout_s: float = 45.0) -> Any:
+def _serve(
+    broker: Any,
+    topic: str,
+    scenario: Callable[[TestClient, CoordinatorServer], Awaitable[Any]],
+    config: CoordinatorConfig = FAST,
+    partitions: int = 2,
+    timeout_s: float = 45.0,
+) -> Any:
     """Run `scenario(client, server)` against a coordinator serving every partition of a new topic;
     the server is closed when this returns (its last result is returned)."""
     _create_topic(broker, topic, partitions)
 
     async def run() -> Any:
-        server = CoordinatorServer(broker.client_config(), topic, partitions, range(partitions),
-                                   "http://127.0.0.1:0", config)
+        server = CoordinatorServer(
+            broker.client_config(), topic, partitions, range(partitions), "http://127.0.0.1:0", config
+        )
         await server.start()
         client = TestClient(TestServer(server.app()))
         await client.start_server()
@@ -360,12 +417,17 @@ def _serve(broker: Any, topic: str, scenario: Callable[[TestClient, CoordinatorS
     return asyncio.run(run())
 
 
-async def _seed_group(client: TestClient, *, session_timeout_ms: int = 3_000, delay_ms: int = 1_000,
-                      instance_ids: bool = False) -> tuple[Cluster, dict[str, HttpWorker]]:
+async def _seed_group(
+    client: TestClient, *, session_timeout_ms: int = 3_000, delay_ms: int = 1_000, instance_ids: bool = False
+) -> tuple[Cluster, dict[str, HttpWorker]]:
     """Three workers sharing A(2 tasks) and B(1 task), converged (seed 000 "Worker Leaving the Group")."""
     cluster = Cluster(client, G)
-    await cluster.set_config(session_timeout_ms=session_timeout_ms, heartbeat_interval_ms=100,
-                             rebalance_timeout_ms=None, scheduled_rebalance_max_delay_ms=delay_ms)
+    await cluster.set_config(
+        session_timeout_ms=session_timeout_ms,
+        heartbeat_interval_ms=100,
+        rebalance_timeout_ms=None,
+        scheduled_rebalance_max_delay_ms=delay_ms,
+    )
     await cluster.set_connectors(SEED_CONNECTORS)
     workers = {m: cluster.worker(m, instance_id=f"{m}-instance" if instance_ids else None) for m in ("W1", "W2", "W3")}
     for w in workers.values():
@@ -379,8 +441,9 @@ async def _seed_group(client: TestClient, *, session_timeout_ms: int = 3_000, de
 # --- 1. the case studies ---------------------------------------------------------------------------
 
 
-def test_a_worker_joins_and_never_gets_work_before_its_owner_acknowledged_revoking_it(kafka_broker, unique_topic
-                                                                                      ) -> None:  # noqa: ANN001
+def test_a_worker_joins_and_never_gets_work_before_its_owner_acknowledged_revoking_it(
+    kafka_broker, unique_topic
+) -> None:  # noqa: ANN001
     async def scenario(client: TestClient, server: CoordinatorServer) -> None:
         cluster = Cluster(client, G)
         await cluster.set_config(session_timeout_ms=3_000, heartbeat_interval_ms=100)
@@ -444,13 +507,13 @@ def test_a_worker_joins_and_never_gets_work_before_its_owner_acknowledged_revoki
 
 
 @pytest.mark.parametrize("how", ["leave", "session-timeout"])
-def test_a_worker_leaves_its_work_waits_for_the_delay_then_is_reassigned(kafka_broker, unique_topic, how: str
-                                                                          ) -> None:  # noqa: ANN001
+def test_a_worker_leaves_its_work_waits_for_the_delay_then_is_reassigned(kafka_broker, unique_topic, how: str) -> None:  # noqa: ANN001
     delay_ms = 1_000
 
     async def scenario(client: TestClient, server: CoordinatorServer) -> None:
-        cluster, workers = await _seed_group(client, session_timeout_ms=600 if how == "session-timeout" else 3_000,
-                                             delay_ms=delay_ms)
+        cluster, workers = await _seed_group(
+            client, session_timeout_ms=600 if how == "session-timeout" else 3_000, delay_ms=delay_ms
+        )
         w1, w2, w3 = workers["W1"], workers["W2"], workers["W3"]
         baseline = owned_by(workers.values())
         departed = baseline["W2"]
@@ -493,8 +556,11 @@ def test_a_worker_leaves_its_work_waits_for_the_delay_then_is_reassigned(kafka_b
         d = await cluster.converge(stayers)
         assert d["GroupEpoch"] == epoch + 2 and not items(d["Deferred"]) and d["ScheduledRebalanceAtMs"] is None
         for item in departed:
-            first_given = min(e.at_ms for e in cluster.ledger.events[mark:] if e.kind == "given" and item in e.items
-                              and e.member in ("W1", "W3"))
+            first_given = min(
+                e.at_ms
+                for e in cluster.ledger.events[mark:]
+                if e.kind == "given" and item in e.items and e.member in ("W1", "W3")
+            )
             assert first_given >= scheduled, f"{item} given at {first_given}, before the deadline {scheduled}"
         assert w1.owned | w3.owned == ALL and not w1.owned & w3.owned
         assert baseline["W1"] <= w1.owned and baseline["W3"] <= w3.owned, "sticky: what they had stays"
@@ -514,8 +580,9 @@ def test_a_worker_bounces_and_gets_exactly_its_work_back(kafka_broker, unique_to
     expires = how in ("session-timeout", "static-expired")
 
     async def scenario(client: TestClient, server: CoordinatorServer) -> None:
-        cluster, workers = await _seed_group(client, session_timeout_ms=600 if expires else 3_000,
-                                             delay_ms=60_000, instance_ids=static)
+        cluster, workers = await _seed_group(
+            client, session_timeout_ms=600 if expires else 3_000, delay_ms=60_000, instance_ids=static
+        )
         w1, w2, w3 = workers["W1"], workers["W2"], workers["W3"]
         baseline = owned_by(workers.values())
         marks = {m: len(w.history) for m, w in workers.items()}
@@ -547,8 +614,9 @@ def test_a_worker_bounces_and_gets_exactly_its_work_back(kafka_broker, unique_to
                 # "It may join with the last known epoch": it is no longer a member.
                 assert w2.member_epoch == epoch
                 assert (await w2.heartbeat())["ErrorCode"] == UNKNOWN_MEMBER_ID
-        returning = cluster.worker("W2-restarted", instance_id="W2-instance") if how in ("static", "static-expired") \
-            else w2
+        returning = (
+            cluster.worker("W2-restarted", instance_id="W2-instance") if how in ("static", "static-expired") else w2
+        )
 
         r = await returning.heartbeat()  # epoch 0: back in the group
         assert r["ErrorCode"] in ACCEPTED, r
@@ -557,7 +625,7 @@ def test_a_worker_bounces_and_gets_exactly_its_work_back(kafka_broker, unique_to
         assert returning.owned == baseline["W2"], "exactly its previous work back"
         assert owned_by(stayers) == {m: baseline[m] for m in ("W1", "W3")}
         for m in ("W1", "W3"):
-            assert workers[m].history[marks[m] - 1:] == [baseline[m]], f"{m}'s work moved: {workers[m].history}"
+            assert workers[m].history[marks[m] - 1 :] == [baseline[m]], f"{m}'s work moved: {workers[m].history}"
         assert not items(d["Deferred"]) and d["ScheduledRebalanceAtMs"] is None
         assert {m["MemberId"] for m in d["Members"]} == {"W1", returning.member_id, "W3"}
         assert time.monotonic() - started < 60, "it did not wait for the scheduled rebalance"
@@ -595,8 +663,12 @@ async def _durability_run(client: TestClient, server: CoordinatorServer) -> dict
     doomed = Cluster(client, "durable-2")
 
     async def one_group(cluster: Cluster) -> list[HttpWorker]:
-        await cluster.set_config(session_timeout_ms=30_000, heartbeat_interval_ms=100, rebalance_timeout_ms=5_000,
-                                 scheduled_rebalance_max_delay_ms=300)
+        await cluster.set_config(
+            session_timeout_ms=30_000,
+            heartbeat_interval_ms=100,
+            rebalance_timeout_ms=5_000,
+            scheduled_rebalance_max_delay_ms=300,
+        )
         await cluster.set_connectors({"A": 3, "B": 2})
         w = {m: cluster.worker(m, instance_id="i4" if m == "W4" else None) for m in ("W1", "W2", "W3", "W4")}
         live = list(w.values())
@@ -620,8 +692,12 @@ async def _durability_run(client: TestClient, server: CoordinatorServer) -> dict
         await cluster.converge(live, concurrent=True)
         live.append(w["W2"])  # W2 comes back under its old member id
         await cluster.converge(live, concurrent=True)
-        await cluster.set_config(session_timeout_ms=30_000, heartbeat_interval_ms=200, rebalance_timeout_ms=5_000,
-                                 scheduled_rebalance_max_delay_ms=400)
+        await cluster.set_config(
+            session_timeout_ms=30_000,
+            heartbeat_interval_ms=200,
+            rebalance_timeout_ms=5_000,
+            scheduled_rebalance_max_delay_ms=400,
+        )
         await cluster.converge(live, concurrent=True)
         return live
 
@@ -656,29 +732,47 @@ def _expect_in_topic(cluster: Cluster, state: CoordinatorState, log: list[Record
     # Admin: each acknowledged PUT that changed something has its record; the last one is the state.
     connectors = [e for e in cluster.admin if e.path == "PUT connectors"]
     for e in connectors:
-        counts = tuple(sorted((ConnectorTaskCount(c["Name"], c["Tasks"]) for c in e.request["Connectors"]),
-                              key=lambda c: c.name))
+        counts = tuple(
+            sorted((ConnectorTaskCount(c["Name"], c["Tasks"]) for c in e.request["Connectors"]), key=lambda c: c.name)
+        )
         assert any(v is not None and v.connectors == counts for v in values(ConnectorsTasksMetadataKey(g))), e
     configs = [e for e in cluster.admin if e.path == "PUT config"]
     for e in configs:
-        wanted = tuple(e.request.get(n) for n in ("SessionTimeoutMs", "HeartbeatIntervalMs", "RebalanceTimeoutMs",
-                                                   "ScheduledRebalanceMaxDelayMs"))
-        assert any(v is not None and (v.session_timeout_ms, v.heartbeat_interval_ms, v.rebalance_timeout_ms,
-                                      v.scheduled_rebalance_max_delay_ms) == wanted
-                   for v in values(GroupConfigurationKey(g))), e
+        wanted = tuple(
+            e.request.get(n)
+            for n in ("SessionTimeoutMs", "HeartbeatIntervalMs", "RebalanceTimeoutMs", "ScheduledRebalanceMaxDelayMs")
+        )
+        assert any(
+            v is not None
+            and (
+                v.session_timeout_ms,
+                v.heartbeat_interval_ms,
+                v.rebalance_timeout_ms,
+                v.scheduled_rebalance_max_delay_ms,
+            )
+            == wanted
+            for v in values(GroupConfigurationKey(g))
+        ), e
     if any(e.path == "DELETE" and e.response["ErrorCode"] == NONE for e in cluster.admin):
         assert g not in state.groups, f"deleted group {g} came back on replay"
         return
     group = state.groups[g]
     if connectors:
         last = connectors[-1].request["Connectors"]
-        assert group.connector_counts == tuple(sorted((ConnectorTaskCount(c["Name"], c["Tasks"]) for c in last),
-                                                      key=lambda c: c.name))
+        assert group.connector_counts == tuple(
+            sorted((ConnectorTaskCount(c["Name"], c["Tasks"]) for c in last), key=lambda c: c.name)
+        )
     if configs:
         c = group.config
-        assert (c.session_timeout_ms, c.heartbeat_interval_ms, c.rebalance_timeout_ms,
-                c.scheduled_rebalance_max_delay_ms) == tuple(configs[-1].request.get(n) for n in (
-                    "SessionTimeoutMs", "HeartbeatIntervalMs", "RebalanceTimeoutMs", "ScheduledRebalanceMaxDelayMs"))
+        assert (
+            c.session_timeout_ms,
+            c.heartbeat_interval_ms,
+            c.rebalance_timeout_ms,
+            c.scheduled_rebalance_max_delay_ms,
+        ) == tuple(
+            configs[-1].request.get(n)
+            for n in ("SessionTimeoutMs", "HeartbeatIntervalMs", "RebalanceTimeoutMs", "ScheduledRebalanceMaxDelayMs")
+        )
 
     # Protocol: every accepted heartbeat's epoch and assignment, every leave, every install.
     last_word: dict[str, str] = {}  # member -> "joined" / "left" / "static-left", from its last acknowledged call
@@ -701,33 +795,44 @@ def _expect_in_topic(cluster: Cluster, state: CoordinatorState, log: list[Record
                 if e.response["Assignment"] is not None:
                     told = items(e.response["Assignment"]["ConnectorsAndTasks"])
                     assert any(v.member_epoch == epoch and items_of(v.assignment) == told for v in currents), (
-                        f"{w.member_id}: told {sorted(map(str, told))} at epoch {epoch}; not in the topic")
+                        f"{w.member_id}: told {sorted(map(str, told))} at epoch {epoch}; not in the topic"
+                    )
                 last_word[w.member_id] = "joined"
             elif e.path == PREPARE and code == NONE:
                 epochs_seen.append(e.response["GroupEpoch"])
             elif e.path == INSTALL and code == NONE:
                 installed_epochs.append(e.request["GroupEpoch"])
                 metas = [v for v in values(TargetAssignmentMetadataKey(g)) if v is not None]
-                assert any(v.assignment_epoch == e.request["GroupEpoch"] and v.installed_by == w.member_id
-                           and items_of(v.deferred) == items(e.request["Deferred"]) for v in metas), e.request
+                assert any(
+                    v.assignment_epoch == e.request["GroupEpoch"]
+                    and v.installed_by == w.member_id
+                    and items_of(v.deferred) == items(e.request["Deferred"])
+                    for v in metas
+                ), e.request
 
     assert installed_epochs, "the client-side flow ran"
     assert group.group_epoch >= max(epochs_seen) and group.assignment_epoch >= max(installed_epochs)
     for w in cluster.ledger.workers:
         word = last_word.get(w.member_id)
-        if word == "left" or word == "static-left" and any(o.instance_id == w.instance_id and o is not w
-                                                           for o in cluster.ledger.workers):
+        if (
+            word == "left"
+            or word == "static-left"
+            and any(o.instance_id == w.instance_id and o is not w for o in cluster.ledger.workers)
+        ):
             assert w.member_id not in group.members and w.member_id not in group.currents, w.member_id
         elif word == "joined":
             # The last word each live worker was given is exactly the replayed current assignment.
             assert w.member_id in group.members
             current = group.current(w.member_id)
             assert current.member_epoch == w.member_epoch and items_of(current.assignment) == w.owned, (
-                w.member_id, current, w.member_epoch, w.owned)
+                w.member_id,
+                current,
+                w.member_epoch,
+                w.owned,
+            )
 
 
-def test_acknowledged_changes_are_in_the_topic_and_replay_to_the_served_state(kafka_broker, unique_topic
-                                                                              ) -> None:  # noqa: ANN001
+def test_acknowledged_changes_are_in_the_topic_and_replay_to_the_served_state(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     outcome = _serve(kafka_broker, unique_topic, _durability_run)
     # The server is closed. Read the topic back, one fresh state per partition.
     config = kafka_broker.client_config()
@@ -758,8 +863,7 @@ def test_acknowledged_changes_are_in_the_topic_and_replay_to_the_served_state(ka
 # --- regressions (found by these tests, fixed) ------------------------------------------------------------------------------------
 
 
-def test_deferred_work_is_reassigned_even_if_the_wall_clock_steps_back(kafka_broker, unique_topic
-                                                                      ) -> None:  # noqa: ANN001
+def test_deferred_work_is_reassigned_even_if_the_wall_clock_steps_back(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     """The runtime arms timers on the event loop's monotonic clock, from a deadline in wall-clock
     ms (`PartitionRuntime._arm`); the handler re-checks the deadline against the wall clock. A
     wall-clock step back (NTP step, VM resume) between arming and firing makes the timer fire

@@ -16,9 +16,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-LINE = re.compile(r"^minute +(\d+\.\d\d): RSS +\d+\.\d MiB +fds +(\d+) \(\d+ sockets\) +heartbeat p50 +\d+\.\d\d ms +"
-                  r"p99 +\d+\.\d\d ms +\(([\d,]+) heartbeats\) +requests served ([\d,]+) +rebalances ([\d,]+) +"
-                  r"coordinator CPU +\d+% +churn events (\d+)$", re.MULTILINE)
+LINE = re.compile(
+    r"^minute +(\d+\.\d\d): RSS +\d+\.\d MiB +fds +(\d+) \(\d+ sockets\) +heartbeat p50 +\d+\.\d\d ms +"
+    r"p99 +\d+\.\d\d ms +\(([\d,]+) heartbeats\) +requests served ([\d,]+) +rebalances ([\d,]+) +"
+    r"coordinator CPU +\d+% +churn events (\d+)$",
+    re.MULTILINE,
+)
 
 
 def soak_module() -> ModuleType:
@@ -32,10 +35,33 @@ def soak_module() -> ModuleType:
 @pytest.mark.integration
 def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker) -> None:  # noqa: ANN001
     result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "soak.py"), "--bootstrap-servers", kafka_broker.bootstrap_servers,
-         "--minutes", "0.5", "--report-every", "10", "--groups", "6", "--workers", "3", "--churn-every", "1",
-         "--session-ms", "3000", "--delay-ms", "1000", "--partitions", "4"],
-        capture_output=True, text=True, timeout=240, cwd=ROOT)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "soak.py"),
+            "--bootstrap-servers",
+            kafka_broker.bootstrap_servers,
+            "--minutes",
+            "0.5",
+            "--report-every",
+            "10",
+            "--groups",
+            "6",
+            "--workers",
+            "3",
+            "--churn-every",
+            "1",
+            "--session-ms",
+            "3000",
+            "--delay-ms",
+            "1000",
+            "--partitions",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     lines = LINE.findall(out)
@@ -45,28 +71,48 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
         assert int(fds) > 0 and int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
         assert int(churn) > 0
     assert sum(int(r.replace(",", "")) for *_, r, _ in lines) > 0  # the churn rebalanced groups
-    assert re.search(r"^growth from minute 0\.17 to 0\.50: RSS [+-]\d+\.\d MiB \([+-]\d+\.\d%\), fds [+-]\d+, "
-                     r"heartbeat p99 [+-]\d+\.\d\d ms", out, re.MULTILINE), out
-    assert re.search(r"^churn: \d+ events \(join \d+, kill \d+, leave \d+, tasks \d+\); 0 failed", out, re.MULTILINE), out
-    assert re.search(r"^ownership: every task of every group owned by exactly one member \(6 groups, ", out,
-                     re.MULTILINE), out
+    assert re.search(
+        r"^growth from minute 0\.17 to 0\.50: RSS [+-]\d+\.\d MiB \([+-]\d+\.\d%\), fds [+-]\d+, "
+        r"heartbeat p99 [+-]\d+\.\d\d ms",
+        out,
+        re.MULTILINE,
+    ), out
+    assert re.search(r"^churn: \d+ events \(join \d+, kill \d+, leave \d+, tasks \d+\); 0 failed", out, re.MULTILINE), (
+        out
+    )
+    assert re.search(
+        r"^ownership: every task of every group owned by exactly one member \(6 groups, ", out, re.MULTILINE
+    ), out
 
 
 def _description(members: list[tuple[str, list[str], list[int]]], tasks: int = 2) -> dict:
     """A GET /v1/groups/{id} answer of group g with connector A of `tasks` tasks."""
-    return {"GroupId": "g", "GroupEpoch": 5, "Connectors": [{"Name": "A", "Tasks": tasks}],
-            "Members": [{"MemberId": m, "MemberEpoch": 5,
-                         "Assignment": {"Connectors": cs, "Tasks": [{"Connector": "A", "Task": t} for t in ts]},
-                         "PendingRevocation": {"Connectors": [], "Tasks": []}} for m, cs, ts in members]}
+    return {
+        "GroupId": "g",
+        "GroupEpoch": 5,
+        "Connectors": [{"Name": "A", "Tasks": tasks}],
+        "Members": [
+            {
+                "MemberId": m,
+                "MemberEpoch": 5,
+                "Assignment": {"Connectors": cs, "Tasks": [{"Connector": "A", "Task": t} for t in ts]},
+                "PendingRevocation": {"Connectors": [], "Tasks": []},
+            }
+            for m, cs, ts in members
+        ],
+    }
 
 
 def test_the_ownership_check_finds_an_item_owned_twice_or_by_nobody() -> None:
     soak = soak_module()
     from records import TaskId
 
-    fleet = SimpleNamespace(workers={
-        "w1": SimpleNamespace(member_id="m1", owned=frozenset({"A", TaskId("A", 0)})),
-        "w2": SimpleNamespace(member_id="m2", owned=frozenset({TaskId("A", 1)}))})
+    fleet = SimpleNamespace(
+        workers={
+            "w1": SimpleNamespace(member_id="m1", owned=frozenset({"A", TaskId("A", 0)})),
+            "w2": SimpleNamespace(member_id="m2", owned=frozenset({TaskId("A", 1)})),
+        }
+    )
     assert soak.group_problems(_description([("m1", ["A"], [0]), ("m2", [], [1])]), fleet) == []
     twice = soak.group_problems(_description([("m1", ["A"], [0, 1]), ("m2", [], [1])]), fleet)
     assert "g: task A-1 owned 2 times (m1, m2)" in twice

@@ -53,8 +53,23 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 def make_topic(broker, name: str) -> None:  # noqa: ANN001
     with contextlib.redirect_stdout(io.StringIO()):  # its report of the topic's settings
-        assert cli.main(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", name,
-                         "--partitions", str(PARTITIONS), "--replication-factor", "1"]) == 0
+        assert (
+            cli.main(
+                [
+                    "topic",
+                    "create",
+                    "--bootstrap-servers",
+                    broker.bootstrap_servers,
+                    "--topic",
+                    name,
+                    "--partitions",
+                    str(PARTITIONS),
+                    "--replication-factor",
+                    "1",
+                ]
+            )
+            == 0
+        )
 
 
 class Writers:
@@ -100,8 +115,18 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001
 
 
 def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa: ANN001
-    code, out, err = run(capsys, "audit", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                         *where.args(), "--trigger", "available-now", *extra)
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        broker.bootstrap_servers,
+        "--topic",
+        topic,
+        *where.args(),
+        "--trigger",
+        "available-now",
+        *extra,
+    )
     assert code == 0, err
     return out
 
@@ -145,9 +170,13 @@ def tables_json(capsys, warehouse: Where, rebalance_keys, interval_keys) -> tupl
     intervals = sql(capsys, warehouse, "SELECT * FROM ownership")
     for r in rebalances:
         r["moved"] = [{"item": m["item"], "from": m["from"], "to": m["to"]} for m in r["moved"]]
-    rebalances = sorted(({k: r[k] for k in rebalance_keys} for r in rebalances), key=lambda r: (r["group"], r["number"]))
-    intervals = sorted(({k: i[k] for k in interval_keys} for i in intervals),
-                       key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"]))
+    rebalances = sorted(
+        ({k: r[k] for k in rebalance_keys} for r in rebalances), key=lambda r: (r["group"], r["number"])
+    )
+    intervals = sorted(
+        ({k: i[k] for k in interval_keys} for i in intervals),
+        key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"]),
+    )
     return rebalances, intervals
 
 
@@ -157,8 +186,9 @@ def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Where) -> H
     assert want_rebalances and want_intervals
     got_rebalances, got_intervals = tables_json(capsys, warehouse, want_rebalances[0].keys(), want_intervals[0].keys())
     assert got_rebalances == sorted(want_rebalances, key=lambda r: (r["group"], r["number"]))
-    assert got_intervals == sorted(want_intervals, key=lambda i: (i["group"], i["item"], i["member"], i["partition"],
-                                                                  i["from_offset"]))
+    assert got_intervals == sorted(
+        want_intervals, key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"])
+    )
     return history
 
 
@@ -176,8 +206,19 @@ def audited(kafka_broker, spark_session):  # noqa: ANN001, ANN201
     random_story(7, OTHER, other)
     w.close()
     warehouse = Where(warehouse_of(spark_session), "audited")
-    code = cli.main(["audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic,
-                     *warehouse.args(), "--trigger", "available-now", "--quiet"])
+    code = cli.main(
+        [
+            "audit",
+            "--bootstrap-servers",
+            kafka_broker.bootstrap_servers,
+            "--topic",
+            topic,
+            *warehouse.args(),
+            "--trigger",
+            "available-now",
+            "--quiet",
+        ]
+    )
     assert code == 0
     return topic, warehouse, story, w.driver, other
 
@@ -185,8 +226,11 @@ def audited(kafka_broker, spark_session):  # noqa: ANN001, ANN201
 def test_the_audit_holds_every_record_of_the_topic_once(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
     topic, warehouse, _, driver, other = audited
     assert_every_record_once(capsys, kafka_broker, topic, warehouse)
-    (row,) = sql(capsys, warehouse, "SELECT count(*) AS n, count(error) AS corrupt, count(DISTINCT group_id) AS groups "
-                                    "FROM records")
+    (row,) = sql(
+        capsys,
+        warehouse,
+        "SELECT count(*) AS n, count(error) AS corrupt, count(DISTINCT group_id) AS groups FROM records",
+    )
     assert row == {"n": len(driver.log) + len(other.log), "corrupt": 0, "groups": 2}
 
 
@@ -194,15 +238,30 @@ def test_rebalances_and_ownership_agree_with_coordinator_replay(capsys, kafka_br
     topic, warehouse, _, _, _ = audited
     history = assert_agrees_with_replay(capsys, kafka_broker, topic, warehouse)
     # And with the command itself, for the on-call group's rebalances.
-    code, out, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--bootstrap-servers",
-                       kafka_broker.bootstrap_servers, "--topic", topic, "--format", "json")
+    code, out, _ = run(
+        capsys,
+        "replay",
+        "timeline",
+        "--group",
+        GROUP,
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        topic,
+        "--format",
+        "json",
+    )
     assert code == 0
     command = [orjson.loads(line) for line in out.splitlines()]
     command = [r for r in command if r["type"] == "rebalance"]
-    table = sql(capsys, warehouse, f"SELECT number, to_epoch, duration_ms, items_moved FROM rebalances "
-                                   f"WHERE `group` = '{GROUP}' ORDER BY number")
+    table = sql(
+        capsys,
+        warehouse,
+        f"SELECT number, to_epoch, duration_ms, items_moved FROM rebalances WHERE `group` = '{GROUP}' ORDER BY number",
+    )
     assert [(r["number"], r["to_epoch"], r["duration_ms"], len(r["moved"])) for r in command] == [
-        (r["number"], r["to_epoch"], r["duration_ms"], r["items_moved"]) for r in table]
+        (r["number"], r["to_epoch"], r["duration_ms"], r["items_moved"]) for r in table
+    ]
     assert len(history.events) == sql(capsys, warehouse, "SELECT count(*) AS n FROM events")[0]["n"]
 
 
@@ -217,25 +276,32 @@ def test_the_tables_tell_the_story(capsys, audited) -> None:  # noqa: ANN001
     # The group epoch the records reached, and each member's latest current assignment.
     (epoch,) = sql(capsys, warehouse, f"SELECT max(group_epoch) AS e FROM group_epochs WHERE group_id = '{GROUP}'")
     assert epoch["e"] == group.metadata.group_epoch
-    latest = sql(capsys, warehouse, f"""
+    latest = sql(
+        capsys,
+        warehouse,
+        f"""
         SELECT c.member_id, c.member_epoch, c.item, c.pending_revocation FROM current_assignments c
         JOIN (SELECT member_id, max(offset) AS o FROM current_assignments WHERE group_id = '{GROUP}'
               GROUP BY member_id) l ON c.member_id = l.member_id AND c.offset = l.o
-        WHERE c.group_id = '{GROUP}' AND NOT c.removed""")
+        WHERE c.group_id = '{GROUP}' AND NOT c.removed""",
+    )
     for member, current in group.currents.items():
         rows = [r for r in latest if r["member_id"] == member]
         assert {r["member_epoch"] for r in rows} == {current.member_epoch}
         assert {r["item"] for r in rows if r["item"] and not r["pending_revocation"]} == {
-            str(i) for i in held_items(current)} - {str(i) for i in _items(current.pending_revocation)}
+            str(i) for i in held_items(current)
+        } - {str(i) for i in _items(current.pending_revocation)}
     # W2 crashed: everything it held ended when it was removed, and others hold it at the end.
-    w2 = sql(capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' "
-                                "AND member = 'W2'")
+    w2 = sql(
+        capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' AND member = 'W2'"
+    )
     assert w2 and all(r["until"] is not None for r in w2)
     assert {r["item"] for r in w2} <= {item for _, item in want}
     # W3 bounced within the delay and got its own work back: what it held before it left, it holds
     # at the end (the "audit" connector grew afterwards, so it may hold more).
-    w3 = sql(capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' "
-                                "AND member = 'W3'")
+    w3 = sql(
+        capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' AND member = 'W3'"
+    )
     before = {r["item"] for r in w3 if r["ended_by"] == "member left the group"}
     now = {r["item"] for r in w3 if r["until"] is None}
     assert before and before <= now
@@ -255,40 +321,59 @@ def test_the_readmes_queries_run(capsys, kafka_broker, audited) -> None:  # noqa
     # Tasks moved: only a task whose owner changed from one member to another (issue 29), counted
     # from replay's own rebalances; first assignments and work released by a member that left are
     # in `moved` too (one end None), and the README's query must leave them out.
-    tasks_moved = [(a, b) for r in replayed(kafka_broker, topic).all_rebalances() for item, a, b in r.moved
-                   if not isinstance(item, str)]
+    tasks_moved = [
+        (a, b)
+        for r in replayed(kafka_broker, topic).all_rebalances()
+        for item, a, b in r.moved
+        if not isinstance(item, str)
+    ]
     between_members = sum(1 for a, b in tasks_moved if a is not None and b is not None)
     assert 0 < between_members < len(tasks_moved)
     assert sum(r["tasks_moved"] for r in moved_per_day) == between_members
-    assert sum(r["rebalances"] for r in per_hour) == sql(capsys, warehouse, "SELECT count(*) AS n FROM rebalances")[0]["n"]
+    assert (
+        sum(r["rebalances"] for r in per_hour) == sql(capsys, warehouse, "SELECT count(*) AS n FROM rebalances")[0]["n"]
+    )
     # W2 of the story crashed (fenced when its session timed out); W3 left and came back.
     reasons = {(r["group"], r["member"]): r["reason"] for r in left}
     assert reasons[(GROUP, "W2")] == "session-timeout" and (GROUP, "W3") in reasons
-    assert all(r["reason"] for r in left) and sum(r["times"] for r in left) == sql(
-        capsys, warehouse, "SELECT count(*) AS n FROM events WHERE kind = 'member-left'")[0]["n"]
+    assert (
+        all(r["reason"] for r in left)
+        and sum(r["times"] for r in left)
+        == sql(capsys, warehouse, "SELECT count(*) AS n FROM events WHERE kind = 'member-left'")[0]["n"]
+    )
     assert corrupt == []
 
 
 def test_who_owned_a_task_at_a_time(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
     topic, warehouse, _, _, _ = audited
     history = replayed(kafka_broker, topic)
-    interval = next(i for i in history.all_intervals() if i.end is not None and i.group_id == GROUP
-                    and not isinstance(i.item, str))
+    interval = next(
+        i for i in history.all_intervals() if i.end is not None and i.group_id == GROUP and not isinstance(i.item, str)
+    )
     mid_ms = (interval.start.timestamp_ms + interval.end.timestamp_ms) // 2
     at = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(mid_ms / 1000)) + f".{mid_ms % 1000:03d}"
-    rows = sql(capsys, warehouse, f"""
+    rows = sql(
+        capsys,
+        warehouse,
+        f"""
         SELECT member FROM ownership WHERE `group` = '{GROUP}' AND item = '{interval.item}'
-          AND since <= TIMESTAMP '{at}' AND (until IS NULL OR until > TIMESTAMP '{at}')""")
-    want = {i.member_id for i in history.all_intervals() if i.group_id == GROUP and i.item == interval.item
-            and i.start.timestamp_ms <= mid_ms and (i.end is None or i.end.timestamp_ms > mid_ms)}
+          AND since <= TIMESTAMP '{at}' AND (until IS NULL OR until > TIMESTAMP '{at}')""",
+    )
+    want = {
+        i.member_id
+        for i in history.all_intervals()
+        if i.group_id == GROUP
+        and i.item == interval.item
+        and i.start.timestamp_ms <= mid_ms
+        and (i.end is None or i.end.timestamp_ms > mid_ms)
+    }
     assert {r["member"] for r in rows} == want and interval.member_id in want
 
 
 # --- restarts and crashes -----------------------------------------------------------------------------
 
 
-def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_broker, unique_topic,
-                                                                where) -> None:  # noqa: ANN001
+def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_broker, unique_topic, where) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(21, "restart-a", w.driver)
@@ -308,8 +393,9 @@ def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_br
     assert_every_record_once(capsys, kafka_broker, unique_topic, where)
 
 
-def test_a_batch_that_fails_half_written_runs_again_whole(kafka_broker, spark_session, unique_topic, where,
-                                                          capsys, monkeypatch) -> None:  # noqa: ANN001
+def test_a_batch_that_fails_half_written_runs_again_whole(
+    kafka_broker, spark_session, unique_topic, where, capsys, monkeypatch
+) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(31, "crash-a", w.driver)
@@ -343,8 +429,9 @@ def test_a_batch_that_fails_half_written_runs_again_whole(kafka_broker, spark_se
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
 
 
-def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(capsys, kafka_broker, unique_topic,
-                                                                               tmp_path) -> None:  # noqa: ANN001
+def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
+    capsys, kafka_broker, unique_topic, tmp_path
+) -> None:  # noqa: ANN001
     """kill -9 in the middle, a restart, then a plain Spark session (no code of ours) that knows only
     `coordinator spark-conf` runs every README query by name and gets what `coordinator sql` gets.
     Processes of their own: the test session's Spark has its own catalog (Derby admits one JVM)."""
@@ -355,10 +442,26 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(cap
     w.close()
     here = Where(tmp_path / "warehouse")
     coordinator = str(Path(sys.executable).with_name("coordinator"))
-    command = [coordinator, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", unique_topic,
-               *here.args(), "--trigger", "200ms", "--max-offsets-per-trigger", "40"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    command = [
+        coordinator,
+        "audit",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        unique_topic,
+        *here.args(),
+        "--trigger",
+        "200ms",
+        "--max-offsets-per-trigger",
+        "40",
+    ]
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     try:
         for line in process.stdout:
             if line.startswith("batch 3:"):
@@ -373,11 +476,21 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(cap
     assert_every_record_once(capsys, kafka_broker, unique_topic, here)
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, here)
 
-    conf = subprocess.run([coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
-                          capture_output=True, text=True, timeout=600, check=True).stdout
+    conf = subprocess.run(
+        [coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
     queries = readme_queries()
-    plain = subprocess.run([sys.executable, "-c", _PLAIN_SESSION, conf, json.dumps(queries)], capture_output=True,
-                           text=True, timeout=600, cwd=tmp_path)
+    plain = subprocess.run(
+        [sys.executable, "-c", _PLAIN_SESSION, conf, json.dumps(queries)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
     assert plain.returncode == 0, plain.stderr[-3000:]
     answers = orjson.loads(plain.stdout.splitlines()[-1])
     assert set(answers["tables"]) == set(t.TABLES) | set(t.VIEWS)
@@ -411,24 +524,36 @@ print(json.dumps({"tables": tables, "records": count, "rows": rows}))
 
 def readme_queries() -> list[str]:
     text = README.read_text()
-    return re.findall(r"```sql\n(.*?)```", text[text.index("## Audit and Spark SQL"):], re.S)
+    return re.findall(r"```sql\n(.*?)```", text[text.index("## Audit and Spark SQL") :], re.S)
 
 
-def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(capsys, kafka_broker, unique_topic,
-                                                                         where) -> None:  # noqa: ANN001
+def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(
+    capsys, kafka_broker, unique_topic, where
+) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     key, value = encode(Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(3)))
     producer = Producer(kafka_broker.client_config())
-    for k, v in ((key, value), (key, b"\x00\x00\xff"), (b"\x00\x63junk", b"x"), (key, None), (b"\x00", b"x"),
-                 (key, b"\x00\x07\x02")):
+    for k, v in (
+        (key, value),
+        (key, b"\x00\x00\xff"),
+        (b"\x00\x63junk", b"x"),
+        (key, None),
+        (b"\x00", b"x"),
+        (key, b"\x00\x07\x02"),
+    ):
         producer.produce(unique_topic, key=k, value=v, partition=0)
     assert producer.flush(10) == 0
     out = audit(capsys, kafka_broker, unique_topic, where)
     assert "4 corrupt" in out
     rows = sql(capsys, where, "SELECT offset, record_type, group_id, tombstone, error FROM records ORDER BY offset")
     assert [(r["record_type"], r["group_id"], r["tombstone"], r["error"] is None) for r in rows] == [
-        (3, "g", False, True), (3, None, False, False), (99, None, False, False), (3, "g", True, True),
-        (None, None, False, False), (3, None, False, False)]
+        (3, "g", False, True),
+        (3, None, False, False),
+        (99, None, False, False),
+        (3, "g", True, True),
+        (None, None, False, False),
+        (3, None, False, False),
+    ]
     assert "value" in rows[1]["error"] and "unknown record type" in rows[2]["error"]
     assert "two-byte" in rows[4]["error"] and "unsupported version" in rows[5]["error"]
     epochs = sql(capsys, where, "SELECT group_epoch, deleted FROM group_epochs ORDER BY offset")
@@ -444,8 +569,16 @@ def test_the_audit_reads_with_limits_and_starting_offsets(capsys, kafka_broker, 
     (partition,) = {r.partition for r in raw}
     middle = raw[len(raw) // 2].offset
     starting = orjson.dumps({unique_topic: {str(p): (middle if p == partition else -2) for p in range(PARTITIONS)}})
-    out = audit(capsys, kafka_broker, unique_topic, where, "--starting-offsets", starting.decode(),
-                "--max-offsets-per-trigger", "25")
+    out = audit(
+        capsys,
+        kafka_broker,
+        unique_topic,
+        where,
+        "--starting-offsets",
+        starting.decode(),
+        "--max-offsets-per-trigger",
+        "25",
+    )
     sizes = [int(n) for n in re.findall(r"^batch \d+: (\d+) records", out, re.M)]
     assert len(sizes) > 1 and max(sizes) <= 25
     rows = sql(capsys, where, "SELECT offset FROM records ORDER BY offset")
@@ -461,8 +594,9 @@ def test_the_jvm_decoder_agrees_with_the_python_decoder(kafka_broker, spark_sess
     for k, v in ((b"\x00\x03\x02g", b"\x00\x00\xff"), (b"\x00\x63junk", b"x"), (b"\x00\x08\x02g", None)):
         producer.produce(unique_topic, key=k, value=v, partition=0)
     assert producer.flush(10) == 0
-    raw = (spark_session.read.format("kafka").options(**source_options(kafka_broker.client_config(), unique_topic))
-           .load())
+    raw = (
+        spark_session.read.format("kafka").options(**source_options(kafka_broker.client_config(), unique_topic)).load()
+    )
     jvm = [r.asDict() for r in decode_avro(raw).orderBy("partition", "offset").collect()]
     python = [r.asDict() for r in decode_arrow(raw).orderBy("partition", "offset").collect()]
     assert len(jvm) == len(python) == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
@@ -476,21 +610,64 @@ def test_the_jvm_decoder_agrees_with_the_python_decoder(kafka_broker, spark_sess
 
 
 def test_option_and_command_errors_are_one_line(capsys, kafka_broker, tmp_path) -> None:  # noqa: ANN001
-    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic",
-                       f"missing-{uuid.uuid4().hex[:6]}", "--warehouse", str(tmp_path))
+    code, _, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        f"missing-{uuid.uuid4().hex[:6]}",
+        "--warehouse",
+        str(tmp_path),
+    )
     assert code == 1 and err.count("\n") == 1 and "does not exist" in err
-    code, _, err = run(capsys, "audit", "--bootstrap-servers", "127.0.0.1:1", "--warehouse", str(tmp_path),
-                       "--kafka-config", "socket.connection.setup.timeout.ms=1000")
+    code, _, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        "127.0.0.1:1",
+        "--warehouse",
+        str(tmp_path),
+        "--kafka-config",
+        "socket.connection.setup.timeout.ms=1000",
+    )
     assert code == 1 and err.count("\n") == 1 and "cannot reach Kafka" in err
-    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
-                       str(tmp_path), "--trigger", "often")
+    code, _, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--warehouse",
+        str(tmp_path),
+        "--trigger",
+        "often",
+    )
     assert code == 2 and "--trigger" in err
-    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
-                       str(tmp_path), "--optimize-every", "soon")
+    code, _, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--warehouse",
+        str(tmp_path),
+        "--optimize-every",
+        "soon",
+    )
     assert code == 2 and "--optimize-every" in err
-    code, _, err = run(capsys, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--warehouse",
-                       str(tmp_path), "--kafka-config", "sasl.mechanism=GSSAPI", "--kafka-config", "sasl.username=u",
-                       "--kafka-config", "sasl.password=p")
+    code, _, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--warehouse",
+        str(tmp_path),
+        "--kafka-config",
+        "sasl.mechanism=GSSAPI",
+        "--kafka-config",
+        "sasl.username=u",
+        "--kafka-config",
+        "sasl.password=p",
+    )
     assert code == 2 and err.count("\n") == 1 and "sasl.jaas.config" in err
     code, _, err = run(capsys, "sql", "--warehouse", str(tmp_path / "none"), "SELECT 1")
     assert code == 1 and "run coordinator audit" in err
@@ -502,21 +679,29 @@ def test_sql_errors_are_one_line(capsys, audited) -> None:  # noqa: ANN001
     assert code == 2 and out == "" and err.count("\n") == 1 and "PARSE_SYNTAX_ERROR" in err
     code, _, err = run(capsys, "sql", *warehouse.args(), "SELECT * FROM nope")
     assert code == 2 and err.count("\n") == 1 and "nope" in err
-    code, out, _ = run(capsys, "sql", *warehouse.args(), "SELECT `group`, count(*) AS n FROM rebalances "
-                                                         "GROUP BY 1 ORDER BY 1")
+    code, out, _ = run(
+        capsys, "sql", *warehouse.args(), "SELECT `group`, count(*) AS n FROM rebalances GROUP BY 1 ORDER BY 1"
+    )
     assert code == 0 and out.splitlines()[0].split() == ["group", "n"] and GROUP in out
 
 
-def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(capsys, kafka_broker, spark_session, unique_topic,
-                                                                   where) -> None:  # noqa: ANN001
+def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(
+    capsys, kafka_broker, spark_session, unique_topic, where
+) -> None:  # noqa: ANN001
     """Delta's idempotent writes, seen directly: a batch handed to the audit again (as Spark does
     after a crash between the writes and its commit) adds no row; OPTIMIZE leaves one file per table."""
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(81, "rerun", w.driver)
     w.close()
-    a = Audit(spark_session, kafka_broker.client_config(), unique_topic, database=where.database,
-              max_offsets_per_trigger=30, optimize_every_ms=3_600_000)
+    a = Audit(
+        spark_session,
+        kafka_broker.client_config(),
+        unique_topic,
+        database=where.database,
+        max_offsets_per_trigger=30,
+        optimize_every_ms=3_600_000,
+    )
     a.start("available-now").awaitTermination(120)
     before = {table: spark_session.table(a.name(table)).count() for table in t.TABLES}
     raw = spark_session.read.format("kafka").options(**a.options).load()
@@ -534,16 +719,30 @@ def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(capsys, kafka_
 
 
 def test_librdkafka_security_settings_become_the_java_clients() -> None:
-    java = java_client_config({"bootstrap.servers": "b:9093", "security.protocol": "SASL_SSL",
-                               "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "ops", "sasl.password": 'p"w',
-                               "ssl.ca.location": "/ca.pem"})
+    java = java_client_config(
+        {
+            "bootstrap.servers": "b:9093",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "ops",
+            "sasl.password": 'p"w',
+            "ssl.ca.location": "/ca.pem",
+        }
+    )
     assert java["sasl.mechanism"] == "SCRAM-SHA-512" and java["security.protocol"] == "SASL_SSL"
-    assert java["sasl.jaas.config"] == ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                        'username="ops" password="p\\"w";')
+    assert java["sasl.jaas.config"] == (
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="ops" password="p\\"w";'
+    )
     assert java["ssl.truststore.type"] == "PEM" and java["ssl.truststore.location"] == "/ca.pem"
     assert not {"sasl.username", "sasl.password", "ssl.ca.location", "sasl.mechanisms"} & set(java)
-    pem = java_client_config({"ssl.certificate.location": "/me.pem", "ssl.key.location": "/me.pem",
-                              "ssl.key.password": "k", "enable.ssl.certificate.verification": "false"})
+    pem = java_client_config(
+        {
+            "ssl.certificate.location": "/me.pem",
+            "ssl.key.location": "/me.pem",
+            "ssl.key.password": "k",
+            "enable.ssl.certificate.verification": "false",
+        }
+    )
     assert pem["ssl.keystore.location"] == "/me.pem" and pem["ssl.keystore.type"] == "PEM"
     assert pem["ssl.endpoint.identification.algorithm"] == ""
     options = source_options({"bootstrap.servers": "b:9093"}, "__worker_offsets", max_offsets_per_trigger=7)
@@ -562,8 +761,9 @@ def test_decoding_a_batch_gives_every_records_fields() -> None:
     d = StampedDriver()
     random_story(71, "decode", d)
     encoded = [encode(r) for r in d.log]
-    batch = decode_batch([0] * len(encoded), list(range(len(encoded))), d.stamps,
-                         [k for k, _ in encoded], [v for _, v in encoded])
+    batch = decode_batch(
+        [0] * len(encoded), list(range(len(encoded))), d.stamps, [k for k, _ in encoded], [v for _, v in encoded]
+    )
     rows = batch.to_pylist()
     assert len(rows) == len(d.log)  # zip below would stop at the shorter
     for row, record in zip(rows, d.log):
@@ -600,23 +800,43 @@ def test_the_audit_tells_who_ran_what_in_a_classic_group(capsys, kafka_broker, u
     w.close()
     audit(capsys, kafka_broker, unique_topic, where)
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
-    owned = sql(capsys, where, f"SELECT item, connector, task, member, given_at_epoch, until IS NULL AS open, ended_by "
-                               f"FROM ownership WHERE `group` = '{CLASSIC}' ORDER BY item, since")
+    owned = sql(
+        capsys,
+        where,
+        f"SELECT item, connector, task, member, given_at_epoch, until IS NULL AS open, ended_by "
+        f"FROM ownership WHERE `group` = '{CLASSIC}' ORDER BY item, since",
+    )
     assert [tuple(r.values()) for r in owned] == [
-        ("A", "A", None, "W1", 1, True, None), ("A-0", "A", 0, "W1", 1, True, None),
+        ("A", "A", None, "W1", 1, True, None),
+        ("A-0", "A", 0, "W1", 1, True, None),
         ("A-1", "A", 1, "W2", 1, False, "member left the classic group"),
-        ("A-2", "A", 2, "W2", 1, False, "revoked (generation 2)"), ("A-2", "A", 2, "W3", 3, True, None)]
-    events = sql(capsys, where, f"""
+        ("A-2", "A", 2, "W2", 1, False, "revoked (generation 2)"),
+        ("A-2", "A", 2, "W3", 3, True, None),
+    ]
+    events = sql(
+        capsys,
+        where,
+        f"""
         SELECT kind, member, epoch, gained, released, get_json_object(detail, '$.url') AS url,
                CAST(get_json_object(detail, '$.config_offset') AS INT) AS config_offset
-        FROM events WHERE `group` = '{CLASSIC}' AND kind LIKE 'classic-member%' ORDER BY offset, member""")
+        FROM events WHERE `group` = '{CLASSIC}' AND kind LIKE 'classic-member%' ORDER BY offset, member""",
+    )
     joined = [e for e in events if e["kind"] == "classic-member-joined"]
     assert [(e["member"], e["url"], e["config_offset"]) for e in joined] == [
-        ("W1", url("W1"), 12), ("W2", url("W2"), 12), ("W3", url("W3"), 12)]
+        ("W1", url("W1"), 12),
+        ("W2", url("W2"), 12),
+        ("W3", url("W3"), 12),
+    ]
     assert [(e["member"], e["epoch"], e["released"]) for e in events if e["released"]] == [
-        ("W2", 2, ["A-2"]), ("W2", None, ["A-1"])]
+        ("W2", 2, ["A-2"]),
+        ("W2", None, ["A-1"]),
+    ]
     assert [(e["member"], e["gained"]) for e in events if e["gained"]] == [
-        ("W1", ["A", "A-0"]), ("W2", ["A-1", "A-2"]), ("W3", ["A-2"])]
-    (rebalances,) = sql(capsys, where, f"SELECT count(*) AS n, max(to_epoch) AS generation FROM rebalances "
-                                       f"WHERE `group` = '{CLASSIC}'")
+        ("W1", ["A", "A-0"]),
+        ("W2", ["A-1", "A-2"]),
+        ("W3", ["A-2"]),
+    ]
+    (rebalances,) = sql(
+        capsys, where, f"SELECT count(*) AS n, max(to_epoch) AS generation FROM rebalances WHERE `group` = '{CLASSIC}'"
+    )
     assert rebalances == {"n": 4, "generation": 3}

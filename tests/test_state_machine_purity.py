@@ -15,15 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "coordinator" / "core"
 # Every module under the core package: a new one is checked without being listed.
 PURE_MODULES = sorted(
-    ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-    for path in CORE.rglob("*.py"))
+    ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__") for path in CORE.rglob("*.py")
+)
 FORBIDDEN_IMPORTS = {"confluent_kafka", "aiohttp", "asyncio", "pyspark", "socket", "threading", "time", "datetime"}
 
 
 def test_importing_the_state_machine_loads_no_io_library() -> None:
-    code = (f"import sys, importlib; [importlib.import_module(m) for m in {PURE_MODULES!r}]; "
-            "print(sorted({m.split('.')[0] for m in sys.modules} & "
-            "{'confluent_kafka', 'aiohttp', 'asyncio', 'pyspark', 'aiokafka'}))")
+    code = (
+        f"import sys, importlib; [importlib.import_module(m) for m in {PURE_MODULES!r}]; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'confluent_kafka', 'aiohttp', 'asyncio', 'pyspark', 'aiokafka'}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "[]"
 

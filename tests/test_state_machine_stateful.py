@@ -112,17 +112,55 @@ SERVER_ASSIGNORS = ("server:incremental_cooperative", "server:eager")
 GROUP_ASSIGNORS = st.sampled_from(CLIENT_ASSIGNORS + SERVER_ASSIGNORS)
 # Mostly the group's own assignor, so that most joins succeed; sometimes another, to mix kinds.
 # "name@low-high": a client-side assignor offered with versions [low, high] only (Worker Selection).
-JOIN_ASSIGNORS = st.sampled_from(("default", "default", "default", *CLIENT_ASSIGNORS, *SERVER_ASSIGNORS,
-                                  "incremental_cooperative@0-0", "incremental_cooperative@1-1"))
+JOIN_ASSIGNORS = st.sampled_from(
+    (
+        "default",
+        "default",
+        "default",
+        *CLIENT_ASSIGNORS,
+        *SERVER_ASSIGNORS,
+        "incremental_cooperative@0-0",
+        "incremental_cooperative@1-1",
+    )
+)
 CONNECTORS = st.dictionaries(st.sampled_from("ABCD"), st.integers(0, 3), max_size=3)
 GROUP = st.sampled_from(("g", "g", "g", "h"))
-BREAKAGES = ("assign_twice", "drop_item", "unknown_member", "unconfigured_item", "defer_without_delay",
-             "delay_beyond_max", "assigned_and_deferred")
-CHOSEN_ACTIONS = ("compute_late", "compute_late", "prepare_only", "prepare_only", "prepare_only", "install_stale",
-                  "install_stale", "install_stale", "assignor_error", *(f"broken:{b}" for b in BREAKAGES))
-WORKER_EVENTS = ("leave", "rejoin_after_leaving", "static_leave", "static_return", "static_return_same_id", "bounce",
-                 "go_silent", "revive", "revive", "response_lost", "response_lost", "second_instance",
-                 "assignor_reason_changes")
+BREAKAGES = (
+    "assign_twice",
+    "drop_item",
+    "unknown_member",
+    "unconfigured_item",
+    "defer_without_delay",
+    "delay_beyond_max",
+    "assigned_and_deferred",
+)
+CHOSEN_ACTIONS = (
+    "compute_late",
+    "compute_late",
+    "prepare_only",
+    "prepare_only",
+    "prepare_only",
+    "install_stale",
+    "install_stale",
+    "install_stale",
+    "assignor_error",
+    *(f"broken:{b}" for b in BREAKAGES),
+)
+WORKER_EVENTS = (
+    "leave",
+    "rejoin_after_leaving",
+    "static_leave",
+    "static_return",
+    "static_return_same_id",
+    "bounce",
+    "go_silent",
+    "revive",
+    "revive",
+    "response_lost",
+    "response_lost",
+    "second_instance",
+    "assignor_reason_changes",
+)
 
 OK = (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT)
 # What a live worker's heartbeat may be told. UNSUPPORTED_ASSIGNOR: a fenced worker rejoins a group
@@ -187,7 +225,8 @@ class Worker(SimWorker):
             assert response.member_epoch == current.member_epoch, (request, response, current)
             assert self.owned == items_of(current.assignment), (
                 f"{self.member_id} owns {sorted(map(str, self.owned))} after {request} -> {response}, "
-                f"the coordinator says {current}")
+                f"the coordinator says {current}"
+            )
             # The group's interval, or shorter (never below 100 ms) while a rebalance is under way.
             interval = self.driver.coordinator.settings(group).heartbeat_interval_ms
             assert min(interval, MIN_HEARTBEAT_INTERVAL_MS) <= response.heartbeat_interval_ms <= interval
@@ -205,8 +244,11 @@ class Worker(SimWorker):
         self.prepared = None
 
     def prepare(self):  # noqa: ANN201
-        return self.driver.run(self.driver.coordinator.prepare_assignment(
-            PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch), self.driver.now))
+        return self.driver.run(
+            self.driver.coordinator.prepare_assignment(
+                PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch), self.driver.now
+            )
+        )
 
     def compute_assignment(self):  # noqa: ANN201
         """PrepareAssignment, the group's assignor, InstallAssignment at once: the install must succeed."""
@@ -218,7 +260,8 @@ class Worker(SimWorker):
         result = ASSIGNORS[prepared.assignor_name].assign(prepared.group)
         response = self.install(prepared.group_epoch, result)
         assert response.error_code == ErrorCode.NONE, (
-            f"{self.member_id} prepared and installed at once, the coordinator refused: {response}")
+            f"{self.member_id} prepared and installed at once, the coordinator refused: {response}"
+        )
         return response
 
 
@@ -301,18 +344,33 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def group(self, group_id: str):  # noqa: ANN201
         return self.state.groups.get(group_id)
 
-    def new_worker(self, proc_group: str, assignor: str, static: bool, rebalance_timeout_ms: int,
-                   instance_id: str | None) -> Worker:
+    def new_worker(
+        self, proc_group: str, assignor: str, static: bool, rebalance_timeout_ms: int, instance_id: str | None
+    ) -> Worker:
         self.next_id += 1
         member_id = f"{proc_group}-m{self.next_id}"
         if assignor.startswith("server:"):
-            worker = Worker(self.driver, proc_group, member_id, instance_id=instance_id, assignor=None,
-                            server_assignor=assignor.removeprefix("server:"), rebalance_timeout_ms=rebalance_timeout_ms)
+            worker = Worker(
+                self.driver,
+                proc_group,
+                member_id,
+                instance_id=instance_id,
+                assignor=None,
+                server_assignor=assignor.removeprefix("server:"),
+                rebalance_timeout_ms=rebalance_timeout_ms,
+            )
         else:
             name, _, versions = assignor.partition("@")  # "incremental_cooperative@1-1": versions [1, 1]
             low_high = tuple(map(int, versions.split("-"))) if versions else None
-            worker = Worker(self.driver, proc_group, member_id, instance_id=instance_id, assignor=name,
-                            rebalance_timeout_ms=rebalance_timeout_ms, versions=low_high)
+            worker = Worker(
+                self.driver,
+                proc_group,
+                member_id,
+                instance_id=instance_id,
+                assignor=name,
+                rebalance_timeout_ms=rebalance_timeout_ms,
+                versions=low_high,
+            )
         self.by_member[(proc_group, member_id)] = worker
         return worker
 
@@ -322,8 +380,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def join_response(self, proc: Proc, response) -> None:  # noqa: ANN001
         if response.error_code == ErrorCode.UNSUPPORTED_ASSIGNOR:
             proc.status = "rejected"  # a real worker would stop with a configuration error
-        note(f"{proc.label} ({proc.worker.member_id}): {ErrorCode(response.error_code).name}, "
-             f"epoch {response.member_epoch}, owns {sorted(map(str, proc.worker.owned))}")
+        note(
+            f"{proc.label} ({proc.worker.member_id}): {ErrorCode(response.error_code).name}, "
+            f"epoch {response.member_epoch}, owns {sorted(map(str, proc.worker.owned))}"
+        )
 
     def heartbeat(self, proc: Proc, **kwargs) -> None:  # noqa: ANN003
         response = proc.worker.heartbeat(**kwargs)
@@ -340,7 +400,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 
         log = driver.log
         replay = self.shadow.replay
-        for record in log[self.shadow_offset:]:
+        for record in log[self.shadow_offset :]:
             replay(roundtrip(record))
         self.shadow_offset = len(log)
         if result.records:
@@ -359,14 +419,17 @@ class CoordinatorMachine(RuleBasedStateMachine):
         last_group, last_assignment = self.epochs.get(group_id, (0, 0))
         assert group_epoch >= last_group, f"{group_id}: group epoch went back {last_group} -> {group_epoch}"
         assert assignment_epoch >= last_assignment, (
-            f"{group_id}: assignment epoch went back {last_assignment} -> {assignment_epoch}")
+            f"{group_id}: assignment epoch went back {last_assignment} -> {assignment_epoch}"
+        )
         self.epochs[group_id] = (group_epoch, assignment_epoch)
 
         members = group.members
         assert set(group.currents) == set(members), (
-            f"{group_id}: members {sorted(members)} but current assignments for {sorted(group.currents)}")
+            f"{group_id}: members {sorted(members)} but current assignments for {sorted(group.currents)}"
+        )
         assert set(group.targets) <= set(members), (
-            f"{group_id}: targets of non-members {set(group.targets) - set(members)}")
+            f"{group_id}: targets of non-members {set(group.targets) - set(members)}"
+        )
 
         holder: dict = {}
         for member_id, current in group.currents.items():
@@ -400,7 +463,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if last is not None and driver.joining != key:
                 if epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH:
                     assert last != LEAVE_GROUP_STATIC_MEMBER_EPOCH, (
-                        f"{group_id}/{member_id} left statically (-2) and is back at {epoch} without rejoining")
+                        f"{group_id}/{member_id} left statically (-2) and is back at {epoch} without rejoining"
+                    )
                     assert epoch >= last, f"{group_id}/{member_id}: member epoch went back {last} -> {epoch}"
             self.lives[key] = epoch
         assert group.owners() == holder, f"{group_id}: the owners cache disagrees with the current assignments"
@@ -421,15 +485,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 # pending: the scheduled rebalance, the target it asked for, or the retry after an
                 # assignor error (which keeps the previous target, deferred work included)
                 assert meta.scheduled_rebalance_at_ms is not None or group_epoch > assignment_epoch or meta.error, (
-                    f"{group_id}: deferred work {meta.deferred} with no rebalance pending")
+                    f"{group_id}: deferred work {meta.deferred} with no rebalance pending"
+                )
 
         # static membership: one member per InstanceId, and the lookup agrees
         instances = {}
         for member_id, member in members.items():
             if member.instance_id is not None:
                 assert member.instance_id not in instances, (
-                    f"{group_id}: instance {member.instance_id} held by {instances[member.instance_id]} "
-                    f"and {member_id}")
+                    f"{group_id}: instance {member.instance_id} held by {instances[member.instance_id]} and {member_id}"
+                )
                 instances[member.instance_id] = member_id
                 assert group.member_with_instance(member.instance_id) == member_id
 
@@ -483,12 +548,14 @@ class CoordinatorMachine(RuleBasedStateMachine):
                 assert ("session", group_id, member_id) in timers, f"no session timer for {group_id}/{member_id}"
                 if current.state == MemberState.UNREVOKED:
                     assert ("rebalance", group_id, member_id) in timers, (
-                        f"no rebalance timer for UNREVOKED {group_id}/{member_id}")
+                        f"no rebalance timer for UNREVOKED {group_id}/{member_id}"
+                    )
             meta = group.target_metadata
             if meta is not None and meta.scheduled_rebalance_at_ms is not None:
                 assert timers.get(("scheduled-rebalance", group_id)) == meta.scheduled_rebalance_at_ms, (
                     f"{group_id}: scheduled rebalance at {meta.scheduled_rebalance_at_ms} but the timer is "
-                    f"{timers.get(('scheduled-rebalance', group_id))}")
+                    f"{timers.get(('scheduled-rebalance', group_id))}"
+                )
             if meta is not None and meta.error and group.group_epoch == group.assignment_epoch:
                 assert ("assignment-retry", group_id) in timers, f"{group_id}: assignor error and no retry armed"
             if group.group_epoch > group.assignment_epoch and group.members:
@@ -499,25 +566,42 @@ class CoordinatorMachine(RuleBasedStateMachine):
                     # a new group waiting for more members: its first target when the wait ends
                     assert timers.get(("initial-assignment", group_id)) == window[1], (
                         f"{group_id}: waits until {window[1]} for more members, timer "
-                        f"{timers.get(('initial-assignment', group_id))}")
+                        f"{timers.get(('initial-assignment', group_id))}"
+                    )
                 elif chosen is not None and chosen.kind == SERVER:
                     # the end of the server-side interval, or (after a failover) "compute at once"
                     assert ("server-assignment", group_id) in timers or ("assignment", group_id) in timers, (
-                        f"{group_id}: server-side target due and no timer")
+                        f"{group_id}: server-side target due and no timer"
+                    )
                 elif computation is not None:
                     assert timers.get(("assignment", group_id)) == computation.deadline_ms, (
                         f"{group_id}: {computation.member_id} computes until {computation.deadline_ms}, timer "
-                        f"{timers.get(('assignment', group_id))}")
+                        f"{timers.get(('assignment', group_id))}"
+                    )
 
     # --- setup -------------------------------------------------------------------------------------
 
-    @initialize(target=workers, assignor_g=GROUP_ASSIGNORS, assignor_h=GROUP_ASSIGNORS,
-                delay=st.sampled_from((0, 200, 1000)), connectors_g=CONNECTORS, connectors_h=CONNECTORS,
-                static_g=st.lists(st.booleans(), min_size=1, max_size=4),
-                static_h=st.lists(st.booleans(), max_size=2))
+    @initialize(
+        target=workers,
+        assignor_g=GROUP_ASSIGNORS,
+        assignor_h=GROUP_ASSIGNORS,
+        delay=st.sampled_from((0, 200, 1000)),
+        connectors_g=CONNECTORS,
+        connectors_h=CONNECTORS,
+        static_g=st.lists(st.booleans(), min_size=1, max_size=4),
+        static_h=st.lists(st.booleans(), max_size=2),
+    )
     @step
-    def setup(self, assignor_g: str, assignor_h: str, delay: int, connectors_g: dict, connectors_h: dict,
-              static_g: list[bool], static_h: list[bool]):  # noqa: ANN201
+    def setup(
+        self,
+        assignor_g: str,
+        assignor_h: str,
+        delay: int,
+        connectors_g: dict,
+        connectors_h: dict,
+        static_g: list[bool],
+        static_h: list[bool],
+    ):  # noqa: ANN201
         """Both groups get small timeouts and connectors; `static_*`: how many workers start, which are static."""
         self.default_assignor = {"g": assignor_g, "h": assignor_h}
         for group_id, connectors in (("g", connectors_g), ("h", connectors_h)):
@@ -525,14 +609,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
             assert response.error_code == ErrorCode.NONE, response
             response = self.driver.set_connectors(group_id, connectors)
             assert response.error_code == ErrorCode.NONE, response
-        procs = [self.start(group_id, self.default_assignor[group_id], static, 1000)
-                 for group_id, flags in (("g", static_g), ("h", static_h)) for static in flags]
+        procs = [
+            self.start(group_id, self.default_assignor[group_id], static, 1000)
+            for group_id, flags in (("g", static_g), ("h", static_h))
+            for static in flags
+        ]
         return multiple(*procs)
 
     def start(self, group: str, assignor: str, static: bool, rebalance_timeout_ms: int) -> Proc:
         label = f"{group}-p{len(self.procs)}"
-        worker = self.new_worker(group, assignor, static, rebalance_timeout_ms,
-                                 instance_id=f"{label}-instance" if static else None)
+        worker = self.new_worker(
+            group, assignor, static, rebalance_timeout_ms, instance_id=f"{label}-instance" if static else None
+        )
         proc = Proc(label, group, assignor, static, rebalance_timeout_ms, worker)
         self.procs.append(proc)
         self.join_response(proc, worker.heartbeat())
@@ -541,13 +629,19 @@ class CoordinatorMachine(RuleBasedStateMachine):
     # --- membership ------------------------------------------------------------------------------
 
     @precondition(lambda self: len(self.live()) < MAX_LIVE_WORKERS)
-    @rule(target=workers, group=GROUP, assignor=JOIN_ASSIGNORS, static=st.booleans(),
-          rebalance_timeout_ms=st.sampled_from((300, 1000, 5000)))
+    @rule(
+        target=workers,
+        group=GROUP,
+        assignor=JOIN_ASSIGNORS,
+        static=st.booleans(),
+        rebalance_timeout_ms=st.sampled_from((300, 1000, 5000)),
+    )
     @step
     def join(self, group: str, assignor: str, static: bool, rebalance_timeout_ms: int):  # noqa: ANN201
         """A new worker process joins (epoch 0) with a new member id."""
-        return self.start(group, self.default_assignor[group] if assignor == "default" else assignor, static,
-                          rebalance_timeout_ms)
+        return self.start(
+            group, self.default_assignor[group] if assignor == "default" else assignor, static, rebalance_timeout_ms
+        )
 
     @rule(proc=workers, event=st.sampled_from(WORKER_EVENTS))
     @step
@@ -613,8 +707,14 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if holder is None or group.current(holder).member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH:
             return
         log_size = len(self.driver.log)
-        intruder = SimWorker(self.driver, proc.group, f"{proc.group}-intruder", instance_id=proc.worker.instance_id,
-                             assignor=None, server_assignor="incremental_cooperative")
+        intruder = SimWorker(
+            self.driver,
+            proc.group,
+            f"{proc.group}-intruder",
+            instance_id=proc.worker.instance_id,
+            assignor=None,
+            server_assignor="incremental_cooperative",
+        )
         response = intruder.heartbeat()
         assert response.error_code == ErrorCode.UNRELEASED_INSTANCE_ID, response
         assert len(self.driver.log) == log_size
@@ -716,8 +816,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
         prepared, w.prepared = w.prepared, None
         result = ASSIGNORS[prepared.assignor_name].assign(prepared.group)
         response = w.install(prepared.group_epoch, result)
-        note(f"{proc.label} installs for group epoch {prepared.group_epoch}: {ErrorCode(response.error_code).name} "
-             f"{response.error_message or ''}")
+        note(
+            f"{proc.label} installs for group epoch {prepared.group_epoch}: {ErrorCode(response.error_code).name} "
+            f"{response.error_message or ''}"
+        )
         assert response.error_code in (ErrorCode.NONE, ErrorCode.INVALID_ASSIGNMENT, *NOT_CHOSEN), response
 
     def install_broken(self, proc: Proc, breakage: str) -> None:
@@ -761,9 +863,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
         else:
             raise AssertionError(breakage)
         request = InstallAssignmentRequest(
-            w.group_id, w.member_id, w.member_epoch, prepared.group_epoch,
-            tuple(InstallMember(m, MemberAssignment(connectors_and_tasks(items))) for m, items in sorted(members.items())),
-            deferred=connectors_and_tasks(deferred), scheduled_rebalance_delay_ms=delay)
+            w.group_id,
+            w.member_id,
+            w.member_epoch,
+            prepared.group_epoch,
+            tuple(
+                InstallMember(m, MemberAssignment(connectors_and_tasks(items))) for m, items in sorted(members.items())
+            ),
+            deferred=connectors_and_tasks(deferred),
+            scheduled_rebalance_delay_ms=delay,
+        )
         slots, timers = self.state.slots(), dict(self.driver.timers)
         computation = self.group(w.group_id).computation
         result = self.driver.coordinator.install_assignment(request, self.driver.now)
@@ -782,9 +891,20 @@ class CoordinatorMachine(RuleBasedStateMachine):
             assert prepared.error_code in NOT_CHOSEN, prepared
             return
         targets = dict(self.group(w.group_id).targets)
-        response = self.driver.run(self.driver.coordinator.install_assignment(InstallAssignmentRequest(
-            w.group_id, w.member_id, w.member_epoch, prepared.group_epoch, (), error=1,
-            error_message="the assignor failed"), self.driver.now))
+        response = self.driver.run(
+            self.driver.coordinator.install_assignment(
+                InstallAssignmentRequest(
+                    w.group_id,
+                    w.member_id,
+                    w.member_epoch,
+                    prepared.group_epoch,
+                    (),
+                    error=1,
+                    error_message="the assignor failed",
+                ),
+                self.driver.now,
+            )
+        )
         assert response.error_code == ErrorCode.NONE, response
         group = self.group(w.group_id)
         assert group.targets == targets, "an assignor error changed the target"
@@ -798,12 +918,22 @@ class CoordinatorMachine(RuleBasedStateMachine):
         response = self.driver.set_connectors(group, connectors)
         assert response.error_code == ErrorCode.NONE, response
 
-    @rule(group=GROUP, session=st.sampled_from((600, 1000, 2000)), interval=st.sampled_from((100, 200, 500)),
-          rebalance=st.sampled_from((None, 300, 500, 1500)), delay=st.sampled_from((0, 200, 1000)))
+    @rule(
+        group=GROUP,
+        session=st.sampled_from((600, 1000, 2000)),
+        interval=st.sampled_from((100, 200, 500)),
+        rebalance=st.sampled_from((None, 300, 500, 1500)),
+        delay=st.sampled_from((0, 200, 1000)),
+    )
     @step
     def set_config(self, group: str, session: int, interval: int, rebalance: int | None, delay: int) -> None:
-        response = self.driver.set_config(group, session_timeout_ms=session, heartbeat_interval_ms=interval,
-                                          rebalance_timeout_ms=rebalance, scheduled_rebalance_max_delay_ms=delay)
+        response = self.driver.set_config(
+            group,
+            session_timeout_ms=session,
+            heartbeat_interval_ms=interval,
+            rebalance_timeout_ms=rebalance,
+            scheduled_rebalance_max_delay_ms=delay,
+        )
         assert response.error_code == ErrorCode.NONE, response
 
     @rule(ms=st.integers(1, 3000))
@@ -871,8 +1001,10 @@ class CoordinatorMachine(RuleBasedStateMachine):
             group = self.group(group_id)
             if group is None:
                 continue
-            lines.append(f"{group_id}: epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}, "
-                         f"computation {group.computation}, target metadata {group.target_metadata}")
+            lines.append(
+                f"{group_id}: epoch {group.group_epoch}, assignment epoch {group.assignment_epoch}, "
+                f"computation {group.computation}, target metadata {group.target_metadata}"
+            )
             lines += [f"  {m}: {group.members[m]}\n    {c}" for m, c in group.currents.items()]
         lines += [f"  {p}: joined={p.worker.joined} epoch={p.worker.member_epoch}" for p in self.procs]
         lines.append(f"timers: {self.driver.timers}")
@@ -920,14 +1052,16 @@ class CoordinatorMachine(RuleBasedStateMachine):
         configured = group.configured()
         assert owned == configured, (
             f"{group_id} is stable at epoch {group.group_epoch} but runs {sorted(map(str, owned - configured))} "
-            f"that is not configured and misses {sorted(map(str, configured - owned))}")
+            f"that is not configured and misses {sorted(map(str, configured - owned))}"
+        )
         return True
 
 
 @pytest.mark.timeout(0 if EXAMPLES > 2_000 else 600)
 def test_coordinator_state_machine() -> None:
     run_state_machine_as_test(
-        CoordinatorMachine, settings=settings(max_examples=EXAMPLES, stateful_step_count=STEPS, **_COMMON))
+        CoordinatorMachine, settings=settings(max_examples=EXAMPLES, stateful_step_count=STEPS, **_COMMON)
+    )
 
 
 # --- regressions: what this machine found, as plain scenarios -------------------------------------

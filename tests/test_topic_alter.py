@@ -46,14 +46,14 @@ def set_on_topic(admin: AdminClient, topic: str) -> dict[str, str]:
 
 
 def alter(capsys: pytest.CaptureFixture[str], bootstrap: str, topic: str, *options: str) -> tuple[int, str, str]:
-    code = cli.main(["topic", "alter", "--bootstrap-server", bootstrap, "--topic", topic, "--timeout", "10",
-                     *options])
+    code = cli.main(["topic", "alter", "--bootstrap-server", bootstrap, "--topic", topic, "--timeout", "10", *options])
     out, err = capsys.readouterr()
     return code, out, err
 
 
 def test_alter_brings_an_old_topic_to_the_documented_settings(  # noqa: ANN001
-        kafka_broker, admin, unique_topic, capsys) -> None:
+    kafka_broker, admin, unique_topic, capsys
+) -> None:
     create_directly(admin, unique_topic, OLD)
 
     code, out, err = alter(capsys, kafka_broker.bootstrap_servers, unique_topic, "--dry-run")
@@ -90,7 +90,8 @@ def test_config_overrides_win_as_in_create(kafka_broker, admin, unique_topic, ca
 
 
 def test_a_delete_topic_of_keyed_records_is_made_compact(  # noqa: ANN001
-        kafka_broker, admin, unique_topic, capsys) -> None:
+    kafka_broker, admin, unique_topic, capsys
+) -> None:
     create_directly(admin, unique_topic, {"cleanup.policy": "delete"})
     producer = Producer(kafka_broker.client_config())
     producer.produce(unique_topic, key=b"k", value=b"v", partition=1)
@@ -102,7 +103,8 @@ def test_a_delete_topic_of_keyed_records_is_made_compact(  # noqa: ANN001
 
 
 def test_a_topic_compaction_would_lose_records_from_is_refused(  # noqa: ANN001
-        kafka_broker, admin, unique_topic, capsys) -> None:
+    kafka_broker, admin, unique_topic, capsys
+) -> None:
     create_directly(admin, unique_topic, {"cleanup.policy": "delete", "max.message.bytes": "1048588"})
     producer = Producer(kafka_broker.client_config())
     producer.produce(unique_topic, key=b"k", value=b"v", partition=1)
@@ -110,23 +112,31 @@ def test_a_topic_compaction_would_lose_records_from_is_refused(  # noqa: ANN001
     assert producer.flush(10) == 0
     code, out, err = alter(capsys, kafka_broker.bootstrap_servers, unique_topic)
     assert code == 1 and out == ""
-    assert err == (f"coordinator topic: error: topic {unique_topic} cannot be made compact: partition 1 has a "
-                   "record without a key at offset 1, which compaction would delete (is --topic the "
-                   "coordinator's topic?)\n")
+    assert err == (
+        f"coordinator topic: error: topic {unique_topic} cannot be made compact: partition 1 has a "
+        "record without a key at offset 1, which compaction would delete (is --topic the "
+        "coordinator's topic?)\n"
+    )
     assert set_on_topic(admin, unique_topic) == {"cleanup.policy": "delete", "max.message.bytes": "1048588"}
 
 
 def test_an_unknown_topic_is_one_line(kafka_broker, unique_topic, capsys) -> None:  # noqa: ANN001
     code, out, err = alter(capsys, kafka_broker.bootstrap_servers, unique_topic)
     assert (code, out) == (1, "")
-    assert err == (f"coordinator topic: error: topic {unique_topic} does not exist (`coordinator topic create` "
-                   "makes it)\n")
+    assert err == (
+        f"coordinator topic: error: topic {unique_topic} does not exist (`coordinator topic create` makes it)\n"
+    )
 
 
 def test_no_broker_is_one_line_from_the_console_script_without_a_traceback() -> None:
     closed = f"127.0.0.1:{devbroker.free_port()}"
-    result = subprocess.run([CONSOLE_SCRIPT, "topic", "alter", "--bootstrap-server", closed, "--timeout", "1",
-                             "--dry-run"], capture_output=True, text=True, timeout=30, check=False)
+    result = subprocess.run(
+        [CONSOLE_SCRIPT, "topic", "alter", "--bootstrap-server", closed, "--timeout", "1", "--dry-run"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode == 1 and result.stdout == ""
     assert result.stderr.startswith(f"coordinator topic: error: cannot reach Kafka at {closed} within 1s")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -19,8 +19,11 @@ from coordinator.core.protocol import ErrorCode, HeartbeatRequest, PrepareAssign
 
 
 def _prepared(driver: Driver, worker: SimWorker):  # noqa: ANN202
-    return driver.run(driver.coordinator.prepare_assignment(
-        PrepareAssignmentRequest("g", worker.member_id, worker.member_epoch), driver.now))
+    return driver.run(
+        driver.coordinator.prepare_assignment(
+            PrepareAssignmentRequest("g", worker.member_id, worker.member_epoch), driver.now
+        )
+    )
 
 
 def test_a_prepare_answer_and_an_install_survive_the_wire() -> None:
@@ -50,8 +53,12 @@ def test_a_prepare_answer_is_the_whole_group_or_the_error_alone() -> None:
     client reads as no group."""
     fenced = protocol.PrepareAssignmentResponse(ErrorCode.FENCED_MEMBER_EPOCH, "stale epoch")
     raw = wire.encode(wire.PrepareAssignmentResponse.of(fenced))
-    assert msgspec.json.decode(raw) == {"ErrorCode": int(ErrorCode.FENCED_MEMBER_EPOCH), "ErrorMessage": "stale epoch",
-                                        "GroupEpoch": 0, "AssignorName": None}
+    assert msgspec.json.decode(raw) == {
+        "ErrorCode": int(ErrorCode.FENCED_MEMBER_EPOCH),
+        "ErrorMessage": "stale epoch",
+        "GroupEpoch": 0,
+        "AssignorName": None,
+    }
     with pytest.raises(wire.WireError):
         wire.decode(raw, wire.PrepareAssignmentResponse)
     driver = Driver()
@@ -65,33 +72,62 @@ def test_a_prepare_answer_is_the_whole_group_or_the_error_alone() -> None:
 
 
 def test_a_heartbeat_survives_the_wire_both_ways() -> None:
-    full = HeartbeatRequest("g", "m", 0, instance_id="i", rack_id="r", rebalance_timeout_ms=5_000,
-                            client_assignors=(Assignor("incremental_cooperative", 0, 1, 2, 1, b"\x01\x02"),),
-                            owned=ConnectorsAndTasks(("A",), (TaskId("A", 0),)), url="http://w:8083")
+    full = HeartbeatRequest(
+        "g",
+        "m",
+        0,
+        instance_id="i",
+        rack_id="r",
+        rebalance_timeout_ms=5_000,
+        client_assignors=(Assignor("incremental_cooperative", 0, 1, 2, 1, b"\x01\x02"),),
+        owned=ConnectorsAndTasks(("A",), (TaskId("A", 0),)),
+        url="http://w:8083",
+    )
     partial = HeartbeatRequest("g", "m", 7)
     for request in (full, partial):
         assert wire.decode(wire.encode(wire.HeartbeatRequest.of(request)), wire.HeartbeatRequest).protocol() == request
-    assert wire.encode(wire.HeartbeatRequest.of(partial)) == b'{"GroupId":"g","MemberId":"m","MemberEpoch":7}', \
+    assert wire.encode(wire.HeartbeatRequest.of(partial)) == b'{"GroupId":"g","MemberId":"m","MemberEpoch":7}', (
         "a steady heartbeat sends only what changed"
+    )
 
 
-@pytest.mark.parametrize(("body", "field"), [
-    (b'{"MemberId": "m", "MemberEpoch": 0}', "GroupId"),
-    (b'{"GroupId": 1, "MemberId": "m", "MemberEpoch": 0}', "$.GroupId"),
-    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2147483648}', "$.MemberEpoch"),
-    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 1.5}', "$.MemberEpoch"),
-    ((b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0, "ConnectorsAndTasks": {"Tasks": [{"Connector": "A", '
-      b'"Task": 3.5}]}}'), "$.ConnectorsAndTasks.Tasks[0].Task"),
-    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "RebalanceTimeoutMs": null}', "$.RebalanceTimeoutMs"),
-    (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ConnectorsAndTasks": {"Tasks": [{"Task": 0}]}}',
-     "Connector"),
-    ((b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, '
-      b'"MaximumVersion": 0, "Reason": 128}]}'), "$.ClientAssignors[0].Reason"),
-    ((b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, '
-      b'"MaximumVersion": 0, "Metadata": "YQ"}]}'), "$.ClientAssignors[0].Metadata"),
-    (b'[1, 2]', "object"),
-    (b'{"GroupId": ', "not JSON"),
-])
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (b'{"MemberId": "m", "MemberEpoch": 0}', "GroupId"),
+        (b'{"GroupId": 1, "MemberId": "m", "MemberEpoch": 0}', "$.GroupId"),
+        (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2147483648}', "$.MemberEpoch"),
+        (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 1.5}', "$.MemberEpoch"),
+        (
+            (
+                b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0, "ConnectorsAndTasks": {"Tasks": [{"Connector": "A", '
+                b'"Task": 3.5}]}}'
+            ),
+            "$.ConnectorsAndTasks.Tasks[0].Task",
+        ),
+        (b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "RebalanceTimeoutMs": null}', "$.RebalanceTimeoutMs"),
+        (
+            b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ConnectorsAndTasks": {"Tasks": [{"Task": 0}]}}',
+            "Connector",
+        ),
+        (
+            (
+                b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, '
+                b'"MaximumVersion": 0, "Reason": 128}]}'
+            ),
+            "$.ClientAssignors[0].Reason",
+        ),
+        (
+            (
+                b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 0, "ClientAssignors": [{"Name": "a", "MinimumVersion": 0, '
+                b'"MaximumVersion": 0, "Metadata": "YQ"}]}'
+            ),
+            "$.ClientAssignors[0].Metadata",
+        ),
+        (b"[1, 2]", "object"),
+        (b'{"GroupId": ', "not JSON"),
+    ],
+)
 def test_a_body_that_does_not_fit_is_one_error_naming_the_field(body: bytes, field: str) -> None:
     with pytest.raises(wire.WireError) as refused:
         wire.decode(body, wire.HeartbeatRequest)
@@ -99,8 +135,11 @@ def test_a_body_that_does_not_fit_is_one_error_naming_the_field(body: bytes, fie
 
 
 def test_whole_numbers_are_integers_as_json_schema_reads_them() -> None:
-    r = wire.decode(b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0, "ConnectorsAndTasks": {"Tasks": '
-                    b'[{"Connector": "A", "Task": 3e0}]}}', wire.HeartbeatRequest).protocol()
+    r = wire.decode(
+        b'{"GroupId": "g", "MemberId": "m", "MemberEpoch": 2.0, "ConnectorsAndTasks": {"Tasks": '
+        b'[{"Connector": "A", "Task": 3e0}]}}',
+        wire.HeartbeatRequest,
+    ).protocol()
     assert r.member_epoch == 2 and r.owned.tasks == (TaskId("A", 3),)
     assert type(r.member_epoch) is int and type(r.owned.tasks[0].task) is int
 
@@ -126,10 +165,45 @@ def test_the_documented_base64_pattern_is_exactly_what_the_decoder_takes() -> No
 
 
 # Named cases besides the exhaustive ones: msgspec takes "YQ==", refuses "YQ" and "YQ===".
-BASE64_TAKEN = ["", "YQ==", "YWI=", "YWJj", "YWJjZA==", "AAAA", "+/+/", "abcd", "0123", "z9+/", "AA==", "AAA=",
-                "AAAAAA=="]
-BASE64_REFUSED = ["YQ", "YQ=", "YQ===", "Y", "YWI", "YWJjZ", "=", "==", "A===", "AA=A", "AAAA=", "AAAA==", "YQ==YQ==",
-                  "AA-_", "AA ==", " AAAA", "AAAA\n", "AA\nAA", "AAA\u00e9", "AA.A", "AA*=", "@@@@"]
+BASE64_TAKEN = [
+    "",
+    "YQ==",
+    "YWI=",
+    "YWJj",
+    "YWJjZA==",
+    "AAAA",
+    "+/+/",
+    "abcd",
+    "0123",
+    "z9+/",
+    "AA==",
+    "AAA=",
+    "AAAAAA==",
+]
+BASE64_REFUSED = [
+    "YQ",
+    "YQ=",
+    "YQ===",
+    "Y",
+    "YWI",
+    "YWJjZ",
+    "=",
+    "==",
+    "A===",
+    "AA=A",
+    "AAAA=",
+    "AAAA==",
+    "YQ==YQ==",
+    "AA-_",
+    "AA ==",
+    " AAAA",
+    "AAAA\n",
+    "AA\nAA",
+    "AAA\u00e9",
+    "AA.A",
+    "AA*=",
+    "@@@@",
+]
 
 
 @pytest.mark.parametrize("text", BASE64_TAKEN + BASE64_REFUSED)

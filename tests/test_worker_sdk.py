@@ -51,15 +51,40 @@ class Recorder(RebalanceListener):
         self._record("lost", items)
 
 
-def _run(broker, topic: str, scenario: Callable[[CoordinatorClient, CoordinatorServer], Awaitable[None]],  # noqa: ANN001
-         **config: int) -> None:
-    assert coordinator(["topic", "create", "--bootstrap-servers", broker.bootstrap_servers, "--topic", topic,
-                        "--partitions", "1", "--replication-factor", "1"]) == 0
+def _run(
+    broker,
+    topic: str,
+    scenario: Callable[[CoordinatorClient, CoordinatorServer], Awaitable[None]],  # noqa: ANN001
+    **config: int,
+) -> None:
+    assert (
+        coordinator(
+            [
+                "topic",
+                "create",
+                "--bootstrap-servers",
+                broker.bootstrap_servers,
+                "--topic",
+                topic,
+                "--partitions",
+                "1",
+                "--replication-factor",
+                "1",
+            ]
+        )
+        == 0
+    )
 
     async def run() -> None:
         port = free_port()
-        server = CoordinatorServer(broker.client_config(), topic, 1, [0], f"http://127.0.0.1:{port}",
-                                   CoordinatorConfig(**{"heartbeat_interval_ms": 100, **config}))
+        server = CoordinatorServer(
+            broker.client_config(),
+            topic,
+            1,
+            [0],
+            f"http://127.0.0.1:{port}",
+            CoordinatorConfig(**{"heartbeat_interval_ms": 100, **config}),
+        )
         await server.start()
         http = TestServer(server.app(), host="127.0.0.1", port=port)
         await http.start_server()
@@ -118,8 +143,10 @@ def test_scale_out_revokes_before_assigning(kafka_broker, unique_topic, server_s
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, **tasks)
         events: list = []
-        workers = [Worker(client, G, member_id=f"w{i}", server_side=server_side, listener=Recorder(f"w{i}", events))
-                   for i in range(2)]
+        workers = [
+            Worker(client, G, member_id=f"w{i}", server_side=server_side, listener=Recorder(f"w{i}", events))
+            for i in range(2)
+        ]
         for w in workers:
             await w.start()
         await _until(lambda: _covered(workers, _everything(**tasks)))
@@ -142,12 +169,18 @@ def test_scale_out_revokes_before_assigning(kafka_broker, unique_topic, server_s
         # What an operator's alert sees of it (issue 19): a normal rebalance is no error, even when
         # the members compute the target themselves (COMPUTE_ASSIGNMENT is a signal), and each
         # rebalance that converged is in the live histogram.
-        scraped = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                   for f in text_string_to_metric_families(server.metrics.exposition().decode()) for s in f.samples}
+        scraped = {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(server.metrics.exposition().decode())
+            for s in f.samples
+        }
         # every API's error series exist from the start at 0 (issue 29, item 4): none may have counted
         assert not [k for k, v in scraped.items() if k[0] == "coordinator_errors_total" and v], scraped
-        signals = sum(v for k, v in scraped.items() if k[0] == "coordinator_protocol_signals_total"
-                      and ("signal", "COMPUTE_ASSIGNMENT") in k[1])
+        signals = sum(
+            v
+            for k, v in scraped.items()
+            if k[0] == "coordinator_protocol_signals_total" and ("signal", "COMPUTE_ASSIGNMENT") in k[1]
+        )
         assert (signals > 0) is not server_side
         assert scraped[("coordinator_rebalance_duration_seconds_count", (("partition", "0"),))] >= 2
 
@@ -170,6 +203,7 @@ def test_a_revocation_is_acknowledged_at_once(kafka_broker, unique_topic) -> Non
         def acknowledged() -> bool:
             w0 = next(m for m in server.runtimes[0].coordinator.describe_group(G).members if m.member_id == "w0")
             return items_of(w0.assignment) == first.owned
+
         await _until(acknowledged, timeout=1.0)
         await first.stop()
         await second.stop()
@@ -202,8 +236,10 @@ def test_static_member_bounce_within_the_session_timeout_keeps_its_work(kafka_br
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, A=4, B=2)
         events: list = []
-        workers = [Worker(client, G, member_id=f"w{i}", instance_id=f"host-{i}", listener=Recorder(f"w{i}", events))
-                   for i in range(3)]
+        workers = [
+            Worker(client, G, member_id=f"w{i}", instance_id=f"host-{i}", listener=Recorder(f"w{i}", events))
+            for i in range(3)
+        ]
         for w in workers:
             await w.start()
         await _until(lambda: _covered(workers, _everything(A=4, B=2)))
@@ -258,6 +294,7 @@ def test_stop_revokes_before_the_group_hears_it_left(kafka_broker, unique_topic)
     """Revoke before leave: while on_revoked runs, the coordinator still counts the worker as the
     owner, so nobody else can have been given its work yet (with eager, or a delay of 0, the next
     owner would start at once)."""
+
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, A=3)
         seen: list[bool] = []
@@ -314,8 +351,12 @@ class FlakyClient(CoordinatorClient):
                 await asyncio.sleep(0.05)
             raise Unavailable("timed out")
         got = await super().call(group_id, method, path, answer, body)
-        if (self.lose_epoch_change and path == "/v1/connect-group/heartbeat" and body.member_epoch > 0
-                and getattr(got, "member_epoch", body.member_epoch) != body.member_epoch):
+        if (
+            self.lose_epoch_change
+            and path == "/v1/connect-group/heartbeat"
+            and body.member_epoch > 0
+            and getattr(got, "member_epoch", body.member_epoch) != body.member_epoch
+        ):
             self.lose_epoch_change = False
             self.lost += 1
             raise Unavailable("the answer was lost")
@@ -325,6 +366,7 @@ class FlakyClient(CoordinatorClient):
 def test_a_lost_answer_is_followed_by_a_full_heartbeat_and_rescued(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     """Seed 000: after an error every field goes, with what the member owns, and the coordinator
     takes the old epoch as the lost-response case: no fencing, nothing lost."""
+
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, A=4)
         events: list = []
@@ -373,6 +415,7 @@ def test_a_worker_cut_off_stops_its_work_before_another_is_given_it(kafka_broker
     """KAFKA-9184's zombie: cut off from the coordinator, the worker stops its work once a session
     timeout has passed without an answer; the coordinator, whose timer started later, gives the
     work away only after that. No item ever runs on two workers; the worker rejoins when it can."""
+
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, A=4)
         events: list = []
@@ -397,21 +440,34 @@ def test_a_worker_cut_off_stops_its_work_before_another_is_given_it(kafka_broker
         finally:
             await flaky.close()
 
-    _run(kafka_broker, unique_topic, scenario, session_timeout_ms=1_000, heartbeat_interval_ms=100,
-         scheduled_rebalance_max_delay_ms=0)
+    _run(
+        kafka_broker,
+        unique_topic,
+        scenario,
+        session_timeout_ms=1_000,
+        heartbeat_interval_ms=100,
+        scheduled_rebalance_max_delay_ms=0,
+    )
 
 
 def test_a_rolling_switch_from_eager_to_incremental_cooperative(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     """Assignors as a priority list (seed 000, seed 004's upgrade path): workers are restarted one at
     a time offering [incremental_cooperative, eager]; the group keeps eager, the one everyone offers,
     until the last has restarted, then runs incremental_cooperative. No item on two workers."""
+
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, A=4, B=2)
         events: list = []
 
         def worker(i: int, assignors: list[str]) -> Worker:
-            return Worker(client, G, member_id=f"w{i}-{'-'.join(assignors)}", instance_id=f"host-{i}",
-                          assignors=assignors, listener=Recorder(f"w{i}", events))
+            return Worker(
+                client,
+                G,
+                member_id=f"w{i}-{'-'.join(assignors)}",
+                instance_id=f"host-{i}",
+                assignors=assignors,
+                listener=Recorder(f"w{i}", events),
+            )
 
         workers = [worker(i, ["eager"]) for i in range(3)]
         for w in workers:
@@ -473,8 +529,11 @@ def test_rebalance_metrics_are_exported_to_prometheus_under_both_names(kafka_bro
         for w in workers:
             await w.start()
         await _until(lambda: _covered(workers, _everything(A=2)))
-        samples = {(s.name, s.labels["member"]): s.value
-                   for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
+        samples = {
+            (s.name, s.labels["member"]): s.value
+            for f in text_string_to_metric_families(generate_latest(registry).decode())
+            for s in f.samples
+        }
         for w in workers:
             snapshot = w.metrics.snapshot()
             seed_total = samples[("worker_coordinator_member_rebalance_total", w.member_id)]
@@ -512,6 +571,7 @@ def test_fifty_thousand_tasks_with_long_names(kafka_broker, unique_topic) -> Non
 
 def test_a_worker_asks_for_a_rebalance_with_its_assignor_reason(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     """Seed 000's assignor Reason, from the SDK: the group computes a new target at once."""
+
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
         await _connectors(client, A=4)
         events: list = []

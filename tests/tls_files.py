@@ -11,9 +11,9 @@ from pathlib import Path
 
 @dataclass(frozen=True)
 class TlsFiles:
-    ca: Path    # the CA certificate clients trust (PEM)
+    ca: Path  # the CA certificate clients trust (PEM)
     cert: Path  # the server's certificate (PEM)
-    key: Path   # its private key (PEM, unencrypted)
+    key: Path  # its private key (PEM, unencrypted)
 
 
 def make(directory: Path) -> TlsFiles:
@@ -26,9 +26,37 @@ def make(directory: Path) -> TlsFiles:
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], check=True, capture_output=True, timeout=60)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test CA",
-            "-keyout", str(ca_key), "-out", str(ca))
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test CA",
+        "-keyout",
+        str(ca_key),
+        "-out",
+        str(ca),
+    )
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(csr))
-    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
-            "-days", "2", "-extfile", str(ext), "-out", str(cert))
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca),
+        "-CAkey",
+        str(ca_key),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(cert),
+    )
     return TlsFiles(ca, cert, key)

@@ -90,8 +90,13 @@ class System:
         for name in names:
             self._incarnations[name] = self._incarnations.get(name, 0) + 1
             with self.log_path(name).open("ab") as log:
-                self.processes[name] = subprocess.Popen(self._command(name), stdin=subprocess.DEVNULL, stdout=log,
-                                                        stderr=subprocess.STDOUT, start_new_session=True)
+                self.processes[name] = subprocess.Popen(
+                    self._command(name),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
         await asyncio.gather(*(self._ready(name) for name in names))
 
     async def kill(self, name: str) -> None:
@@ -117,8 +122,11 @@ class System:
 
     def died(self) -> list[str]:
         """Workers whose process ended without being told to: the run is broken."""
-        return [f"{name} (exit {p.returncode}; {self.log_path(name)})" for name, p in self.processes.items()
-                if p.poll() is not None]
+        return [
+            f"{name} (exit {p.returncode}; {self.log_path(name)})"
+            for name, p in self.processes.items()
+            if p.poll() is not None
+        ]
 
     def leader(self) -> str | None:
         """The worker that computes assignments, where one does it for the whole group."""
@@ -126,8 +134,9 @@ class System:
 
     def joined_since(self, name: str, t: float) -> float | None:
         """When `name` first joined (its first rebalance) at or after `t`; None if it has not yet."""
-        return next((e.t for e in self.timeline.events() if e.kind == REBALANCE and e.worker == name and e.t >= t),
-                    None)
+        return next(
+            (e.t for e in self.timeline.events() if e.kind == REBALANCE and e.worker == name and e.t >= t), None
+        )
 
     async def close(self) -> None:
         await asyncio.gather(*(self.kill(name) for name in list(self.processes)))
@@ -166,14 +175,20 @@ class ConnectSystem(System):
             "config.storage.topic": f"{self.key}-configs",
             "offset.storage.topic": f"{self.key}-offsets",
             "status.storage.topic": self.status_topic,
-            "config.storage.replication.factor": 1, "offset.storage.replication.factor": 1,
-            "status.storage.replication.factor": 1, "offset.storage.partitions": 1, "status.storage.partitions": 1,
+            "config.storage.replication.factor": 1,
+            "offset.storage.replication.factor": 1,
+            "status.storage.replication.factor": 1,
+            "offset.storage.partitions": 1,
+            "status.storage.partitions": 1,
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
             "listeners": f"http://127.0.0.1:{port}",
-            "rest.advertised.host.name": "127.0.0.1", "rest.advertised.port": port,
-            "session.timeout.ms": t.session_ms, "heartbeat.interval.ms": t.heartbeat_ms,
-            "rebalance.timeout.ms": t.rebalance_ms, "scheduled.rebalance.max.delay.ms": t.delay_ms,
+            "rest.advertised.host.name": "127.0.0.1",
+            "rest.advertised.port": port,
+            "session.timeout.ms": t.session_ms,
+            "heartbeat.interval.ms": t.heartbeat_ms,
+            "rebalance.timeout.ms": t.rebalance_ms,
+            "scheduled.rebalance.max.delay.ms": t.delay_ms,
             "plugin.discovery": "only_scan",
         }
         path = self.run_dir / f"{name}.properties"
@@ -185,8 +200,15 @@ class ConnectSystem(System):
         return {"bootstrap.servers": self.bootstrap}
 
     def _command(self, name: str) -> list[str]:
-        return [maven.java(), *CONNECT_JVM, f"-Dlog4j2.configurationFile={CONNECT_LOG4J}", "-cp", f"{self.libs}/*",
-                "org.apache.kafka.connect.cli.ConnectDistributed", str(self._properties(name))]
+        return [
+            maven.java(),
+            *CONNECT_JVM,
+            f"-Dlog4j2.configurationFile={CONNECT_LOG4J}",
+            "-cp",
+            f"{self.libs}/*",
+            "org.apache.kafka.connect.cli.ConnectDistributed",
+            str(self._properties(name)),
+        ]
 
     def _url(self, name: str | None = None) -> str:
         name = name or min(self.alive())
@@ -196,8 +218,9 @@ class ConnectSystem(System):
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             if self.processes[name].poll() is not None:
-                raise RuntimeError(f"Connect worker {name} exited {self.processes[name].returncode}: "
-                                   f"{self.log_path(name)}")
+                raise RuntimeError(
+                    f"Connect worker {name} exited {self.processes[name].returncode}: {self.log_path(name)}"
+                )
             if (await asyncio.to_thread(_http, "GET", self._url(name) + "/"))[0] == 200:
                 return
             await asyncio.sleep(0.2)
@@ -208,8 +231,9 @@ class ConnectSystem(System):
             config = connect_worker.source_connector(f"{self.key}-data", tasks)
             deadline = time.monotonic() + 60
             while True:  # 409 while the group rebalances; any worker forwards to the leader
-                status, body = await asyncio.to_thread(_http, "PUT", f"{self._url()}/connectors/{connector}/config",
-                                                       config)
+                status, body = await asyncio.to_thread(
+                    _http, "PUT", f"{self._url()}/connectors/{connector}/config", config
+                )
                 if status in (200, 201):
                     break
                 if time.monotonic() > deadline:
@@ -235,8 +259,14 @@ class ConnectSystem(System):
         """The status topic, from its start: each task's state as the worker running it wrote it."""
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{self.key}-bench-reader",
-                             "enable.auto.commit": False, "log_level": 3})
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"{self.key}-bench-reader",
+                "enable.auto.commit": False,
+                "log_level": 3,
+            }
+        )
         consumer.assign([TopicPartition(self.status_topic, 0, OFFSET_BEGINNING)])
         try:
             while not self._closing.is_set():
@@ -265,7 +295,7 @@ class ConnectSystem(System):
                         chunk = f.read()
                 except OSError:
                     continue
-                complete = chunk[:chunk.rfind(b"\n") + 1]
+                complete = chunk[: chunk.rfind(b"\n") + 1]
                 self._log_offsets[path] = offset + len(complete)
                 for line in complete.splitlines():
                     if match := _JOINED.match(line):
@@ -314,9 +344,19 @@ class ConnectOnOurSystem(ConnectSystem):
             check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         listener = f"127.0.0.1:{free_port()}"
         self.serve = ServeProcess(
-            self.bootstrap, self.key, self.run_dir, "--allow-anonymous", "--log-level", "WARNING",
-            "--kafka-listener", listener, "--initial-assignment-delay-ms", str(t.initial_ms),
-            "--classic-min-session-timeout-ms", str(min(6000, t.session_ms)))
+            self.bootstrap,
+            self.key,
+            self.run_dir,
+            "--allow-anonymous",
+            "--log-level",
+            "WARNING",
+            "--kafka-listener",
+            listener,
+            "--initial-assignment-delay-ms",
+            str(t.initial_ms),
+            "--classic-min-session-timeout-ms",
+            str(min(6000, t.session_ms)),
+        )
         await asyncio.to_thread(self.serve.start)
         # The gateway's ports: P bootstrap, P+1 its coordinator node, P+2+N broker N (a dev broker's
         # node ids are small).
@@ -327,10 +367,27 @@ class ConnectOnOurSystem(ConnectSystem):
     def _start_gateway(self, listener: str) -> subprocess.Popen:
         with (self.run_dir / "gateway.log").open("ab") as log:
             return subprocess.Popen(
-                [sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", self.bootstrap,
-                 "--listen", f"127.0.0.1:{self.gateway_port}", "--groups", re.escape(self.key),
-                 "--coordinator", listener, "--log-level", "WARNING"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "coordinator",
+                    "gateway",
+                    "--bootstrap-server",
+                    self.bootstrap,
+                    "--listen",
+                    f"127.0.0.1:{self.gateway_port}",
+                    "--groups",
+                    re.escape(self.key),
+                    "--coordinator",
+                    listener,
+                    "--log-level",
+                    "WARNING",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
     async def _gateway_listening(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
@@ -386,15 +443,41 @@ class OurSystem(System):
             "--topic", self.key, "--partitions", "1", "--replication-factor", "1"],
             check=True, stdout=subprocess.DEVNULL)  # fmt: skip
         self.serve = ServeProcess(
-            self.bootstrap, self.key, self.run_dir, "--allow-anonymous", "--log-level", "WARNING",
-            "--session-timeout-ms", str(t.session_ms), "--heartbeat-interval-ms", str(t.heartbeat_ms),
-            "--rebalance-timeout-ms", str(t.rebalance_ms), "--scheduled-rebalance-max-delay-ms", str(t.delay_ms),
-            "--initial-assignment-delay-ms", str(t.initial_ms))
+            self.bootstrap,
+            self.key,
+            self.run_dir,
+            "--allow-anonymous",
+            "--log-level",
+            "WARNING",
+            "--session-timeout-ms",
+            str(t.session_ms),
+            "--heartbeat-interval-ms",
+            str(t.heartbeat_ms),
+            "--rebalance-timeout-ms",
+            str(t.rebalance_ms),
+            "--scheduled-rebalance-max-delay-ms",
+            str(t.delay_ms),
+            "--initial-assignment-delay-ms",
+            str(t.initial_ms),
+        )
         await asyncio.to_thread(self.serve.start)
 
     def _command(self, name: str) -> list[str]:
-        return [sys.executable, "-m", "coordinator", "worker", "--group", self.key, "--url", self.serve.url,
-                "--names", name, "--events", str(self._events_path(name)), "--quiet"]
+        return [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "worker",
+            "--group",
+            self.key,
+            "--url",
+            self.serve.url,
+            "--names",
+            name,
+            "--events",
+            str(self._events_path(name)),
+            "--quiet",
+        ]
 
     def _events_path(self, name: str) -> Path:
         return self.run_dir / f"{name}.events.jsonl"
@@ -417,7 +500,7 @@ class OurSystem(System):
                     chunk = f.read()
             except OSError:
                 continue
-            complete = chunk[:chunk.rfind(b"\n") + 1]
+            complete = chunk[: chunk.rfind(b"\n") + 1]
             self._event_offsets[name] = offset + len(complete)
             for line in complete.splitlines():
                 event = orjson.loads(line)

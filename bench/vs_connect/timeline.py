@@ -87,8 +87,9 @@ class Timeline:
             spans[task].append((start, until, worker))
         return spans
 
-    def figures(self, expected: Iterable[str], t0: float, t1: float, seen: float | None = None
-                ) -> dict[str, float | int | None]:
+    def figures(
+        self, expected: Iterable[str], t0: float, t1: float, seen: float | None = None
+    ) -> dict[str, float | int | None]:
         """The table's figures for the window [t0, t1]: what happened after the scenario's action at
         t0 until the group was stable again at t1. Rebalances count until `seen` (t1 by default): a
         worker sees its rebalance complete after the last change, at the heartbeat that changes
@@ -102,8 +103,9 @@ class Timeline:
             started = {w for s, _, w in spans.get(task, ()) if t0 < s <= t1}
             if len(set(before.get(task, ())) | started) > 1:
                 moved += 1
-            gaps, overlap = _gaps_and_overlap([(max(s, t0), min(e, t1)) for s, e, _ in spans.get(task, ())
-                                               if e > t0 and s < t1], t0, t1)
+            gaps, overlap = _gaps_and_overlap(
+                [(max(s, t0), min(e, t1)) for s, e, _ in spans.get(task, ()) if e > t0 and s < t1], t0, t1
+            )
             unowned += sum(b - a for a, b in gaps)
             double += overlap
             if gaps:
@@ -125,12 +127,15 @@ class Timeline:
 
     def double_owned_s(self, until: float) -> float:
         """Seconds, over the whole run, that some task ran on two workers at once (summed over tasks)."""
-        return sum(_gaps_and_overlap([(s, e) for s, e, _ in spans], 0.0, until)[1]
-                   for spans in self.spans(until).values())
+        return sum(
+            _gaps_and_overlap([(s, e) for s, e, _ in spans], 0.0, until)[1] for spans in self.spans(until).values()
+        )
 
     def to_json(self) -> list[dict[str, object]]:
-        return [{"t": e.t, "kind": e.kind, "worker": e.worker, **({"task": e.task} if e.task else {})}
-                for e in self.events()]
+        return [
+            {"t": e.t, "kind": e.kind, "worker": e.worker, **({"task": e.task} if e.task else {})}
+            for e in self.events()
+        ]
 
 
 def _gaps_and_overlap(spans: list[tuple[float, float]], a: float, b: float) -> tuple[list[tuple[float, float]], float]:

@@ -91,6 +91,7 @@ with warnings.catch_warnings():  # kafka-python 3.0 loads its schemas with impor
     class DefaultPrincipalData(ApiData, load_json=kafka_schemas):
         pass
 
+
 # Kafka's `socket.request.max.bytes` default: a frame announcing more closes the connection.
 MAX_FRAME_BYTES = 100 * 1024 * 1024
 
@@ -165,7 +166,9 @@ _MESSAGES: dict[int, tuple[Any, Any]] = {
 # Requests that name a group besides the group APIs above: the gateway reads their group ids (and
 # only those) to keep our groups away from the brokers' coordinators.
 _GROUP_KEYED: dict[int, Any] = {
-    ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest, TXN_OFFSET_COMMIT: TxnOffsetCommitRequest, OFFSET_DELETE: OffsetDeleteRequest,
+    ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
+    TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
+    OFFSET_DELETE: OffsetDeleteRequest,
 }
 
 NONE = 0
@@ -247,8 +250,8 @@ class FrameReader:
             size = frame_length(bytes(self._buffer[:4]), self.max_bytes)
             if len(self._buffer) < 4 + size:
                 break
-            out.append(bytes(self._buffer[4:4 + size]))
-            del self._buffer[:4 + size]
+            out.append(bytes(self._buffer[4 : 4 + size]))
+            del self._buffer[: 4 + size]
         return out
 
     @property
@@ -303,7 +306,7 @@ def peek_header(payload: bytes) -> RequestHeader:
         if len(payload) < end:
             raise KafkaProtocolError("request header truncated in its client id")
         try:
-            client_id = bytes(payload[_FIXED_HEADER.size:end]).decode("utf-8")
+            client_id = bytes(payload[_FIXED_HEADER.size : end]).decode("utf-8")
         except UnicodeDecodeError:
             raise KafkaProtocolError("client id is not UTF-8") from None
     return RequestHeader(api_key, api_version, correlation_id, client_id)
@@ -319,17 +322,19 @@ def decode_request(payload: bytes) -> Request:
     or version outside SUPPORTED, KafkaProtocolError for anything malformed."""
     header = peek_header(payload)
     if not is_supported(header.api_key, header.api_version):
-        raise UnsupportedRequest(f"{header.api_name} v{header.api_version} is not served "
-                                 f"(served: {_span_text(header.api_key)})", header)
+        raise UnsupportedRequest(
+            f"{header.api_name} v{header.api_version} is not served (served: {_span_text(header.api_key)})", header
+        )
     request_class = _MESSAGES[header.api_key][0]
     flexible = request_class.flexible_version_q(header.api_version)
     try:
         stream = io.BytesIO(payload)
         _LibRequestHeader.decode(stream, flexible=flexible)  # skips the header's tagged fields
-        body = request_class.decode(memoryview(payload)[stream.tell():], version=header.api_version)
+        body = request_class.decode(memoryview(payload)[stream.tell() :], version=header.api_version)
     except Exception as e:  # noqa: BLE001 (the library raises IndexError, ValueError, struct.error, ...)
-        raise KafkaProtocolError(f"{header.api_name} v{header.api_version} request does not decode: "
-                                 f"{type(e).__name__}: {e}") from None
+        raise KafkaProtocolError(
+            f"{header.api_name} v{header.api_version} request does not decode: {type(e).__name__}: {e}"
+        ) from None
     return Request(header, body)
 
 
@@ -368,9 +373,13 @@ def api_versions_response(header: RequestHeader) -> bytes:
     if not low <= version <= high:
         version, error = 0, UNSUPPORTED_VERSION
     cls = ApiVersionsResponse[version]
-    body = cls(error_code=error, throttle_time_ms=0,
-               api_keys=[cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                         for k, (lo, hi) in sorted(SUPPORTED.items())])
+    body = cls(
+        error_code=error,
+        throttle_time_ms=0,
+        api_keys=[
+            cls.ApiVersion(api_key=k, min_version=lo, max_version=hi) for k, (lo, hi) in sorted(SUPPORTED.items())
+        ],
+    )
     return encode_response(RequestHeader(API_VERSIONS, version, header.correlation_id, header.client_id), body)
 
 
@@ -386,8 +395,9 @@ def encode_request(body: Any, version: int, correlation_id: int, client_id: str 
     """A framed request: header v1 (v2, with tagged fields, for a flexible version), then `body`."""
     api_key = body.API_KEY
     flexible = _MESSAGES[api_key][0].flexible_version_q(version)
-    head = _LibRequestHeader(request_api_key=api_key, request_api_version=version, correlation_id=correlation_id,
-                             client_id=client_id).encode(flexible=flexible)
+    head = _LibRequestHeader(
+        request_api_key=api_key, request_api_version=version, correlation_id=correlation_id, client_id=client_id
+    ).encode(flexible=flexible)
     return frame(head + body.encode(version=version))
 
 
@@ -398,10 +408,11 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, An
     try:
         stream = io.BytesIO(payload)
         head = _LibResponseHeader.decode(stream, flexible=flexible)
-        body = _encodable(_MESSAGES[api_key][1].decode(memoryview(payload)[stream.tell():], version=version))
+        body = _encodable(_MESSAGES[api_key][1].decode(memoryview(payload)[stream.tell() :], version=version))
     except Exception as e:  # noqa: BLE001 (as in decode_request)
-        raise KafkaProtocolError(f"{NAMES.get(api_key, api_key)} v{version} response does not decode: "
-                                 f"{type(e).__name__}: {e}") from None
+        raise KafkaProtocolError(
+            f"{NAMES.get(api_key, api_key)} v{version} response does not decode: {type(e).__name__}: {e}"
+        ) from None
     return head.correlation_id, body
 
 
@@ -439,16 +450,25 @@ def decode_any_request(payload: bytes) -> Request:
         start = _header_end(payload, header, cls)
         body = _encodable(cls.decode(memoryview(payload)[start:], version=header.api_version))
     except Exception as e:  # noqa: BLE001 (as in decode_request)
-        raise KafkaProtocolError(f"{header.api_name} v{header.api_version} request does not decode: "
-                                 f"{type(e).__name__}: {e}") from None
+        raise KafkaProtocolError(
+            f"{header.api_name} v{header.api_version} request does not decode: {type(e).__name__}: {e}"
+        ) from None
     return Request(header, body)
 
 
 def group_ids(request: Request) -> list[str]:
     """The groups a group-keyed request names (empty for other APIs, and for ListGroups)."""
     key, body = request.header.api_key, request.body
-    if key in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT, ADD_OFFSETS_TO_TXN,
-               TXN_OFFSET_COMMIT, OFFSET_DELETE):
+    if key in (
+        JOIN_GROUP,
+        SYNC_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        OFFSET_COMMIT,
+        ADD_OFFSETS_TO_TXN,
+        TXN_OFFSET_COMMIT,
+        OFFSET_DELETE,
+    ):
         return [body.group_id]
     if key in (DESCRIBE_GROUPS, DELETE_GROUPS):
         return list(body.groups if key == DESCRIBE_GROUPS else body.groups_names)
@@ -460,8 +480,16 @@ def group_ids(request: Request) -> list[str]:
 
 
 def is_group_keyed(api_key: int) -> bool:
-    return api_key in _GROUP_KEYED or api_key in (JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, DESCRIBE_GROUPS,
-                                                  DELETE_GROUPS, OFFSET_COMMIT, OFFSET_FETCH)
+    return api_key in _GROUP_KEYED or api_key in (
+        JOIN_GROUP,
+        SYNC_GROUP,
+        HEARTBEAT,
+        LEAVE_GROUP,
+        DESCRIBE_GROUPS,
+        DELETE_GROUPS,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+    )
 
 
 def produce_acks(payload: bytes) -> int:
@@ -576,9 +604,9 @@ def principal_of(data: bytes) -> tuple[str, str]:
     return decoded.type, decoded.name
 
 
-def envelope(payload: bytes, principal: bytes | None, client_address: bytes, correlation_id: int,
-             client_id: str | None) -> bytes:
+def envelope(
+    payload: bytes, principal: bytes | None, client_address: bytes, correlation_id: int, client_id: str | None
+) -> bytes:
     """A framed Envelope request carrying `payload` (a request without its frame size)."""
-    body = EnvelopeRequest(request_data=bytes(payload), request_principal=principal,
-                           client_host_address=client_address)
+    body = EnvelopeRequest(request_data=bytes(payload), request_principal=principal, client_host_address=client_address)
     return encode_request(body, 0, correlation_id, client_id)

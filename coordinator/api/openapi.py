@@ -24,11 +24,11 @@ ERRORS: dict[ErrorCode, str] = {
     ErrorCode.NONE: "no error",
     ErrorCode.COORDINATOR_LOAD_IN_PROGRESS: "the group's partition is loading; retry",
     ErrorCode.COORDINATOR_NOT_AVAILABLE: "no coordinator is known for the group's partition, or this one failed "
-                                         "unexpectedly (it logged why)",
+    "unexpectedly (it logged why)",
     ErrorCode.NOT_COORDINATOR: "this process does not serve the group's partition; ask find-coordinator",
     ErrorCode.ILLEGAL_GENERATION: "classic: the generation is not the group's current one; join again",
     ErrorCode.INCONSISTENT_GROUP_PROTOCOL: "classic: the protocol type or protocols do not match the group's, or "
-                                           "the group is a connect group",
+    "the group is a connect group",
     ErrorCode.INVALID_GROUP_ID: "the group id is empty, or the group uses the classic protocol (connect requests)",
     ErrorCode.INVALID_SESSION_TIMEOUT: "classic: the session timeout is outside the coordinator's bounds",
     ErrorCode.REBALANCE_IN_PROGRESS: "classic: the group is rebalancing; send JoinGroup",
@@ -37,18 +37,18 @@ ERRORS: dict[ErrorCode, str] = {
     ErrorCode.FENCED_INSTANCE_ID: "classic: another member holds this static instance id now",
     ErrorCode.UNKNOWN_MEMBER_ID: "the member is not in the group, or was not chosen to compute the assignment",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "no or an unknown credential (HTTP 401), or the principal may not do "
-                                          "this on the group (HTTP 403)",
+    "this on the group (HTTP 403)",
     ErrorCode.INVALID_REQUEST: "the body is not JSON or breaks the schema (HTTP 400, 413), or breaks a rule of "
-                               "the protocol (HTTP 200)",
+    "the protocol (HTTP 200)",
     ErrorCode.NON_EMPTY_GROUP: "the group still has members",
     ErrorCode.GROUP_ID_NOT_FOUND: "the group does not exist",
     ErrorCode.FENCED_MEMBER_EPOCH: "the member epoch does not correspond to the member epoch expected by the "
-                                   "coordinator; rejoin with epoch 0",
+    "coordinator; rejoin with epoch 0",
     ErrorCode.UNRELEASED_INSTANCE_ID: "another member with the same InstanceId is still active",
     ErrorCode.UNSUPPORTED_ASSIGNOR: "the assignor used by the member or its version range are not supported by "
-                                    "the group",
+    "the group",
     ErrorCode.COMPUTE_ASSIGNMENT: "the member has been selected by the coordinator to compute the new target "
-                                  "assignment of the group (the heartbeat itself took effect)",
+    "assignment of the group (the heartbeat itself took effect)",
     ErrorCode.INVALID_ASSIGNMENT: "the installed assignment is not valid for the group epoch it was computed at",
     ErrorCode.UNKNOWN_CONNECTOR: "the group neither runs the connector nor has a worker holding it",
 }
@@ -69,121 +69,238 @@ class Operation:
     tag: str = "connect-group"
 
 
-_SERVING = ("Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, ")
+_SERVING = "Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, "
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
-        "post", "/v1/connect-group/heartbeat", "heartbeat", "ConnectGroupHeartbeat",
+        "post",
+        "/v1/connect-group/heartbeat",
+        "heartbeat",
+        "ConnectGroupHeartbeat",
         "Workers advertise their state, assignors and owned connectors/tasks; the coordinator assigns and revokes "
-        "through the response. Also the liveness check. Required ACL: Read on the group. " + _SERVING +
-        "INVALID_REQUEST, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, "
+        "through the response. Also the liveness check. Required ACL: Read on the group. "
+        + _SERVING
+        + "INVALID_REQUEST, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, "
         "UNSUPPORTED_ASSIGNOR, COMPUTE_ASSIGNMENT (the heartbeat took effect; call prepare-assignment).",
-        (wire.HeartbeatResponse, wire.ErrorResponse), wire.HeartbeatRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 0, "RebalanceTimeoutMs": 60000,
-         "ServerAssignor": "incremental_cooperative", "Url": "http://worker-1:8083",
-         "ConnectorsAndTasks": {"Connectors": [], "Tasks": []}}),
+        (wire.HeartbeatResponse, wire.ErrorResponse),
+        wire.HeartbeatRequest,
+        {
+            "GroupId": "connect-cluster",
+            "MemberId": "worker-1",
+            "MemberEpoch": 0,
+            "RebalanceTimeoutMs": 60000,
+            "ServerAssignor": "incremental_cooperative",
+            "Url": "http://worker-1:8083",
+            "ConnectorsAndTasks": {"Connectors": [], "Tasks": []},
+        },
+    ),
     Operation(
-        "post", "/v1/connect-group/prepare-assignment", "prepareAssignment", "ConnectGroupPrepareAssignment",
+        "post",
+        "/v1/connect-group/prepare-assignment",
+        "prepareAssignment",
+        "ConnectGroupPrepareAssignment",
         "The member chosen by COMPUTE_ASSIGNMENT gets the group state to feed its client-side assignor. Required "
         "ACL: Read. " + _SERVING + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID (absent or not "
         "chosen), FENCED_MEMBER_EPOCH.",
         (wire.PrepareAssignmentResponse, wire.PrepareAssignmentError, wire.ErrorResponse),
         wire.PrepareAssignmentRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1}),
+        {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1},
+    ),
     Operation(
-        "post", "/v1/connect-group/install-assignment", "installAssignment", "ConnectGroupInstallAssignment",
+        "post",
+        "/v1/connect-group/install-assignment",
+        "installAssignment",
+        "ConnectGroupInstallAssignment",
         "The chosen member installs the new target assignment its assignor computed; the coordinator validates it "
-        "against the group epoch it was computed at and persists it. Required ACL: Read. " + _SERVING +
-        "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, INVALID_ASSIGNMENT.",
-        (wire.ErrorResponse,), wire.InstallAssignmentRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1, "GroupEpoch": 2,
-         "Members": [{"MemberId": "worker-1", "ConnectorsAndTasks": {
-             "Connectors": ["A"], "Tasks": [{"Connector": "A", "Task": 0}]}}]}),
+        "against the group epoch it was computed at and persists it. Required ACL: Read. "
+        + _SERVING
+        + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, INVALID_ASSIGNMENT.",
+        (wire.ErrorResponse,),
+        wire.InstallAssignmentRequest,
+        {
+            "GroupId": "connect-cluster",
+            "MemberId": "worker-1",
+            "MemberEpoch": 1,
+            "GroupEpoch": 2,
+            "Members": [
+                {
+                    "MemberId": "worker-1",
+                    "ConnectorsAndTasks": {"Connectors": ["A"], "Tasks": [{"Connector": "A", "Task": 0}]},
+                }
+            ],
+        },
+    ),
     Operation(
-        "post", "/v1/classic-group/join", "joinGroup", "JoinGroup (classic, seed 004)",
+        "post",
+        "/v1/classic-group/join",
+        "joinGroup",
+        "JoinGroup (classic, seed 004)",
         "A classic member joins, or joins again when told REBALANCE_IN_PROGRESS. The answer waits until every "
         "member has joined or the rebalance timeout passes; the leader's carries every member's metadata. "
         "Required ACL: Read. " + _SERVING + "INVALID_REQUEST, INVALID_GROUP_ID, INCONSISTENT_GROUP_PROTOCOL, "
         "INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, "
         "REBALANCE_IN_PROGRESS (a newer JoinGroup of the member replaced this one).",
-        (wire.JoinGroupResponse, wire.ErrorResponse), wire.JoinGroupRequest,
-        {"GroupId": "connect-cluster", "MemberId": "", "ProtocolType": "connect",
-         "Protocols": [{"Name": "incremental_cooperative", "Metadata": ""}], "SessionTimeoutMs": 10000,
-         "RebalanceTimeoutMs": 60000}, tag="classic-group"),
+        (wire.JoinGroupResponse, wire.ErrorResponse),
+        wire.JoinGroupRequest,
+        {
+            "GroupId": "connect-cluster",
+            "MemberId": "",
+            "ProtocolType": "connect",
+            "Protocols": [{"Name": "incremental_cooperative", "Metadata": ""}],
+            "SessionTimeoutMs": 10000,
+            "RebalanceTimeoutMs": 60000,
+        },
+        tag="classic-group",
+    ),
     Operation(
-        "post", "/v1/classic-group/sync", "syncGroup", "SyncGroup (classic, seed 004)",
+        "post",
+        "/v1/classic-group/sync",
+        "syncGroup",
+        "SyncGroup (classic, seed 004)",
         "The leader sends every member's assignment; the others' SyncGroup waits for it. Required ACL: Read. "
-        + _SERVING + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, "
+        + _SERVING
+        + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, "
         "REBALANCE_IN_PROGRESS, INVALID_REQUEST (assignments for members outside the generation).",
-        (wire.SyncGroupResponse, wire.ErrorResponse), wire.SyncGroupRequest,
+        (wire.SyncGroupResponse, wire.ErrorResponse),
+        wire.SyncGroupRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1, "Assignments": []},
-        tag="classic-group"),
+        tag="classic-group",
+    ),
     Operation(
-        "post", "/v1/classic-group/heartbeat", "classicHeartbeat", "Heartbeat (classic, seed 004)",
+        "post",
+        "/v1/classic-group/heartbeat",
+        "classicHeartbeat",
+        "Heartbeat (classic, seed 004)",
         "Keeps a classic member's session; REBALANCE_IN_PROGRESS tells it to join again. Required ACL: Read. "
-        + _SERVING + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS.",
-        (wire.ErrorResponse,), wire.ClassicHeartbeatRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1}, tag="classic-group"),
+        + _SERVING
+        + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS.",
+        (wire.ErrorResponse,),
+        wire.ClassicHeartbeatRequest,
+        {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1},
+        tag="classic-group",
+    ),
     Operation(
-        "post", "/v1/classic-group/leave", "leaveGroup", "LeaveGroup (classic, seed 004)",
-        "Members leave at once; the rest rebalance. Required ACL: Read. " + _SERVING +
-        "INVALID_REQUEST, UNKNOWN_MEMBER_ID (no such group); per member UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.",
-        (wire.LeaveGroupResponse, wire.ErrorResponse), wire.LeaveGroupRequest,
-        {"GroupId": "connect-cluster", "Members": [{"MemberId": "worker-1-5f1c"}]}, tag="classic-group"),
+        "post",
+        "/v1/classic-group/leave",
+        "leaveGroup",
+        "LeaveGroup (classic, seed 004)",
+        "Members leave at once; the rest rebalance. Required ACL: Read. "
+        + _SERVING
+        + "INVALID_REQUEST, UNKNOWN_MEMBER_ID (no such group); per member UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.",
+        (wire.LeaveGroupResponse, wire.ErrorResponse),
+        wire.LeaveGroupRequest,
+        {"GroupId": "connect-cluster", "Members": [{"MemberId": "worker-1-5f1c"}]},
+        tag="classic-group",
+    ),
     Operation(
-        "post", "/v1/find-coordinator", "findCoordinator", "FindCoordinator",
+        "post",
+        "/v1/find-coordinator",
+        "findCoordinator",
+        "FindCoordinator",
         "Which coordinator serves the group: any instance answers. Required ACL: Describe. Errors at HTTP 200: "
         "COORDINATOR_NOT_AVAILABLE (no coordinator known for the partition).",
-        (wire.FindCoordinatorResponse, wire.ErrorResponse), wire.FindCoordinatorRequest,
-        {"GroupId": "connect-cluster"}),
+        (wire.FindCoordinatorResponse, wire.ErrorResponse),
+        wire.FindCoordinatorRequest,
+        {"GroupId": "connect-cluster"},
+    ),
     Operation(
-        "get", "/v1/groups", "listGroups", "List groups",
+        "get",
+        "/v1/groups",
+        "listGroups",
+        "List groups",
         "The groups of the partitions this process serves and that the caller may Describe (others are left out, "
-        "never refused).", (wire.ListGroupsResponse,), tag="admin"),
+        "never refused).",
+        (wire.ListGroupsResponse,),
+        tag="admin",
+    ),
     Operation(
-        "get", "/v1/partitions", "listPartitions", "Where each partition is served",
+        "get",
+        "/v1/partitions",
+        "listPartitions",
+        "Where each partition is served",
         "Every partition of the topic and the URL of the instance serving it, as this process knows it (its own, "
         "and in group mode or static mode with peers the others'; null when no one is known to serve it): "
         "`coordinator groups list` asks each instance named here. Needs an authenticated principal; no group "
-        "ACL.", (wire.PartitionOwnersResponse,), tag="admin"),
+        "ACL.",
+        (wire.PartitionOwnersResponse,),
+        tag="admin",
+    ),
     Operation(
-        "get", "/v1/groups/{group_id}", "describeGroup", "Describe a group",
+        "get",
+        "/v1/groups/{group_id}",
+        "describeGroup",
+        "Describe a group",
         "Required ACL: Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, "
-        "GROUP_ID_NOT_FOUND.", (wire.GroupDescription, wire.ErrorResponse), tag="admin"),
+        "GROUP_ID_NOT_FOUND.",
+        (wire.GroupDescription, wire.ErrorResponse),
+        tag="admin",
+    ),
     Operation(
-        "get", "/v1/groups/{group_id}/connectors/{connector}/status", "connectorStatus", "A connector's status",
+        "get",
+        "/v1/groups/{group_id}/connectors/{connector}/status",
+        "connectorStatus",
+        "A connector's status",
         "Shaped like Kafka Connect's `GET /connectors/{name}/status`, claiming only what the coordinator knows: "
         "which worker holds the connector and each task (ASSIGNED), is giving it up (REVOKING) or that none does "
         "(UNASSIGNED, with when the coordinator rebalances for it if the target deferred it). Required ACL: "
         "Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, "
-        "UNKNOWN_CONNECTOR.", (wire.ConnectorStatus, wire.ErrorResponse), tag="admin"),
+        "UNKNOWN_CONNECTOR.",
+        (wire.ConnectorStatus, wire.ErrorResponse),
+        tag="admin",
+    ),
     Operation(
-        "delete", "/v1/groups/{group_id}", "deleteGroup", "Delete a group",
+        "delete",
+        "/v1/groups/{group_id}",
+        "deleteGroup",
+        "Delete a group",
         "Deletes a group that has no members (a tombstone for each of its records). Required ACL: Delete. Errors "
         "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST (empty id), "
-        "INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP.", (wire.ErrorResponse,), tag="admin"),
+        "INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP.",
+        (wire.ErrorResponse,),
+        tag="admin",
+    ),
     Operation(
-        "put", "/v1/groups/{group_id}/connectors", "setConnectors", "Set the connectors a group runs",
+        "put",
+        "/v1/groups/{group_id}/connectors",
+        "setConnectors",
+        "Set the connectors a group runs",
         "Creates the group if needed and bumps the group epoch when the set changes. Required ACL: Alter. Errors "
         "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
-        (wire.ErrorResponse,), wire.SetConnectorsRequest,
-        {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]}, tag="admin"),
+        (wire.ErrorResponse,),
+        wire.SetConnectorsRequest,
+        {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]},
+        tag="admin",
+    ),
     Operation(
-        "put", "/v1/groups/{group_id}/config", "setConfig", "Set a group's timeouts",
+        "put",
+        "/v1/groups/{group_id}/config",
+        "setConfig",
+        "Set a group's timeouts",
         "Per-group session timeout, heartbeat interval, rebalance timeout and scheduled rebalance delay. Creates "
         "the group if needed. Required ACL: Alter. Errors at HTTP 200: NOT_COORDINATOR, "
         "COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
-        (wire.ErrorResponse,), wire.SetConfigRequest,
-        {"SessionTimeoutMs": 10000, "HeartbeatIntervalMs": 3000, "RebalanceTimeoutMs": None,
-         "ScheduledRebalanceMaxDelayMs": 300000}, tag="admin"),
+        (wire.ErrorResponse,),
+        wire.SetConfigRequest,
+        {
+            "SessionTimeoutMs": 10000,
+            "HeartbeatIntervalMs": 3000,
+            "RebalanceTimeoutMs": None,
+            "ScheduledRebalanceMaxDelayMs": 300000,
+        },
+        tag="admin",
+    ),
 )
 
 # Answers every operation may give besides its own, by HTTP status.
 _REFUSALS = {
-    "400": ("InvalidRequest", ("INVALID_REQUEST: the body is not JSON or breaks the schema (the message names "
-                               "the field).")),
-    "401": ("AuthorizationFailed", ("GROUP_AUTHORIZATION_FAILED: no credential (and anonymous access is off) or "
-                                    "an unknown one.")),
+    "400": (
+        "InvalidRequest",
+        ("INVALID_REQUEST: the body is not JSON or breaks the schema (the message names the field)."),
+    ),
+    "401": (
+        "AuthorizationFailed",
+        ("GROUP_AUTHORIZATION_FAILED: no credential (and anonymous access is off) or an unknown one."),
+    ),
     "403": ("AuthorizationFailed", "GROUP_AUTHORIZATION_FAILED: the principal may not do this on the group (ACLs)."),
     "413": ("InvalidRequest", "INVALID_REQUEST: the body is larger than the server's limit."),
 }
@@ -215,8 +332,9 @@ def _json(about: str, schema: Schema) -> Schema:
 
 def _operation(op: Operation) -> Schema:
     answers = [_ref(t.__name__) for t in op.answers]
-    responses: Schema = {"200": _json("The answer, or a protocol error.",
-                                      answers[0] if len(answers) == 1 else {"anyOf": answers})}
+    responses: Schema = {
+        "200": _json("The answer, or a protocol error.", answers[0] if len(answers) == 1 else {"anyOf": answers})
+    }
     for status, (schema, about) in _REFUSALS.items():
         if status in ("400", "413") and op.request is None:
             continue
@@ -224,16 +342,34 @@ def _operation(op: Operation) -> Schema:
             continue  # groups the caller may not describe are left out, never refused; partitions are no group's
         responses[status] = _json(about, _ref(schema))
     responses["401"]["headers"] = {"WWW-Authenticate": {"description": "Bearer.", "schema": {"type": "string"}}}
-    out: Schema = {"operationId": op.operation_id, "summary": op.summary, "description": op.description,
-                   "tags": [op.tag], "security": [{"bearer": []}], "responses": responses}
+    out: Schema = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "description": op.description,
+        "tags": [op.tag],
+        "security": [{"bearer": []}],
+        "responses": responses,
+    }
     if "{group_id}" in op.path:
-        out["parameters"] = [{"name": "group_id", "in": "path", "required": True,
-                              "description": "The group identifier, percent-encoded.",
-                              "schema": {"type": "string", "minLength": 1}}]
+        out["parameters"] = [
+            {
+                "name": "group_id",
+                "in": "path",
+                "required": True,
+                "description": "The group identifier, percent-encoded.",
+                "schema": {"type": "string", "minLength": 1},
+            }
+        ]
     if "{connector}" in op.path:
-        out["parameters"].append({"name": "connector", "in": "path", "required": True,
-                                  "description": "The connector's name, percent-encoded.",
-                                  "schema": {"type": "string", "minLength": 1}})
+        out["parameters"].append(
+            {
+                "name": "connector",
+                "in": "path",
+                "required": True,
+                "description": "The connector's name, percent-encoded.",
+                "schema": {"type": "string", "minLength": 1},
+            }
+        )
     if op.request is not None:
         media: Schema = {"schema": _ref(op.request.__name__)}
         if op.example is not None:
@@ -243,8 +379,14 @@ def _operation(op: Operation) -> Schema:
 
 
 def _open(operation_id: str, summary: str, description: str, responses: Schema) -> Schema:
-    return {"operationId": operation_id, "summary": summary, "description": description, "tags": ["service"],
-            "security": [], "responses": responses}
+    return {
+        "operationId": operation_id,
+        "summary": summary,
+        "description": description,
+        "tags": ["service"],
+        "security": [],
+        "responses": responses,
+    }
 
 
 def _refs(schema: Any) -> set[str]:
@@ -276,8 +418,9 @@ def _complete(schema: Any, shared: Schema) -> Any:
     out = {k: _complete(v, shared) for k, v in schema.items()}
     name = schema.get("$ref", "").rsplit("/", 1)[-1]
     if name in shared:
-        out.update(allOf=[{"$ref": out.pop("$ref")}], required=list(shared[name]["properties"]),
-                   unevaluatedProperties=False)
+        out.update(
+            allOf=[{"$ref": out.pop("$ref")}], required=list(shared[name]["properties"]), unevaluatedProperties=False
+        )
     return out
 
 
@@ -299,68 +442,111 @@ def _close_answers(components: Schema, requests: set[str], answers: set[str]) ->
 def _document() -> dict:
     types = {t for op in OPERATIONS for t in (*op.answers, op.request) if t is not None}
     types |= {wire.Health, wire.Liveness, wire.InvalidRequest, wire.AuthorizationFailed}
-    _, components = msgspec.json.schema_components(sorted(types, key=lambda t: t.__name__),
-                                                   ref_template="#/components/schemas/{name}")
+    _, components = msgspec.json.schema_components(
+        sorted(types, key=lambda t: t.__name__), ref_template="#/components/schemas/{name}"
+    )
     for schema in components.values():  # docstrings, as one line each
         if "description" in schema:
             schema["description"] = " ".join(schema["description"].split())
     for name in ("ErrorResponse", "HeartbeatResponse", "PrepareAssignmentError"):
         components[name]["properties"]["ErrorCode"] = _ref("ErrorCode")
     components["ErrorCode"] = {
-        "type": "integer", "format": "int16", "enum": [int(c) for c in ErrorCode],
+        "type": "integer",
+        "format": "int16",
+        "enum": [int(c) for c in ErrorCode],
         "description": "The top-level error code, or 0 if there was no error. Kafka's numbers where Kafka has the "
-                       "error; 1000 and up are the connect group type's own.\n\n"
-                       + "\n".join(f"- {int(c)} {c.name}: {about}" for c, about in ERRORS.items()),
-        "x-enum-varnames": [c.name for c in ErrorCode]}
+        "error; 1000 and up are the connect group type's own.\n\n"
+        + "\n".join(f"- {int(c)} {c.name}: {about}" for c, about in ERRORS.items()),
+        "x-enum-varnames": [c.name for c in ErrorCode],
+    }
     requests = {op.request.__name__ for op in OPERATIONS if op.request is not None}
     _close_answers(components, requests, {t.__name__ for t in types} - requests)
     paths: Schema = {}
     for op in OPERATIONS:
         paths.setdefault(op.path, {})[op.method] = _operation(op)
-    paths["/health"] = {"get": _open(
-        "health", "Health", "This process's partitions and their status; needs no credentials.",
-        {"200": _json("Every partition is active.", _ref("Health")),
-         "503": _json("A partition is loading, failed or closed.", _ref("Health"))})}
-    paths["/health/ready"] = {"get": _open(
-        "healthReady", "Readiness", "As /health, for a readiness probe: 200 once every partition this process holds "
-        "is active, 503 while one is loading, failed or closed; needs no credentials.",
-        {"200": _json("Every partition is active.", _ref("Health")),
-         "503": _json("A partition is loading, failed or closed.", _ref("Health"))})}
-    paths["/health/live"] = {"get": _open(
-        "healthLive", "Liveness", "For a liveness probe: 200 whenever the process's event loop answers, never 503 "
-        "because a partition loads; needs no credentials.",
-        {"200": _json("The process answers.", _ref("Liveness"))})}
-    paths["/metrics"] = {"get": _open(
-        "metrics", "Prometheus metrics", "Requests, errors, batches, commits, loads, rebalances, groups, members and "
-        "epochs in the Prometheus text exposition format; needs no credentials.",
-        {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}})}
-    paths["/openapi.json"] = {"get": _open(
-        "openapi", "This document", "The OpenAPI document of the API; needs no credentials.",
-        {"200": _json("The document.", {"type": "object"})})}
+    paths["/health"] = {
+        "get": _open(
+            "health",
+            "Health",
+            "This process's partitions and their status; needs no credentials.",
+            {
+                "200": _json("Every partition is active.", _ref("Health")),
+                "503": _json("A partition is loading, failed or closed.", _ref("Health")),
+            },
+        )
+    }
+    paths["/health/ready"] = {
+        "get": _open(
+            "healthReady",
+            "Readiness",
+            "As /health, for a readiness probe: 200 once every partition this process holds "
+            "is active, 503 while one is loading, failed or closed; needs no credentials.",
+            {
+                "200": _json("Every partition is active.", _ref("Health")),
+                "503": _json("A partition is loading, failed or closed.", _ref("Health")),
+            },
+        )
+    }
+    paths["/health/live"] = {
+        "get": _open(
+            "healthLive",
+            "Liveness",
+            "For a liveness probe: 200 whenever the process's event loop answers, never 503 "
+            "because a partition loads; needs no credentials.",
+            {"200": _json("The process answers.", _ref("Liveness"))},
+        )
+    }
+    paths["/metrics"] = {
+        "get": _open(
+            "metrics",
+            "Prometheus metrics",
+            "Requests, errors, batches, commits, loads, rebalances, groups, members and "
+            "epochs in the Prometheus text exposition format; needs no credentials.",
+            {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+        )
+    }
+    paths["/openapi.json"] = {
+        "get": _open(
+            "openapi",
+            "This document",
+            "The OpenAPI document of the API; needs no credentials.",
+            {"200": _json("The document.", {"type": "object"})},
+        )
+    }
     return {
         "openapi": "3.1.0",
         "info": {
-            "title": "worker coordinator", "version": "1",
+            "title": "worker coordinator",
+            "version": "1",
             "summary": "The group coordinator of Kafka Connect-style worker groups (the KIP-848 connect group type).",
             "description": "Field names are the protocol's (seed 000). Protocol errors are HTTP 200 with ErrorCode "
-                           "and ErrorMessage; a body that is not JSON or breaks the schema is HTTP 400 with "
-                           "INVALID_REQUEST (42); a body over the server's limit is HTTP 413; a missing or unknown "
-                           "credential is HTTP 401, a principal the ACLs do not allow on the group HTTP 403, both "
-                           "with GROUP_AUTHORIZATION_FAILED (30). Unknown request properties are ignored. Integers "
-                           "are JSON integers within the range of their format (int8, int16, int32, int64); as in "
-                           "JSON Schema, a number with a zero fraction is that integer (2.0 is 2), any other "
-                           "fraction is refused; `bytes` are base64 strings (standard alphabet, padded).",
+            "and ErrorMessage; a body that is not JSON or breaks the schema is HTTP 400 with "
+            "INVALID_REQUEST (42); a body over the server's limit is HTTP 413; a missing or unknown "
+            "credential is HTTP 401, a principal the ACLs do not allow on the group HTTP 403, both "
+            "with GROUP_AUTHORIZATION_FAILED (30). Unknown request properties are ignored. Integers "
+            "are JSON integers within the range of their format (int8, int16, int32, int64); as in "
+            "JSON Schema, a number with a zero fraction is that integer (2.0 is 2), any other "
+            "fraction is refused; `bytes` are base64 strings (standard alphabet, padded).",
             "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
         },
         "servers": [{"url": "http://127.0.0.1:8400", "description": "`coordinator serve`'s default --listen"}],
-        "tags": [{"name": "connect-group", "description": "The worker protocol (seed 000)."},
-                 {"name": "admin", "description": "Groups, their connectors and configuration."},
-                 {"name": "service", "description": "Health, metrics and this document; open to everyone."}],
+        "tags": [
+            {"name": "connect-group", "description": "The worker protocol (seed 000)."},
+            {"name": "admin", "description": "Groups, their connectors and configuration."},
+            {"name": "service", "description": "Health, metrics and this document; open to everyone."},
+        ],
         "paths": paths,
-        "components": {"schemas": components, "securitySchemes": {"bearer": {
-            "type": "http", "scheme": "bearer",
-            "description": "A token of the server's tokens file (`TOKEN PRINCIPAL` per line). Without one, the "
-                           "principal is ANONYMOUS when the server allows anonymous access, else HTTP 401."}}},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A token of the server's tokens file (`TOKEN PRINCIPAL` per line). Without one, the "
+                    "principal is ANONYMOUS when the server allows anonymous access, else HTTP 401.",
+                }
+            },
+        },
     }
 
 

@@ -50,11 +50,15 @@ def doc(text: str) -> Meta:
     return Meta(description=text)
 
 
-_MEMBER_EPOCH = ("The current member epoch; 0 to join the group; -1 to leave the group; -2 to leave as a static "
-                 "member whose assignment waits for its InstanceId to return. Below -2 is INVALID_REQUEST (HTTP "
-                 "200).")
-_TIMEOUT = ("Milliseconds; null restores the server's default. Values below the server's minimum are "
-            "INVALID_REQUEST (HTTP 200).")
+_MEMBER_EPOCH = (
+    "The current member epoch; 0 to join the group; -1 to leave the group; -2 to leave as a static "
+    "member whose assignment waits for its InstanceId to return. Below -2 is INVALID_REQUEST (HTTP "
+    "200)."
+)
+_TIMEOUT = (
+    "Milliseconds; null restores the server's default. Values below the server's minimum are "
+    "INVALID_REQUEST (HTTP 200)."
+)
 _UNCHANGED = "null if not provided or if it didn't change since the last heartbeat; "
 
 
@@ -91,8 +95,9 @@ class ConnectorsAndTasks(Body):
     def protocol(self) -> records.ConnectorsAndTasks:
         # TaskId is a NamedTuple: built as the tuple it is, without its Python-level __new__ (the
         # conversion is most of the cost of reading a heartbeat that lists what a worker owns).
-        return records.ConnectorsAndTasks(tuple(self.connectors),
-                                          tuple([_new_tuple(_TASK_ID, (t.connector, t.task)) for t in self.tasks]))
+        return records.ConnectorsAndTasks(
+            tuple(self.connectors), tuple([_new_tuple(_TASK_ID, (t.connector, t.task)) for t in self.tasks])
+        )
 
 
 class ConnectorTaskCount(Body):
@@ -129,23 +134,37 @@ class ClientAssignor(Body):
     """A client-side assignor the worker supports."""
 
     name: Annotated[str, doc("The name of the assignor.")]
-    minimum_version: Annotated[Int16, doc("The minimum supported version for the metadata (>= -1, else "
-                                          "INVALID_REQUEST at HTTP 200).")]
-    maximum_version: Annotated[Int16, doc("The maximum supported version for the metadata (>= 0 and >= "
-                                          "MinimumVersion, else INVALID_REQUEST at HTTP 200).")]
+    minimum_version: Annotated[
+        Int16, doc("The minimum supported version for the metadata (>= -1, else INVALID_REQUEST at HTTP 200).")
+    ]
+    maximum_version: Annotated[
+        Int16,
+        doc(
+            "The maximum supported version for the metadata (>= 0 and >= "
+            "MinimumVersion, else INVALID_REQUEST at HTTP 200)."
+        ),
+    ]
     reason: Annotated[Int8, doc("The reason of the metadata update; absent is 0.")] = 0
-    version: Annotated[Int16, doc("The version of the metadata, within [MinimumVersion, MaximumVersion]; "
-                                  "absent is 0.")] = 0
+    version: Annotated[
+        Int16, doc("The version of the metadata, within [MinimumVersion, MaximumVersion]; absent is 0.")
+    ] = 0
     metadata: Annotated[Base64, doc("The metadata; absent is empty.")] = b""
 
     @classmethod
     def of(cls, a: records.Assignor) -> ClientAssignor:
-        return cls(name=a.name, minimum_version=a.minimum_version, maximum_version=a.maximum_version, reason=a.reason,
-                   version=a.version, metadata=a.metadata)
+        return cls(
+            name=a.name,
+            minimum_version=a.minimum_version,
+            maximum_version=a.maximum_version,
+            reason=a.reason,
+            version=a.version,
+            metadata=a.metadata,
+        )
 
     def protocol(self) -> records.Assignor:
-        return records.Assignor(self.name, self.minimum_version, self.maximum_version, self.reason, self.version,
-                                self.metadata)
+        return records.Assignor(
+            self.name, self.minimum_version, self.maximum_version, self.reason, self.version, self.metadata
+        )
 
 
 class HeartbeatRequest(Body, omit_defaults=True):
@@ -158,40 +177,68 @@ class HeartbeatRequest(Body, omit_defaults=True):
     member_epoch: Annotated[Int32, doc(_MEMBER_EPOCH)]
     instance_id: Annotated[str | None, doc(_UNCHANGED + "the instance id (static membership) otherwise.")] = None
     rack_id: Annotated[str | None, doc(_UNCHANGED + "the rack of the worker otherwise.")] = None
-    rebalance_timeout_ms: Annotated[Int32, doc(
-        "-1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator "
-        "will wait on the member to revoke its connectors/tasks otherwise (> 0; it must be set when joining). "
-        "Absent is -1; null is refused.")] = -1
-    server_assignor: Annotated[str | None, doc(
-        _UNCHANGED + "the server side assignor to use otherwise (eager or incremental_cooperative). Never "
-        "together with ClientAssignors.")] = None
-    client_assignors: Annotated[list[ClientAssignor] | None, doc(
-        _UNCHANGED + "the list of client-side assignors otherwise.")] = None
-    connectors_and_tasks: Annotated[ConnectorsAndTasks | None, doc(
-        "null if it didn't change since the last heartbeat; the connectors/tasks owned by the worker.")] = None
+    rebalance_timeout_ms: Annotated[
+        Int32,
+        doc(
+            "-1 if it didn't change since the last heartbeat; the maximum time in milliseconds that the coordinator "
+            "will wait on the member to revoke its connectors/tasks otherwise (> 0; it must be set when joining). "
+            "Absent is -1; null is refused."
+        ),
+    ] = -1
+    server_assignor: Annotated[
+        str | None,
+        doc(
+            _UNCHANGED + "the server side assignor to use otherwise (eager or incremental_cooperative). Never "
+            "together with ClientAssignors."
+        ),
+    ] = None
+    client_assignors: Annotated[
+        list[ClientAssignor] | None, doc(_UNCHANGED + "the list of client-side assignors otherwise.")
+    ] = None
+    connectors_and_tasks: Annotated[
+        ConnectorsAndTasks | None,
+        doc("null if it didn't change since the last heartbeat; the connectors/tasks owned by the worker."),
+    ] = None
     url: Annotated[str | None, doc(_UNCHANGED + "where the worker's REST API listens otherwise.")] = None
-    topic_partitions: Annotated[Any, doc(
-        "Seed 003: a member of another group type owns topic partitions. A connect member must leave it absent "
-        "or null: any other value is INVALID_REQUEST (HTTP 200).")] = None
+    topic_partitions: Annotated[
+        Any,
+        doc(
+            "Seed 003: a member of another group type owns topic partitions. A connect member must leave it absent "
+            "or null: any other value is INVALID_REQUEST (HTTP 200)."
+        ),
+    ] = None
 
     @classmethod
     def of(cls, r: protocol.HeartbeatRequest) -> HeartbeatRequest:
-        return cls(group_id=r.group_id, member_id=r.member_id, member_epoch=r.member_epoch,
-                   instance_id=r.instance_id, rack_id=r.rack_id, rebalance_timeout_ms=r.rebalance_timeout_ms,
-                   server_assignor=r.server_assignor,
-                   client_assignors=None if r.client_assignors is None else [
-                       ClientAssignor.of(a) for a in r.client_assignors],
-                   connectors_and_tasks=None if r.owned is None else ConnectorsAndTasks.of(r.owned), url=r.url)
+        return cls(
+            group_id=r.group_id,
+            member_id=r.member_id,
+            member_epoch=r.member_epoch,
+            instance_id=r.instance_id,
+            rack_id=r.rack_id,
+            rebalance_timeout_ms=r.rebalance_timeout_ms,
+            server_assignor=r.server_assignor,
+            client_assignors=None if r.client_assignors is None else [ClientAssignor.of(a) for a in r.client_assignors],
+            connectors_and_tasks=None if r.owned is None else ConnectorsAndTasks.of(r.owned),
+            url=r.url,
+        )
 
     def protocol(self) -> protocol.HeartbeatRequest:
         assignors_ = self.client_assignors
         owned = self.connectors_and_tasks
         return protocol.HeartbeatRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-            instance_id=self.instance_id, rack_id=self.rack_id, rebalance_timeout_ms=self.rebalance_timeout_ms,
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.member_epoch,
+            instance_id=self.instance_id,
+            rack_id=self.rack_id,
+            rebalance_timeout_ms=self.rebalance_timeout_ms,
             server_assignor=self.server_assignor,
             client_assignors=None if assignors_ is None else tuple(a.protocol() for a in assignors_),
-            owned=None if owned is None else owned.protocol(), url=self.url, topic_partitions=self.topic_partitions)
+            owned=None if owned is None else owned.protocol(),
+            url=self.url,
+            topic_partitions=self.topic_partitions,
+        )
 
 
 class Assignment(Body):
@@ -204,12 +251,15 @@ class Assignment(Body):
 
     @classmethod
     def of(cls, a: assignors.MemberAssignment) -> Assignment:
-        return cls(error=a.error, connectors_and_tasks=ConnectorsAndTasks.of(a.assignment), version=a.version,
-                   metadata=a.metadata)
+        return cls(
+            error=a.error,
+            connectors_and_tasks=ConnectorsAndTasks.of(a.assignment),
+            version=a.version,
+            metadata=a.metadata,
+        )
 
     def protocol(self) -> assignors.MemberAssignment:
-        return assignors.MemberAssignment(self.connectors_and_tasks.protocol(), self.error, self.version,
-                                          self.metadata)
+        return assignors.MemberAssignment(self.connectors_and_tasks.protocol(), self.error, self.version, self.metadata)
 
 
 class HeartbeatResponse(Body):
@@ -219,19 +269,28 @@ class HeartbeatResponse(Body):
     error_message: Annotated[str | None, doc("The top-level error message, or null if there was no error.")]
     member_epoch: Annotated[Int32, doc("The member epoch.")]
     heartbeat_interval_ms: Annotated[Int32, doc("The heartbeat interval in milliseconds.")]
-    assignment: Annotated[Assignment | None, doc("null unless the member's assignment changes; the assignment "
-                                                 "otherwise.")]
+    assignment: Annotated[
+        Assignment | None, doc("null unless the member's assignment changes; the assignment otherwise.")
+    ]
 
     @classmethod
     def of(cls, r: protocol.HeartbeatResponse) -> HeartbeatResponse:
-        return cls(error_code=int(r.error_code), error_message=r.error_message, member_epoch=r.member_epoch,
-                   heartbeat_interval_ms=r.heartbeat_interval_ms,
-                   assignment=None if r.assignment is None else Assignment.of(r.assignment))
+        return cls(
+            error_code=int(r.error_code),
+            error_message=r.error_message,
+            member_epoch=r.member_epoch,
+            heartbeat_interval_ms=r.heartbeat_interval_ms,
+            assignment=None if r.assignment is None else Assignment.of(r.assignment),
+        )
 
     def protocol(self) -> protocol.HeartbeatResponse:
-        return protocol.HeartbeatResponse(self.error_code, self.error_message, self.member_epoch,
-                                          self.heartbeat_interval_ms,
-                                          None if self.assignment is None else self.assignment.protocol())
+        return protocol.HeartbeatResponse(
+            self.error_code,
+            self.error_message,
+            self.member_epoch,
+            self.heartbeat_interval_ms,
+            None if self.assignment is None else self.assignment.protocol(),
+        )
 
 
 # --- ConnectGroupPrepareAssignment --------------------------------------------------------------------
@@ -271,18 +330,35 @@ class GroupMember(Body):
 
     @classmethod
     def of(cls, m: assignors.AssignmentMember) -> GroupMember:
-        return cls(member_id=m.member_id, member_epoch=m.member_epoch, instance_id=m.instance_id,
-                   assignor=AssignorEntry(minimum_version=m.minimum_version, maximum_version=m.maximum_version,
-                                          version=m.version, reason=m.reason, metadata=m.metadata),
-                   connectors_and_tasks=ConnectorsAndTasks.of(m.owned),
-                   target_connectors_and_tasks=ConnectorsAndTasks.of(m.target))
+        return cls(
+            member_id=m.member_id,
+            member_epoch=m.member_epoch,
+            instance_id=m.instance_id,
+            assignor=AssignorEntry(
+                minimum_version=m.minimum_version,
+                maximum_version=m.maximum_version,
+                version=m.version,
+                reason=m.reason,
+                metadata=m.metadata,
+            ),
+            connectors_and_tasks=ConnectorsAndTasks.of(m.owned),
+            target_connectors_and_tasks=ConnectorsAndTasks.of(m.target),
+        )
 
     def protocol(self) -> assignors.AssignmentMember:
         a = self.assignor
         return assignors.AssignmentMember(
-            self.member_id, self.instance_id, self.member_epoch, target=self.target_connectors_and_tasks.protocol(),
-            owned=self.connectors_and_tasks.protocol(), minimum_version=a.minimum_version,
-            maximum_version=a.maximum_version, reason=a.reason, version=a.version, metadata=a.metadata)
+            self.member_id,
+            self.instance_id,
+            self.member_epoch,
+            target=self.target_connectors_and_tasks.protocol(),
+            owned=self.connectors_and_tasks.protocol(),
+            minimum_version=a.minimum_version,
+            maximum_version=a.maximum_version,
+            reason=a.reason,
+            version=a.version,
+            metadata=a.metadata,
+        )
 
 
 class DepartedMember(Body):
@@ -295,12 +371,17 @@ class DepartedMember(Body):
 
     @classmethod
     def of(cls, d: records.DepartedMember) -> DepartedMember:
-        return cls(member_id=d.member_id, instance_id=d.instance_id,
-                   connectors_and_tasks=ConnectorsAndTasks.of(d.assignment), departed_at_ms=d.departed_at_ms)
+        return cls(
+            member_id=d.member_id,
+            instance_id=d.instance_id,
+            connectors_and_tasks=ConnectorsAndTasks.of(d.assignment),
+            departed_at_ms=d.departed_at_ms,
+        )
 
     def protocol(self) -> records.DepartedMember:
-        return records.DepartedMember(self.member_id, self.instance_id, self.connectors_and_tasks.protocol(),
-                                      self.departed_at_ms)
+        return records.DepartedMember(
+            self.member_id, self.instance_id, self.connectors_and_tasks.protocol(), self.departed_at_ms
+        )
 
 
 class PrepareAssignmentResponse(Body):
@@ -314,13 +395,17 @@ class PrepareAssignmentResponse(Body):
     assignor_name: Annotated[str, doc("The selected assignor.")]
     connectors: Annotated[list[ConnectorTaskCount], doc("The connectors the group runs, and their task counts.")]
     members: Annotated[list[GroupMember], doc("The members, by member id.")]
-    departed_members: Annotated[list[DepartedMember], doc(
-        "Members whose work waits for their return until ScheduledRebalanceMaxDelayMs has passed.")]
+    departed_members: Annotated[
+        list[DepartedMember],
+        doc("Members whose work waits for their return until ScheduledRebalanceMaxDelayMs has passed."),
+    ]
     deferred: Annotated[ConnectorsAndTasks, doc("Items the current target deferred.")]
-    scheduled_rebalance_at_ms: Annotated[Int64 | None, doc(
-        "When the coordinator rebalances for the deferred items (ms since the epoch), or null.")]
-    scheduled_rebalance_max_delay_ms: Annotated[Int32, doc(
-        "How long departed work may wait (the group's scheduled.rebalance.max.delay.ms).")]
+    scheduled_rebalance_at_ms: Annotated[
+        Int64 | None, doc("When the coordinator rebalances for the deferred items (ms since the epoch), or null.")
+    ]
+    scheduled_rebalance_max_delay_ms: Annotated[
+        Int32, doc("How long departed work may wait (the group's scheduled.rebalance.max.delay.ms).")
+    ]
     now_ms: Annotated[Int64, doc("The coordinator's clock when it prepared this (ms since the epoch).")]
 
     @classmethod
@@ -328,25 +413,40 @@ class PrepareAssignmentResponse(Body):
         """The answer to send: this, or the error when the coordinator prepared no group."""
         spec = r.group
         if spec is None:
-            return PrepareAssignmentError(error_code=int(r.error_code), error_message=r.error_message,
-                                          group_epoch=r.group_epoch, assignor_name=None)
-        return cls(error_code=0, error_message=None, group_id=spec.group_id, group_epoch=r.group_epoch,
-                   assignor_name=r.assignor_name, connectors=[ConnectorTaskCount.of(c) for c in spec.connectors],
-                   members=[GroupMember.of(m) for m in spec.members],
-                   departed_members=[DepartedMember.of(d) for d in spec.departed],
-                   deferred=ConnectorsAndTasks.of(spec.deferred),
-                   scheduled_rebalance_at_ms=spec.scheduled_rebalance_at_ms,
-                   scheduled_rebalance_max_delay_ms=spec.scheduled_rebalance_max_delay_ms, now_ms=spec.now_ms)
+            return PrepareAssignmentError(
+                error_code=int(r.error_code),
+                error_message=r.error_message,
+                group_epoch=r.group_epoch,
+                assignor_name=None,
+            )
+        return cls(
+            error_code=0,
+            error_message=None,
+            group_id=spec.group_id,
+            group_epoch=r.group_epoch,
+            assignor_name=r.assignor_name,
+            connectors=[ConnectorTaskCount.of(c) for c in spec.connectors],
+            members=[GroupMember.of(m) for m in spec.members],
+            departed_members=[DepartedMember.of(d) for d in spec.departed],
+            deferred=ConnectorsAndTasks.of(spec.deferred),
+            scheduled_rebalance_at_ms=spec.scheduled_rebalance_at_ms,
+            scheduled_rebalance_max_delay_ms=spec.scheduled_rebalance_max_delay_ms,
+            now_ms=spec.now_ms,
+        )
 
     def group_spec(self) -> assignors.GroupSpec:
         """The `GroupSpec` this answer describes: what the worker's assignor takes."""
         return assignors.GroupSpec(
-            group_id=self.group_id, group_epoch=self.group_epoch,
+            group_id=self.group_id,
+            group_epoch=self.group_epoch,
             connectors=tuple([c.protocol() for c in self.connectors]),
             members=tuple([m.protocol() for m in self.members]),
-            departed=tuple([d.protocol() for d in self.departed_members]), deferred=self.deferred.protocol(),
+            departed=tuple([d.protocol() for d in self.departed_members]),
+            deferred=self.deferred.protocol(),
             scheduled_rebalance_at_ms=self.scheduled_rebalance_at_ms,
-            scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms, now_ms=self.now_ms)
+            scheduled_rebalance_max_delay_ms=self.scheduled_rebalance_max_delay_ms,
+            now_ms=self.now_ms,
+        )
 
 
 class PrepareAssignmentError(Body):
@@ -365,23 +465,30 @@ class InstallMember(Body, omit_defaults=True):
     """One member's part of the installed assignment."""
 
     member_id: Annotated[str, doc("The member ID.")]
-    connectors_and_tasks: Annotated[ConnectorsAndTasks | None, doc(
-        "The assigned connectors/tasks to the member. Must be set: absent or null is INVALID_REQUEST (HTTP "
-        "200).")] = None
+    connectors_and_tasks: Annotated[
+        ConnectorsAndTasks | None,
+        doc("The assigned connectors/tasks to the member. Must be set: absent or null is INVALID_REQUEST (HTTP 200)."),
+    ] = None
     error: Annotated[Int8, doc("The assigned error; absent is 0.")] = 0
     version: Annotated[Int16, doc("The metadata version; absent is 0.")] = 0
     metadata: Annotated[Base64, doc("The metadata bytes; absent is empty.")] = b""
-    partitions: Annotated[Any, doc(
-        "Seed 003: never together with ConnectorsAndTasks. Must be absent or null for a connect group: any other "
-        "value is INVALID_REQUEST (HTTP 200).")] = None
+    partitions: Annotated[
+        Any,
+        doc(
+            "Seed 003: never together with ConnectorsAndTasks. Must be absent or null for a connect group: any other "
+            "value is INVALID_REQUEST (HTTP 200)."
+        ),
+    ] = None
 
     def protocol(self) -> protocol.InstallMember:
         cat = self.connectors_and_tasks
         return protocol.InstallMember(
             self.member_id,
-            None if cat is None else assignors.MemberAssignment(cat.protocol(), self.error, self.version,
-                                                                self.metadata),
-            topic_partitions=self.partitions)
+            None
+            if cat is None
+            else assignors.MemberAssignment(cat.protocol(), self.error, self.version, self.metadata),
+            topic_partitions=self.partitions,
+        )
 
 
 class InstallAssignmentRequest(Body, omit_defaults=True):
@@ -393,34 +500,64 @@ class InstallAssignmentRequest(Body, omit_defaults=True):
     member_epoch: Annotated[Int32, doc("The member epoch (>= 0, else INVALID_REQUEST at HTTP 200).")]
     group_epoch: Annotated[Int32, doc("The group epoch the assignment was computed at (PrepareAssignment's).")]
     members: Annotated[list[InstallMember], doc("The members; absent is empty, null is refused.")] = []
-    error: Annotated[Int8, doc("The assignment error; or zero if the assignment is successful. Non-zero keeps "
-                               "every member's current assignment. Absent is 0.")] = 0
+    error: Annotated[
+        Int8,
+        doc(
+            "The assignment error; or zero if the assignment is successful. Non-zero keeps "
+            "every member's current assignment. Absent is 0."
+        ),
+    ] = 0
     error_message: Annotated[str | None, doc("Why the assignor failed, or null.")] = None
-    deferred: Annotated[ConnectorsAndTasks | None, doc(
-        "Items deliberately left unassigned until the scheduled rebalance; null is none.")] = None
-    scheduled_rebalance_delay_ms: Annotated[Int32 | None, doc(
-        "With Deferred: how long until the coordinator rebalances for them (>= 0, else INVALID_REQUEST at HTTP "
-        "200); null is none.")] = None
+    deferred: Annotated[
+        ConnectorsAndTasks | None,
+        doc("Items deliberately left unassigned until the scheduled rebalance; null is none."),
+    ] = None
+    scheduled_rebalance_delay_ms: Annotated[
+        Int32 | None,
+        doc(
+            "With Deferred: how long until the coordinator rebalances for them (>= 0, else INVALID_REQUEST at HTTP "
+            "200); null is none."
+        ),
+    ] = None
 
     @classmethod
-    def of(cls, group_id: str, member_id: str, member_epoch: int, group_epoch: int,
-           result: assignors.GroupAssignment) -> InstallAssignmentRequest:
+    def of(
+        cls, group_id: str, member_id: str, member_epoch: int, group_epoch: int, result: assignors.GroupAssignment
+    ) -> InstallAssignmentRequest:
         """The install of an assignor's `result`, computed for `group_epoch`."""
-        return cls(group_id=group_id, member_id=member_id, member_epoch=member_epoch, group_epoch=group_epoch,
-                   error=result.error, error_message=result.error_message,
-                   members=[InstallMember(member_id=m, connectors_and_tasks=ConnectorsAndTasks.of(a.assignment),
-                                          error=a.error, version=a.version, metadata=a.metadata)
-                            for m, a in sorted(result.members.items())],
-                   deferred=ConnectorsAndTasks.of(result.deferred),
-                   scheduled_rebalance_delay_ms=result.scheduled_rebalance_delay_ms)
+        return cls(
+            group_id=group_id,
+            member_id=member_id,
+            member_epoch=member_epoch,
+            group_epoch=group_epoch,
+            error=result.error,
+            error_message=result.error_message,
+            members=[
+                InstallMember(
+                    member_id=m,
+                    connectors_and_tasks=ConnectorsAndTasks.of(a.assignment),
+                    error=a.error,
+                    version=a.version,
+                    metadata=a.metadata,
+                )
+                for m, a in sorted(result.members.items())
+            ],
+            deferred=ConnectorsAndTasks.of(result.deferred),
+            scheduled_rebalance_delay_ms=result.scheduled_rebalance_delay_ms,
+        )
 
     def protocol(self) -> protocol.InstallAssignmentRequest:
         return protocol.InstallAssignmentRequest(
-            group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-            group_epoch=self.group_epoch, members=tuple(m.protocol() for m in self.members), error=self.error,
+            group_id=self.group_id,
+            member_id=self.member_id,
+            member_epoch=self.member_epoch,
+            group_epoch=self.group_epoch,
+            members=tuple(m.protocol() for m in self.members),
+            error=self.error,
             error_message=self.error_message,
             deferred=records.ConnectorsAndTasks() if self.deferred is None else self.deferred.protocol(),
-            scheduled_rebalance_delay_ms=self.scheduled_rebalance_delay_ms)
+            scheduled_rebalance_delay_ms=self.scheduled_rebalance_delay_ms,
+        )
 
 
 # --- the classic protocol (seed 004): JoinGroup, SyncGroup, Heartbeat, LeaveGroup ----------------------
@@ -440,29 +577,42 @@ class JoinGroupRequest(Body, omit_defaults=True, kw_only=True):
     timeout (the longest of its members')."""
 
     group_id: Annotated[str, doc("The group identifier.")]
-    member_id: Annotated[str, doc("The member id the coordinator gave; empty on the first join "
-                                  "(MEMBER_ID_REQUIRED answers with one).")] = ""
+    member_id: Annotated[
+        str, doc("The member id the coordinator gave; empty on the first join (MEMBER_ID_REQUIRED answers with one).")
+    ] = ""
     group_instance_id: Annotated[str | None, doc(_INSTANCE)] = None
     protocol_type: Annotated[str, doc("The protocol type, the same for every member (Connect: connect).")]
     protocols: Annotated[list[ClassicProtocol], doc("The protocols the member supports, by preference.")]
     session_timeout_ms: Annotated[Int32, doc("The member's session timeout in milliseconds.")]
-    rebalance_timeout_ms: Annotated[Int32, doc("How long the coordinator waits for every member to join "
-                                               "when rebalancing; -1: the session timeout.")] = -1
+    rebalance_timeout_ms: Annotated[
+        Int32, doc("How long the coordinator waits for every member to join when rebalancing; -1: the session timeout.")
+    ] = -1
     reason: Annotated[str | None, doc("Why the member joins, for the logs.")] = None
 
     @classmethod
     def of(cls, r: protocol.JoinGroupRequest) -> JoinGroupRequest:
-        return cls(group_id=r.group_id, member_id=r.member_id, group_instance_id=r.instance_id,
-                   protocol_type=r.protocol_type, protocols=[ClassicProtocol(name=p.name, metadata=p.metadata)
-                                                             for p in r.protocols],
-                   session_timeout_ms=r.session_timeout_ms, rebalance_timeout_ms=r.rebalance_timeout_ms,
-                   reason=r.reason)
+        return cls(
+            group_id=r.group_id,
+            member_id=r.member_id,
+            group_instance_id=r.instance_id,
+            protocol_type=r.protocol_type,
+            protocols=[ClassicProtocol(name=p.name, metadata=p.metadata) for p in r.protocols],
+            session_timeout_ms=r.session_timeout_ms,
+            rebalance_timeout_ms=r.rebalance_timeout_ms,
+            reason=r.reason,
+        )
 
     def protocol(self) -> protocol.JoinGroupRequest:
         return protocol.JoinGroupRequest(
-            self.group_id, self.member_id, self.protocol_type,
-            tuple(protocol.ClassicProtocol(p.name, p.metadata) for p in self.protocols), self.session_timeout_ms,
-            self.rebalance_timeout_ms, self.group_instance_id, self.reason)
+            self.group_id,
+            self.member_id,
+            self.protocol_type,
+            tuple(protocol.ClassicProtocol(p.name, p.metadata) for p in self.protocols),
+            self.session_timeout_ms,
+            self.rebalance_timeout_ms,
+            self.group_instance_id,
+            self.reason,
+        )
 
 
 class JoinGroupMember(Body):
@@ -480,25 +630,43 @@ class JoinGroupResponse(Body):
     protocol_type: Annotated[str | None, doc("The group's protocol type.")]
     protocol_name: Annotated[str | None, doc("The protocol the coordinator chose.")]
     leader: Annotated[str, doc("The leader's member id.")]
-    skip_assignment: Annotated[bool, doc("The leader must not compute assignments: a static leader came back "
-                                         "to a stable group.")]
+    skip_assignment: Annotated[
+        bool, doc("The leader must not compute assignments: a static leader came back to a stable group.")
+    ]
     member_id: Annotated[str, doc("The member's id (with MEMBER_ID_REQUIRED: the one to join with).")]
-    members: Annotated[list[JoinGroupMember], doc("Every member with its metadata, for the leader; empty "
-                                                  "for the others.")]
+    members: Annotated[
+        list[JoinGroupMember], doc("Every member with its metadata, for the leader; empty for the others.")
+    ]
 
     @classmethod
     def of(cls, r: protocol.JoinGroupResponse) -> JoinGroupResponse:
-        return cls(error_code=int(r.error_code), error_message=r.error_message, generation_id=r.generation_id,
-                   protocol_type=r.protocol_type, protocol_name=r.protocol_name, leader=r.leader,
-                   skip_assignment=r.skip_assignment, member_id=r.member_id,
-                   members=[JoinGroupMember(member_id=m.member_id, group_instance_id=m.instance_id,
-                                            metadata=m.metadata) for m in r.members])
+        return cls(
+            error_code=int(r.error_code),
+            error_message=r.error_message,
+            generation_id=r.generation_id,
+            protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name,
+            leader=r.leader,
+            skip_assignment=r.skip_assignment,
+            member_id=r.member_id,
+            members=[
+                JoinGroupMember(member_id=m.member_id, group_instance_id=m.instance_id, metadata=m.metadata)
+                for m in r.members
+            ],
+        )
 
     def protocol(self) -> protocol.JoinGroupResponse:
         return protocol.JoinGroupResponse(
-            self.error_code, self.error_message, self.generation_id, self.protocol_type, self.protocol_name,
-            self.leader, self.skip_assignment, self.member_id,
-            tuple(protocol.JoinGroupMember(m.member_id, m.group_instance_id, m.metadata) for m in self.members))
+            self.error_code,
+            self.error_message,
+            self.generation_id,
+            self.protocol_type,
+            self.protocol_name,
+            self.leader,
+            self.skip_assignment,
+            self.member_id,
+            tuple(protocol.JoinGroupMember(m.member_id, m.group_instance_id, m.metadata) for m in self.members),
+        )
 
 
 class SyncGroupAssignment(Body):
@@ -519,16 +687,26 @@ class SyncGroupRequest(Body, omit_defaults=True):
 
     @classmethod
     def of(cls, r: protocol.SyncGroupRequest) -> SyncGroupRequest:
-        return cls(group_id=r.group_id, member_id=r.member_id, generation_id=r.generation_id,
-                   group_instance_id=r.instance_id, protocol_type=r.protocol_type, protocol_name=r.protocol_name,
-                   assignments=[SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment)
-                                for a in r.assignments])
+        return cls(
+            group_id=r.group_id,
+            member_id=r.member_id,
+            generation_id=r.generation_id,
+            group_instance_id=r.instance_id,
+            protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name,
+            assignments=[SyncGroupAssignment(member_id=a.member_id, assignment=a.assignment) for a in r.assignments],
+        )
 
     def protocol(self) -> protocol.SyncGroupRequest:
         return protocol.SyncGroupRequest(
-            self.group_id, self.member_id, self.generation_id, self.group_instance_id, self.protocol_type,
-            self.protocol_name, tuple(protocol.SyncGroupAssignment(a.member_id, a.assignment)
-                                      for a in self.assignments))
+            self.group_id,
+            self.member_id,
+            self.generation_id,
+            self.group_instance_id,
+            self.protocol_type,
+            self.protocol_name,
+            tuple(protocol.SyncGroupAssignment(a.member_id, a.assignment) for a in self.assignments),
+        )
 
 
 class SyncGroupResponse(Body):
@@ -542,12 +720,18 @@ class SyncGroupResponse(Body):
 
     @classmethod
     def of(cls, r: protocol.SyncGroupResponse) -> SyncGroupResponse:
-        return cls(error_code=int(r.error_code), error_message=r.error_message, protocol_type=r.protocol_type,
-                   protocol_name=r.protocol_name, assignment=r.assignment)
+        return cls(
+            error_code=int(r.error_code),
+            error_message=r.error_message,
+            protocol_type=r.protocol_type,
+            protocol_name=r.protocol_name,
+            assignment=r.assignment,
+        )
 
     def protocol(self) -> protocol.SyncGroupResponse:
-        return protocol.SyncGroupResponse(self.error_code, self.error_message, self.protocol_type,
-                                          self.protocol_name, self.assignment)
+        return protocol.SyncGroupResponse(
+            self.error_code, self.error_message, self.protocol_type, self.protocol_name, self.assignment
+        )
 
 
 class ClassicHeartbeatRequest(Body, omit_defaults=True):
@@ -559,8 +743,9 @@ class ClassicHeartbeatRequest(Body, omit_defaults=True):
     group_instance_id: Annotated[str | None, doc(_INSTANCE)] = None
 
     def protocol(self) -> protocol.ClassicHeartbeatRequest:
-        return protocol.ClassicHeartbeatRequest(self.group_id, self.member_id, self.generation_id,
-                                                self.group_instance_id)
+        return protocol.ClassicHeartbeatRequest(
+            self.group_id, self.member_id, self.generation_id, self.group_instance_id
+        )
 
 
 class LeaveMember(Body, omit_defaults=True):
@@ -576,8 +761,9 @@ class LeaveGroupRequest(Body):
     members: Annotated[list[LeaveMember], doc("The members leaving.")]
 
     def protocol(self) -> protocol.LeaveGroupRequest:
-        return protocol.LeaveGroupRequest(self.group_id, tuple(
-            protocol.LeaveMember(m.member_id, m.group_instance_id, m.reason) for m in self.members))
+        return protocol.LeaveGroupRequest(
+            self.group_id, tuple(protocol.LeaveMember(m.member_id, m.group_instance_id, m.reason) for m in self.members)
+        )
 
 
 class LeaveMemberResponse(Body):
@@ -594,9 +780,19 @@ class LeaveGroupResponse(Body):
 
     @classmethod
     def of(cls, r: protocol.LeaveGroupResponse) -> LeaveGroupResponse:
-        return cls(error_code=int(r.error_code), error_message=r.error_message, members=[
-            LeaveMemberResponse(member_id=m.member_id, group_instance_id=m.instance_id,
-                                error_code=int(m.error_code), error_message=m.error_message) for m in r.members])
+        return cls(
+            error_code=int(r.error_code),
+            error_message=r.error_message,
+            members=[
+                LeaveMemberResponse(
+                    member_id=m.member_id,
+                    group_instance_id=m.instance_id,
+                    error_code=int(m.error_code),
+                    error_message=m.error_message,
+                )
+                for m in r.members
+            ],
+        )
 
 
 # --- FindCoordinator and the admin API -----------------------------------------------------------------
@@ -613,17 +809,19 @@ class FindCoordinatorResponse(Body):
 
     error_code: Annotated[Literal[0], doc("0: no error.")]
     error_message: Annotated[None, doc("null: no error.")]
-    partition: Annotated[Int32, doc("The partition of the topic the group lives in (murmur2(GroupId) % "
-                                    "partitions).")]
+    partition: Annotated[Int32, doc("The partition of the topic the group lives in (murmur2(GroupId) % partitions).")]
     url: Annotated[str, doc("The base URL of the coordinator serving that partition.")]
 
 
-GroupState = Annotated[Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE", "PREPARING_REBALANCE",
-                               "COMPLETING_REBALANCE"], doc(
-    "EMPTY: no members; ASSIGNING: the group epoch is ahead of the assignment epoch; RECONCILING: a member is "
-    "not at its target yet; STABLE: every member owns its target at the assignment epoch. A classic group "
-    "(seed 004) is EMPTY, PREPARING_REBALANCE (waiting for JoinGroups), COMPLETING_REBALANCE (waiting for the "
-    "leader's SyncGroup) or STABLE.")]
+GroupState = Annotated[
+    Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"],
+    doc(
+        "EMPTY: no members; ASSIGNING: the group epoch is ahead of the assignment epoch; RECONCILING: a member is "
+        "not at its target yet; STABLE: every member owns its target at the assignment epoch. A classic group "
+        "(seed 004) is EMPTY, PREPARING_REBALANCE (waiting for JoinGroups), COMPLETING_REBALANCE (waiting for the "
+        "leader's SyncGroup) or STABLE."
+    ),
+]
 
 
 class GroupListing(Body):
@@ -671,21 +869,29 @@ class MemberDescription(Body):
     client_host: Annotated[str, doc("The address its heartbeats came from.")]
     url: Annotated[str | None, doc("Where the worker's REST API listens, or null.")]
     member_epoch: Annotated[Int32, doc("The member epoch (a classic member: the group's generation).")]
-    state: Annotated[Literal["STABLE", "UNREVOKED", "UNRELEASED", "UNJOINED", "PREPARING_REBALANCE",
-                             "COMPLETING_REBALANCE"], doc(
-        "STABLE: owns its whole target; UNREVOKED: must give up PendingRevocation first; UNRELEASED: waits for "
-        "others to release the rest of its target. A classic member is in seed 000's worker states: UNJOINED, "
-        "PREPARING_REBALANCE (its JoinGroup waits), COMPLETING_REBALANCE (joined, waiting for its assignment) "
-        "or STABLE.")]
+    state: Annotated[
+        Literal["STABLE", "UNREVOKED", "UNRELEASED", "UNJOINED", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"],
+        doc(
+            "STABLE: owns its whole target; UNREVOKED: must give up PendingRevocation first; UNRELEASED: waits for "
+            "others to release the rest of its target. A classic member is in seed 000's worker states: UNJOINED, "
+            "PREPARING_REBALANCE (its JoinGroup waits), COMPLETING_REBALANCE (joined, waiting for its assignment) "
+            "or STABLE."
+        ),
+    ]
     protocol: Annotated[Literal["connect", "classic"], doc("The protocol the member speaks.")]
     assignment: Annotated[ConnectorsAndTasks, doc("What it owns now (its current assignment).")]
     pending_revocation: Annotated[ConnectorsAndTasks, doc("What it must revoke before it moves on.")]
     target: Annotated[ConnectorsAndTasks, doc("Its part of the target assignment.")]
-    config_offset: Annotated[Int64 | None, doc(
-        "A classic member's Kafka Connect config topic offset, as its JoinGroup metadata says; null for connect "
-        "members and where the metadata cannot be read.")]
-    note: Annotated[str | None, doc(
-        "Why what a classic member runs is not known (its bytes are not Kafka Connect's), else null.")]
+    config_offset: Annotated[
+        Int64 | None,
+        doc(
+            "A classic member's Kafka Connect config topic offset, as its JoinGroup metadata says; null for connect "
+            "members and where the metadata cannot be read."
+        ),
+    ]
+    note: Annotated[
+        str | None, doc("Why what a classic member runs is not known (its bytes are not Kafka Connect's), else null.")
+    ]
 
 
 class Departure(Body):
@@ -693,17 +899,25 @@ class Departure(Body):
 
     member_id: Annotated[str, doc("The member ID it had.")]
     instance_id: Annotated[str | None, doc("Its instance ID, or null.")]
-    reason: Annotated[str, doc(
-        "Why: leave (it sent -1, or a classic LeaveGroup), static-leave (it left with -2 and its instance did not "
-        "return within its session timeout), session-timeout, rebalance-timeout (did not revoke in time), "
-        "fenced-epoch (sent an epoch it had left behind), replaced (a new member took its instance ID). A "
-        "later version may add reasons.")]
+    reason: Annotated[
+        str,
+        doc(
+            "Why: leave (it sent -1, or a classic LeaveGroup), static-leave (it left with -2 and its instance did not "
+            "return within its session timeout), session-timeout, rebalance-timeout (did not revoke in time), "
+            "fenced-epoch (sent an epoch it had left behind), replaced (a new member took its instance ID). A "
+            "later version may add reasons."
+        ),
+    ]
     reason_text: Annotated[str, doc("The reason in words.")]
 
     @classmethod
     def of(cls, d: records.Departure) -> Departure:
-        return cls(member_id=d.member_id, instance_id=d.instance_id, reason=d.reason,
-                   reason_text=protocol.leave_reason_text(d.reason))
+        return cls(
+            member_id=d.member_id,
+            instance_id=d.instance_id,
+            reason=d.reason,
+            reason_text=protocol.leave_reason_text(d.reason),
+        )
 
 
 class GroupDescription(Body):
@@ -714,72 +928,122 @@ class GroupDescription(Body):
     group_epoch: Annotated[Int32, doc("The group epoch.")]
     assignment_epoch: Annotated[Int32, doc("The epoch of the current target assignment.")]
     state: GroupState
-    assignor: Annotated[str | None, doc("The assignor the group uses, or null when its members share no "
-                                        "client-side assignor.")]
+    assignor: Annotated[
+        str | None, doc("The assignor the group uses, or null when its members share no client-side assignor.")
+    ]
     assignor_kind: Annotated[Literal["server", "client"] | None, doc("Where the assignor runs, or null.")]
     connectors: Annotated[list[ConnectorTaskCount], doc("The connectors the group runs, and their task counts.")]
     members: Annotated[list[MemberDescription], doc("By member id.")]
     deferred: Annotated[ConnectorsAndTasks, doc("Items the current target deferred.")]
-    scheduled_rebalance_at_ms: Annotated[Int64 | None, doc(
-        "When the coordinator rebalances for the deferred items (ms since the epoch), or null.")]
-    assignment_error: Annotated[Int8, doc("The error of the last installed assignment (the assignor's), 0 for "
-                                          "none.")]
+    scheduled_rebalance_at_ms: Annotated[
+        Int64 | None, doc("When the coordinator rebalances for the deferred items (ms since the epoch), or null.")
+    ]
+    assignment_error: Annotated[Int8, doc("The error of the last installed assignment (the assignor's), 0 for none.")]
     assignment_error_message: Annotated[str | None, doc("Its message, or null.")]
     session_timeout_ms: Annotated[Int32, doc("The group's session timeout.")]
     heartbeat_interval_ms: Annotated[Int32, doc("The group's heartbeat interval.")]
-    rebalance_timeout_ms: Annotated[Int32 | None, doc("The group's rebalance timeout, or null: each member's own "
-                                                      "RebalanceTimeoutMs.")]
+    rebalance_timeout_ms: Annotated[
+        Int32 | None, doc("The group's rebalance timeout, or null: each member's own RebalanceTimeoutMs.")
+    ]
     scheduled_rebalance_max_delay_ms: Annotated[Int32, doc("How long departed work waits for its owner.")]
-    initial_assignment_delay_ms: Annotated[Int32, doc("How long an empty group that gets members waits for more "
-                                                      "before its first target.")]
+    initial_assignment_delay_ms: Annotated[
+        Int32, doc("How long an empty group that gets members waits for more before its first target.")
+    ]
     group_type: Annotated[Literal["connect", "classic"], doc("The protocol the group runs.")]
     generation: Annotated[Int32 | None, doc("A classic group's generation, else null.")]
     protocol_name: Annotated[str | None, doc("The protocol a classic group chose, else null.")]
     leader: Annotated[str | None, doc("A classic group's leader, else null.")]
-    departures: Annotated[list[Departure], doc(
-        "The members the change that wrote GroupEpoch removed, and why; empty when it removed none (a join, new "
-        "connectors, a scheduled rebalance). Earlier departures: `coordinator replay timeline`.")]
-    coordinator: Annotated[str | None, doc(
-        "The base URL of the coordinator serving the group (the one that answered), or null where unknown.")]
-    partition: Annotated[Int32 | None, doc(
-        "The partition of the topic the group lives in (murmur2(GroupId) % partitions), or null where unknown.")]
+    departures: Annotated[
+        list[Departure],
+        doc(
+            "The members the change that wrote GroupEpoch removed, and why; empty when it removed none (a join, new "
+            "connectors, a scheduled rebalance). Earlier departures: `coordinator replay timeline`."
+        ),
+    ]
+    coordinator: Annotated[
+        str | None,
+        doc("The base URL of the coordinator serving the group (the one that answered), or null where unknown."),
+    ]
+    partition: Annotated[
+        Int32 | None,
+        doc("The partition of the topic the group lives in (murmur2(GroupId) % partitions), or null where unknown."),
+    ]
 
     @classmethod
-    def of(cls, d: protocol.GroupDescription, *, coordinator: str | None = None,
-           partition: int | None = None) -> GroupDescription:
+    def of(
+        cls, d: protocol.GroupDescription, *, coordinator: str | None = None, partition: int | None = None
+    ) -> GroupDescription:
         items = ConnectorsAndTasks.of
         return cls(
-            error_code=0, group_id=d.group_id, group_epoch=d.group_epoch, assignment_epoch=d.assignment_epoch,
-            state=d.state, assignor=d.assignor, assignor_kind=d.assignor_kind,
+            error_code=0,
+            group_id=d.group_id,
+            group_epoch=d.group_epoch,
+            assignment_epoch=d.assignment_epoch,
+            state=d.state,
+            assignor=d.assignor,
+            assignor_kind=d.assignor_kind,
             connectors=[ConnectorTaskCount.of(c) for c in d.connectors],
-            members=[MemberDescription(
-                member_id=m.member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-                url=m.url, member_epoch=m.member_epoch, state=m.state, assignment=items(m.assignment),
-                pending_revocation=items(m.pending_revocation), target=items(m.target), protocol=m.protocol,
-                config_offset=getattr(m, "config_offset", None), note=getattr(m, "note", None))
-                for m in d.members],
-            deferred=items(d.deferred), scheduled_rebalance_at_ms=d.scheduled_rebalance_at_ms,
-            assignment_error=d.assignment_error, assignment_error_message=d.assignment_error_message,
-            session_timeout_ms=d.session_timeout_ms, heartbeat_interval_ms=d.heartbeat_interval_ms,
+            members=[
+                MemberDescription(
+                    member_id=m.member_id,
+                    instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    url=m.url,
+                    member_epoch=m.member_epoch,
+                    state=m.state,
+                    assignment=items(m.assignment),
+                    pending_revocation=items(m.pending_revocation),
+                    target=items(m.target),
+                    protocol=m.protocol,
+                    config_offset=getattr(m, "config_offset", None),
+                    note=getattr(m, "note", None),
+                )
+                for m in d.members
+            ],
+            deferred=items(d.deferred),
+            scheduled_rebalance_at_ms=d.scheduled_rebalance_at_ms,
+            assignment_error=d.assignment_error,
+            assignment_error_message=d.assignment_error_message,
+            session_timeout_ms=d.session_timeout_ms,
+            heartbeat_interval_ms=d.heartbeat_interval_ms,
             rebalance_timeout_ms=d.rebalance_timeout_ms,
             scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms,
-            initial_assignment_delay_ms=d.initial_assignment_delay_ms, group_type=d.group_type,
-            generation=d.generation, protocol_name=d.protocol_name, leader=d.leader,
-            departures=[Departure.of(x) for x in d.departures], coordinator=coordinator, partition=partition)
+            initial_assignment_delay_ms=d.initial_assignment_delay_ms,
+            group_type=d.group_type,
+            generation=d.generation,
+            protocol_name=d.protocol_name,
+            leader=d.leader,
+            departures=[Departure.of(x) for x in d.departures],
+            coordinator=coordinator,
+            partition=partition,
+        )
 
 
 # --- Kafka Connect's status, as far as the coordinator knows -------------------------------------------
 
-_ITEM_STATE = Annotated[Literal["ASSIGNED", "REVOKING", "UNASSIGNED"], doc(
-    "ASSIGNED: a worker owns it; REVOKING: its owner is giving it up and no other worker holds it yet; "
-    "UNASSIGNED: no worker holds it. Never RUNNING or FAILED: whether it runs is the worker's to say.")]
-_WORKER_ID = Annotated[str | None, doc(
-    "The member id of the worker holding it (Kafka Connect gives the worker's host:port; the coordinator knows "
-    "the member id, and its Url is in describe), or null when UNASSIGNED.")]
+_ITEM_STATE = Annotated[
+    Literal["ASSIGNED", "REVOKING", "UNASSIGNED"],
+    doc(
+        "ASSIGNED: a worker owns it; REVOKING: its owner is giving it up and no other worker holds it yet; "
+        "UNASSIGNED: no worker holds it. Never RUNNING or FAILED: whether it runs is the worker's to say."
+    ),
+]
+_WORKER_ID = Annotated[
+    str | None,
+    doc(
+        "The member id of the worker holding it (Kafka Connect gives the worker's host:port; the coordinator knows "
+        "the member id, and its Url is in describe), or null when UNASSIGNED."
+    ),
+]
 _INSTANCE_ID = Annotated[str | None, doc("That worker's static instance id, or null (dynamic, or UNASSIGNED).")]
-_DEFERRED_UNTIL = Annotated[str | None, doc(
-    "When UNASSIGNED because the target deferred it: when the coordinator rebalances for it (ISO 8601, UTC); "
-    "else null.")]
+_DEFERRED_UNTIL = Annotated[
+    str | None,
+    doc(
+        "When UNASSIGNED because the target deferred it: when the coordinator rebalances for it (ISO 8601, UTC); "
+        "else null."
+    ),
+]
 
 
 def _iso(ms: int | None) -> str | None:
@@ -796,8 +1060,9 @@ class ConnectorState(Struct, kw_only=True, gc=False):
 
     @classmethod
     def of(cls, s: protocol.ItemStatus) -> ConnectorState:
-        return cls(state=s.state, worker_id=s.member_id, instance_id=s.instance_id,
-                   deferred_until=_iso(s.deferred_until_ms))
+        return cls(
+            state=s.state, worker_id=s.member_id, instance_id=s.instance_id, deferred_until=_iso(s.deferred_until_ms)
+        )
 
 
 class TaskState(Struct, kw_only=True, gc=False):
@@ -819,17 +1084,32 @@ class ConnectorStatus(Struct, kw_only=True, gc=False):
     error_code: Annotated[Literal[0], doc("0: no error.")] = msgspec.field(name="ErrorCode")
     name: Annotated[str, doc("The connector's name.")]
     connector: ConnectorState
-    tasks: Annotated[list[TaskState], doc("By task number: the configured tasks, and any a worker still holds "
-                                          "beyond them.")]
-    type: Annotated[Literal["unknown"], doc(
-        "Kafka Connect's connector type (source or sink); the coordinator does not know it: always unknown.")]
+    tasks: Annotated[
+        list[TaskState], doc("By task number: the configured tasks, and any a worker still holds beyond them.")
+    ]
+    type: Annotated[
+        Literal["unknown"],
+        doc("Kafka Connect's connector type (source or sink); the coordinator does not know it: always unknown."),
+    ]
 
     @classmethod
     def of(cls, s: protocol.ConnectorStatus) -> ConnectorStatus:
-        return cls(error_code=0, name=s.name, connector=ConnectorState.of(s.connector),
-                   tasks=[TaskState(id=n, state=t.state, worker_id=t.member_id, instance_id=t.instance_id,
-                                    deferred_until=_iso(t.deferred_until_ms)) for n, t in s.tasks],
-                   type="unknown")
+        return cls(
+            error_code=0,
+            name=s.name,
+            connector=ConnectorState.of(s.connector),
+            tasks=[
+                TaskState(
+                    id=n,
+                    state=t.state,
+                    worker_id=t.member_id,
+                    instance_id=t.instance_id,
+                    deferred_until=_iso(t.deferred_until_ms),
+                )
+                for n, t in s.tasks
+            ],
+            type="unknown",
+        )
 
 
 class SetConnectorsRequest(Body):
@@ -848,20 +1128,34 @@ class SetConfigRequest(Body, omit_defaults=True):
 
     session_timeout_ms: Annotated[Int32 | None, doc(f"The session timeout. {_TIMEOUT}")] = None
     heartbeat_interval_ms: Annotated[Int32 | None, doc(f"The heartbeat interval. {_TIMEOUT}")] = None
-    rebalance_timeout_ms: Annotated[Int32 | None, doc(
-        f"The rebalance timeout for every member (null: each member's own). {_TIMEOUT}")] = None
-    scheduled_rebalance_max_delay_ms: Annotated[Int32 | None, doc(
-        "How long departed work waits for its owner (>= 0, else INVALID_REQUEST at HTTP 200); null restores the "
-        "server's default.")] = None
-    initial_assignment_delay_ms: Annotated[Int32 | None, doc(
-        "How long an empty group that gets members waits for more before its first target, each join "
-        "extending the wait up to a rebalance timeout (>= 0, else INVALID_REQUEST at HTTP 200; Kafka's "
-        "group.initial.rebalance.delay.ms); null restores the server's default.")] = None
+    rebalance_timeout_ms: Annotated[
+        Int32 | None, doc(f"The rebalance timeout for every member (null: each member's own). {_TIMEOUT}")
+    ] = None
+    scheduled_rebalance_max_delay_ms: Annotated[
+        Int32 | None,
+        doc(
+            "How long departed work waits for its owner (>= 0, else INVALID_REQUEST at HTTP 200); null restores the "
+            "server's default."
+        ),
+    ] = None
+    initial_assignment_delay_ms: Annotated[
+        Int32 | None,
+        doc(
+            "How long an empty group that gets members waits for more before its first target, each join "
+            "extending the wait up to a rebalance timeout (>= 0, else INVALID_REQUEST at HTTP 200; Kafka's "
+            "group.initial.rebalance.delay.ms); null restores the server's default."
+        ),
+    ] = None
 
     def protocol(self, group_id: str) -> protocol.SetConfigRequest:
-        return protocol.SetConfigRequest(group_id, self.session_timeout_ms, self.heartbeat_interval_ms,
-                                         self.rebalance_timeout_ms, self.scheduled_rebalance_max_delay_ms,
-                                         self.initial_assignment_delay_ms)
+        return protocol.SetConfigRequest(
+            group_id,
+            self.session_timeout_ms,
+            self.heartbeat_interval_ms,
+            self.rebalance_timeout_ms,
+            self.scheduled_rebalance_max_delay_ms,
+            self.initial_assignment_delay_ms,
+        )
 
 
 class Health(Body):
@@ -869,9 +1163,10 @@ class Health(Body):
 
     status: Annotated[Literal["ok", "degraded"], doc("ok when every partition is active, degraded otherwise.")]
     url: Annotated[str, doc("This coordinator's advertised URL.")]
-    partitions: Annotated[dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")],
-                               Literal["loading", "active", "failed", "closed"]],
-                          doc("Partition number -> status.")]
+    partitions: Annotated[
+        dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], Literal["loading", "active", "failed", "closed"]],
+        doc("Partition number -> status."),
+    ]
 
 
 class Liveness(Body):
@@ -879,8 +1174,11 @@ class Liveness(Body):
 
     status: Annotated[Literal["alive"], doc("Always alive: an answer at all is the news.")]
     url: Annotated[str, doc("This coordinator's advertised URL.")]
-    partitions: Annotated[int, Meta(ge=0, le=2**31 - 1, extra_json_schema={"format": "int32"}),
-                          doc("How many partitions this process holds, in any status.")]
+    partitions: Annotated[
+        int,
+        Meta(ge=0, le=2**31 - 1, extra_json_schema={"format": "int32"}),
+        doc("How many partitions this process holds, in any status."),
+    ]
 
 
 class InvalidRequest(Body):

@@ -100,8 +100,7 @@ class ClassicChange:
             value = group.to_record(self.now)
             group = replace(group, record=value)
             records.append(record_helpers.classic_group(group.group_id, value))
-        return Result(response, records, self.timers, [ClassicGroupUpdate(group.group_id, group)],
-                      self.deliveries)
+        return Result(response, records, self.timers, [ClassicGroupUpdate(group.group_id, group)], self.deliveries)
 
     def timer(self, kind: str, deadline_ms: int | None, member_id: str | None = None) -> None:
         self.timers.append(Timer(timer_key(kind, self.group.group_id, member_id), deadline_ms))
@@ -109,8 +108,7 @@ class ClassicChange:
     def deliver(self, kind: str, member_id: str, response: object) -> None:
         self.deliveries.append(((kind, self.group.group_id, member_id), response))
 
-    def answer_waiting(self, member: ClassicMember, code: ErrorCode, message: str, *, sync_only: bool = False
-                       ) -> None:
+    def answer_waiting(self, member: ClassicMember, code: ErrorCode, message: str, *, sync_only: bool = False) -> None:
         """Answer `member`'s JoinGroup and SyncGroup that still wait with an error."""
         if member.joined and not sync_only:
             self.deliver(JOIN, member.member_id, JoinGroupResponse(code, message, member_id=member.member_id))
@@ -127,8 +125,9 @@ class ClassicChange:
 # --- JoinGroup ----------------------------------------------------------------------------------
 
 
-def join_group(state: CoordinatorState, config: CoordinatorConfig, request: JoinGroupRequest, now: int,
-               context: RequestContext) -> Result:
+def join_group(
+    state: CoordinatorState, config: CoordinatorConfig, request: JoinGroupRequest, now: int, context: RequestContext
+) -> Result:
     g = request.group_id
     connect = state.groups.get(g)  # a connect group with members is `classic_translation`'s
     # A new classic group continues from the group's epoch (its connectors and configuration may
@@ -140,19 +139,27 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
     if not _accepts(group, member_id, config.classic_group_max_size):
         # Kafka's acceptJoiningMember: the member (or the id handed out) is dropped and told so.
         _drop(change, member_id)
-        return change.result(JoinGroupResponse(
-            ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {g} has its maximum of {config.classic_group_max_size} members"))
+        return change.result(
+            JoinGroupResponse(
+                ErrorCode.GROUP_MAX_SIZE_REACHED,
+                f"group {g} has its maximum of {config.classic_group_max_size} members",
+            )
+        )
     if group.members and request.protocol_type != group.protocol_type:
-        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"group {g} has ProtocolType {group.protocol_type!r}, not {request.protocol_type!r}")
+        raise ProtocolError(
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            f"group {g} has ProtocolType {group.protocol_type!r}, not {request.protocol_type!r}",
+        )
     # A static member back under a new id replaces its old self: the others must share a protocol
     # with it, its old self need not (after a failover a member offers only the chosen protocol).
     replaced = group.member_with_instance(request.instance_id) if not member_id and request.instance_id else None
     others = group.with_members({m: v for m, v in group.members.items() if m not in (member_id, replaced)})
     if others.members and not {p.name for p in request.protocols} & others.candidate_protocols():
-        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"none of the protocols offered ({', '.join(p.name for p in request.protocols)}) is "
-                            f"supported by every member of group {g}")
+        raise ProtocolError(
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+            f"none of the protocols offered ({', '.join(p.name for p in request.protocols)}) is "
+            f"supported by every member of group {g}",
+        )
     if not member_id:
         holder = group.member_with_instance(request.instance_id) if request.instance_id is not None else None
         if holder is not None:
@@ -166,8 +173,9 @@ def join_group(state: CoordinatorState, config: CoordinatorConfig, request: Join
             # until then: a join phase waits for it, for at most its session timeout.
             change.group = replace(group, pending=group.pending | {member_id})
             change.timer(CLASSIC_SESSION, now + request.session_timeout_ms, member_id)
-            return change.result(JoinGroupResponse(
-                ErrorCode.MEMBER_ID_REQUIRED, "join again with this member id", member_id=member_id))
+            return change.result(
+                JoinGroupResponse(ErrorCode.MEMBER_ID_REQUIRED, "join again with this member id", member_id=member_id)
+            )
     elif not (member_id in group.pending and member_id not in group.members and request.instance_id is None):
         _validate_member(group, member_id, request.instance_id)
     return _join(change, config, request, context, member_id)
@@ -182,16 +190,19 @@ def check_join(r: JoinGroupRequest, config: CoordinatorConfig) -> None:
         raise ProtocolError(ErrorCode.INVALID_REQUEST, "GroupInstanceId, if provided, must be non-empty")
     low = config.classic_min_session_timeout_ms
     if not low <= r.session_timeout_ms <= MAX_SESSION_TIMEOUT_MS:
-        raise ProtocolError(ErrorCode.INVALID_SESSION_TIMEOUT,
-                            f"SessionTimeoutMs must be within [{low}, {MAX_SESSION_TIMEOUT_MS}]")
+        raise ProtocolError(
+            ErrorCode.INVALID_SESSION_TIMEOUT, f"SessionTimeoutMs must be within [{low}, {MAX_SESSION_TIMEOUT_MS}]"
+        )
     if not r.protocol_type or not r.protocols:
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "ProtocolType and Protocols must be non-empty")
     names = [p.name for p in r.protocols]
     if any(not n for n in names) or len(set(names)) != len(names):
         raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, "Protocols must have distinct non-empty names")
     if r.rebalance_timeout_ms != -1 and r.rebalance_timeout_ms < config.min_timeout_ms:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST,
-                            f"RebalanceTimeoutMs must be -1 (the session timeout) or at least {config.min_timeout_ms}")
+        raise ProtocolError(
+            ErrorCode.INVALID_REQUEST,
+            f"RebalanceTimeoutMs must be -1 (the session timeout) or at least {config.min_timeout_ms}",
+        )
 
 
 def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
@@ -222,38 +233,48 @@ def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | Non
         if holder is None:
             raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no instance {instance_id}")
         if holder != member_id:
-            raise ProtocolError(ErrorCode.FENCED_INSTANCE_ID,
-                                f"instance {instance_id} is member {holder} now, not {member_id}")
+            raise ProtocolError(
+                ErrorCode.FENCED_INSTANCE_ID, f"instance {instance_id} is member {holder} now, not {member_id}"
+            )
     if member_id not in group.members:
         raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no member {member_id}")
 
 
 def _member(old: ClassicMember | None, r: JoinGroupRequest, context: RequestContext, member_id: str) -> ClassicMember:
     return ClassicMember(
-        member_id=member_id, instance_id=r.instance_id if r.instance_id is not None else (
-            old.instance_id if old is not None else None),
+        member_id=member_id,
+        instance_id=r.instance_id if r.instance_id is not None else (old.instance_id if old is not None else None),
         client_id=context.principal or (old.client_id if old else ""),
         client_host=context.client_host or (old.client_host if old else ""),
         rebalance_timeout_ms=r.session_timeout_ms if r.rebalance_timeout_ms == -1 else r.rebalance_timeout_ms,
-        session_timeout_ms=r.session_timeout_ms, protocols=r.protocols,
-        assignment=old.assignment if old is not None else b"", joined=True,
-        synced=old is not None and old.synced, is_new=old is None or old.is_new)
+        session_timeout_ms=r.session_timeout_ms,
+        protocols=r.protocols,
+        assignment=old.assignment if old is not None else b"",
+        joined=True,
+        synced=old is not None and old.synced,
+        is_new=old is None or old.is_new,
+    )
 
 
-def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest, context: RequestContext,
-          member_id: str) -> Result:
+def _join(
+    change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest, context: RequestContext, member_id: str
+) -> Result:
     group = change.group
     old = group.members.get(member_id)
     member = _member(old, request, context, member_id)
     members = dict(group.members)
     members[member_id] = member
-    change.set_members(members, pending=group.pending - {member_id},
-                       protocol_type=group.protocol_type or request.protocol_type)
+    change.set_members(
+        members, pending=group.pending - {member_id}, protocol_type=group.protocol_type or request.protocol_type
+    )
     # A member that joins again with what it had while the group waits for the leader's
     # assignments, or a follower in a stable group, gets this generation back (the leader's with
     # the members): nothing changed that needs a rebalance; it lost the answer, most likely.
-    unchanged = old is not None and old.protocols == member.protocols and (
-        group.state == COMPLETING_REBALANCE or group.leader != member_id)
+    unchanged = (
+        old is not None
+        and old.protocols == member.protocols
+        and (group.state == COMPLETING_REBALANCE or group.leader != member_id)
+    )
     if group.state in (STABLE, COMPLETING_REBALANCE) and unchanged:
         members[member_id] = replace(member, joined=False)
         change.set_members(members)
@@ -274,9 +295,15 @@ def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRe
     if change.group.state == PREPARING_REBALANCE:
         # A member asking again replaces its waiting request (which is told to join again).
         if old is not None and old.joined:
-            change.deliver(JOIN, member_id, JoinGroupResponse(
-                ErrorCode.REBALANCE_IN_PROGRESS, "replaced by a newer JoinGroup of the same member",
-                member_id=member_id))
+            change.deliver(
+                JOIN,
+                member_id,
+                JoinGroupResponse(
+                    ErrorCode.REBALANCE_IN_PROGRESS,
+                    "replaced by a newer JoinGroup of the same member",
+                    member_id=member_id,
+                ),
+            )
         return change.result(Parked((JOIN, change.group.group_id, member_id)))
     # The join completed with this request: its answer is among the deliveries (where it also
     # reaches an earlier JoinGroup of this member, if one still waits).
@@ -284,8 +311,9 @@ def _join(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRe
     return change.result(next(r for k, r in change.deliveries if k == key))
 
 
-def _static_return(change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest,
-                   context: RequestContext, holder: str) -> Result:
+def _static_return(
+    change: ClassicChange, config: CoordinatorConfig, request: JoinGroupRequest, context: RequestContext, holder: str
+) -> Result:
     """A static member comes back with a new member id (Kafka's static membership, KIP-345): it
     takes the old member's place. The old id is fenced; its waiting requests are answered so."""
     group = change.group
@@ -299,8 +327,9 @@ def _static_return(change: ClassicChange, config: CoordinatorConfig, request: Jo
     pending_sync = group.pending_sync - {holder} | ({new_id} if holder in group.pending_sync else set())
     change.set_members(members, leader=leader, pending_sync=frozenset(pending_sync))
     change.timer(CLASSIC_SESSION, None, holder)
-    change.answer_waiting(old, ErrorCode.FENCED_INSTANCE_ID,
-                          f"instance {old.instance_id} joined again as member {new_id}")
+    change.answer_waiting(
+        old, ErrorCode.FENCED_INSTANCE_ID, f"instance {old.instance_id} joined again as member {new_id}"
+    )
     offered = {p.name: p.metadata for p in request.protocols}
     if group.state == STABLE and offered.get(group.protocol or "") == old.metadata(group.protocol):
         # Back with the same metadata in a stable group: no rebalance. It keeps its assignment and
@@ -320,10 +349,25 @@ def _static_return(change: ClassicChange, config: CoordinatorConfig, request: Jo
 
 def _join_response(group: ClassicGroup, member_id: str) -> JoinGroupResponse:
     leader = group.leader == member_id
-    members = tuple(JoinGroupMember(m.member_id, m.instance_id, m.metadata(group.protocol))
-                    for m in sorted(group.members.values(), key=lambda m: m.member_id)) if leader else ()
-    return JoinGroupResponse(ErrorCode.NONE, None, group.generation, group.protocol_type, group.protocol,
-                             group.leader or "", False, member_id, members)
+    members = (
+        tuple(
+            JoinGroupMember(m.member_id, m.instance_id, m.metadata(group.protocol))
+            for m in sorted(group.members.values(), key=lambda m: m.member_id)
+        )
+        if leader
+        else ()
+    )
+    return JoinGroupResponse(
+        ErrorCode.NONE,
+        None,
+        group.generation,
+        group.protocol_type,
+        group.protocol,
+        group.leader or "",
+        False,
+        member_id,
+        members,
+    )
 
 
 def _prepare_rebalance(change: ClassicChange) -> None:
@@ -331,8 +375,9 @@ def _prepare_rebalance(change: ClassicChange) -> None:
     group = change.group
     if group.state == COMPLETING_REBALANCE:
         for member in group.members.values():
-            change.answer_waiting(member, ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again",
-                                  sync_only=True)
+            change.answer_waiting(
+                member, ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again", sync_only=True
+            )
     change.timer(CLASSIC_SYNC, None)
     members = {m: replace(v, synced=False) for m, v in group.members.items()}
     timeout = change.group.rebalance_timeout_ms()
@@ -387,8 +432,9 @@ def _complete_join(change: ClassicChange) -> None:
     kept = {m: v for m, v in group.members.items() if m not in gone}
     if kept and not any(v.joined for v in kept.values()):
         deadline = change.now + group.with_members(kept).rebalance_timeout_ms()
-        change.set_members(kept, leader=_successor(group.leader, kept), join_deadline_ms=deadline,
-                           initial_round_started_ms=None)
+        change.set_members(
+            kept, leader=_successor(group.leader, kept), join_deadline_ms=deadline, initial_round_started_ms=None
+        )
         change.timer(CLASSIC_JOIN, deadline)
         change.persist = change.persist or bool(gone)
         return
@@ -396,8 +442,15 @@ def _complete_join(change: ClassicChange) -> None:
     generation = group.generation + 1
     if not kept:
         change.timer(CLASSIC_SYNC, None)
-        change.set_members({}, generation=generation, protocol=None, leader=None, join_deadline_ms=None,
-                           initial_round_started_ms=None, pending_sync=frozenset())
+        change.set_members(
+            {},
+            generation=generation,
+            protocol=None,
+            leader=None,
+            join_deadline_ms=None,
+            initial_round_started_ms=None,
+            pending_sync=frozenset(),
+        )
         change.set_state(EMPTY)
         return
     if group.leader in kept and kept[group.leader].joined:
@@ -405,9 +458,15 @@ def _complete_join(change: ClassicChange) -> None:
     else:
         leader = next(m for m, v in kept.items() if v.joined)
     members = {m: replace(v, joined=False, synced=False, assignment=b"", is_new=False) for m, v in kept.items()}
-    change.set_members(members, generation=generation, protocol=group.with_members(members).select_protocol(),
-                       leader=leader, join_deadline_ms=None, initial_round_started_ms=None,
-                       pending_sync=frozenset(members))
+    change.set_members(
+        members,
+        generation=generation,
+        protocol=group.with_members(members).select_protocol(),
+        leader=leader,
+        join_deadline_ms=None,
+        initial_round_started_ms=None,
+        pending_sync=frozenset(members),
+    )
     change.set_state(COMPLETING_REBALANCE)
     for member_id, member in members.items():
         if kept[member_id].joined:
@@ -424,9 +483,11 @@ def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: Sync
     _validate_member(group, request.member_id, request.instance_id)
     _check_generation(group, request.generation_id)
     if (request.protocol_type is not None and request.protocol_type != group.protocol_type) or (
-            request.protocol_name is not None and request.protocol_name != group.protocol):
-        raise ProtocolError(ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                            f"group {group.group_id} uses {group.protocol_type}/{group.protocol}")
+        request.protocol_name is not None and request.protocol_name != group.protocol
+    ):
+        raise ProtocolError(
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"group {group.group_id} uses {group.protocol_type}/{group.protocol}"
+        )
     if group.state == PREPARING_REBALANCE:
         raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again")
     change = ClassicChange(group, now)
@@ -476,17 +537,18 @@ def _check_generation(group: ClassicGroup, generation_id: int) -> None:
     if generation_id == group.generation:
         return
     if group.downgraded() and generation_id < group.generation:
-        raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS,
-                            f"group {group.group_id} is back on the classic protocol: join again")
-    raise ProtocolError(ErrorCode.ILLEGAL_GENERATION,
-                        f"generation {generation_id} is not the group's ({group.generation})")
+        raise ProtocolError(
+            ErrorCode.REBALANCE_IN_PROGRESS, f"group {group.group_id} is back on the classic protocol: join again"
+        )
+    raise ProtocolError(
+        ErrorCode.ILLEGAL_GENERATION, f"generation {generation_id} is not the group's ({group.generation})"
+    )
 
 
 # --- Heartbeat ------------------------------------------------------------------------------------
 
 
-def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: ClassicHeartbeatRequest, now: int
-              ) -> Result:
+def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: ClassicHeartbeatRequest, now: int) -> Result:
     group = _known_group(state, request.group_id)
     _validate_member(group, request.member_id, request.instance_id)
     member = group.members[request.member_id]
@@ -498,8 +560,9 @@ def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: Class
             raise
         return Result(ErrorResponse(e.code, e.message), timers=timers)
     if group.state == PREPARING_REBALANCE:
-        return Result(ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again"),
-                      timers=timers)
+        return Result(
+            ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again"), timers=timers
+        )
     return Result(ErrorResponse(), timers=timers)
 
 
@@ -521,8 +584,9 @@ def leave_group(state: CoordinatorState, config: CoordinatorConfig, request: Lea
             if not m.member_id:
                 holder = group.member_with_instance(m.instance_id) if m.instance_id is not None else None
                 if holder is None:
-                    raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                        f"group {group.group_id} has no instance {m.instance_id}")
+                    raise ProtocolError(
+                        ErrorCode.UNKNOWN_MEMBER_ID, f"group {group.group_id} has no instance {m.instance_id}"
+                    )
                 leaving.append(holder)
             elif m.member_id in group.pending and m.member_id not in group.members:
                 pending.append(m.member_id)
@@ -598,8 +662,10 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
                 return Result(None)
             _forget_pending(change, [key[2]])  # handed an id, never joined with it
             return change.result(None)
-        if not member.is_new and ((group.state == PREPARING_REBALANCE and member.joined) or (
-                group.state == COMPLETING_REBALANCE and member.synced)):
+        if not member.is_new and (
+            (group.state == PREPARING_REBALANCE and member.joined)
+            or (group.state == COMPLETING_REBALANCE and member.synced)
+        ):
             return Result(None)  # it waits for our answer; its session starts again with it
         if member.is_new:
             remove_members(change, [member.member_id], "did not complete its join within the new member join timeout")

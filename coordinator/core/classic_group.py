@@ -156,14 +156,26 @@ class ClassicGroup:
     def to_record(self, now: int) -> ClassicGroupMetadataValue:
         """The type 2 value of this group as it stands."""
         return ClassicGroupMetadataValue(
-            protocol_type=self.protocol_type or "", generation=self.generation, protocol=self.protocol,
-            leader=self.leader, current_state_timestamp_ms=now,
-            members=tuple(ClassicGroupMember(
-                member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
-                session_timeout_ms=m.session_timeout_ms, subscription=m.metadata(self.protocol),
-                assignment=m.assignment) for m in sorted(self.members.values(), key=lambda m: m.member_id)),
-            state=self.state)
+            protocol_type=self.protocol_type or "",
+            generation=self.generation,
+            protocol=self.protocol,
+            leader=self.leader,
+            current_state_timestamp_ms=now,
+            members=tuple(
+                ClassicGroupMember(
+                    member_id=m.member_id,
+                    group_instance_id=m.instance_id,
+                    client_id=m.client_id,
+                    client_host=m.client_host,
+                    rebalance_timeout_ms=m.rebalance_timeout_ms,
+                    session_timeout_ms=m.session_timeout_ms,
+                    subscription=m.metadata(self.protocol),
+                    assignment=m.assignment,
+                )
+                for m in sorted(self.members.values(), key=lambda m: m.member_id)
+            ),
+            state=self.state,
+        )
 
 
 def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup:
@@ -173,20 +185,31 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
     reading), Empty without."""
     members = {
         m.member_id: ClassicMember(
-            member_id=m.member_id, instance_id=m.group_instance_id, client_id=m.client_id,
-            client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
+            member_id=m.member_id,
+            instance_id=m.group_instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
             session_timeout_ms=m.session_timeout_ms,
             protocols=_offered(value.protocol, m.subscription),
-            assignment=m.assignment)
-        for m in value.members}
+            assignment=m.assignment,
+        )
+        for m in value.members
+    }
     state = value.state if value.state in STATES else (STABLE if members else EMPTY)
     if not members:
         state = EMPTY
     return ClassicGroup(
-        group_id=group_id, state=state, generation=value.generation, protocol_type=value.protocol_type or None,
-        protocol=value.protocol, leader=value.leader if value.leader in members else None,
-        members=_frozen(members), pending_sync=frozenset(members) if state == COMPLETING_REBALANCE else frozenset(),
-        record=value)
+        group_id=group_id,
+        state=state,
+        generation=value.generation,
+        protocol_type=value.protocol_type or None,
+        protocol=value.protocol,
+        leader=value.leader if value.leader in members else None,
+        members=_frozen(members),
+        pending_sync=frozenset(members) if state == COMPLETING_REBALANCE else frozenset(),
+        record=value,
+    )
 
 
 def _offered(protocol: str | None, subscription: bytes) -> tuple[ClassicProtocol, ...]:

@@ -65,14 +65,18 @@ def classic_member_holdings(group_protocol: str | None, subscription: bytes, ass
     try:
         version = version_of(group_protocol)
     except ConnectProtocolError as e:
-        what = "no protocol chosen yet" if group_protocol is None else \
-            f"{e}: the group's protocol is not one of Kafka Connect's"
+        what = (
+            "no protocol chosen yet"
+            if group_protocol is None
+            else f"{e}: the group's protocol is not one of Kafka Connect's"
+        )
         return ClassicHoldings(_NOTHING, None, None, f"{what}: what the member runs is not known")
     try:
         metadata = decode_metadata(subscription)
     except ConnectProtocolError as e:
-        return ClassicHoldings(_NOTHING, None, None, f"its JoinGroup metadata cannot be read ({e}): what it runs is "
-                                                     "not known")
+        return ClassicHoldings(
+            _NOTHING, None, None, f"its JoinGroup metadata cannot be read ({e}): what it runs is not known"
+        )
     # An eager worker (v0) stopped everything before it joined; a cooperative one runs what it said.
     reported = metadata.owned if version > 0 else _NOTHING
     if not assignment:
@@ -80,10 +84,23 @@ def classic_member_holdings(group_protocol: str | None, subscription: bytes, ass
     try:
         given = decode_assignment(assignment)
     except ConnectProtocolError as e:
-        return ClassicHoldings(_NOTHING, metadata.url, metadata.config_offset,
-                               f"its assignment cannot be read ({e}): what it runs is not known")
-    return ClassicHoldings(_sorted(holdings(reported, given)), metadata.url, metadata.config_offset, None, True,
-                           given.assigned, given.revoked, given.leader or None, given.error)
+        return ClassicHoldings(
+            _NOTHING,
+            metadata.url,
+            metadata.config_offset,
+            f"its assignment cannot be read ({e}): what it runs is not known",
+        )
+    return ClassicHoldings(
+        _sorted(holdings(reported, given)),
+        metadata.url,
+        metadata.config_offset,
+        None,
+        True,
+        given.assigned,
+        given.revoked,
+        given.leader or None,
+        given.error,
+    )
 
 
 def live_member_holdings(classic: ClassicGroup, m: ClassicMember) -> ClassicHoldings:

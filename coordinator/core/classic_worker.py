@@ -84,15 +84,25 @@ STABLE = "STABLE"
 class ClassicWorker:
     """One classic member of one group. See the module docstring."""
 
-    def __init__(self, group_id: str, *, instance_id: str | None = None, connect_protocol: str = SESSIONED,
-                 url: str | None = None, session_timeout_ms: int = 10_000, rebalance_timeout_ms: int = 60_000,
-                 heartbeat_interval_ms: int = 3_000, scheduled_rebalance_max_delay_ms: int = 300_000,
-                 config_offset: int = -1) -> None:
+    def __init__(
+        self,
+        group_id: str,
+        *,
+        instance_id: str | None = None,
+        connect_protocol: str = SESSIONED,
+        url: str | None = None,
+        session_timeout_ms: int = 10_000,
+        rebalance_timeout_ms: int = 60_000,
+        heartbeat_interval_ms: int = 3_000,
+        scheduled_rebalance_max_delay_ms: int = 300_000,
+        config_offset: int = -1,
+    ) -> None:
         self.group_id = group_id
         self.instance_id = instance_id
         if connect_protocol not in OFFERED:
-            raise ValueError(f"connect_protocol must be one of Kafka Connect's ({', '.join(OFFERED)}), "
-                             f"not {connect_protocol!r}")
+            raise ValueError(
+                f"connect_protocol must be one of Kafka Connect's ({', '.join(OFFERED)}), not {connect_protocol!r}"
+            )
         self.protocols = OFFERED[connect_protocol]  # Connect's connect.protocol: what it offers, by preference
         self.url = url or ""
         self.config_offset = config_offset
@@ -133,8 +143,9 @@ class ClassicWorker:
     def is_leader(self) -> bool:
         return self.leader is not None and self.leader == self.member_id
 
-    def poll(self, now: int
-             ) -> tuple[list[Action], JoinGroupRequest | SyncGroupRequest | ClassicHeartbeatRequest | None]:
+    def poll(
+        self, now: int
+    ) -> tuple[list[Action], JoinGroupRequest | SyncGroupRequest | ClassicHeartbeatRequest | None]:
         """The actions due now, and the request to send now (None: nothing yet; ask `due`)."""
         if self.given_up is not None or self._in_flight:
             return [], None
@@ -144,17 +155,35 @@ class ClassicWorker:
                 actions += self._revoke(self.owned)  # Connect's eager onJoinPrepare: stop everything first
                 self.snapshot = None
             self.state = PREPARING_REBALANCE
-            return actions, self._sent(now, JoinGroupRequest(
-                self.group_id, self.member_id, PROTOCOL_TYPE,
-                tuple(ClassicProtocol(name, self._metadata(name)) for name in self.protocols), self.session_timeout_ms,
-                self.rebalance_timeout_ms, self.instance_id))
+            return actions, self._sent(
+                now,
+                JoinGroupRequest(
+                    self.group_id,
+                    self.member_id,
+                    PROTOCOL_TYPE,
+                    tuple(ClassicProtocol(name, self._metadata(name)) for name in self.protocols),
+                    self.session_timeout_ms,
+                    self.rebalance_timeout_ms,
+                    self.instance_id,
+                ),
+            )
         if self._sync_at_ms is not None and now >= self._sync_at_ms:
-            return actions, self._sent(now, SyncGroupRequest(
-                self.group_id, self.member_id, self.generation, self.instance_id, PROTOCOL_TYPE, self.protocol,
-                self._assignments))
+            return actions, self._sent(
+                now,
+                SyncGroupRequest(
+                    self.group_id,
+                    self.member_id,
+                    self.generation,
+                    self.instance_id,
+                    PROTOCOL_TYPE,
+                    self.protocol,
+                    self._assignments,
+                ),
+            )
         if self._heartbeat_at_ms is not None and now >= self._heartbeat_at_ms:
-            return actions, self._sent(now, ClassicHeartbeatRequest(self.group_id, self.member_id, self.generation,
-                                                                    self.instance_id))
+            return actions, self._sent(
+                now, ClassicHeartbeatRequest(self.group_id, self.member_id, self.generation, self.instance_id)
+            )
         return actions, None
 
     def due(self) -> int | None:
@@ -189,8 +218,9 @@ class ClassicWorker:
 
     # --- what came back -------------------------------------------------------------------------------
 
-    def joined(self, response: JoinGroupResponse, now: int, connectors: Iterable[ConnectorTaskCount] = ()
-               ) -> list[Action]:
+    def joined(
+        self, response: JoinGroupResponse, now: int, connectors: Iterable[ConnectorTaskCount] = ()
+    ) -> list[Action]:
         """The JoinGroup answer; the leader's assignments are computed here, from `connectors`."""
         code = self._answered(response.error_code, now)
         if code == ErrorCode.MEMBER_ID_REQUIRED:
@@ -217,8 +247,9 @@ class ClassicWorker:
             self._assignments = self._assign(response.members, tuple(connectors), now)
         return []
 
-    def synced(self, response: SyncGroupResponse, now: int,
-               connectors: Iterable[ConnectorTaskCount] | None = None) -> list[Action]:
+    def synced(
+        self, response: SyncGroupResponse, now: int, connectors: Iterable[ConnectorTaskCount] | None = None
+    ) -> list[Action]:
         """The SyncGroup answer. `connectors`, when known, is the group's configuration: a Connect
         worker stops on its own what its config topic no longer has (DistributedHerder's config
         updates), which Connect's assignor does not revoke when it does not remember having given it."""
@@ -228,8 +259,9 @@ class ClassicWorker:
         self._sync_at_ms = None
         self._assignments = ()
         try:
-            assignment = decode_assignment(response.assignment) if response.assignment else WorkerAssignment(
-                self.leader or "")
+            assignment = (
+                decode_assignment(response.assignment) if response.assignment else WorkerAssignment(self.leader or "")
+            )
         except ConnectProtocolError as e:
             return self.refused(f"the leader's assignment cannot be read: {e}")
         self.state = STABLE
@@ -303,8 +335,10 @@ class ClassicWorker:
 
     def _self_fence(self, now: int, reason: str = "no answer from the coordinator") -> list[Action]:
         if self.owned and self._last_answer_ms is not None and now >= self._last_answer_ms + self.session_timeout_ms:
-            actions = self._lose(f"no answer for {now - self._last_answer_ms} ms (session timeout "
-                                 f"{self.session_timeout_ms} ms): {reason}")
+            actions = self._lose(
+                f"no answer for {now - self._last_answer_ms} ms (session timeout "
+                f"{self.session_timeout_ms} ms): {reason}"
+            )
             self._join_at_ms = now
             return actions
         return []
@@ -340,8 +374,9 @@ class ClassicWorker:
 
     # --- the leader ---------------------------------------------------------------------------------------
 
-    def _assign(self, members: tuple[JoinGroupMember, ...], connectors: tuple[ConnectorTaskCount, ...], now: int
-                ) -> tuple[SyncGroupAssignment, ...]:
+    def _assign(
+        self, members: tuple[JoinGroupMember, ...], connectors: tuple[ConnectorTaskCount, ...], now: int
+    ) -> tuple[SyncGroupAssignment, ...]:
         """Everyone's assignment for this generation, as Connect's leader computes it for the chosen
         protocol (`ConnectLeaderAssignor`). The connectors come from the coordinator, so the leader is
         never behind a member's config offset: its snapshot is at the highest one reported."""
@@ -354,8 +389,15 @@ class ClassicWorker:
         offset = max([self.config_offset, *(m.config_offset for m in metadata.values())])
         protocol = self.protocol or self.protocols[0]
         config = ConfigSnapshot(offset, {c.name: c.tasks for c in connectors})
-        given = self.assignor.assign(protocol, self.member_id, metadata, config, generation=self.generation,
-                                     last_completed_generation=self._last_completed_generation, now_ms=now)
+        given = self.assignor.assign(
+            protocol,
+            self.member_id,
+            metadata,
+            config,
+            generation=self.generation,
+            last_completed_generation=self._last_completed_generation,
+            now_ms=now,
+        )
         return tuple(SyncGroupAssignment(member_id, encode_assignment(a, protocol)) for member_id, a in given.items())
 
 

@@ -47,12 +47,21 @@ class CoordinatorConfig:
     # record's identity (a replay replaces it): built once, read on every heartbeat.
     defaults: GroupSettings = field(init=False, repr=False, compare=False)
     _configured: dict[int, tuple[GroupConfigurationValue, GroupSettings]] = field(
-        init=False, repr=False, compare=False, default_factory=dict)
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "defaults", GroupSettings(
-            self.session_timeout_ms, self.heartbeat_interval_ms, self.rebalance_timeout_ms,
-            self.scheduled_rebalance_max_delay_ms, self.initial_assignment_delay_ms))
+        object.__setattr__(
+            self,
+            "defaults",
+            GroupSettings(
+                self.session_timeout_ms,
+                self.heartbeat_interval_ms,
+                self.rebalance_timeout_ms,
+                self.scheduled_rebalance_max_delay_ms,
+                self.initial_assignment_delay_ms,
+            ),
+        )
 
     def for_group(self, configured: GroupConfigurationValue | None) -> GroupSettings:
         """The settings of a group whose type 9 record is `configured` (None: it has none)."""
@@ -73,7 +82,8 @@ class CoordinatorConfig:
             _either(configured.heartbeat_interval_ms, self.heartbeat_interval_ms),
             _either(configured.rebalance_timeout_ms, self.rebalance_timeout_ms),
             _either(configured.scheduled_rebalance_max_delay_ms, self.scheduled_rebalance_max_delay_ms),
-            _either(configured.initial_assignment_delay_ms, self.initial_assignment_delay_ms))
+            _either(configured.initial_assignment_delay_ms, self.initial_assignment_delay_ms),
+        )
 
 
 @dataclass(slots=True, frozen=True)

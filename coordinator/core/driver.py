@@ -142,10 +142,20 @@ class SimWorker:
     """A worker on the in-memory driver: a `Member` (the protocol's worker side) whose requests go
     straight to the coordinator, and which carries out its actions at once."""
 
-    def __init__(self, driver: Driver, group_id: str, member_id: str, *, instance_id: str | None = None,
-                 assignor: str | None = "incremental_cooperative", server_assignor: str | None = None,
-                 rebalance_timeout_ms: int = 60_000, assignor_impl: ConnectAssignor | None = None,
-                 versions: tuple[int, int] | None = None, session_timeout_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        driver: Driver,
+        group_id: str,
+        member_id: str,
+        *,
+        instance_id: str | None = None,
+        assignor: str | None = "incremental_cooperative",
+        server_assignor: str | None = None,
+        rebalance_timeout_ms: int = 60_000,
+        assignor_impl: ConnectAssignor | None = None,
+        versions: tuple[int, int] | None = None,
+        session_timeout_ms: int | None = None,
+    ) -> None:
         self.driver = driver
         self.assignor_impl = assignor_impl or (ASSIGNORS[assignor] if assignor else None)
         client_assignors: tuple[Assignor, ...] = ()
@@ -153,9 +163,15 @@ class SimWorker:
             impl = self.assignor_impl
             low, high = versions or (impl.minimum_version, impl.maximum_version)
             client_assignors = (Assignor(assignor, low, high, 0, high, b""),)
-        self.member = Member(group_id, member_id, instance_id=instance_id, rebalance_timeout_ms=rebalance_timeout_ms,
-                             server_assignor=server_assignor, client_assignors=client_assignors,
-                             session_timeout_ms=session_timeout_ms or driver.coordinator.config.session_timeout_ms)
+        self.member = Member(
+            group_id,
+            member_id,
+            instance_id=instance_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            server_assignor=server_assignor,
+            client_assignors=client_assignors,
+            session_timeout_ms=session_timeout_ms or driver.coordinator.config.session_timeout_ms,
+        )
         self.last: HeartbeatResponse | None = None
         self.computations = 0
 
@@ -188,8 +204,11 @@ class SimWorker:
     def compute_assignment(self) -> ErrorResponse | None:
         """PrepareAssignment -> assignor -> InstallAssignment."""
         c = self.driver.coordinator
-        prepared = self.driver.run(c.prepare_assignment(
-            PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch), self.driver.now))
+        prepared = self.driver.run(
+            c.prepare_assignment(
+                PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch), self.driver.now
+            )
+        )
         if prepared.error_code:
             return ErrorResponse(prepared.error_code, prepared.error_message)
         self.computations += 1
@@ -198,9 +217,22 @@ class SimWorker:
 
     def install(self, group_epoch: int, result) -> ErrorResponse:  # noqa: ANN001 - a GroupAssignment
         members = tuple(InstallMember(m, a) for m, a in result.members.items())
-        return self.driver.run(self.driver.coordinator.install_assignment(InstallAssignmentRequest(
-            self.group_id, self.member_id, self.member_epoch, group_epoch, members, result.error,
-            result.error_message, result.deferred, result.scheduled_rebalance_delay_ms), self.driver.now))
+        return self.driver.run(
+            self.driver.coordinator.install_assignment(
+                InstallAssignmentRequest(
+                    self.group_id,
+                    self.member_id,
+                    self.member_epoch,
+                    group_epoch,
+                    members,
+                    result.error,
+                    result.error_message,
+                    result.deferred,
+                    result.scheduled_rebalance_delay_ms,
+                ),
+                self.driver.now,
+            )
+        )
 
     def leave(self, static: bool = False) -> HeartbeatResponse:
         """Leave: revoke everything, then the leave heartbeat (-2 when `static`, else -1)."""
@@ -292,8 +324,12 @@ class SimClassicWorker:
 _fresh = itertools.count(1)
 
 
-def step_all(classic: Iterable[SimClassicWorker], connect: Iterable[SimWorker] = (),
-             after: Callable[[], None] | None = None, rounds: int = 1_000) -> None:
+def step_all(
+    classic: Iterable[SimClassicWorker],
+    connect: Iterable[SimWorker] = (),
+    after: Callable[[], None] | None = None,
+    rounds: int = 1_000,
+) -> None:
     """Every worker does what is due now, the clock standing still: classic workers step, round
     after round (at most `rounds`), until none has anything more to do; then connect workers whose
     heartbeat is due send it. `after` runs after every step that did something (a check)."""
@@ -329,9 +365,11 @@ def converge(workers: Iterable[SimWorker], rounds: int = 50, advance_ms: int = 0
         log_size = len(driver.log)
         for w in workers:
             w.heartbeat()
-        settled = all(g not in driver.state.groups
-                      or driver.state.groups[g].group_epoch == driver.state.groups[g].assignment_epoch
-                      for g in groups)
+        settled = all(
+            g not in driver.state.groups
+            or driver.state.groups[g].group_epoch == driver.state.groups[g].assignment_epoch
+            for g in groups
+        )
         if settled and before == [(w.member_epoch, w.owned) for w in workers] and len(driver.log) == log_size:
             return round_
     raise AssertionError(f"no convergence within {rounds} rounds")

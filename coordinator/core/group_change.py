@@ -38,8 +38,22 @@ class GroupChange:
     its metadata), then current assignments.
     """
 
-    __slots__ = ("group", "epoch", "connectors", "config", "target_metadata", "members", "targets", "currents",
-                 "computation", "server_window", "initial_window", "timers", "departures", "_held")
+    __slots__ = (
+        "group",
+        "epoch",
+        "connectors",
+        "config",
+        "target_metadata",
+        "members",
+        "targets",
+        "currents",
+        "computation",
+        "server_window",
+        "initial_window",
+        "timers",
+        "departures",
+        "_held",
+    )
 
     def __init__(self, group: ConnectGroup) -> None:
         self.group = group

@@ -111,19 +111,25 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _answers(response: Callable[[int, str], R]
-             ) -> Callable[[Callable[Concatenate[GroupCoordinator, P], Result[R]]],
-                           Callable[Concatenate[GroupCoordinator, P], Result[R]]]:
+def _answers(
+    response: Callable[[int, str], R],
+) -> Callable[
+    [Callable[Concatenate[GroupCoordinator, P], Result[R]]], Callable[Concatenate[GroupCoordinator, P], Result[R]]
+]:
     """A handler whose refusals (`ProtocolError`) are answered as `response(code, message)`."""
-    def decorate(handler: Callable[Concatenate[GroupCoordinator, P], Result[R]]
-                 ) -> Callable[Concatenate[GroupCoordinator, P], Result[R]]:
+
+    def decorate(
+        handler: Callable[Concatenate[GroupCoordinator, P], Result[R]],
+    ) -> Callable[Concatenate[GroupCoordinator, P], Result[R]]:
         @functools.wraps(handler)
         def answer(self: GroupCoordinator, *args: P.args, **kwargs: P.kwargs) -> Result[R]:
             try:
                 return handler(self, *args, **kwargs)
             except ProtocolError as e:
                 return Result(response(e.code, e.message))
+
         return answer
+
     return decorate
 
 
@@ -146,8 +152,9 @@ class GroupCoordinator:
     # --- the protocol (seed 000) -----------------------------------------------------------------
 
     @_answers(HeartbeatResponse)
-    def heartbeat(self, request: HeartbeatRequest, now: int, context: RequestContext = NO_CONTEXT
-                  ) -> Result[HeartbeatResponse]:
+    def heartbeat(
+        self, request: HeartbeatRequest, now: int, context: RequestContext = NO_CONTEXT
+    ) -> Result[HeartbeatResponse]:
         result = connect_group_heartbeat(self.state, self.config, request, now, context)
         return migration.downgrade_if_only_classic(self.state, request.group_id, result, now)
 
@@ -171,12 +178,15 @@ class GroupCoordinator:
         group = self._chosen_member_group(request.group_id, request.member_id, request.member_epoch)
         epoch = request.group_epoch
         if epoch > group.group_epoch:
-            raise ProtocolError(ErrorCode.INVALID_REQUEST,
-                                f"GroupEpoch {epoch} is ahead of the group's epoch {group.group_epoch}")
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST, f"GroupEpoch {epoch} is ahead of the group's epoch {group.group_epoch}"
+            )
         if epoch <= group.assignment_epoch:
-            raise ProtocolError(ErrorCode.INVALID_ASSIGNMENT,
-                                f"stale: the target is already at epoch {group.assignment_epoch}, "
-                                f"this assignment was computed for group epoch {epoch}")
+            raise ProtocolError(
+                ErrorCode.INVALID_ASSIGNMENT,
+                f"stale: the target is already at epoch {group.assignment_epoch}, "
+                f"this assignment was computed for group epoch {epoch}",
+            )
         chosen = group_assignor(group.members.values(), self.config.default_server_assignor)
         change = GroupChange(group)
         prepared = group.computation.prepared
@@ -185,13 +195,18 @@ class GroupCoordinator:
         else:
             spec = prepared if prepared is not None and prepared.group_epoch == epoch else None
         if spec is None:
-            raise ProtocolError(ErrorCode.INVALID_ASSIGNMENT,
-                                f"group epoch {epoch} is not the group's epoch ({group.group_epoch}) and no "
-                                "PrepareAssignment answered for it: prepare again")
+            raise ProtocolError(
+                ErrorCode.INVALID_ASSIGNMENT,
+                f"group epoch {epoch} is not the group's epoch ({group.group_epoch}) and no "
+                "PrepareAssignment answered for it: prepare again",
+            )
         assignment = GroupAssignment(
             members={m.member_id: m.assignment for m in request.members},
-            deferred=request.deferred, scheduled_rebalance_delay_ms=request.scheduled_rebalance_delay_ms,
-            error=request.error, error_message=request.error_message)
+            deferred=request.deferred,
+            scheduled_rebalance_delay_ms=request.scheduled_rebalance_delay_ms,
+            error=request.error,
+            error_message=request.error_message,
+        )
         if not assignment.error:
             problem = validate_assignment(spec, assignment)
             if problem is not None:
@@ -199,8 +214,15 @@ class GroupCoordinator:
                 # only after its deadline: an assignor that erred once may well succeed next time.
                 change.computation = replace(group.computation, prepared=None)
                 return change.result(ErrorResponse(ErrorCode.INVALID_ASSIGNMENT, problem))
-        install(change, self.config, spec, assignment, installed_by=request.member_id,
-                assignor_name=chosen.name if chosen is not None else "", now=now)
+        install(
+            change,
+            self.config,
+            spec,
+            assignment,
+            installed_by=request.member_id,
+            assignor_name=chosen.name if chosen is not None else "",
+            now=now,
+        )
         return change.result(ErrorResponse())
 
     # --- the classic protocol (seed 004, `coordinator.core.classic`); in a connect group, its
@@ -251,13 +273,16 @@ class GroupCoordinator:
             raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} has no member {member_id}")
         current = group.current(member_id)
         if member_epoch != current.member_epoch:
-            raise ProtocolError(ErrorCode.FENCED_MEMBER_EPOCH,
-                                f"member {member_id} is at epoch {current.member_epoch}, not {member_epoch}")
+            raise ProtocolError(
+                ErrorCode.FENCED_MEMBER_EPOCH,
+                f"member {member_id} is at epoch {current.member_epoch}, not {member_epoch}",
+            )
         computation = group.computation
         if computation is None or computation.member_id != member_id:
             who = "no member" if computation is None else f"member {computation.member_id}"
-            raise ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID,
-                                f"member {member_id} was not chosen to compute the assignment ({who} was)")
+            raise ProtocolError(
+                ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} was not chosen to compute the assignment ({who} was)"
+            )
         return group
 
     # --- admin ---------------------------------------------------------------------------------------
@@ -289,14 +314,20 @@ class GroupCoordinator:
         """Set a group's timeouts (None: the server's default). Creates the group if needed."""
         check_group_id(request.group_id)
         check_set_config(request, self.config.min_timeout_ms)
-        value = GroupConfigurationValue(request.session_timeout_ms, request.heartbeat_interval_ms,
-                                        request.rebalance_timeout_ms, request.scheduled_rebalance_max_delay_ms,
-                                        request.initial_assignment_delay_ms)
+        value = GroupConfigurationValue(
+            request.session_timeout_ms,
+            request.heartbeat_interval_ms,
+            request.rebalance_timeout_ms,
+            request.scheduled_rebalance_max_delay_ms,
+            request.initial_assignment_delay_ms,
+        )
         settings = self.config.for_group(value)
         if settings.heartbeat_interval_ms >= settings.session_timeout_ms:
-            raise ProtocolError(ErrorCode.INVALID_REQUEST,
-                                f"HeartbeatIntervalMs ({settings.heartbeat_interval_ms}) must be smaller than "
-                                f"SessionTimeoutMs ({settings.session_timeout_ms})")
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST,
+                f"HeartbeatIntervalMs ({settings.heartbeat_interval_ms}) must be smaller than "
+                f"SessionTimeoutMs ({settings.session_timeout_ms})",
+            )
         group = self.state.groups.get(request.group_id) or ConnectGroup(request.group_id)
         if group.config == value:
             return Result(ErrorResponse())
@@ -319,8 +350,7 @@ class GroupCoordinator:
             raise ProtocolError(ErrorCode.NON_EMPTY_GROUP, f"group {g} still has {members} member(s)")
         records = []
         if group is not None:
-            records = record_helpers.group_tombstones(g, list(group.members), list(group.targets),
-                                                      list(group.currents))
+            records = record_helpers.group_tombstones(g, list(group.members), list(group.targets), list(group.currents))
             present = {key for key, _ in group.slots()}
             records = [r for r in records if r.key in present]
         volatile = []
@@ -328,9 +358,18 @@ class GroupCoordinator:
             if classic_group.record is not None:
                 records.append(record_helpers.classic_group(g, None))
             volatile.append(ClassicGroupUpdate(g, None))
-        cancelled = [Timer(timer_key(kind, g), None)
-                     for kind in (ASSIGNMENT, SERVER_ASSIGNMENT, SCHEDULED_REBALANCE, ASSIGNMENT_RETRY,
-                                  INITIAL_ASSIGNMENT, CLASSIC_JOIN, CLASSIC_SYNC)]
+        cancelled = [
+            Timer(timer_key(kind, g), None)
+            for kind in (
+                ASSIGNMENT,
+                SERVER_ASSIGNMENT,
+                SCHEDULED_REBALANCE,
+                ASSIGNMENT_RETRY,
+                INITIAL_ASSIGNMENT,
+                CLASSIC_JOIN,
+                CLASSIC_SYNC,
+            )
+        ]
         return Result(ErrorResponse(), records, cancelled, volatile)
 
     # --- reads and timers ----------------------------------------------------------------------------

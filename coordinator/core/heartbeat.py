@@ -40,8 +40,9 @@ from coordinator.core.target_assignment import assign_if_needed, note_join, remo
 from coordinator.core.validation import check_heartbeat
 
 
-def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: HeartbeatRequest, now: int,
-              context: RequestContext) -> Result[HeartbeatResponse]:
+def connect_group_heartbeat(
+    state: CoordinatorState, config: CoordinatorConfig, request: HeartbeatRequest, now: int, context: RequestContext
+) -> Result[HeartbeatResponse]:
     group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
     # 1. The request is well formed. A classic group that a connect member joins becomes a
     #    connect group first, in this same result (seed 000's migration, `coordinator.core.migration`).
@@ -65,13 +66,15 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
     member = group.members.get(member_id)
     current = group.current(member_id)
     if member is None and epoch == JOIN_GROUP_MEMBER_EPOCH and request.rebalance_timeout_ms <= 0:
-        raise ProtocolError(ErrorCode.INVALID_REQUEST,
-                            "RebalanceTimeoutMs must be larger than zero in the first heartbeat request")
+        raise ProtocolError(
+            ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be larger than zero in the first heartbeat request"
+        )
     # 4. The steady heartbeat: nothing changed, nothing to reconcile. No records, no work.
     if _steady(group, member, current, request, context):
-        return Result(HeartbeatResponse(ErrorCode.NONE, None, epoch, _steady_interval(group, settings, now)),
-                      timers=[Timer(timer_key(SESSION, group_id, member_id),
-                                    now + settings.member_session_timeout_ms(member))])
+        return Result(
+            HeartbeatResponse(ErrorCode.NONE, None, epoch, _steady_interval(group, settings, now)),
+            timers=[Timer(timer_key(SESSION, group_id, member_id), now + settings.member_session_timeout_ms(member))],
+        )
     # 5. A join (perhaps a static member taking its instance back), the seed's lost response, or
     #    an epoch the member has left behind, which fences it. Epoch 0 is a join, except from a
     #    member still at epoch 0 (no target has included it yet): that is its ordinary heartbeat.
@@ -102,21 +105,34 @@ def connect_group_heartbeat(state: CoordinatorState, config: CoordinatorConfig, 
         # assignment at once. The next heartbeat reconciles.
         updated = current
     else:
-        updated = next_current(NEW_MEMBER_CURRENT if joining else current, change.assignment_epoch,
-                               change.target(member_id), lambda item: change.held_by_other(item, member_id), reported)
+        updated = next_current(
+            NEW_MEMBER_CURRENT if joining else current,
+            change.assignment_epoch,
+            change.target(member_id),
+            lambda item: change.held_by_other(item, member_id),
+            reported,
+        )
     if updated != current or member is None:
         change.set_current(member_id, updated)
     # 9. The session timer, and the deadline to revoke while the member has something to give up.
     _schedule(change, settings, member_id, current.state == MemberState.UNREVOKED and not joining, updated, now)
     # 10. The response: the assignment when it changed (or the member's report differs from it),
     #     and COMPUTE_ASSIGNMENT to the member chosen to compute the target.
-    send = (joining or lost_response or updated.assignment != current.assignment
-            or (reported is not None and reported != items_of(updated.assignment)))
-    assignment = MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send \
-        else None
+    send = (
+        joining
+        or lost_response
+        or updated.assignment != current.assignment
+        or (reported is not None and reported != items_of(updated.assignment))
+    )
+    assignment = (
+        MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send else None
+    )
     error_code, message = _compute_assignment(change, member_id)
-    result = change.result(HeartbeatResponse(error_code, message, updated.member_epoch,
-                                             _interval(change, settings, updated, now), assignment))
+    result = change.result(
+        HeartbeatResponse(
+            error_code, message, updated.member_epoch, _interval(change, settings, updated, now), assignment
+        )
+    )
     if conversion is not None:
         conversion.merge(result)
         conversion.response = result.response
@@ -161,60 +177,93 @@ def _returning(change: GroupChange, request: HeartbeatRequest) -> bool:
     """Whether a joining member's instance has departed work waiting for it (a static return)."""
     instance_id = request.instance_id
     meta = change.target_meta()
-    return instance_id is not None and meta is not None and any(
-        d.instance_id == instance_id for d in meta.departed_members)
+    return (
+        instance_id is not None
+        and meta is not None
+        and any(d.instance_id == instance_id for d in meta.departed_members)
+    )
 
 
 def _unknown_member(request: HeartbeatRequest) -> ProtocolError:
     return ProtocolError(ErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id} has no member {request.member_id}")
 
 
-def _steady(group: ConnectGroup, member: MemberMetadataValue | None, current: CurrentMemberAssignmentValue,
-            request: HeartbeatRequest, context: RequestContext) -> bool:
+def _steady(
+    group: ConnectGroup,
+    member: MemberMetadataValue | None,
+    current: CurrentMemberAssignmentValue,
+    request: HeartbeatRequest,
+    context: RequestContext,
+) -> bool:
     """Whether the heartbeat changes nothing: a stable member at the group's epoch, reporting what it owns."""
     epoch = request.member_epoch
-    return (member is not None and epoch == current.member_epoch and epoch != JOIN_GROUP_MEMBER_EPOCH
-            and current.state == MemberState.STABLE and epoch == group.assignment_epoch
-            and group.group_epoch == epoch and _unchanged(member, request, context)
-            and (request.owned is None or request.owned == current.assignment))
+    return (
+        member is not None
+        and epoch == current.member_epoch
+        and epoch != JOIN_GROUP_MEMBER_EPOCH
+        and current.state == MemberState.STABLE
+        and epoch == group.assignment_epoch
+        and group.group_epoch == epoch
+        and _unchanged(member, request, context)
+        and (request.owned is None or request.owned == current.assignment)
+    )
 
 
 def _static_takeover(group: ConnectGroup, member: MemberMetadataValue | None, request: HeartbeatRequest) -> str | None:
     """The member whose InstanceId this join takes back, if another member holds it."""
-    instance_id = request.instance_id if request.instance_id is not None else (
-        member.instance_id if member is not None else None)
+    instance_id = (
+        request.instance_id if request.instance_id is not None else (member.instance_id if member is not None else None)
+    )
     holder = group.member_with_instance(instance_id) if instance_id is not None else None
     if holder is None or holder == request.member_id:
         return None
     # A classic static member comes back with a new member id and replaces the old one at once,
     # as Kafka's classic static membership does; a connect member must have left with -2 first.
     if group.current(holder).member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH and not (
-            request.classic is not None and migration.is_classic(group.members.get(holder))):
-        raise ProtocolError(ErrorCode.UNRELEASED_INSTANCE_ID,
-                            f"instance {instance_id} is still held by member {holder}: it must leave (epoch -2) or "
-                            "let its session time out first")
+        request.classic is not None and migration.is_classic(group.members.get(holder))
+    ):
+        raise ProtocolError(
+            ErrorCode.UNRELEASED_INSTANCE_ID,
+            f"instance {instance_id} is still held by member {holder}: it must leave (epoch -2) or "
+            "let its session time out first",
+        )
     return holder
 
 
 def _lost_response(request: HeartbeatRequest, current: CurrentMemberAssignmentValue) -> bool:
     """Seed 000's edge case: the response that moved the member to its new epoch was lost. Safe
     to move it again when it owns nothing beyond what it was given."""
-    return (request.member_epoch == current.previous_member_epoch and current.member_epoch >= 0
-            and request.owned is not None and items_of(request.owned) <= items_of(current.assignment))
+    return (
+        request.member_epoch == current.previous_member_epoch
+        and current.member_epoch >= 0
+        and request.owned is not None
+        and items_of(request.owned) <= items_of(current.assignment)
+    )
 
 
-def _fence(change: GroupChange, config: CoordinatorConfig, request: HeartbeatRequest, at_epoch: int, now: int
-           ) -> Result[HeartbeatResponse]:
+def _fence(
+    change: GroupChange, config: CoordinatorConfig, request: HeartbeatRequest, at_epoch: int, now: int
+) -> Result[HeartbeatResponse]:
     remove_member(change, request.member_id, now, LeaveReason.FENCED_EPOCH)
     assign_if_needed(change, config, now)
-    return change.result(HeartbeatResponse(
-        ErrorCode.FENCED_MEMBER_EPOCH,
-        f"member {request.member_id} sent epoch {request.member_epoch} but is at epoch {at_epoch}; it has been "
-        "removed from the group and must rejoin with epoch 0"))
+    return change.result(
+        HeartbeatResponse(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"member {request.member_id} sent epoch {request.member_epoch} but is at epoch {at_epoch}; it has been "
+            "removed from the group and must rejoin with epoch 0",
+        )
+    )
 
 
-def _update_member(change: GroupChange, config: CoordinatorConfig, member: MemberMetadataValue | None,
-                   request: HeartbeatRequest, context: RequestContext, takeover: str | None, now: int) -> None:
+def _update_member(
+    change: GroupChange,
+    config: CoordinatorConfig,
+    member: MemberMetadataValue | None,
+    request: HeartbeatRequest,
+    context: RequestContext,
+    takeover: str | None,
+    now: int,
+) -> None:
     member_id = request.member_id
     updated = _updated_metadata(member, request, context, change.group_epoch)
     assignors_changed = member is None or _assignors(member) != _assignors(updated)
@@ -235,11 +284,20 @@ def _update_member(change: GroupChange, config: CoordinatorConfig, member: Membe
         note_join(change, config, updated, now)
 
 
-def _schedule(change: GroupChange, settings: GroupSettings, member_id: str, was_revoking: bool,
-              updated: CurrentMemberAssignmentValue, now: int) -> None:
+def _schedule(
+    change: GroupChange,
+    settings: GroupSettings,
+    member_id: str,
+    was_revoking: bool,
+    updated: CurrentMemberAssignmentValue,
+    now: int,
+) -> None:
     group_id = change.group.group_id
-    change.timers.append(Timer(timer_key(SESSION, group_id, member_id),
-                               now + settings.member_session_timeout_ms(change.member(member_id))))
+    change.timers.append(
+        Timer(
+            timer_key(SESSION, group_id, member_id), now + settings.member_session_timeout_ms(change.member(member_id))
+        )
+    )
     revoking = updated.state == MemberState.UNREVOKED
     if revoking and not was_revoking:
         deadline = now + settings.member_rebalance_timeout_ms(change.member(member_id))
@@ -251,15 +309,19 @@ def _schedule(change: GroupChange, settings: GroupSettings, member_id: str, was_
 def _compute_assignment(change: GroupChange, member_id: str) -> tuple[int, str | None]:
     """COMPUTE_ASSIGNMENT for the chosen member while the target is behind and it has not prepared."""
     computation = change.current_computation()
-    if (computation is not None and computation.member_id == member_id
-            and change.group_epoch > change.assignment_epoch
-            and (computation.prepared is None or computation.prepared.group_epoch < change.group_epoch)):
+    if (
+        computation is not None
+        and computation.member_id == member_id
+        and change.group_epoch > change.assignment_epoch
+        and (computation.prepared is None or computation.prepared.group_epoch < change.group_epoch)
+    ):
         return ErrorCode.COMPUTE_ASSIGNMENT, f"compute the target assignment for group epoch {change.group_epoch}"
     return ErrorCode.NONE, None
 
 
-def _leave(group: ConnectGroup | None, config: CoordinatorConfig, request: HeartbeatRequest, now: int
-           ) -> Result[HeartbeatResponse]:
+def _leave(
+    group: ConnectGroup | None, config: CoordinatorConfig, request: HeartbeatRequest, now: int
+) -> Result[HeartbeatResponse]:
     member_id = request.member_id
     if group is None or member_id not in group.members:
         raise _unknown_member(request)
@@ -271,15 +333,27 @@ def _leave(group: ConnectGroup | None, config: CoordinatorConfig, request: Heart
         # A static member leaves for a while: its assignment waits for its InstanceId, and the
         # group does not rebalance unless the session times out (DESIGN §5).
         current = group.current(member_id)
-        change.set_current(member_id, replace(current, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                              previous_member_epoch=current.member_epoch, state=MemberState.STABLE,
-                                              pending_revocation=EMPTY))
+        change.set_current(
+            member_id,
+            replace(
+                current,
+                member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                previous_member_epoch=current.member_epoch,
+                state=MemberState.STABLE,
+                pending_revocation=EMPTY,
+            ),
+        )
         change.timers.append(Timer(timer_key(REBALANCE, group.group_id, member_id), None))
-        change.timers.append(Timer(timer_key(SESSION, group.group_id, member_id),
-                                   now + settings.member_session_timeout_ms(group.members[member_id])))
+        change.timers.append(
+            Timer(
+                timer_key(SESSION, group.group_id, member_id),
+                now + settings.member_session_timeout_ms(group.members[member_id]),
+            )
+        )
         change.release_computation(member_id)
-        return change.result(HeartbeatResponse(ErrorCode.NONE, None, LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-                                               settings.heartbeat_interval_ms))
+        return change.result(
+            HeartbeatResponse(ErrorCode.NONE, None, LEAVE_GROUP_STATIC_MEMBER_EPOCH, settings.heartbeat_interval_ms)
+        )
     remove_member(change, member_id, now, LeaveReason.LEAVE)
     assign_if_needed(change, config, now)
     return change.result(HeartbeatResponse(ErrorCode.NONE, None, request.member_epoch, settings.heartbeat_interval_ms))
@@ -287,9 +361,11 @@ def _leave(group: ConnectGroup | None, config: CoordinatorConfig, request: Heart
 
 def _check_assignors(group: ConnectGroup, member_id: str, updated: MemberMetadataValue, exclude: str | None) -> None:
     if updated.server_assignor is not None and updated.server_assignor not in ASSIGNORS:
-        raise ProtocolError(ErrorCode.UNSUPPORTED_ASSIGNOR,
-                            f"server-side assignor {updated.server_assignor!r} is not supported; this coordinator has "
-                            f"{', '.join(sorted(ASSIGNORS))}")
+        raise ProtocolError(
+            ErrorCode.UNSUPPORTED_ASSIGNOR,
+            f"server-side assignor {updated.server_assignor!r} is not supported; this coordinator has "
+            f"{', '.join(sorted(ASSIGNORS))}",
+        )
     members = group.members if exclude is None else {m: v for m, v in group.members.items() if m != exclude}
     problem = assignor_conflict(members, member_id, updated)
     if problem is not None:
@@ -302,26 +378,36 @@ def _assignors(member: MemberMetadataValue) -> tuple:
 
 def _unchanged(member: MemberMetadataValue, r: HeartbeatRequest, context: RequestContext) -> bool:
     """Whether a heartbeat's optional fields leave the member's metadata as it is."""
-    return ((r.instance_id is None or r.instance_id == member.instance_id)
-            and (r.rack_id is None or r.rack_id == member.rack_id)
-            and (r.rebalance_timeout_ms == -1 or r.rebalance_timeout_ms == member.rebalance_timeout_ms)
-            and (r.server_assignor is None or r.server_assignor == member.server_assignor)
-            and (r.client_assignors is None or r.client_assignors == member.client_assignors)
-            and (r.url is None or r.url == member.url)
-            and (r.classic is None or r.classic == member.classic_member_metadata)
-            and (not context.principal or context.principal == member.client_id)
-            and (not context.client_host or context.client_host == member.client_host))
+    return (
+        (r.instance_id is None or r.instance_id == member.instance_id)
+        and (r.rack_id is None or r.rack_id == member.rack_id)
+        and (r.rebalance_timeout_ms == -1 or r.rebalance_timeout_ms == member.rebalance_timeout_ms)
+        and (r.server_assignor is None or r.server_assignor == member.server_assignor)
+        and (r.client_assignors is None or r.client_assignors == member.client_assignors)
+        and (r.url is None or r.url == member.url)
+        and (r.classic is None or r.classic == member.classic_member_metadata)
+        and (not context.principal or context.principal == member.client_id)
+        and (not context.client_host or context.client_host == member.client_host)
+    )
 
 
-def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, context: RequestContext,
-                      group_epoch: int) -> MemberMetadataValue:
+def _updated_metadata(
+    member: MemberMetadataValue | None, r: HeartbeatRequest, context: RequestContext, group_epoch: int
+) -> MemberMetadataValue:
     """The member's metadata after this heartbeat: null request fields keep what we had."""
     if member is None:
         return MemberMetadataValue(
-            group_epoch=group_epoch, instance_id=r.instance_id, client_id=context.principal,
+            group_epoch=group_epoch,
+            instance_id=r.instance_id,
+            client_id=context.principal,
             client_host=context.client_host,
-            url=r.url, rebalance_timeout_ms=r.rebalance_timeout_ms, server_assignor=r.server_assignor,
-            client_assignors=r.client_assignors or (), rack_id=r.rack_id, classic_member_metadata=r.classic)
+            url=r.url,
+            rebalance_timeout_ms=r.rebalance_timeout_ms,
+            server_assignor=r.server_assignor,
+            client_assignors=r.client_assignors or (),
+            rack_id=r.rack_id,
+            classic_member_metadata=r.classic,
+        )
     if _unchanged(member, r, context):
         return member
     server, client = member.server_assignor, member.client_assignors
@@ -332,9 +418,12 @@ def _updated_metadata(member: MemberMetadataValue | None, r: HeartbeatRequest, c
     return MemberMetadataValue(
         group_epoch=member.group_epoch,
         instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
-        client_id=context.principal or member.client_id, client_host=context.client_host or member.client_host,
+        client_id=context.principal or member.client_id,
+        client_host=context.client_host or member.client_host,
         url=r.url if r.url is not None else member.url,
         rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,
-        server_assignor=server, client_assignors=client,
+        server_assignor=server,
+        client_assignors=client,
         rack_id=r.rack_id if r.rack_id is not None else member.rack_id,
-        classic_member_metadata=r.classic if r.classic is not None else member.classic_member_metadata)
+        classic_member_metadata=r.classic if r.classic is not None else member.classic_member_metadata,
+    )

@@ -43,8 +43,9 @@ from coordinator.core.protocol import (
 )
 
 # Errors that a later heartbeat may not get (the coordinator moves or loads): retried as a failure.
-RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                       ErrorCode.COORDINATOR_NOT_AVAILABLE})
+RETRIABLE = frozenset(
+    {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+)
 # A static member's previous instance still holds its InstanceId: ask again soon, its work waits.
 UNRELEASED_RETRY_MS = 200
 
@@ -99,10 +100,20 @@ Action = Revoke | Assign | Lose | ComputeAssignment | GiveUp
 class Member:
     """One member of one connect group. See the module docstring."""
 
-    def __init__(self, group_id: str, member_id: str, *, instance_id: str | None = None,
-                 rack_id: str | None = None, rebalance_timeout_ms: int = 60_000, url: str | None = None,
-                 server_assignor: str | None = None, client_assignors: tuple[Assignor, ...] = (),
-                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 1_000) -> None:
+    def __init__(
+        self,
+        group_id: str,
+        member_id: str,
+        *,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        rebalance_timeout_ms: int = 60_000,
+        url: str | None = None,
+        server_assignor: str | None = None,
+        client_assignors: tuple[Assignor, ...] = (),
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 1_000,
+    ) -> None:
         if server_assignor is not None and client_assignors:
             raise ValueError("a member names a server-side assignor or client-side ones, not both")
         self.group_id = group_id
@@ -165,11 +176,17 @@ class Member:
             request = HeartbeatRequest(self.group_id, self.member_id, self.member_epoch, owned=owned)
         else:
             request = HeartbeatRequest(
-                group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch,
-                instance_id=self.instance_id, rack_id=self.rack_id, rebalance_timeout_ms=self.rebalance_timeout_ms,
+                group_id=self.group_id,
+                member_id=self.member_id,
+                member_epoch=self.member_epoch,
+                instance_id=self.instance_id,
+                rack_id=self.rack_id,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
                 server_assignor=self.server_assignor,
                 client_assignors=self.client_assignors if self.server_assignor is None else None,
-                owned=owned, url=self.url)
+                owned=owned,
+                url=self.url,
+            )
         self._in_flight = (now, request)
         return request
 
@@ -196,8 +213,7 @@ class Member:
 
     # --- what came back ---------------------------------------------------------------------------
 
-    def received(self, response: HeartbeatResponse, now: int, request: HeartbeatRequest | None = None
-                 ) -> list[Action]:
+    def received(self, response: HeartbeatResponse, now: int, request: HeartbeatRequest | None = None) -> list[Action]:
         """A heartbeat response (seed 000 "Response Handling") to `request` (default: the last one
         `heartbeat` built; a test that alters a request before sending it passes what it sent)."""
         sent_at, sent = self._in_flight or (now, None)
@@ -257,8 +273,10 @@ class Member:
         arrived, has not fired yet, so nobody else has been given the work."""
         deadline = self.fence_deadline()
         if deadline is not None and now >= deadline:
-            return self._lose(f"no heartbeat answered for {now - self._last_ok_sent_ms} ms (session timeout "
-                              f"{self.session_timeout_ms} ms): {reason}")
+            return self._lose(
+                f"no heartbeat answered for {now - self._last_ok_sent_ms} ms (session timeout "
+                f"{self.session_timeout_ms} ms): {reason}"
+            )
         return []
 
     # --- inside -------------------------------------------------------------------------------------

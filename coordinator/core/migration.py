@@ -102,8 +102,11 @@ def settled(group: ConnectGroup, member_id: str) -> bool:
     describe shows it; STABLE once settled)."""
     current = group.current(member_id)
     target = group.targets.get(member_id)
-    return (current.state == MemberState.STABLE and current.member_epoch == group.assignment_epoch
-            and (target is None or items_of(target.assignment) == items_of(current.assignment)))
+    return (
+        current.state == MemberState.STABLE
+        and current.member_epoch == group.assignment_epoch
+        and (target is None or items_of(target.assignment) == items_of(current.assignment))
+    )
 
 
 # --- upgrade --------------------------------------------------------------------------------------
@@ -114,15 +117,21 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
     the members written at the generation) and answers the classic requests still waiting."""
     g = classic.group_id
     if classic.members and classic.protocol_type != CONNECT:
-        raise ProtocolError(ErrorCode.INVALID_GROUP_ID, f"group {g} is a classic group of protocol type "
-                            f"{classic.protocol_type!r}, not connect: it cannot be upgraded online")
+        raise ProtocolError(
+            ErrorCode.INVALID_GROUP_ID,
+            f"group {g} is a classic group of protocol type "
+            f"{classic.protocol_type!r}, not connect: it cannot be upgraded online",
+        )
     live = state.groups.get(g)
     if classic.members and (live is None or not live.connector_counts):
         # A real Connect cluster keeps its connectors in its own config topic; without them the first
         # connect target would hold no work and revoke everything the classic members run.
-        raise ProtocolError(ErrorCode.INVALID_GROUP_ID, f"group {g} cannot be upgraded to the connect protocol "
-                            f"before the coordinator knows its connectors and task counts: set them first "
-                            f"(coordinator connectors set --group {g} ...); the classic members are left as they are")
+        raise ProtocolError(
+            ErrorCode.INVALID_GROUP_ID,
+            f"group {g} cannot be upgraded to the connect protocol "
+            f"before the coordinator knows its connectors and task counts: set them first "
+            f"(coordinator connectors set --group {g} ...); the classic members are left as they are",
+        )
     records: list[Record] = []
     if classic.record is not None:
         records.append(record_helpers.classic_group(g, None))
@@ -138,23 +147,41 @@ def upgrade(state: CoordinatorState, classic: ClassicGroup, now: int) -> tuple[C
         # An item two members claim stays with the first; the other is told to revoke it.
         revoking = owned - mine
         metadata = MemberMetadataValue(
-            group_epoch=generation, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-            url=worker.url or None, rebalance_timeout_ms=m.rebalance_timeout_ms, server_assignor=None,
-            client_assignors=(), classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols))
+            group_epoch=generation,
+            instance_id=m.instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            url=worker.url or None,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            server_assignor=None,
+            client_assignors=(),
+            classic_member_metadata=ClassicMemberMetadata(m.session_timeout_ms, m.protocols),
+        )
         records.append(record_helpers.member_metadata(g, member_id, metadata))
-        records.append(record_helpers.target_member(
-            g, member_id, TargetAssignmentMemberValue(connectors_and_tasks(mine))))
-        records.append(record_helpers.current_assignment(g, member_id, CurrentMemberAssignmentValue(
-            member_epoch=generation, previous_member_epoch=-1,
-            state=MemberState.UNREVOKED if revoking else MemberState.STABLE, assignment=connectors_and_tasks(mine),
-            pending_revocation=connectors_and_tasks(revoking))))
+        records.append(
+            record_helpers.target_member(g, member_id, TargetAssignmentMemberValue(connectors_and_tasks(mine)))
+        )
+        records.append(
+            record_helpers.current_assignment(
+                g,
+                member_id,
+                CurrentMemberAssignmentValue(
+                    member_epoch=generation,
+                    previous_member_epoch=-1,
+                    state=MemberState.UNREVOKED if revoking else MemberState.STABLE,
+                    assignment=connectors_and_tasks(mine),
+                    pending_revocation=connectors_and_tasks(revoking),
+                ),
+            )
+        )
     records.append(record_helpers.target_metadata(g, TargetAssignmentMetadataValue(assignment_epoch=generation)))
     records.append(record_helpers.group_epoch(g, generation))
     group = scratch_state(live, g, records).groups[g]
     waiting = ClassicChange(classic, now)
     for m in classic.members.values():
-        waiting.answer_waiting(m, ErrorCode.REBALANCE_IN_PROGRESS,
-                               f"group {g} moved to the connect protocol: join again")
+        waiting.answer_waiting(
+            m, ErrorCode.REBALANCE_IN_PROGRESS, f"group {g} moved to the connect protocol: join again"
+        )
         # Their sessions go on as connect sessions, each still its own length.
         waiting.timer(CLASSIC_SESSION, None, m.member_id)
         waiting.timer(SESSION, now + m.session_timeout_ms, m.member_id)
@@ -173,9 +200,11 @@ def _held(classic: ClassicGroup, m: ClassicMember) -> ClassicHoldings:
         return ClassicHoldings(ConnectorsAndTasks(), None, None)  # no generation has assigned it anything
     held = live_member_holdings(classic, m)
     if held.note is not None:
-        raise ProtocolError(ErrorCode.INVALID_GROUP_ID,
-                            f"group {classic.group_id} cannot be upgraded online: what member {m.member_id} runs "
-                            f"cannot be read ({held.note})")
+        raise ProtocolError(
+            ErrorCode.INVALID_GROUP_ID,
+            f"group {classic.group_id} cannot be upgraded online: what member {m.member_id} runs "
+            f"cannot be read ({held.note})",
+        )
     return held
 
 
@@ -205,8 +234,9 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
     group = scratch_state(live, group_id, result.records).groups.get(group_id)
     if group is None or not group.members or not all(is_classic(m) for m in group.members.values()):
         return result
-    records = record_helpers.group_tombstones(group_id, list(group.members), list(group.targets), list(group.currents),
-                                              keep_work=True)
+    records = record_helpers.group_tombstones(
+        group_id, list(group.members), list(group.targets), list(group.currents), keep_work=True
+    )
     present = {key for key, _ in group.slots()}
     records = [r for r in records if r.key in present]
     members = {}
@@ -216,15 +246,27 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
         current = group.current(member_id)
         runs = connectors_and_tasks(items_of(current.assignment) | items_of(current.pending_revocation))
         members[member_id] = ClassicMember(
-            member_id=member_id, instance_id=m.instance_id, client_id=m.client_id, client_host=m.client_host,
-            rebalance_timeout_ms=m.rebalance_timeout_ms, session_timeout_ms=meta.session_timeout_ms,
+            member_id=member_id,
+            instance_id=m.instance_id,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.rebalance_timeout_ms,
+            session_timeout_ms=meta.session_timeout_ms,
             # Only for the record (the members join again before any leader assigns): the whole of what
             # it runs, in `default`'s bytes, whose Assigned is a whole assignment, not a difference.
-            protocols=meta.protocols, assignment=encode_assignment(WorkerAssignment(assigned=runs), DEFAULT))
+            protocols=meta.protocols,
+            assignment=encode_assignment(WorkerAssignment(assigned=runs), DEFAULT),
+        )
     protocol = ClassicGroup(group_id).with_members(members).select_protocol()
-    classic = ClassicGroup(group_id, state=PREPARING_REBALANCE, generation=group.group_epoch + 1,
-                           protocol_type=CONNECT, protocol=protocol, leader=None,
-                           join_deadline_ms=now + max(m.rebalance_timeout_ms for m in members.values()))
+    classic = ClassicGroup(
+        group_id,
+        state=PREPARING_REBALANCE,
+        generation=group.group_epoch + 1,
+        protocol_type=CONNECT,
+        protocol=protocol,
+        leader=None,
+        join_deadline_ms=now + max(m.rebalance_timeout_ms for m in members.values()),
+    )
     classic = classic.with_members(members)
     value = classic.to_record(now)
     classic = replace(classic, record=value)

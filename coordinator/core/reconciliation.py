@@ -38,9 +38,13 @@ from coordinator.core.items import EMPTY, Item, connectors_and_tasks, items_of
 from coordinator.core.protocol import MemberState
 
 
-def next_current(current: CurrentMemberAssignmentValue, target_epoch: int, target: TargetAssignmentMemberValue | None,
-                 held_by_other: Callable[[Item], bool], reported: frozenset[Item] | None
-                 ) -> CurrentMemberAssignmentValue:
+def next_current(
+    current: CurrentMemberAssignmentValue,
+    target_epoch: int,
+    target: TargetAssignmentMemberValue | None,
+    held_by_other: Callable[[Item], bool],
+    reported: frozenset[Item] | None,
+) -> CurrentMemberAssignmentValue:
     """The member's next current assignment; `current` itself when nothing changes.
 
     `reported` is what the member says it owns (None when its heartbeat did not say): it tells an
@@ -59,10 +63,15 @@ def next_current(current: CurrentMemberAssignmentValue, target_epoch: int, targe
     revoked = owned - kept
     if revoked and (reported is None or not reported.isdisjoint(revoked)):
         return CurrentMemberAssignmentValue(
-            member_epoch=current.member_epoch, previous_member_epoch=current.previous_member_epoch,
-            state=MemberState.UNREVOKED, assignment=connectors_and_tasks(kept),
-            pending_revocation=connectors_and_tasks(revoked), error=current.error, version=current.version,
-            metadata=current.metadata)
+            member_epoch=current.member_epoch,
+            previous_member_epoch=current.previous_member_epoch,
+            state=MemberState.UNREVOKED,
+            assignment=connectors_and_tasks(kept),
+            pending_revocation=connectors_and_tasks(revoked),
+            error=current.error,
+            version=current.version,
+            metadata=current.metadata,
+        )
 
     missing = wanted - kept
     free = [item for item in missing if not held_by_other(item)]
@@ -71,6 +80,13 @@ def next_current(current: CurrentMemberAssignmentValue, target_epoch: int, targe
     previous = current.previous_member_epoch if current.member_epoch == target_epoch else current.member_epoch
     error, version, metadata = (target.error, target.version, target.metadata) if target is not None else (0, 0, b"")
     updated = CurrentMemberAssignmentValue(
-        member_epoch=target_epoch, previous_member_epoch=previous, state=state, assignment=assignment,
-        pending_revocation=EMPTY, error=error, version=version, metadata=metadata)
+        member_epoch=target_epoch,
+        previous_member_epoch=previous,
+        state=state,
+        assignment=assignment,
+        pending_revocation=EMPTY,
+        error=error,
+        version=version,
+        metadata=metadata,
+    )
     return current if updated == current else updated

@@ -71,14 +71,18 @@ def classic_group(group_id: str, value: ClassicGroupMetadataValue | None) -> Rec
     return Record(ClassicGroupMetadataKey(group_id), value)
 
 
-def group_tombstones(group_id: str, member_ids: list[str], targets: list[str], currents: list[str],
-                     keep_work: bool = False) -> list[Record]:
+def group_tombstones(
+    group_id: str, member_ids: list[str], targets: list[str], currents: list[str], keep_work: bool = False
+) -> list[Record]:
     """A group is deleted: every key it has, members first and the group epoch last. With
     `keep_work`, its connectors and configuration stay: the group goes on as a classic group."""
     records = [Record(MemberMetadataKey(group_id, m), None) for m in member_ids]
     records += [Record(TargetAssignmentMemberKey(group_id, m), None) for m in targets]
     records += [Record(CurrentMemberAssignmentKey(group_id, m), None) for m in currents]
-    kinds = (TargetAssignmentMetadataKey, ConnectGroupMetadataKey) if keep_work else (
-        TargetAssignmentMetadataKey, ConnectorsTasksMetadataKey, GroupConfigurationKey, ConnectGroupMetadataKey)
+    kinds = (
+        (TargetAssignmentMetadataKey, ConnectGroupMetadataKey)
+        if keep_work
+        else (TargetAssignmentMetadataKey, ConnectorsTasksMetadataKey, GroupConfigurationKey, ConnectGroupMetadataKey)
+    )
     records += [Record(key(group_id), None) for key in kinds]
     return records

@@ -74,16 +74,18 @@ def entry(member: MemberMetadataValue, name: str) -> Assignor | None:
     return None
 
 
-def assignor_conflict(members: Mapping[str, MemberMetadataValue], member_id: str, updated: MemberMetadataValue
-                      ) -> str | None:
+def assignor_conflict(
+    members: Mapping[str, MemberMetadataValue], member_id: str, updated: MemberMetadataValue
+) -> str | None:
     """Why the group cannot take `member_id` with the metadata `updated` (UNSUPPORTED_ASSIGNOR), or None.
 
     The client-side members must agree among themselves even while a server-side assignor runs
     the group: when its last server-side member leaves, they are the ones who compute."""
     if updated.server_assignor is not None or not updated.client_assignors:
         return None  # server-side names were checked against the registry by the caller
-    others = {mid: m for mid, m in members.items()
-              if mid != member_id and m.server_assignor is None and m.client_assignors}
+    others = {
+        mid: m for mid, m in members.items() if mid != member_id and m.server_assignor is None and m.client_assignors
+    }
     name = _common_client_assignor([*(m.client_assignors for m in others.values()), updated.client_assignors])
     if name is None:
         offered = ", ".join(a.name for a in updated.client_assignors)
@@ -97,20 +99,25 @@ def assignor_conflict(members: Mapping[str, MemberMetadataValue], member_id: str
         theirs = entry(other, name)
         assert theirs is not None
         if theirs.maximum_version < mine.minimum_version or mine.maximum_version < theirs.minimum_version:
-            return (f"assignor {name!r} versions [{mine.minimum_version}, {mine.maximum_version}] do not "
-                    f"overlap member {other_id}'s [{theirs.minimum_version}, {theirs.maximum_version}]")
+            return (
+                f"assignor {name!r} versions [{mine.minimum_version}, {mine.maximum_version}] do not "
+                f"overlap member {other_id}'s [{theirs.minimum_version}, {theirs.maximum_version}]"
+            )
         ranges.append((theirs.minimum_version, theirs.maximum_version))
     ranges.append((mine.minimum_version, mine.maximum_version))
     low = min(r[0] for r in ranges)
     high = max(r[1] for r in ranges)
     if not any(r == (low, high) for r in ranges):
-        return (f"no member supports every version of assignor {name!r} in use ([{low}, {high}]), so none "
-                f"could compute the assignment")
+        return (
+            f"no member supports every version of assignor {name!r} in use ([{low}, {high}]), so none "
+            f"could compute the assignment"
+        )
     return None
 
 
-def choose_member(members: Mapping[str, MemberMetadataValue], name: str, eligible: Iterable[str],
-                  prefer: Iterable[str | None]) -> str | None:
+def choose_member(
+    members: Mapping[str, MemberMetadataValue], name: str, eligible: Iterable[str], prefer: Iterable[str | None]
+) -> str | None:
     """The member to compute the target with client-side assignor `name` (seed "Worker Selection").
 
     Only members in `eligible` that offer `name` with a range covering every member's range

@@ -60,7 +60,8 @@ from coordinator.core.protocol import MemberState
 
 # The current assignment of a member that has none recorded yet: it just joined and owns nothing.
 NEW_MEMBER_CURRENT = CurrentMemberAssignmentValue(
-    member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE, assignment=EMPTY)
+    member_epoch=0, previous_member_epoch=-1, state=MemberState.STABLE, assignment=EMPTY
+)
 
 
 @dataclass(slots=True, frozen=True)
@@ -104,9 +105,22 @@ class ServerAssignmentWindow:
 class ConnectGroup:
     """One connect group: its slots, the caches derived from them, and the volatile computation."""
 
-    __slots__ = ("group_id", "metadata", "connectors", "config", "target_metadata", "members", "targets",
-                 "currents", "computation", "server_assignment_not_before_ms", "initial_assignment_window", "_owners",
-                 "_instances", "_configured")
+    __slots__ = (
+        "group_id",
+        "metadata",
+        "connectors",
+        "config",
+        "target_metadata",
+        "members",
+        "targets",
+        "currents",
+        "computation",
+        "server_assignment_not_before_ms",
+        "initial_assignment_window",
+        "_owners",
+        "_instances",
+        "_configured",
+    )
 
     def __init__(self, group_id: str) -> None:
         self.group_id = group_id
@@ -161,15 +175,25 @@ class ConnectGroup:
         return self._instances.get(instance_id)
 
     def is_empty(self) -> bool:
-        return (self.metadata is None and self.connectors is None and self.config is None
-                and self.target_metadata is None and not self.members and not self.targets and not self.currents)
+        return (
+            self.metadata is None
+            and self.connectors is None
+            and self.config is None
+            and self.target_metadata is None
+            and not self.members
+            and not self.targets
+            and not self.currents
+        )
 
     def slots(self) -> Iterator[tuple[RecordKey, RecordValue]]:
         """Every live slot as (key, value): the state a replay of the log must reproduce."""
         g = self.group_id
-        for key, value in ((ConnectGroupMetadataKey(g), self.metadata), (ConnectorsTasksMetadataKey(g), self.connectors),
-                           (GroupConfigurationKey(g), self.config),
-                           (TargetAssignmentMetadataKey(g), self.target_metadata)):
+        for key, value in (
+            (ConnectGroupMetadataKey(g), self.metadata),
+            (ConnectorsTasksMetadataKey(g), self.connectors),
+            (GroupConfigurationKey(g), self.config),
+            (TargetAssignmentMetadataKey(g), self.target_metadata),
+        ):
             if value is not None:
                 yield key, value
         for member_id, value in self.members.items():
@@ -262,8 +286,14 @@ class CoordinatorState:
         # configuration (types 4 and 9), which both protocols read.
         self.classic_groups: dict[str, ClassicGroup] = {}
 
-    def replay(self, record: Record | AssignmentComputationUpdate | ServerAssignmentWindow | InitialAssignmentWindow
-               | ClassicGroupUpdate) -> None:
+    def replay(
+        self,
+        record: Record
+        | AssignmentComputationUpdate
+        | ServerAssignmentWindow
+        | InitialAssignmentWindow
+        | ClassicGroupUpdate,
+    ) -> None:
         """Apply one record (from a handler or from the topic) or one volatile update."""
         if record.__class__ is not Record:
             if record.__class__ is ClassicGroupUpdate:

@@ -92,14 +92,16 @@ def assign_if_needed(change: GroupChange, config: CoordinatorConfig, now: int, p
         change.timers.append(Timer(timer_key(SERVER_ASSIGNMENT, change.group.group_id), not_before))
         return
     spec = group_spec(change, config, now, chosen)
-    install(change, config, spec, ASSIGNORS[chosen.name].assign(spec), installed_by=None, assignor_name=chosen.name,
-            now=now)
+    install(
+        change, config, spec, ASSIGNORS[chosen.name].assign(spec), installed_by=None, assignor_name=chosen.name, now=now
+    )
     if config.server_assignment_interval_ms:
         change.server_window = now + config.server_assignment_interval_ms
 
 
-def _ensure_computation(change: GroupChange, config: CoordinatorConfig, name: str, now: int,
-                        prefer: str | None = None) -> None:
+def _ensure_computation(
+    change: GroupChange, config: CoordinatorConfig, name: str, now: int, prefer: str | None = None
+) -> None:
     computation = change.current_computation()
     if computation is None:
         choose(change, config, name, frozenset(), prefer=prefer, now=now)
@@ -107,14 +109,17 @@ def _ensure_computation(change: GroupChange, config: CoordinatorConfig, name: st
     # The chosen member keeps the job while it still qualifies: members that joined since may
     # have widened the version ranges in use beyond what it can read.
     members = change.all_members()
-    if computation.member_id in members and choose_member(
-            members, name, [computation.member_id], [computation.member_id]) == computation.member_id:
+    if (
+        computation.member_id in members
+        and choose_member(members, name, [computation.member_id], [computation.member_id]) == computation.member_id
+    ):
         return
     choose(change, config, name, computation.excluded, prefer=computation.member_id, now=now)
 
 
-def choose(change: GroupChange, config: CoordinatorConfig, name: str, excluded: frozenset[str], prefer: str | None,
-           now: int) -> None:
+def choose(
+    change: GroupChange, config: CoordinatorConfig, name: str, excluded: frozenset[str], prefer: str | None, now: int
+) -> None:
     """Choose the member that computes the target with the client-side assignor `name`, leaving
     out `excluded` (members that already failed to) unless nobody else can."""
     members = change.all_members()
@@ -145,24 +150,43 @@ def group_spec(change: GroupChange, config: CoordinatorConfig, now: int, assigno
         target = change.target(member_id)
         current = change.current(member_id)
         a = entry(member, assignor.name) if assignor.kind == CLIENT else None
-        spec_members.append(AssignmentMember(
-            member_id=member_id, instance_id=member.instance_id, member_epoch=current.member_epoch,
-            target=target.assignment if target is not None else EMPTY, owned=current.assignment,
-            minimum_version=a.minimum_version if a else 0, maximum_version=a.maximum_version if a else 0,
-            reason=a.reason if a else 0, version=a.version if a else 0, metadata=a.metadata if a else b""))
+        spec_members.append(
+            AssignmentMember(
+                member_id=member_id,
+                instance_id=member.instance_id,
+                member_epoch=current.member_epoch,
+                target=target.assignment if target is not None else EMPTY,
+                owned=current.assignment,
+                minimum_version=a.minimum_version if a else 0,
+                maximum_version=a.maximum_version if a else 0,
+                reason=a.reason if a else 0,
+                version=a.version if a else 0,
+                metadata=a.metadata if a else b"",
+            )
+        )
     meta = change.target_meta()
     return GroupSpec(
-        group_id=change.group.group_id, group_epoch=change.group_epoch, connectors=change.connector_counts(),
+        group_id=change.group.group_id,
+        group_epoch=change.group_epoch,
+        connectors=change.connector_counts(),
         members=tuple(spec_members),
         departed=meta.departed_members if meta is not None else (),
         deferred=meta.deferred if meta is not None else EMPTY,
         scheduled_rebalance_at_ms=meta.scheduled_rebalance_at_ms if meta is not None else None,
         scheduled_rebalance_max_delay_ms=config.for_group(change.group.config).scheduled_rebalance_max_delay_ms,
-        now_ms=now)
+        now_ms=now,
+    )
 
 
-def install(change: GroupChange, config: CoordinatorConfig, spec: GroupSpec, assignment: GroupAssignment,
-            installed_by: str | None, assignor_name: str, now: int) -> None:
+def install(
+    change: GroupChange,
+    config: CoordinatorConfig,
+    spec: GroupSpec,
+    assignment: GroupAssignment,
+    installed_by: str | None,
+    assignor_name: str,
+    now: int,
+) -> None:
     """Write a target assignment computed from `spec` (already validated)."""
     group_id = change.group.group_id
     meta = change.target_meta() or TargetAssignmentMetadataValue(assignment_epoch=0)
@@ -173,9 +197,14 @@ def install(change: GroupChange, config: CoordinatorConfig, spec: GroupSpec, ass
     if assignment.error:
         # DESIGN §5: an assignor error keeps every member's assignment: the previous target is
         # stamped with the new epoch and the error, and the coordinator asks again later.
-        change.target_metadata = replace(meta, assignment_epoch=spec.group_epoch, error=assignment.error,
-                                         error_message=assignment.error_message, assignor_name=assignor_name,
-                                         installed_by=installed_by)
+        change.target_metadata = replace(
+            meta,
+            assignment_epoch=spec.group_epoch,
+            error=assignment.error,
+            error_message=assignment.error_message,
+            assignor_name=assignor_name,
+            installed_by=installed_by,
+        )
         change.timers.append(Timer(timer_key(ASSIGNMENT_RETRY, group_id), now + config.assignor_error_backoff_ms))
         return
     for member_id in change.all_members():
@@ -194,8 +223,14 @@ def install(change: GroupChange, config: CoordinatorConfig, spec: GroupSpec, ass
     delay = assignment.scheduled_rebalance_delay_ms
     at = now + delay if delay else None
     change.target_metadata = TargetAssignmentMetadataValue(
-        assignment_epoch=spec.group_epoch, error=0, error_message=None, assignor_name=assignor_name,
-        installed_by=installed_by, scheduled_rebalance_at_ms=at, deferred=assignment.deferred,
-        departed_members=tuple(departed))
+        assignment_epoch=spec.group_epoch,
+        error=0,
+        error_message=None,
+        assignor_name=assignor_name,
+        installed_by=installed_by,
+        scheduled_rebalance_at_ms=at,
+        deferred=assignment.deferred,
+        departed_members=tuple(departed),
+    )
     change.timers.append(Timer(timer_key(SCHEDULED_REBALANCE, group_id), at))
     change.timers.append(Timer(timer_key(ASSIGNMENT_RETRY, group_id), None))

@@ -76,8 +76,9 @@ def _assign_now(change: GroupChange, config: CoordinatorConfig, key: TimerKey, n
     assign_if_needed(change, config, now)
 
 
-def _assignment_deadline(change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int
-                         ) -> Result[None] | None:
+def _assignment_deadline(
+    change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int
+) -> Result[None] | None:
     """The chosen member did not install in time (or, after a failover, nobody is chosen yet)."""
     group = change.group
     computation = group.computation
@@ -98,8 +99,9 @@ def _assignment_deadline(change: GroupChange, config: CoordinatorConfig, key: Ti
     return None
 
 
-def _scheduled_rebalance(change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int
-                         ) -> Result[None] | None:
+def _scheduled_rebalance(
+    change: GroupChange, config: CoordinatorConfig, key: TimerKey, now: int
+) -> Result[None] | None:
     """Deferred work is given out: a new group epoch, so a new target."""
     meta = change.group.target_metadata
     if meta is None or meta.scheduled_rebalance_at_ms is None:
@@ -143,8 +145,9 @@ def after_load(state: CoordinatorState, config: CoordinatorConfig, now: int) -> 
         for member_id, member in group.members.items():
             timers.append(Timer(timer_key(SESSION, g, member_id), now + settings.member_session_timeout_ms(member)))
             if group.current(member_id).state == MemberState.UNREVOKED:
-                timers.append(Timer(timer_key(REBALANCE, g, member_id),
-                                    now + settings.member_rebalance_timeout_ms(member)))
+                timers.append(
+                    Timer(timer_key(REBALANCE, g, member_id), now + settings.member_rebalance_timeout_ms(member))
+                )
         meta = group.target_metadata
         if meta is not None and meta.scheduled_rebalance_at_ms is not None:
             timers.append(Timer(timer_key(SCHEDULED_REBALANCE, g), meta.scheduled_rebalance_at_ms))

@@ -51,8 +51,9 @@ def check_heartbeat(r: HeartbeatRequest) -> None:
     if r.client_assignors and len({a.name for a in r.client_assignors}) != len(r.client_assignors):
         raise _invalid("ClientAssignors must not name an assignor twice")
     if r.topic_partitions is not None:
-        raise _invalid("TopicPartitions and ConnectorsAndTasks cannot be used together: a connect member owns "
-                       "connectors and tasks")
+        raise _invalid(
+            "TopicPartitions and ConnectorsAndTasks cannot be used together: a connect member owns connectors and tasks"
+        )
     if r.owned is not None:
         _check_items(r.owned, "ConnectorsAndTasks")
 
@@ -104,13 +105,17 @@ def check_set_connectors(r: SetConnectorsRequest) -> None:
 def check_set_config(r: SetConfigRequest, min_timeout_ms: int) -> None:
     """The timeouts themselves; whether they fit together is checked against the defaults they
     fall back to (`GroupCoordinator.set_config`)."""
-    for wire_name, value in (("SessionTimeoutMs", r.session_timeout_ms),
-                             ("HeartbeatIntervalMs", r.heartbeat_interval_ms),
-                             ("RebalanceTimeoutMs", r.rebalance_timeout_ms)):
+    for wire_name, value in (
+        ("SessionTimeoutMs", r.session_timeout_ms),
+        ("HeartbeatIntervalMs", r.heartbeat_interval_ms),
+        ("RebalanceTimeoutMs", r.rebalance_timeout_ms),
+    ):
         if value is not None and value < min_timeout_ms:
             raise _invalid(f"{wire_name} must be >= {min_timeout_ms} ms")
-    for wire_name, delay in (("ScheduledRebalanceMaxDelayMs", r.scheduled_rebalance_max_delay_ms),
-                             ("InitialAssignmentDelayMs", r.initial_assignment_delay_ms)):
+    for wire_name, delay in (
+        ("ScheduledRebalanceMaxDelayMs", r.scheduled_rebalance_max_delay_ms),
+        ("InitialAssignmentDelayMs", r.initial_assignment_delay_ms),
+    ):
         if delay is not None and delay < 0:
             raise _invalid(f"{wire_name} must be >= 0")
 
@@ -164,6 +169,8 @@ def validate_assignment(spec: GroupSpec, assignment: GroupAssignment) -> str | N
     if deferred and not delay:
         return "deferred items need a ScheduledRebalanceDelayMs > 0"
     if delay and delay > spec.scheduled_rebalance_max_delay_ms:
-        return (f"ScheduledRebalanceDelayMs {delay} exceeds the group's scheduled rebalance max delay "
-                f"({spec.scheduled_rebalance_max_delay_ms} ms)")
+        return (
+            f"ScheduledRebalanceDelayMs {delay} exceeds the group's scheduled rebalance max delay "
+            f"({spec.scheduled_rebalance_max_delay_ms} ms)"
+        )
     return None

@@ -65,8 +65,12 @@ def rebalance_converged(group: ConnectGroup | None) -> bool:
 
 
 # A classic group's state in Kafka's words, as `kafka-consumer-groups --describe --state` shows them.
-CLASSIC_STATES = {CLASSIC_EMPTY: "EMPTY", PREPARING_REBALANCE: "PREPARING_REBALANCE",
-                  COMPLETING_REBALANCE: "COMPLETING_REBALANCE", "Stable": "STABLE"}
+CLASSIC_STATES = {
+    CLASSIC_EMPTY: "EMPTY",
+    PREPARING_REBALANCE: "PREPARING_REBALANCE",
+    COMPLETING_REBALANCE: "COMPLETING_REBALANCE",
+    "Stable": "STABLE",
+}
 
 
 def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id: str) -> GroupDescription | None:
@@ -82,11 +86,25 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         current = group.current(member_id)
         target = group.targets.get(member_id)
         # A classic member (seed 000's migration) shows its worker state: joining again or stable.
-        state = current.state if m.classic_member_metadata is None else (
-            MemberState.STABLE if settled(group, member_id) else "PREPARING_REBALANCE")
-        fields = (member_id, m.instance_id, m.client_id, m.client_host, m.url, current.member_epoch, state,
-                  current.assignment, current.pending_revocation, target.assignment if target else EMPTY,
-                  m.server_assignor, m.client_assignors)
+        state = (
+            current.state
+            if m.classic_member_metadata is None
+            else (MemberState.STABLE if settled(group, member_id) else "PREPARING_REBALANCE")
+        )
+        fields = (
+            member_id,
+            m.instance_id,
+            m.client_id,
+            m.client_host,
+            m.url,
+            current.member_epoch,
+            state,
+            current.assignment,
+            current.pending_revocation,
+            target.assignment if target else EMPTY,
+            m.server_assignor,
+            m.client_assignors,
+        )
         if m.classic_member_metadata is None:
             members.append(MemberDescription(*fields, "connect"))
             continue
@@ -94,27 +112,35 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         # (URL, config offset) its last JoinGroup said.
         protocols = m.classic_member_metadata.protocols
         url, config_offset = worker_identity(protocols[0].metadata) if protocols else (None, None)
-        members.append(ClassicMemberDescription(*fields[:4], m.url or url, *fields[5:], "classic",
-                                                config_offset=config_offset))
+        members.append(
+            ClassicMemberDescription(*fields[:4], m.url or url, *fields[5:], "classic", config_offset=config_offset)
+        )
     meta = group.target_metadata
     chosen = group_assignor(group.members.values(), config.default_server_assignor)
     settings = config.for_group(group.config)
     return GroupDescription(
-        group_id=group_id, group_epoch=group.group_epoch, assignment_epoch=group.assignment_epoch,
-        state=group_state(group), assignor=chosen.name if chosen else None,
-        assignor_kind=chosen.kind if chosen else None, connectors=group.connector_counts, members=tuple(members),
+        group_id=group_id,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        state=group_state(group),
+        assignor=chosen.name if chosen else None,
+        assignor_kind=chosen.kind if chosen else None,
+        connectors=group.connector_counts,
+        members=tuple(members),
         deferred=meta.deferred if meta else EMPTY,
         scheduled_rebalance_at_ms=meta.scheduled_rebalance_at_ms if meta else None,
-        assignment_error=meta.error if meta else 0, assignment_error_message=meta.error_message if meta else None,
-        session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        assignment_error=meta.error if meta else 0,
+        assignment_error_message=meta.error_message if meta else None,
+        session_timeout_ms=settings.session_timeout_ms,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
         scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
         initial_assignment_delay_ms=settings.initial_assignment_delay_ms,
-        departures=group.metadata.departures if group.metadata is not None else ())
+        departures=group.metadata.departures if group.metadata is not None else (),
+    )
 
 
-def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config: CoordinatorConfig
-                      ) -> GroupDescription:
+def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config: CoordinatorConfig) -> GroupDescription:
     """A classic group: its generation and leader, each member in seed 000's worker states, and
     what it runs by Connect's rule (`classic_holdings`): its URL and config offset from its
     metadata. A worker runs what it runs: nothing is shown as being revoked, and its target is
@@ -123,27 +149,56 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
     for member_id in sorted(classic.members):
         m = classic.members[member_id]
         held = live_member_holdings(classic, m)
-        members.append(ClassicMemberDescription(
-            member_id, m.instance_id, m.client_id, m.client_host, held.url, classic.generation,
-            classic.member_state(member_id), held.runs, EMPTY, held.runs, None, (), protocol="classic",
-            config_offset=held.config_offset, note=held.note))
+        members.append(
+            ClassicMemberDescription(
+                member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                held.url,
+                classic.generation,
+                classic.member_state(member_id),
+                held.runs,
+                EMPTY,
+                held.runs,
+                None,
+                (),
+                protocol="classic",
+                config_offset=held.config_offset,
+                note=held.note,
+            )
+        )
     settings = config.for_group(group.config if group is not None else None)
     return GroupDescription(
-        group_id=classic.group_id, group_epoch=classic.generation, assignment_epoch=classic.generation,
-        state=CLASSIC_STATES[classic.state], assignor=classic.protocol,
+        group_id=classic.group_id,
+        group_epoch=classic.generation,
+        assignment_epoch=classic.generation,
+        state=CLASSIC_STATES[classic.state],
+        assignor=classic.protocol,
         assignor_kind="client" if classic.protocol else None,
-        connectors=group.connector_counts if group is not None else (), members=tuple(members), deferred=EMPTY,
-        scheduled_rebalance_at_ms=None, assignment_error=0, assignment_error_message=None,
-        session_timeout_ms=settings.session_timeout_ms, heartbeat_interval_ms=settings.heartbeat_interval_ms,
+        connectors=group.connector_counts if group is not None else (),
+        members=tuple(members),
+        deferred=EMPTY,
+        scheduled_rebalance_at_ms=None,
+        assignment_error=0,
+        assignment_error_message=None,
+        session_timeout_ms=settings.session_timeout_ms,
+        heartbeat_interval_ms=settings.heartbeat_interval_ms,
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
         scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
-        initial_assignment_delay_ms=settings.initial_assignment_delay_ms, group_type="classic",
-        generation=classic.generation, protocol_name=classic.protocol, leader=classic.leader)
+        initial_assignment_delay_ms=settings.initial_assignment_delay_ms,
+        group_type="classic",
+        generation=classic.generation,
+        protocol_name=classic.protocol,
+        leader=classic.leader,
+    )
 
 
 def list_groups(state: CoordinatorState) -> list[GroupListing]:
-    listed = {g.group_id: GroupListing(g.group_id, g.group_epoch, group_state(g), len(g.members))
-              for g in state.groups.values()}
+    listed = {
+        g.group_id: GroupListing(g.group_id, g.group_epoch, group_state(g), len(g.members))
+        for g in state.groups.values()
+    }
     for g in state.classic_groups.values():
         connect = state.groups.get(g.group_id)
         if connect is None or not connect.members:
@@ -151,8 +206,9 @@ def list_groups(state: CoordinatorState) -> list[GroupListing]:
     return [listed[g] for g in sorted(listed)]
 
 
-def connector_status(state: CoordinatorState, config: CoordinatorConfig, group_id: str, connector: str
-                     ) -> ConnectorStatus | ErrorResponse:
+def connector_status(
+    state: CoordinatorState, config: CoordinatorConfig, group_id: str, connector: str
+) -> ConnectorStatus | ErrorResponse:
     """Where a connector of the group and each of its tasks is (`protocol.ConnectorStatus`), from
     describe's view of the group, so a classic group answers too: ASSIGNED to the member that owns
     it, REVOKING while its owner gives it up and nobody else holds it, else UNASSIGNED, with the
@@ -179,9 +235,11 @@ def connector_status(state: CoordinatorState, config: CoordinatorConfig, group_i
             m = held.get(item)
             if m is not None:
                 return ItemStatus(status, m.member_id, m.instance_id)
-        return ItemStatus(UNASSIGNED, deferred_until_ms=described.scheduled_rebalance_at_ms if item in deferred
-                          else None)
+        return ItemStatus(
+            UNASSIGNED, deferred_until_ms=described.scheduled_rebalance_at_ms if item in deferred else None
+        )
 
     numbers = sorted(tasks | set(range(configured or 0)))
-    return ConnectorStatus(group_id, connector, place(connector),
-                           tuple((n, place(TaskId(connector, n))) for n in numbers))
+    return ConnectorStatus(
+        group_id, connector, place(connector), tuple((n, place(TaskId(connector, n))) for n in numbers)
+    )

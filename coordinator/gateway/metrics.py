@@ -28,18 +28,37 @@ def _error_name(code: int) -> str:
 class GatewayMetrics:
     def __init__(self) -> None:
         self.registry = r = CollectorRegistry()
-        self.connections = Gauge("coordinator_gateway_connections", "Client connections open, by gateway port "
-                                 "(bootstrap, coordinator, broker-N)", ["port"], registry=r)
-        self.requests = Counter("coordinator_gateway_requests", "Client requests forwarded, by Kafka API and where "
-                                "they went (broker, coordinator)", ["api", "upstream"], registry=r)
-        self.errors = Counter("coordinator_gateway_coordinator_errors", "Failure codes in our coordinators' answers "
-                              "(one per group or member of a batched answer), by Kafka API and error name",
-                              ["api", "error"], registry=r)
-        self.closed = Counter("coordinator_gateway_closed_connections", "Client connections the gateway closed, by "
-                              "reason (bad-input, unauthenticated, refused, upstream)", ["reason"], registry=r)
-        self.upstream_failures = Counter("coordinator_gateway_upstream_failures", "Upstream connections that "
-                                         "could not be opened or logged in to, by kind (broker, coordinator)",
-                                         ["upstream"], registry=r)
+        self.connections = Gauge(
+            "coordinator_gateway_connections",
+            "Client connections open, by gateway port (bootstrap, coordinator, broker-N)",
+            ["port"],
+            registry=r,
+        )
+        self.requests = Counter(
+            "coordinator_gateway_requests",
+            "Client requests forwarded, by Kafka API and where they went (broker, coordinator)",
+            ["api", "upstream"],
+            registry=r,
+        )
+        self.errors = Counter(
+            "coordinator_gateway_coordinator_errors",
+            "Failure codes in our coordinators' answers "
+            "(one per group or member of a batched answer), by Kafka API and error name",
+            ["api", "error"],
+            registry=r,
+        )
+        self.closed = Counter(
+            "coordinator_gateway_closed_connections",
+            "Client connections the gateway closed, by reason (bad-input, unauthenticated, refused, upstream)",
+            ["reason"],
+            registry=r,
+        )
+        self.upstream_failures = Counter(
+            "coordinator_gateway_upstream_failures",
+            "Upstream connections that could not be opened or logged in to, by kind (broker, coordinator)",
+            ["upstream"],
+            registry=r,
+        )
         ProcessCollector(registry=r)
 
     def observe_coordinator_answer(self, api: str, codes: Iterable[int]) -> None:
@@ -53,6 +72,7 @@ class GatewayMetrics:
     def app(self) -> web.Application:
         async def metrics(_: web.Request) -> web.Response:
             return web.Response(body=self.exposition(), headers={"Content-Type": CONTENT_TYPE})
+
         app = web.Application()
         app.add_routes([web.get("/metrics", metrics)])
         return app

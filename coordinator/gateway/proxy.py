@@ -50,23 +50,85 @@ NOT_COORDINATOR = 16
 MAX_RESPONSE_BYTES = 2**31 - 1
 
 # The APIs forwarded, with the versions the gateway allows (None: whatever the broker has).
-_PASSED = (2, 17, 19, 20, 21, 22, 23, 24, 26, 29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 43, 44, 45, 46,
-           48, 49, 50, 51, 57, 61, 65, 66, 71, 72, 74, 75)
+_PASSED = (
+    2,
+    17,
+    19,
+    20,
+    21,
+    22,
+    23,
+    24,
+    26,
+    29,
+    30,
+    31,
+    32,
+    33,
+    34,
+    35,
+    36,
+    37,
+    38,
+    39,
+    40,
+    41,
+    43,
+    44,
+    45,
+    46,
+    48,
+    49,
+    50,
+    51,
+    57,
+    61,
+    65,
+    66,
+    71,
+    72,
+    74,
+    75,
+)
 ALLOWED: dict[int, tuple[int, int] | None] = {key: None for key in _PASSED}
-ALLOWED[kp.PRODUCE] = (0, 9)     # v10+ answers may carry node endpoints (KIP-951)
-ALLOWED[kp.FETCH] = (0, 15)      # v16+ likewise
-for _key in (kp.METADATA, kp.DESCRIBE_CLUSTER, kp.FIND_COORDINATOR, kp.API_VERSIONS, kp.OFFSET_COMMIT,
-             kp.OFFSET_FETCH, kp.ADD_OFFSETS_TO_TXN, kp.TXN_OFFSET_COMMIT, kp.OFFSET_DELETE):
+ALLOWED[kp.PRODUCE] = (0, 9)  # v10+ answers may carry node endpoints (KIP-951)
+ALLOWED[kp.FETCH] = (0, 15)  # v16+ likewise
+for _key in (
+    kp.METADATA,
+    kp.DESCRIBE_CLUSTER,
+    kp.FIND_COORDINATOR,
+    kp.API_VERSIONS,
+    kp.OFFSET_COMMIT,
+    kp.OFFSET_FETCH,
+    kp.ADD_OFFSETS_TO_TXN,
+    kp.TXN_OFFSET_COMMIT,
+    kp.OFFSET_DELETE,
+):
     ALLOWED[_key] = kp.library_versions(_key)
-ALLOWED[kp.SASL_HANDSHAKE] = (1, 1)   # v0 is followed by raw SASL tokens, which cannot be followed; clients send v1
+ALLOWED[kp.SASL_HANDSHAKE] = (1, 1)  # v0 is followed by raw SASL tokens, which cannot be followed; clients send v1
 ALLOWED[kp.SASL_AUTHENTICATE] = kp.library_versions(kp.SASL_AUTHENTICATE)
-for _key in (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, kp.DESCRIBE_GROUPS, kp.LIST_GROUPS,
-             kp.DELETE_GROUPS):
+for _key in (
+    kp.JOIN_GROUP,
+    kp.SYNC_GROUP,
+    kp.HEARTBEAT,
+    kp.LEAVE_GROUP,
+    kp.DESCRIBE_GROUPS,
+    kp.LIST_GROUPS,
+    kp.DELETE_GROUPS,
+):
     ALLOWED[_key] = kp.SUPPORTED[_key]
 # The coordinator answers OffsetCommit and OffsetFetch with an error (it keeps no offsets): a client
 # is told so rather than cut off.
-_TO_COORDINATOR = (kp.JOIN_GROUP, kp.SYNC_GROUP, kp.HEARTBEAT, kp.LEAVE_GROUP, kp.DESCRIBE_GROUPS, kp.DELETE_GROUPS,
-                   kp.OFFSET_COMMIT, kp.OFFSET_FETCH)
+_TO_COORDINATOR = (
+    kp.JOIN_GROUP,
+    kp.SYNC_GROUP,
+    kp.HEARTBEAT,
+    kp.LEAVE_GROUP,
+    kp.DESCRIBE_GROUPS,
+    kp.DELETE_GROUPS,
+    kp.OFFSET_COMMIT,
+    kp.OFFSET_FETCH,
+)
 
 
 class Refused(Exception):
@@ -101,8 +163,8 @@ class GatewayConfig:
     coordinators: list[tuple[str, int]]
     advertised_host: str | None = None
     max_frame_bytes: int = kp.MAX_FRAME_BYTES
-    server_ssl: ssl.SSLContext | None = None       # TLS on every port of the gateway
-    broker_ssl: ssl.SSLContext | None = None       # TLS to the brokers
+    server_ssl: ssl.SSLContext | None = None  # TLS on every port of the gateway
+    broker_ssl: ssl.SSLContext | None = None  # TLS to the brokers
     coordinator_ssl: ssl.SSLContext | None = None  # TLS to the coordinators' listeners
     require_sasl: bool = False  # a connection authenticates (SASL, with the brokers) before anything else
     # The gateway's own principal and token at the coordinators (SASL PLAIN): set, it forwards our
@@ -125,6 +187,7 @@ Rewrite = Callable[[bytes], Awaitable[bytes]]
 @dataclass
 class _Upstream:
     """One connection to a broker or a coordinator listener; answers come in request order."""
+
     reader: asyncio.StreamReader
     writer: asyncio.StreamWriter
     pending: collections.deque = field(default_factory=collections.deque)
@@ -185,8 +248,10 @@ class Gateway:
     async def _bind(self, name: str, port: int, node_id: int | None) -> None:
         async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             await self._connection(reader, writer, name, node_id)
-        self._servers[name] = await asyncio.start_server(accept, self.config.listen[0], port, reuse_address=True,
-                                                         ssl=self.config.server_ssl)
+
+        self._servers[name] = await asyncio.start_server(
+            accept, self.config.listen[0], port, reuse_address=True, ssl=self.config.server_ssl
+        )
 
     async def gateway_port_of(self, node_id: int, host: str, port: int) -> int:
         """The gateway's port for broker `node_id` at host:port, bound before it is returned."""
@@ -208,8 +273,9 @@ class Gateway:
     async def _learn_brokers(self) -> None:
         reader, writer = await self._open(self.config.bootstrap, self.config.broker_ssl)
         try:
-            body = kp.request_class(kp.METADATA, 12)(topics=[], allow_auto_topic_creation=False,
-                                                     include_topic_authorized_operations=False)
+            body = kp.request_class(kp.METADATA, 12)(
+                topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
+            )
             writer.write(kp.encode_request(body, 12, 1, "coordinator-gateway"))
             payload = await _read_frame(reader, MAX_RESPONSE_BYTES)
             if payload is None:
@@ -220,19 +286,22 @@ class Gateway:
         finally:
             writer.close()
 
-    async def _open(self, addresses: list[tuple[str, int]], context: ssl.SSLContext | None = None,
-                    timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(
+        self, addresses: list[tuple[str, int]], context: ssl.SSLContext | None = None, timeout: float = 10
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         error: Exception | None = None
         for host, port in addresses:
             try:
-                return await asyncio.wait_for(asyncio.open_connection(
-                    host, port, ssl=context, server_hostname=host if context else None), timeout)
+                return await asyncio.wait_for(
+                    asyncio.open_connection(host, port, ssl=context, server_hostname=host if context else None), timeout
+                )
             except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
                 error = e
         raise Refused(f"no upstream answers ({error})", "upstream")
 
-    async def open_coordinator(self, address: tuple[str, int],
-                               timeout: float = 10) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def open_coordinator(
+        self, address: tuple[str, int], timeout: float = 10
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """A connection to a coordinator's listener, logged in with the gateway's own credentials
         when it has them (SASL PLAIN, correlation ids 1 and 2). Refused if it cannot be had."""
         try:
@@ -245,9 +314,14 @@ class Gateway:
         user, password = self.config.coordinator_credentials
         try:
             for correlation, api_key, version, body in (
-                    (1, kp.SASL_HANDSHAKE, 1, kp.request_class(kp.SASL_HANDSHAKE, 1)(mechanism="PLAIN")),
-                    (2, kp.SASL_AUTHENTICATE, 2, kp.request_class(kp.SASL_AUTHENTICATE, 2)(
-                        auth_bytes=f"\0{user}\0{password}".encode()))):
+                (1, kp.SASL_HANDSHAKE, 1, kp.request_class(kp.SASL_HANDSHAKE, 1)(mechanism="PLAIN")),
+                (
+                    2,
+                    kp.SASL_AUTHENTICATE,
+                    2,
+                    kp.request_class(kp.SASL_AUTHENTICATE, 2)(auth_bytes=f"\0{user}\0{password}".encode()),
+                ),
+            ):
                 writer.write(kp.encode_request(body, version, correlation, "coordinator-gateway"))
                 payload = await asyncio.wait_for(_read_frame(reader, MAX_RESPONSE_BYTES), timeout)
                 if payload is None:
@@ -301,8 +375,9 @@ class Gateway:
 
     # --- a client connection ----------------------------------------------------------------
 
-    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port_name: str,
-                          node_id: int | None) -> None:
+    async def _connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, port_name: str, node_id: int | None
+    ) -> None:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
@@ -316,8 +391,14 @@ class Gateway:
 
 
 class _ClientConnection:
-    def __init__(self, gateway: Gateway, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 port_name: str, node_id: int | None) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        port_name: str,
+        node_id: int | None,
+    ) -> None:
         self.gw = gateway
         self.reader, self.writer = reader, writer
         self.port_name, self.node_id = port_name, node_id
@@ -364,10 +445,21 @@ class _ClientConnection:
         """One `gateway-connection-closed` event (a warning) naming the client id and host, counted."""
         self.gw.bad_input += 1
         self.gw.metrics.closed.labels(kind).inc()
-        logs.event(log, "gateway-connection-closed", "gateway: closing the connection from %s on the %s port%s: %s",
-                   self.host, self.port_name, f" (client id {self.client_id})" if self.client_id else "", reason,
-                   level=logging.WARNING, host=self.host, port=self.port_name, client_id=self.client_id,
-                   reason=kind, detail=reason)
+        logs.event(
+            log,
+            "gateway-connection-closed",
+            "gateway: closing the connection from %s on the %s port%s: %s",
+            self.host,
+            self.port_name,
+            f" (client id {self.client_id})" if self.client_id else "",
+            reason,
+            level=logging.WARNING,
+            host=self.host,
+            port=self.port_name,
+            client_id=self.client_id,
+            reason=kind,
+            detail=reason,
+        )
 
     def _abort(self, reason: str, kind: str = "refused") -> None:
         if self.closing is None:
@@ -455,6 +547,7 @@ class _ClientConnection:
             elif rounds == (1 if mechanism == "PLAIN" else 2):
                 self.mechanism, self.principal, self.opaque_mechanism = None, ("User", self.user), None
             return kp.frame(answer)
+
         self._forward(self.broker, header, payload, follow)
 
     def _check_authenticated(self, header: kp.RequestHeader) -> None:
@@ -470,8 +563,11 @@ class _ClientConnection:
         `User:ANONYMOUS` without authentication; Refused after a mechanism whose principal the
         gateway cannot read (GSSAPI, OAUTHBEARER): fail closed rather than act as somebody else."""
         if self.opaque_mechanism is not None:
-            raise Refused(f"group {group}: the principal of a {self.opaque_mechanism} client cannot be conveyed to "
-                          "the coordinator (PLAIN and SCRAM only)", "unauthenticated")
+            raise Refused(
+                f"group {group}: the principal of a {self.opaque_mechanism} client cannot be conveyed to "
+                "the coordinator (PLAIN and SCRAM only)",
+                "unauthenticated",
+            )
         return kp.principal_bytes(*(self.principal or ("User", "ANONYMOUS")))
 
     async def _route(self, header: kp.RequestHeader, payload: bytes) -> None:
@@ -498,12 +594,21 @@ class _ClientConnection:
                 return await self._to_coordinator(header, payload, groups, ours)
         elif key == kp.LIST_GROUPS and self.port_name == "coordinator":
             return await self._list_our_groups(header, payload)
-        rewrite = {kp.API_VERSIONS: self._api_versions_rewrite, kp.METADATA: self._metadata_rewrite,
-                   kp.DESCRIBE_CLUSTER: self._describe_cluster_rewrite}.get(key)
+        rewrite = {
+            kp.API_VERSIONS: self._api_versions_rewrite,
+            kp.METADATA: self._metadata_rewrite,
+            kp.DESCRIBE_CLUSTER: self._describe_cluster_rewrite,
+        }.get(key)
         self._forward(self.broker, header, payload, rewrite(header) if rewrite else None)
 
-    def _forward(self, upstream: _Upstream, header: kp.RequestHeader, payload: bytes, rewrite: Rewrite | None,
-                 answer: bool = True) -> asyncio.Future[bytes]:
+    def _forward(
+        self,
+        upstream: _Upstream,
+        header: kp.RequestHeader,
+        payload: bytes,
+        rewrite: Rewrite | None,
+        answer: bool = True,
+    ) -> asyncio.Future[bytes]:
         """Send `payload` upstream; its answer (after `rewrite`) is the client's next one, unless
         `answer` is False (a part of an answer the caller assembles)."""
         if upstream is self.broker:
@@ -561,19 +666,23 @@ class _ClientConnection:
             # Closed once the answers read before it are written: a broker answers a failed
             # authentication, then closes, and the client must read why.
             closed: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            closed.set_exception(Refused(f"upstream connection lost: {e}", "refused" if isinstance(e, Refused)
-                                         else "upstream"))
+            closed.set_exception(
+                Refused(f"upstream connection lost: {e}", "refused" if isinstance(e, Refused) else "upstream")
+            )
             self.answers.put_nowait(closed)
 
     # --- our groups ---------------------------------------------------------------------------
 
-    async def _to_coordinator(self, header: kp.RequestHeader, payload: bytes, groups: list[str],
-                              ours: list[str]) -> None:
+    async def _to_coordinator(
+        self, header: kp.RequestHeader, payload: bytes, groups: list[str], ours: list[str]
+    ) -> None:
         if len(ours) != len(groups):
             raise Refused(f"{header.api_name} names our groups and others together: {groups}")
         if header.api_key not in _TO_COORDINATOR:
-            raise Refused(f"{header.api_name} for our group {ours[0]} is not served (the coordinator has no offsets "
-                          "or transactions)")
+            raise Refused(
+                f"{header.api_name} for our group {ours[0]} is not served (the coordinator has no offsets "
+                "or transactions)"
+            )
         owner = await self.gw.owner_of(ours[0])
         if owner is None:
             raise Refused(f"no coordinator owns group {ours[0]} now")
@@ -586,8 +695,15 @@ class _ClientConnection:
                 raise
         self._to_listener(upstream, header, payload, ours[0], self._coordinator_answer(header, ours))
 
-    def _to_listener(self, upstream: _Upstream, header: kp.RequestHeader, payload: bytes, group: str,
-                     rewrite: Rewrite | None, answer: bool = True) -> asyncio.Future[bytes]:
+    def _to_listener(
+        self,
+        upstream: _Upstream,
+        header: kp.RequestHeader,
+        payload: bytes,
+        group: str,
+        rewrite: Rewrite | None,
+        answer: bool = True,
+    ) -> asyncio.Future[bytes]:
         """A request forwarded to a coordinator's listener: as it is, or, when the gateway logs in to
         the coordinators, in an Envelope with the client's principal and address (Kafka's forwarding,
         KIP-590), whose answer is unwrapped before `rewrite`."""
@@ -605,10 +721,12 @@ class _ClientConnection:
         async def unwrap(answer: bytes) -> bytes:
             _, envelope = kp.decode_response(kp.ENVELOPE, 0, answer)
             if envelope.error_code or envelope.response_data is None:
-                raise Refused(f"the coordinator did not take the forwarded {header.api_name}: error "
-                              f"{envelope.error_code}")
+                raise Refused(
+                    f"the coordinator did not take the forwarded {header.api_name}: error {envelope.error_code}"
+                )
             inner = bytes(envelope.response_data)
             return await rewrite(inner) if rewrite else kp.frame(inner)
+
         envelope_header = kp.RequestHeader(kp.ENVELOPE, 0, upstream.correlation, "coordinator-gateway")
         return self._forward(upstream, envelope_header, wrapped[4:], unwrap, answer)
 
@@ -655,6 +773,7 @@ class _ClientConnection:
                 for group in groups:
                     self.gw.forget(group)
             return kp.frame(payload)
+
         return check
 
     # --- rewrites -----------------------------------------------------------------------------
@@ -663,8 +782,7 @@ class _ClientConnection:
         """ApiVersions at a version we cannot read (a newer client): Kafka's answer, v0 with
         UNSUPPORTED_VERSION and the versions we pass, after which the client asks again at one of them.
         The broker is asked at v0 for its table."""
-        request = kp.encode_request(kp.request_class(kp.API_VERSIONS, 0)(), 0, header.correlation_id,
-                                    header.client_id)
+        request = kp.encode_request(kp.request_class(kp.API_VERSIONS, 0)(), 0, header.correlation_id, header.client_id)
         asked = kp.RequestHeader(kp.API_VERSIONS, 0, header.correlation_id, header.client_id)
         self._forward(self.broker, asked, request[4:], self._api_versions_rewrite(asked, error=kp.UNSUPPORTED_VERSION))
 
@@ -691,6 +809,7 @@ class _ClientConnection:
             if error is not None:
                 body.error_code = error
             return kp.encode_response(kp.RequestHeader(kp.API_VERSIONS, version, header.correlation_id, None), body)
+
         return rewrite
 
     def _metadata_rewrite(self, header: kp.RequestHeader) -> Rewrite:
@@ -700,9 +819,13 @@ class _ClientConnection:
                 broker.port = await self.gw.gateway_port_of(broker.node_id, broker.host, broker.port)
                 broker.host = self.gw.advertised_host
             cls = kp.response_class(kp.METADATA, header.api_version)
-            body.brokers = list(body.brokers) + [cls.MetadataResponseBroker(
-                node_id=COORDINATOR_NODE_ID, host=self.gw.advertised_host, port=self.gw.coordinator_port, rack=None)]
+            body.brokers = list(body.brokers) + [
+                cls.MetadataResponseBroker(
+                    node_id=COORDINATOR_NODE_ID, host=self.gw.advertised_host, port=self.gw.coordinator_port, rack=None
+                )
+            ]
             return kp.encode_response(header, body)
+
         return rewrite
 
     def _describe_cluster_rewrite(self, header: kp.RequestHeader) -> Rewrite:
@@ -714,6 +837,7 @@ class _ClientConnection:
                 broker.port = await self.gw.gateway_port_of(broker.broker_id, broker.host, broker.port)
                 broker.host = self.gw.advertised_host
             return kp.encode_response(header, body)
+
         return rewrite
 
     def _find_coordinator_rewrite(self, request: kp.Request) -> Rewrite:
@@ -743,4 +867,5 @@ class _ClientConnection:
                     answer.error_message = None
                 answer.node_id, answer.host, answer.port, answer.error_code = node, h, p, code
             return kp.encode_response(header, answer)
+
         return rewrite

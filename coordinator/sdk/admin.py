@@ -37,68 +37,114 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     groups = subparsers.add_parser("groups")
     groups_sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = groups_sub.add_parser(
-        "list", help="the groups of every partition, asked of every instance that serves one",
+        "list",
+        help="the groups of every partition, asked of every instance that serves one",
         description="Lists the groups of every partition of the topic: the instance at --url says who serves each "
-                    "partition (its own, and in group mode or with --peer the others'), and each instance is asked "
-                    "for its groups. Partitions nobody answered for are named on stderr.")
+        "partition (its own, and in group mode or with --peer the others'), and each instance is asked "
+        "for its groups. Partitions nobody answered for are named on stderr.",
+    )
     _common(listing)
     listing.set_defaults(func=_runner(_list))
     describe = groups_sub.add_parser(
-        "describe", help="a group's members, epochs and assignments",
+        "describe",
+        help="a group's members, epochs and assignments",
         description="A group as `kafka-consumer-groups --describe` shows one. Without a view flag: its epochs, "
-                    "assignor, connectors, deferred work and members. Times are ISO 8601, UTC.")
+        "assignor, connectors, deferred work and members. Times are ISO 8601, UTC.",
+    )
     _group_argument(describe)
     view = describe  # one view at a time: checked in _describe, so that a clash is one line
-    view.add_argument("--members", action="store_true",
-                      help="one row per member: member and instance id, client (over HTTP the principal its "
-                           "heartbeats authenticated as, which carry no client id; over Kafka's protocol its "
-                           "client.id), host, protocol, epoch, state")
-    view.add_argument("--state", action="store_true",
-                      help="the group's coordinator (URL and partition), assignor, state, epochs and member count")
-    view.add_argument("--tasks", action="store_true",
-                      help="one row per connector and task, in the status endpoint's words: ASSIGNED to a member, "
-                           "REVOKING by its owner, or UNASSIGNED (deferred until the scheduled rebalance, or "
-                           "until the next target assignment when no rebalance time is set); its target. Whether "
-                           "it runs only the worker knows")
-    describe.add_argument("--verbose", action="store_true",
-                          help="with --members: also what each member owns, is revoking and is given as its target")
-    describe.add_argument("--watch", nargs="?", type=_seconds, const=2.0, metavar="SECONDS",
-                          help="redraw every SECONDS (default 2) until Ctrl-C; with --format json, one JSON line "
-                               "per redraw")
+    view.add_argument(
+        "--members",
+        action="store_true",
+        help="one row per member: member and instance id, client (over HTTP the principal its "
+        "heartbeats authenticated as, which carry no client id; over Kafka's protocol its "
+        "client.id), host, protocol, epoch, state",
+    )
+    view.add_argument(
+        "--state",
+        action="store_true",
+        help="the group's coordinator (URL and partition), assignor, state, epochs and member count",
+    )
+    view.add_argument(
+        "--tasks",
+        action="store_true",
+        help="one row per connector and task, in the status endpoint's words: ASSIGNED to a member, "
+        "REVOKING by its owner, or UNASSIGNED (deferred until the scheduled rebalance, or "
+        "until the next target assignment when no rebalance time is set); its target. Whether "
+        "it runs only the worker knows",
+    )
+    describe.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --members: also what each member owns, is revoking and is given as its target",
+    )
+    describe.add_argument(
+        "--watch",
+        nargs="?",
+        type=_seconds,
+        const=2.0,
+        metavar="SECONDS",
+        help="redraw every SECONDS (default 2) until Ctrl-C; with --format json, one JSON line per redraw",
+    )
     _common(describe)
     describe.set_defaults(func=_runner(_describe))
 
     connectors = subparsers.add_parser("connectors")
     connectors_sub = connectors.add_subparsers(dest="action", metavar="ACTION", required=True)
     set_connectors = connectors_sub.add_parser(
-        "set", help="replace the group's connectors (creates the group; bumps its epoch when the set changes)")
+        "set", help="replace the group's connectors (creates the group; bumps its epoch when the set changes)"
+    )
     _group_argument(set_connectors)
-    set_connectors.add_argument("connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
-                                help="each connector and its task count; none removes them all")
+    set_connectors.add_argument(
+        "connectors",
+        nargs="*",
+        type=connector_count,
+        metavar="NAME=TASKS",
+        help="each connector and its task count; none removes them all",
+    )
     _common(set_connectors)
     set_connectors.set_defaults(func=_runner(_set_connectors), connectors_follow=True)
 
     config = subparsers.add_parser("config")
     config_sub = config.add_subparsers(dest="action", metavar="ACTION", required=True)
-    set_config = config_sub.add_parser("set", help="replace the group's timeouts; a flag left out means the "
-                                                   "server's default")
+    set_config = config_sub.add_parser(
+        "set", help="replace the group's timeouts; a flag left out means the server's default"
+    )
     _group_argument(set_config)
-    for flag in ("--session-timeout-ms", "--heartbeat-interval-ms", "--rebalance-timeout-ms",
-                 "--scheduled-rebalance-max-delay-ms", "--initial-assignment-delay-ms"):
+    for flag in (
+        "--session-timeout-ms",
+        "--heartbeat-interval-ms",
+        "--rebalance-timeout-ms",
+        "--scheduled-rebalance-max-delay-ms",
+        "--initial-assignment-delay-ms",
+    ):
         set_config.add_argument(flag, type=int, metavar="MS")
     _common(set_config)
     set_config.set_defaults(func=_runner(_set_config))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", default=os.environ.get("COORDINATOR_URL", DEFAULT_URL),
-                        help=f"any coordinator instance (env COORDINATOR_URL, default {DEFAULT_URL})")
-    parser.add_argument("--token", default=os.environ.get("COORDINATOR_TOKEN"),
-                        help="bearer token (env COORDINATOR_TOKEN)")
-    parser.add_argument("--ca-file", default=os.environ.get("COORDINATOR_CA_FILE"), metavar="FILE",
-                        help="CA certificates to verify an HTTPS coordinator (env COORDINATOR_CA_FILE)")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="keep retrying an unavailable coordinator this long (default 30)")
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("COORDINATOR_URL", DEFAULT_URL),
+        help=f"any coordinator instance (env COORDINATOR_URL, default {DEFAULT_URL})",
+    )
+    parser.add_argument(
+        "--token", default=os.environ.get("COORDINATOR_TOKEN"), help="bearer token (env COORDINATOR_TOKEN)"
+    )
+    parser.add_argument(
+        "--ca-file",
+        default=os.environ.get("COORDINATOR_CA_FILE"),
+        metavar="FILE",
+        help="CA certificates to verify an HTTPS coordinator (env COORDINATOR_CA_FILE)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="keep retrying an unavailable coordinator this long (default 30)",
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 
@@ -115,8 +161,9 @@ def _the_group(args: argparse.Namespace) -> None:
     flag, positional = args.group_flag, args.group
     if flag is not None and positional is not None:
         if not getattr(args, "connectors_follow", False):
-            raise CliError(f"the group is given twice ({positional!r} and --group {flag!r}): give one of them",
-                           exit_code=2)
+            raise CliError(
+                f"the group is given twice ({positional!r} and --group {flag!r}): give one of them", exit_code=2
+            )
         try:  # `connectors set --group G A=2 B=1`: the first word after the flags is a connector
             args.connectors.insert(0, connector_count(positional))
         except argparse.ArgumentTypeError as e:
@@ -137,7 +184,6 @@ def _seconds(text: str) -> float:
     return value
 
 
-
 def connector_count(text: str) -> tuple[str, int]:
     """`NAME=TASKS`: a connector and its task count, as `connectors set` and the fleet take them."""
     name, equals, tasks = text.rpartition("=")
@@ -146,8 +192,9 @@ def connector_count(text: str) -> tuple[str, int]:
     return name, int(tasks)
 
 
-def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[int]]
-            ) -> Callable[[argparse.Namespace], int]:
+def _runner(
+    action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[int]],
+) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         _the_group(args)
         context = None
@@ -161,9 +208,11 @@ def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[
             print(f"waiting for the coordinator of this group ({why})", file=sys.stderr)
 
         async def go() -> int:
-            async with CoordinatorClient(args.url, token=args.token, ssl_context=context, retry_for_s=args.timeout,
-                                         on_retry=retrying) as client:
+            async with CoordinatorClient(
+                args.url, token=args.token, ssl_context=context, retry_for_s=args.timeout, on_retry=retrying
+            ) as client:
                 return await action(client, args)
+
         try:
             return asyncio.run(go())
         except KeyboardInterrupt:
@@ -176,6 +225,7 @@ def _runner(action: Callable[[CoordinatorClient, argparse.Namespace], Awaitable[
             raise CliError(str(e)) from None
         except (aiohttp.ClientError, TimeoutError, OSError) as e:
             raise CliError(f"cannot reach the coordinator at {args.url}: {e}") from None
+
     return run
 
 
@@ -188,7 +238,6 @@ def _protocol_error(answer: wire.ErrorResponse) -> int:
 
 def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(msgspec.to_builtins(value), option=orjson.OPT_INDENT_2).decode() + "\n")
-
 
 
 def _items(cat: wire.ConnectorsAndTasks) -> str:
@@ -229,8 +278,9 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
     groups: dict[str, wire.GroupListing] = {}
     for url in urls:
         try:
-            answer = await client.request("GET", "/v1/groups", wire.ListGroupsResponse,
-                                          url=None if url == this else url)
+            answer = await client.request(
+                "GET", "/v1/groups", wire.ListGroupsResponse, url=None if url == this else url
+            )
         except (aiohttp.ClientError, TimeoutError, OSError, ApiError) as e:
             if url is None:
                 raise
@@ -244,14 +294,21 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
             if g.group_id not in groups or g.group_epoch > groups[g.group_id].group_epoch:
                 groups[g.group_id] = g
     if unanswered:
-        print(f"warning: no coordinator answered for partitions {_numbers(sorted(unanswered))}: their groups are "
-              "not listed", file=sys.stderr)
+        print(
+            f"warning: no coordinator answered for partitions {_numbers(sorted(unanswered))}: their groups are "
+            "not listed",
+            file=sys.stderr,
+        )
     listed = [groups[g] for g in sorted(groups)]
     if args.format == "json":
         _print_json(listed)
     else:
-        print(table([[g.group_id, g.group_epoch, g.state, g.members] for g in listed],
-                    ["GROUP", "EPOCH", "STATE", "MEMBERS"]))
+        print(
+            table(
+                [[g.group_id, g.group_epoch, g.state, g.members] for g in listed],
+                ["GROUP", "EPOCH", "STATE", "MEMBERS"],
+            )
+        )
     return 0
 
 
@@ -299,8 +356,15 @@ async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[s
     if isinstance(a, wire.ErrorResponse):
         return None, f"error {a.error_code}: {a.error_message}", 1
     if args.format == "json":
-        value: Any = (_members_json(a) if args.members else _state_json(a) if args.state
-                      else _tasks_json(a) if args.tasks else msgspec.to_builtins(a))
+        value: Any = (
+            _members_json(a)
+            if args.members
+            else _state_json(a)
+            if args.state
+            else _tasks_json(a)
+            if args.tasks
+            else msgspec.to_builtins(a)
+        )
         option = 0 if args.watch is not None else orjson.OPT_INDENT_2
         return orjson.dumps(value, option=option).decode(), None, 0
     if args.members:
@@ -315,11 +379,15 @@ async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[s
 def _description_text(a: wire.GroupDescription) -> str:
     lines = []
     if a.group_type == "classic":
-        lines.append(f"group {a.group_id} (classic): {a.state}, generation {a.generation}, protocol "
-                     f"{a.protocol_name}, leader {a.leader}")
+        lines.append(
+            f"group {a.group_id} (classic): {a.state}, generation {a.generation}, protocol "
+            f"{a.protocol_name}, leader {a.leader}"
+        )
     else:
-        lines.append(f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch "
-                     f"{a.assignment_epoch}, assignor {a.assignor} ({a.assignor_kind})")
+        lines.append(
+            f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch "
+            f"{a.assignment_epoch}, assignor {a.assignor} ({a.assignor_kind})"
+        )
     lines.append("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
     lines.append(_timeouts(a))
     if a.deferred.connectors or a.deferred.tasks:
@@ -331,14 +399,44 @@ def _description_text(a: wire.GroupDescription) -> str:
         lines.append(_classic_members_table(a))
     elif any(m.protocol == "classic" for m in a.members):
         # Translated classic members: their URL too (the worker's REST API, from its JoinGroup).
-        lines.append(table([[m.member_id, m.instance_id, m.protocol, m.url, m.member_epoch, m.state,
-                             _items(m.assignment), _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                           ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING",
-                            "TARGET"]))
+        lines.append(
+            table(
+                [
+                    [
+                        m.member_id,
+                        m.instance_id,
+                        m.protocol,
+                        m.url,
+                        m.member_epoch,
+                        m.state,
+                        _items(m.assignment),
+                        _items(m.pending_revocation),
+                        _items(m.target),
+                    ]
+                    for m in a.members
+                ],
+                ["MEMBER", "INSTANCE", "PROTOCOL", "URL", "EPOCH", "STATE", "ASSIGNED", "REVOKING", "TARGET"],
+            )
+        )
     else:
-        lines.append(table([[m.member_id, m.instance_id, m.protocol, m.member_epoch, m.state, _items(m.assignment),
-                             _items(m.pending_revocation), _items(m.target)] for m in a.members],
-                           ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "ASSIGNED", "REVOKING", "TARGET"]))
+        lines.append(
+            table(
+                [
+                    [
+                        m.member_id,
+                        m.instance_id,
+                        m.protocol,
+                        m.member_epoch,
+                        m.state,
+                        _items(m.assignment),
+                        _items(m.pending_revocation),
+                        _items(m.target),
+                    ]
+                    for m in a.members
+                ],
+                ["MEMBER", "INSTANCE", "PROTOCOL", "EPOCH", "STATE", "ASSIGNED", "REVOKING", "TARGET"],
+            )
+        )
     notes = [f"{m.member_id}: {m.note}" for m in a.members if getattr(m, "note", None)]
     if notes:
         lines.append("")
@@ -346,8 +444,9 @@ def _description_text(a: wire.GroupDescription) -> str:
     if a.departures:
         lines.append("")
         lines.append(f"removed by the change to group epoch {a.group_epoch}:")
-        lines.append(table([[d.member_id, d.instance_id, d.reason_text] for d in a.departures],
-                           ["MEMBER", "INSTANCE", "WHY"]))
+        lines.append(
+            table([[d.member_id, d.instance_id, d.reason_text] for d in a.departures], ["MEMBER", "INSTANCE", "WHY"])
+        )
     return "\n".join(lines)
 
 
@@ -356,9 +455,13 @@ def _classic_members_table(a: wire.GroupDescription) -> str:
     read to when it joined) and what it runs, by Kafka Connect's rule (coordinator.core.classic_holdings)."""
     if not a.members:
         return f"group {a.group_id} has no members"
-    return table([[m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state,
-                   _items(m.assignment)] for m in a.members],
-                 ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "ASSIGNED"])
+    return table(
+        [
+            [m.member_id, m.instance_id, m.url, getattr(m, "config_offset", None), m.state, _items(m.assignment)]
+            for m in a.members
+        ],
+        ["MEMBER", "INSTANCE", "URL", "CONFIG-OFFSET", "STATE", "ASSIGNED"],
+    )
 
 
 def _when(ms: int | None) -> str:
@@ -369,11 +472,16 @@ def _when(ms: int | None) -> str:
 
 def _timeouts(a: wire.GroupDescription) -> str:
     """The group's timeouts in effect (its own, or the server's defaults), as `config set` names them."""
-    rebalance = ("each member's own" if a.rebalance_timeout_ms is None  # null: the members' RebalanceTimeoutMs
-                 else f"{a.rebalance_timeout_ms} ms")
-    return (f"timeouts: session timeout {a.session_timeout_ms} ms, heartbeat interval {a.heartbeat_interval_ms} ms, "
-            f"rebalance timeout {rebalance}, scheduled rebalance max delay "
-            f"{a.scheduled_rebalance_max_delay_ms} ms, initial assignment delay {a.initial_assignment_delay_ms} ms")
+    rebalance = (
+        "each member's own"
+        if a.rebalance_timeout_ms is None  # null: the members' RebalanceTimeoutMs
+        else f"{a.rebalance_timeout_ms} ms"
+    )
+    return (
+        f"timeouts: session timeout {a.session_timeout_ms} ms, heartbeat interval {a.heartbeat_interval_ms} ms, "
+        f"rebalance timeout {rebalance}, scheduled rebalance max delay "
+        f"{a.scheduled_rebalance_max_delay_ms} ms, initial assignment delay {a.initial_assignment_delay_ms} ms"
+    )
 
 
 def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
@@ -382,8 +490,15 @@ def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
     header = ["MEMBER", "INSTANCE", "CLIENT", "HOST", "PROTOCOL", "EPOCH", "STATE"]
     rows = []
     for m in a.members:
-        row: list[Any] = [m.member_id, m.instance_id, m.client_id or None, m.client_host or None, m.protocol,
-                          m.member_epoch, m.state]
+        row: list[Any] = [
+            m.member_id,
+            m.instance_id,
+            m.client_id or None,
+            m.client_host or None,
+            m.protocol,
+            m.member_epoch,
+            m.state,
+        ]
         if verbose:
             row += [_items(m.assignment), _items(m.pending_revocation), _items(m.target)]
         rows.append(row)
@@ -397,17 +512,37 @@ def _members_json(a: wire.GroupDescription) -> list[Any]:
 
 
 def _state_json(a: _Described) -> dict[str, Any]:
-    return {"GroupId": a.group_id, "GroupType": a.group_type, "Coordinator": a.coordinator, "Partition": a.partition,
-            "Assignor": a.assignor, "AssignorKind": a.assignor_kind, "State": a.state, "GroupEpoch": a.group_epoch,
-            "AssignmentEpoch": a.assignment_epoch, "Members": len(a.members)}
+    return {
+        "GroupId": a.group_id,
+        "GroupType": a.group_type,
+        "Coordinator": a.coordinator,
+        "Partition": a.partition,
+        "Assignor": a.assignor,
+        "AssignorKind": a.assignor_kind,
+        "State": a.state,
+        "GroupEpoch": a.group_epoch,
+        "AssignmentEpoch": a.assignment_epoch,
+        "Members": len(a.members),
+    }
 
 
 def _state_table(a: _Described) -> str:
     assignor = None if a.assignor is None else f"{a.assignor} ({a.assignor_kind})" if a.assignor_kind else a.assignor
-    return table([[a.group_id, a.coordinator, a.partition, assignor, a.state, a.group_epoch, a.assignment_epoch,
-                   len(a.members)]],
-                 ["GROUP", "COORDINATOR", "PARTITION", "ASSIGNOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH",
-                  "MEMBERS"])
+    return table(
+        [
+            [
+                a.group_id,
+                a.coordinator,
+                a.partition,
+                assignor,
+                a.state,
+                a.group_epoch,
+                a.assignment_epoch,
+                len(a.members),
+            ]
+        ],
+        ["GROUP", "COORDINATOR", "PARTITION", "ASSIGNOR", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "MEMBERS"],
+    )
 
 
 def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
@@ -431,9 +566,18 @@ def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
     for key in items:
         status = ASSIGNED if key in owner else REVOKING if key in revoking else UNASSIGNED
         waits = status == UNASSIGNED and key in deferred
-        rows.append({"Connector": key[0], "Task": key[1], "Status": status, "Member": owner.get(key),
-                     "Revoking": revoking.get(key), "Target": target.get(key), "Deferred": waits,
-                     "DeferredUntilMs": a.scheduled_rebalance_at_ms if waits else None})
+        rows.append(
+            {
+                "Connector": key[0],
+                "Task": key[1],
+                "Status": status,
+                "Member": owner.get(key),
+                "Revoking": revoking.get(key),
+                "Target": target.get(key),
+                "Deferred": waits,
+                "DeferredUntilMs": a.scheduled_rebalance_at_ms if waits else None,
+            }
+        )
     return rows
 
 
@@ -448,10 +592,24 @@ def _tasks_json(a: wire.GroupDescription) -> list[dict[str, Any]]:
 def _tasks_table(a: wire.GroupDescription) -> str:
     rows = []
     for r in _task_rows(a):
-        until = None if not r["Deferred"] else "next-target" if r["DeferredUntilMs"] is None \
+        until = (
+            None
+            if not r["Deferred"]
+            else "next-target"
+            if r["DeferredUntilMs"] is None
             else iso_time(r["DeferredUntilMs"])
-        rows.append([r["Connector"], "-" if r["Task"] is None else r["Task"], r["Status"], r["Member"],
-                     r["Revoking"], r["Target"], until])
+        )
+        rows.append(
+            [
+                r["Connector"],
+                "-" if r["Task"] is None else r["Task"],
+                r["Status"],
+                r["Member"],
+                r["Revoking"],
+                r["Target"],
+                until,
+            ]
+        )
     if not rows:
         return f"group {a.group_id} runs no connectors"
     out = table(rows, ["CONNECTOR", "TASK", "STATUS", "MEMBER", "REVOKING", "TARGET", "DEFERRED-UNTIL"])
@@ -465,36 +623,50 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
     if len(set(names)) != len(names):
         raise CliError("a connector is named twice", exit_code=2)
     body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in args.connectors])
-    code = _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors",
-                                             wire.ErrorResponse, body))
+    code = _protocol_error(
+        await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors", wire.ErrorResponse, body)
+    )
     if code == 0:  # one line of what is now true, so that success is not silence
         if args.format == "json":
             _print_json({"GroupId": args.group, "Connectors": body.connectors})
         else:
-            print(f"group {args.group}: connectors set to "
-                  + (", ".join(f"{n} ({t} task{'' if t == 1 else 's'})" for n, t in args.connectors)
-                     or "none (every connector removed)"))
+            print(
+                f"group {args.group}: connectors set to "
+                + (
+                    ", ".join(f"{n} ({t} task{'' if t == 1 else 's'})" for n, t in args.connectors)
+                    or "none (every connector removed)"
+                )
+            )
     return code
 
 
 async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    body = wire.SetConfigRequest(session_timeout_ms=args.session_timeout_ms,
-                                 heartbeat_interval_ms=args.heartbeat_interval_ms,
-                                 rebalance_timeout_ms=args.rebalance_timeout_ms,
-                                 scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
-                                 initial_assignment_delay_ms=args.initial_assignment_delay_ms)
-    code = _protocol_error(await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config",
-                                             wire.ErrorResponse, body))
+    body = wire.SetConfigRequest(
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
+        rebalance_timeout_ms=args.rebalance_timeout_ms,
+        scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
+        initial_assignment_delay_ms=args.initial_assignment_delay_ms,
+    )
+    code = _protocol_error(
+        await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config", wire.ErrorResponse, body)
+    )
     if code == 0:  # the whole config is replaced: say so, the defaults included
         if args.format == "json":
             _print_json({"GroupId": args.group, **{k: v for k, v in msgspec.to_builtins(body).items()}})
         else:
-            named = [("session timeout", body.session_timeout_ms), ("heartbeat interval", body.heartbeat_interval_ms),
-                     ("rebalance timeout", body.rebalance_timeout_ms),
-                     ("scheduled rebalance max delay", body.scheduled_rebalance_max_delay_ms),
-                     ("initial assignment delay", body.initial_assignment_delay_ms)]
+            named = [
+                ("session timeout", body.session_timeout_ms),
+                ("heartbeat interval", body.heartbeat_interval_ms),
+                ("rebalance timeout", body.rebalance_timeout_ms),
+                ("scheduled rebalance max delay", body.scheduled_rebalance_max_delay_ms),
+                ("initial assignment delay", body.initial_assignment_delay_ms),
+            ]
             given = [f"{k} {v} ms" for k, v in named if v is not None]
             default = [k for k, v in named if v is None]
-            print(f"group {args.group}: config set: " + ", ".join(given or ["nothing given"])
-                  + (f"; the server's default for {', '.join(default)}" if default else ""))
+            print(
+                f"group {args.group}: config set: "
+                + ", ".join(given or ["nothing given"])
+                + (f"; the server's default for {', '.join(default)}" if default else "")
+            )
     return code

@@ -46,13 +46,25 @@ WAIT_MARGIN_S = 5.0
 class ClassicGroupWorker(WorkerShell):
     """One member of a classic group; the same life cycle and listener as `Worker`."""
 
-    def __init__(self, client: CoordinatorClient, group_id: str, *, member_id: str | None = None,
-                 instance_id: str | None = None, rack_id: str | None = None,
-                 assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",), server_side: bool = False,
-                 listener: RebalanceListener | None = None, rebalance_timeout_ms: int = 60_000,
-                 session_timeout_ms: int = 10_000, heartbeat_interval_ms: int = 3_000,
-                 scheduled_rebalance_max_delay_ms: int = 300_000, url: str | None = None,
-                 connect_protocol: str | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        group_id: str,
+        *,
+        member_id: str | None = None,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",),
+        server_side: bool = False,
+        listener: RebalanceListener | None = None,
+        rebalance_timeout_ms: int = 60_000,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 3_000,
+        scheduled_rebalance_max_delay_ms: int = 300_000,
+        url: str | None = None,
+        connect_protocol: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if server_side:
             raise ValueError("a classic group's leader assigns: there is no server-side assignor")
         # The coordinator gives a classic member its id (MEMBER_ID_REQUIRED); `member_id` and
@@ -64,10 +76,16 @@ class ClassicGroupWorker(WorkerShell):
             connect_protocol = DEFAULT if names[:1] == ["eager"] else SESSIONED
         super().__init__(listener, clock)
         self.client = client
-        self.classic = ClassicWorker(group_id, instance_id=instance_id, connect_protocol=connect_protocol, url=url,
-                                     session_timeout_ms=session_timeout_ms, rebalance_timeout_ms=rebalance_timeout_ms,
-                                     heartbeat_interval_ms=heartbeat_interval_ms,
-                                     scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms)
+        self.classic = ClassicWorker(
+            group_id,
+            instance_id=instance_id,
+            connect_protocol=connect_protocol,
+            url=url,
+            session_timeout_ms=session_timeout_ms,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            heartbeat_interval_ms=heartbeat_interval_ms,
+            scheduled_rebalance_max_delay_ms=scheduled_rebalance_max_delay_ms,
+        )
         self._generation_seen = self.classic.generation
 
     group_id = property(lambda self: self.classic.group_id)
@@ -107,8 +125,12 @@ class ClassicGroupWorker(WorkerShell):
         except ListenerError:
             pass
         if request is not None:
-            body = wire.LeaveGroupRequest(group_id=request.group_id, members=[
-                wire.LeaveMember(member_id=m.member_id, group_instance_id=m.instance_id) for m in request.members])
+            body = wire.LeaveGroupRequest(
+                group_id=request.group_id,
+                members=[
+                    wire.LeaveMember(member_id=m.member_id, group_instance_id=m.instance_id) for m in request.members
+                ],
+            )
             try:
                 await self.client.call(self.group_id, "POST", LEAVE, wire.LeaveGroupResponse, body)
             except (Unavailable, ApiError) as e:
@@ -130,7 +152,7 @@ class ClassicGroupWorker(WorkerShell):
                     self._wake.clear()
                     try:
                         await asyncio.wait_for(self._wake.wait(), delay_s)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue
                 await self._carry_out(await self._exchange(request))
@@ -148,27 +170,51 @@ class ClassicGroupWorker(WorkerShell):
         wait_s = c.rebalance_timeout_ms / 1000 + WAIT_MARGIN_S
         try:
             if isinstance(request, JoinGroupRequest):
-                answer = await self.client.call(self.group_id, "POST", JOIN, wire.JoinGroupResponse,
-                                                wire.JoinGroupRequest.of(request), timeout_s=wait_s)
-                response = answer.protocol() if isinstance(answer, wire.JoinGroupResponse) else \
-                    JoinGroupResponse(answer.error_code, answer.error_message)
-                connectors = await self._connectors() if response.error_code == 0 and response.members and \
-                    response.leader == response.member_id else ()
+                answer = await self.client.call(
+                    self.group_id,
+                    "POST",
+                    JOIN,
+                    wire.JoinGroupResponse,
+                    wire.JoinGroupRequest.of(request),
+                    timeout_s=wait_s,
+                )
+                response = (
+                    answer.protocol()
+                    if isinstance(answer, wire.JoinGroupResponse)
+                    else JoinGroupResponse(answer.error_code, answer.error_message)
+                )
+                connectors = (
+                    await self._connectors()
+                    if response.error_code == 0 and response.members and response.leader == response.member_id
+                    else ()
+                )
                 return c.joined(response, self._now(), connectors or ())
             if isinstance(request, SyncGroupRequest):
-                answer = await self.client.call(self.group_id, "POST", SYNC, wire.SyncGroupResponse,
-                                                wire.SyncGroupRequest.of(request), timeout_s=wait_s)
-                response = answer.protocol() if isinstance(answer, wire.SyncGroupResponse) else \
-                    SyncGroupResponse(answer.error_code, answer.error_message)
+                answer = await self.client.call(
+                    self.group_id,
+                    "POST",
+                    SYNC,
+                    wire.SyncGroupResponse,
+                    wire.SyncGroupRequest.of(request),
+                    timeout_s=wait_s,
+                )
+                response = (
+                    answer.protocol()
+                    if isinstance(answer, wire.SyncGroupResponse)
+                    else SyncGroupResponse(answer.error_code, answer.error_message)
+                )
                 # Every worker knows the configuration (a Connect worker reads its config topic).
                 configured = await self._connectors() if response.error_code == 0 else None
                 return c.synced(response, self._now(), configured)
-            body = wire.ClassicHeartbeatRequest(group_id=request.group_id, member_id=request.member_id,
-                                                generation_id=request.generation_id,
-                                                group_instance_id=request.instance_id)
+            body = wire.ClassicHeartbeatRequest(
+                group_id=request.group_id,
+                member_id=request.member_id,
+                generation_id=request.generation_id,
+                group_instance_id=request.instance_id,
+            )
             answer = await self.client.call(self.group_id, "POST", HEARTBEAT, wire.ErrorResponse, body)
             return c.heartbeat_answered(ErrorResponse(answer.error_code, answer.error_message), self._now())
-        except (Unavailable, asyncio.TimeoutError) as e:
+        except (TimeoutError, Unavailable) as e:
             log.warning("%s: no answer: %s", c.member_id, e or "timed out")
             return c.failed(self._now(), str(e) or "timed out")
         except ApiError as e:  # 400, 401, 403, 413: no retry changes this
@@ -178,9 +224,8 @@ class ClassicGroupWorker(WorkerShell):
         """The group's connectors, as a Connect worker reads them from its config topic (an empty
         group has none; None: they could not be read)."""
         try:
-            answer = await self.client.call(self.group_id, "GET", f"/v1/groups/{self.group_id}",
-                                            wire.GroupDescription)
-        except (Unavailable, ApiError, asyncio.TimeoutError) as e:
+            answer = await self.client.call(self.group_id, "GET", f"/v1/groups/{self.group_id}", wire.GroupDescription)
+        except (TimeoutError, Unavailable, ApiError) as e:
             log.warning("%s: reading the connectors failed: %s", self.member_id, e)
             return None
         if isinstance(answer, wire.GroupDescription):
@@ -198,4 +243,3 @@ class ClassicGroupWorker(WorkerShell):
             self.metrics.changed()
         elif c.settled:
             self.metrics.quiet()
-

@@ -9,7 +9,6 @@ caller's business (the worker SDK, the admin commands).
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 from collections.abc import Callable
 from typing import TypeVar
@@ -23,8 +22,9 @@ from coordinator.core.protocol import ErrorCode
 
 T = TypeVar("T")
 
-RETRIABLE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                       ErrorCode.COORDINATOR_NOT_AVAILABLE})
+RETRIABLE = frozenset(
+    {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
+)
 
 
 class ApiError(Exception):
@@ -52,9 +52,16 @@ class _Retry(Exception):
 
 
 class CoordinatorClient:
-    def __init__(self, url: str, *, token: str | None = None, ssl_context: ssl.SSLContext | None = None,
-                 timeout_s: float = 10.0, retry_for_s: float = 30.0,
-                 on_retry: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        timeout_s: float = 10.0,
+        retry_for_s: float = 30.0,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> None:
         self.bootstrap_url = url.rstrip("/")
         self.headers = {"Content-Type": "application/json"}
         if token:
@@ -82,15 +89,28 @@ class CoordinatorClient:
             self._session = aiohttp.ClientSession(timeout=self.timeout)
         return self._session
 
-    async def request(self, method: str, path: str, answer: type[T], body: wire.Body | None = None,
-                      url: str | None = None, timeout_s: float | None = None) -> T | wire.ErrorResponse:
+    async def request(
+        self,
+        method: str,
+        path: str,
+        answer: type[T],
+        body: wire.Body | None = None,
+        url: str | None = None,
+        timeout_s: float | None = None,
+    ) -> T | wire.ErrorResponse:
         """One HTTP exchange, no retry: the `answer`, or the protocol error (ErrorResponse) when an
         error left out the answer's fields. Anything that is not the API's answer raises ApiError.
         `timeout_s` replaces the client's for a request that may wait (a classic JoinGroup)."""
         data = None if body is None else wire.encode(body)
         timeout = None if timeout_s is None else aiohttp.ClientTimeout(total=timeout_s)
-        async with self._http().request(method, (url or self.bootstrap_url) + path, data=data, headers=self.headers,
-                                        ssl=self.ssl_context, timeout=timeout) as response:
+        async with self._http().request(
+            method,
+            (url or self.bootstrap_url) + path,
+            data=data,
+            headers=self.headers,
+            ssl=self.ssl_context,
+            timeout=timeout,
+        ) as response:
             raw = await response.read()
         try:
             outcome = msgspec.json.decode(raw, type=_Outcome)
@@ -108,34 +128,57 @@ class CoordinatorClient:
     async def coordinator_of(self, group_id: str) -> str:
         url = self._coordinators.get(group_id)
         if url is None:
-            found = await self.request("POST", "/v1/find-coordinator", wire.FindCoordinatorResponse,
-                                       wire.FindCoordinatorRequest(group_id=group_id))
+            found = await self.request(
+                "POST",
+                "/v1/find-coordinator",
+                wire.FindCoordinatorResponse,
+                wire.FindCoordinatorRequest(group_id=group_id),
+            )
             if isinstance(found, wire.ErrorResponse):
                 raise _Retry(f"find-coordinator: {found.error_message}")
             url = self._coordinators[group_id] = found.url.rstrip("/")
         return url
 
-    async def call(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None = None,
-                   timeout_s: float | None = None) -> T | wire.ErrorResponse:
+    async def call(
+        self,
+        group_id: str,
+        method: str,
+        path: str,
+        answer: type[T],
+        body: wire.Body | None = None,
+        timeout_s: float | None = None,
+    ) -> T | wire.ErrorResponse:
         """A request about `group_id`, sent to its coordinator; NOT_COORDINATOR, loading and
         connection failures are retried (rediscovering the coordinator) for `retry_for_s`."""
         try:
-            async for attempt in AsyncRetrying(retry=retry_if_exception_type(_Retry),
-                                               stop=stop_after_delay(self.retry_for_s),
-                                               wait=wait_random_exponential(multiplier=0.05, max=2),
-                                               before_sleep=self._before_sleep, reraise=True):
+            async for attempt in AsyncRetrying(
+                retry=retry_if_exception_type(_Retry),
+                stop=stop_after_delay(self.retry_for_s),
+                wait=wait_random_exponential(multiplier=0.05, max=2),
+                before_sleep=self._before_sleep,
+                reraise=True,
+            ):
                 with attempt:
                     return await self._once(group_id, method, path, answer, body, timeout_s)
         except _Retry as e:
-            raise Unavailable(f"no coordinator for group {group_id} answered within {self.retry_for_s:g}s: {e}") from None
+            raise Unavailable(
+                f"no coordinator for group {group_id} answered within {self.retry_for_s:g}s: {e}"
+            ) from None
         raise AssertionError("unreachable")
 
-    async def _once(self, group_id: str, method: str, path: str, answer: type[T], body: wire.Body | None,
-                    timeout_s: float | None = None) -> T | wire.ErrorResponse:
+    async def _once(
+        self,
+        group_id: str,
+        method: str,
+        path: str,
+        answer: type[T],
+        body: wire.Body | None,
+        timeout_s: float | None = None,
+    ) -> T | wire.ErrorResponse:
         try:
             url = await self.coordinator_of(group_id)
             got = await self.request(method, path, answer, body, url, timeout_s)
-        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+        except (TimeoutError, aiohttp.ClientError, OSError) as e:
             self._coordinators.pop(group_id, None)
             raise _Retry(f"{type(e).__name__}: {e}") from None
         code = getattr(got, "error_code", 0)

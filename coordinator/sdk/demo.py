@@ -49,15 +49,17 @@ class Outcome:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("demo",
-                                   description=__doc__)
+    parser = subparsers.add_parser("demo", description=__doc__)
     kafka_config.add_arguments(parser)
     parser.add_argument("--workers", type=int, default=5)
     parser.add_argument("--group", default="demo-connect-cluster")
     parser.add_argument("--fast", action="store_true", help="shorter timeouts (the CI version of the story)")
-    parser.add_argument("--connect", action="store_true",
-                        help="the second main job: three unmodified Kafka Connect 4.3.1 workers through a gateway "
-                             "on our coordinator (coordinator.sdk.demo_connect)")
+    parser.add_argument(
+        "--connect",
+        action="store_true",
+        help="the second main job: three unmodified Kafka Connect 4.3.1 workers through a gateway "
+        "on our coordinator (coordinator.sdk.demo_connect)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -65,17 +67,29 @@ def run(args: argparse.Namespace) -> int:
     config = kafka_config.client_config(args)
     if args.connect:
         from coordinator.sdk import demo_connect
+
         return demo_connect.run(config["bootstrap.servers"], args.topic)
     timing = Timing(150, 1_500, 2_500, 0.5) if args.fast else Timing()
     with tempfile.TemporaryDirectory(prefix="coordinator-demo-") as logs:
-        outcome = asyncio.run(story(config["bootstrap.servers"], args.topic, args.group, args.workers, timing,
-                                    Path(logs), kafka_args=_kafka_flags(args)))
+        outcome = asyncio.run(
+            story(
+                config["bootstrap.servers"],
+                args.topic,
+                args.group,
+                args.workers,
+                timing,
+                Path(logs),
+                kafka_args=_kafka_flags(args),
+            )
+        )
     if outcome.problems:
         for problem in outcome.problems:
             print(f"PROBLEM: {problem}", file=sys.stderr)
         return 1
-    print("\nThe story is over: every task has exactly one live owner, the bounced worker got its own work "
-          "back, and the new coordinator took over from the topic.")
+    print(
+        "\nThe story is over: every task has exactly one live owner, the bounced worker got its own work "
+        "back, and the new coordinator took over from the topic."
+    )
     return 0
 
 
@@ -94,11 +108,19 @@ def _step(title: str) -> None:
     print(f"\n=== {title} ===", flush=True)
 
 
-async def story(bootstrap: str, topic: str, group: str, workers: int, timing: Timing, log_dir: Path,
-                kafka_args: list[str] = ()) -> Outcome:
-    flags = ["--allow-anonymous", "--heartbeat-interval-ms", str(timing.heartbeat_interval_ms),
-             "--session-timeout-ms", str(timing.session_timeout_ms),
-             "--scheduled-rebalance-max-delay-ms", str(timing.scheduled_rebalance_max_delay_ms), *kafka_args]
+async def story(
+    bootstrap: str, topic: str, group: str, workers: int, timing: Timing, log_dir: Path, kafka_args: list[str] = ()
+) -> Outcome:
+    flags = [
+        "--allow-anonymous",
+        "--heartbeat-interval-ms",
+        str(timing.heartbeat_interval_ms),
+        "--session-timeout-ms",
+        str(timing.session_timeout_ms),
+        "--scheduled-rebalance-max-delay-ms",
+        str(timing.scheduled_rebalance_max_delay_ms),
+        *kafka_args,
+    ]
     first = ServeProcess(bootstrap, topic, log_dir, *flags)
     second = ServeProcess(bootstrap, topic, log_dir, *flags, port=first.port)
     outcome = Outcome()
@@ -122,19 +144,25 @@ async def story(bootstrap: str, topic: str, group: str, workers: int, timing: Ti
 
             bounced = outcome.bounced = "worker-2"
             outcome.bounced_before = fleet.workers[bounced].owned
-            _step(f"{bounced} restarts and is back within {timing.scheduled_rebalance_max_delay_ms / 1000:g} s: "
-                  "its work waits for it")
+            _step(
+                f"{bounced} restarts and is back within {timing.scheduled_rebalance_max_delay_ms / 1000:g} s: "
+                "its work waits for it"
+            )
             await fleet.bounce(bounced, timing.bounce_pause_s)
             await fleet.wait_stable(everything)
             print(fleet.table(), flush=True)
             outcome.bounced_after = fleet.workers[bounced].owned
             if outcome.bounced_after != outcome.bounced_before:
-                outcome.problems.append(f"{bounced} came back to {describe(fleet.workers[bounced].owned)}, "
-                                        f"not its own {describe(outcome.bounced_before)}")
+                outcome.problems.append(
+                    f"{bounced} came back to {describe(fleet.workers[bounced].owned)}, "
+                    f"not its own {describe(outcome.bounced_before)}"
+                )
 
             crashed = outcome.crashed = "worker-4"
-            _step(f"{crashed} crashes: after its session ({timing.session_timeout_ms / 1000:g} s) its work is "
-                  f"deferred for {timing.scheduled_rebalance_max_delay_ms / 1000:g} s, then spread")
+            _step(
+                f"{crashed} crashes: after its session ({timing.session_timeout_ms / 1000:g} s) its work is "
+                f"deferred for {timing.scheduled_rebalance_max_delay_ms / 1000:g} s, then spread"
+            )
             await fleet.crash(crashed)
             await fleet.wait_stable(everything, timeout=60)
             print(fleet.table(), flush=True)

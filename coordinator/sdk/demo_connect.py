@@ -46,9 +46,13 @@ class Watch:
         status, body = http("GET", f"{self.serve[-1].url}/v1/groups/{self.group}")
         if status != 200 or not isinstance(body, dict):
             return None
-        return {m.get("Url") or m["MemberId"]: [*m["Assignment"]["Connectors"],
-                                                 *(f"{t['Connector']}-{t['Task']}" for t in m["Assignment"]["Tasks"])]
-                for m in body.get("Members", [])}
+        return {
+            m.get("Url") or m["MemberId"]: [
+                *m["Assignment"]["Connectors"],
+                *(f"{t['Connector']}-{t['Task']}" for t in m["Assignment"]["Tasks"]),
+            ]
+            for m in body.get("Members", [])
+        }
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
@@ -80,12 +84,26 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
     gateway_port = free_port()
     gateway = f"127.0.0.1:{gateway_port}"
     with (run_dir / "gateway.log").open("wb") as log:
-        proxy = subprocess.Popen([sys.executable, "-m", "coordinator", "gateway", "--bootstrap-server", bootstrap,
-                                  "--listen", gateway, "--groups", GROUP, "--coordinator", listener],
-                                 stdout=log, stderr=subprocess.STDOUT)
+        proxy = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "gateway",
+                "--bootstrap-server",
+                bootstrap,
+                "--listen",
+                gateway,
+                "--groups",
+                GROUP,
+                "--coordinator",
+                listener,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     print(f"coordinator {serves[0].url} (Kafka listener {listener}), gateway {gateway} in front of {bootstrap}")
-    workers = {n: ConnectWorker(run_dir, n, gateway, bootstrap, GROUP) for n in ("connect-1", "connect-2",
-                                                                                   "connect-3")}
+    workers = {n: ConnectWorker(run_dir, n, gateway, bootstrap, GROUP) for n in ("connect-1", "connect-2", "connect-3")}
     watch = Watch(serves, GROUP)
     try:
         for name in ("connect-1", "connect-2"):
@@ -93,21 +111,38 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         until(lambda: all(workers[n].up() for n in ("connect-1", "connect-2")), 180, "connect-1 and -2 answer")
         watch.start()
         first = workers["connect-1"]
-        until(lambda: http("PUT", f"{first.url}/connectors/src/config",
-                           source_connector(f"{GROUP}-data", TASKS))[0] in (200, 201), 60, "the connector is created")
+        until(
+            lambda: (
+                http("PUT", f"{first.url}/connectors/src/config", source_connector(f"{GROUP}-data", TASKS))[0]
+                in (200, 201)
+            ),
+            60,
+            "the connector is created",
+        )
         until(lambda: first.running("src", TASKS), 120, "every task RUNNING")
         _show(f"two Kafka Connect workers run connector src ({TASKS} tasks) on our coordinator", watch, workers)
 
         workers["connect-3"].start()
         until(lambda: workers["connect-3"].up(), 180, "connect-3 answers")
-        until(lambda: any(u.endswith(f":{workers['connect-3'].port}/") and items
-                          for u, items in (watch.holders() or {}).items()) and first.running("src", TASKS),
-              120, "connect-3 runs a share")
+        until(
+            lambda: (
+                any(
+                    u.endswith(f":{workers['connect-3'].port}/") and items
+                    for u, items in (watch.holders() or {}).items()
+                )
+                and first.running("src", TASKS)
+            ),
+            120,
+            "connect-3 runs a share",
+        )
         _show("connect-3 joined: it took a share, in Connect's incremental cooperative rounds", watch, workers)
 
         workers["connect-2"].stop()
-        until(lambda: first.running("src", TASKS) and len(watch.holders() or {}) == 2, 120,
-              "connect-2's work runs elsewhere")
+        until(
+            lambda: first.running("src", TASKS) and len(watch.holders() or {}) == 2,
+            120,
+            "connect-2's work runs elsewhere",
+        )
         _show("connect-2 stopped (SIGTERM): its work moved to the others", watch, workers)
 
         serves[0].kill()
@@ -116,13 +151,32 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         time.sleep(6.0)
         until(lambda: first.running("src", TASKS), 60, "every task RUNNING after the failover")
         exited = [n for n, w in workers.items() if n != "connect-2" and not w.alive()]
-        _show("the workers carried on with the new coordinator" + (f" (exited: {exited})" if exited else ""),
-              watch, workers)
+        _show(
+            "the workers carried on with the new coordinator" + (f" (exited: {exited})" if exited else ""),
+            watch,
+            workers,
+        )
         watch.stop()
         problems = list(watch.problems) + [f"worker {n} exited" for n in exited]
-        timeline = subprocess.run([sys.executable, "-m", "coordinator", "replay", "timeline", "--bootstrap-servers",
-                                   bootstrap, "--topic", topic, "--group", GROUP],
-                                  capture_output=True, text=True, timeout=120, check=False)
+        timeline = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coordinator",
+                "replay",
+                "timeline",
+                "--bootstrap-servers",
+                bootstrap,
+                "--topic",
+                topic,
+                "--group",
+                GROUP,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         print("\n== coordinator replay timeline --group", GROUP)
         print(timeline.stdout[-6000:])
         if timeline.returncode != 0:
@@ -149,6 +203,8 @@ def run(bootstrap: str, topic: str) -> int:
         print(f"PROBLEM: {problem}", file=sys.stderr)
     if problems:
         return 1
-    print("\nThe story is over: every task ran on at most one worker at every look and ends RUNNING on exactly "
-          "one; the workers are unmodified Kafka Connect, the coordinator and the history are ours.")
+    print(
+        "\nThe story is over: every task ran on at most one worker at every look and ends RUNNING on exactly "
+        "one; the workers are unmodified Kafka Connect, the coordinator and the history are ours."
+    )
     return 0

@@ -66,7 +66,10 @@ SCENARIO_HELP = (
     "The scenario (--scenario FILE): one event per line, AT ACTION [ARGS], AT in seconds from the start.\n"
     "Actions: join N [connect|classic], scale-out N, scale-in N, bounce NAME SECONDS, crash NAME,\n"
     "connectors NAME=TASKS..., upgrade NAME, downgrade NAME, stop. For example:\n\n"
-    + _EXAMPLE.split("\n", 1)[1] + "\n\n" + _RULES)
+    + _EXAMPLE.split("\n", 1)[1]
+    + "\n\n"
+    + _RULES
+)
 PROTOCOLS = ("connect", "classic")
 
 
@@ -128,10 +131,20 @@ class _RecordedMetrics(RebalanceMetrics):
 class Fleet:
     """Named workers of one group, and the events that happen to them."""
 
-    def __init__(self, client: CoordinatorClient, group_id: str, *, static: bool = True, server_side: bool = False,
-                 assignor_name: str = "incremental_cooperative", out: TextIO | None = None, quiet: bool = False,
-                 clock: Callable[[], float] = time.monotonic, events: BinaryIO | None = None,
-                 protocol: str = "connect") -> None:
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        group_id: str,
+        *,
+        static: bool = True,
+        server_side: bool = False,
+        assignor_name: str = "incremental_cooperative",
+        out: TextIO | None = None,
+        quiet: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        events: BinaryIO | None = None,
+        protocol: str = "connect",
+    ) -> None:
         self.client = client
         self.group_id = group_id
         self.static = static
@@ -165,9 +178,16 @@ class Fleet:
 
     def _worker(self, name: str) -> Worker:
         protocol = self.protocols.setdefault(name, self.protocol)
-        worker = Worker(self.client, self.group_id, protocol=protocol, instance_id=name if self.static else None,
-                        member_id=f"{name}-{os.getpid()}-{self._next()}", assignors=(self.assignor_name,),
-                        server_side=self.server_side and protocol == "connect", listener=_Printer(self, name))
+        worker = Worker(
+            self.client,
+            self.group_id,
+            protocol=protocol,
+            instance_id=name if self.static else None,
+            member_id=f"{name}-{os.getpid()}-{self._next()}",
+            assignors=(self.assignor_name,),
+            server_side=self.server_side and protocol == "connect",
+            listener=_Printer(self, name),
+        )
         worker.metrics = _RecordedMetrics(self, name)
         return worker
 
@@ -231,10 +251,12 @@ class Fleet:
 
     async def set_connectors(self, counts: dict[str, int]) -> None:
         body = wire.SetConnectorsRequest(
-            connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()])
+            connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()]
+        )
         try:
-            answer = await self.client.call(self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors",
-                                            wire.ErrorResponse, body)
+            answer = await self.client.call(
+                self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors", wire.ErrorResponse, body
+            )
         except (ApiError, Unavailable) as e:  # a 403 without the Alter ACL, no coordinator: the caller's one line
             raise CliError(f"setting the connectors of group {self.group_id}: {e}") from None
         if answer.error_code:
@@ -251,8 +273,9 @@ class Fleet:
     def stable(self) -> bool:
         return all(w.stable for w in self.workers.values())
 
-    async def wait_stable(self, expected: frozenset[Item] | None = None, timeout: float = 60.0,
-                          settle_s: float = 0.0) -> None:
+    async def wait_stable(
+        self, expected: frozenset[Item] | None = None, timeout: float = 60.0, settle_s: float = 0.0
+    ) -> None:
         """Until every live worker is quiet (and, given `expected`, they run exactly it, once each)."""
         deadline = self.clock() + timeout
         while True:
@@ -273,16 +296,20 @@ class Fleet:
     def table(self) -> str:
         rows = []
         for name, w in sorted(self.workers.items(), key=lambda kv: _natural(kv[0])):
-            rows.append(f"  {name:<10} {self.protocols.get(name, self.protocol):<8} epoch {w.member_epoch:<4} "
-                        f"{describe(w.owned) or '-'}")
+            rows.append(
+                f"  {name:<10} {self.protocols.get(name, self.protocol):<8} epoch {w.member_epoch:<4} "
+                f"{describe(w.owned) or '-'}"
+            )
         return "\n".join(rows)
 
     def summary(self) -> str:
         lines = ["summary:", self.table()]
         for name, w in sorted(self.workers.items(), key=lambda kv: _natural(kv[0])):
             m = w.metrics.snapshot()
-            lines.append(f"  {name:<10} rebalances {m['rebalance-total']}, avg {m['rebalance-latency-avg']:.0f} ms, "
-                         f"max {m['rebalance-latency-max']:.0f} ms, failed {m['failed-rebalance-total']}")
+            lines.append(
+                f"  {name:<10} rebalances {m['rebalance-total']}, avg {m['rebalance-latency-avg']:.0f} ms, "
+                f"max {m['rebalance-latency-max']:.0f} ms, failed {m['failed-rebalance-total']}"
+            )
         return "\n".join(lines)
 
     async def play(self, events: list[Event]) -> None:
@@ -299,8 +326,9 @@ class Fleet:
         if event.action in ("join", "scale-out"):
             protocol = a[1] if len(a) > 1 else None
             if protocol is not None and protocol not in PROTOCOLS:
-                raise CliError(f"{event.action}: protocol must be one of {', '.join(PROTOCOLS)}, not {protocol}",
-                               exit_code=2)
+                raise CliError(
+                    f"{event.action}: protocol must be one of {', '.join(PROTOCOLS)}, not {protocol}", exit_code=2
+                )
             await self.join(int(a[0]) if a else 1, protocol=protocol)
         elif event.action in ("upgrade", "downgrade"):
             if not a:
@@ -319,11 +347,13 @@ class Fleet:
         elif event.action == "stop":
             self.say("stopping")
 
-
     def _named(self, event: Event, args: tuple[str, ...]) -> str:
         if not args or args[0] not in self.workers:
-            raise CliError(f"{event.action} at {event.at_s:g} s: " + (f"no worker named {args[0]} runs" if args
-                                                                      else "needs a worker's name"), exit_code=2)
+            raise CliError(
+                f"{event.action} at {event.at_s:g} s: "
+                + (f"no worker named {args[0]} runs" if args else "needs a worker's name"),
+                exit_code=2,
+            )
         return args[0]
 
 
@@ -350,38 +380,69 @@ def _connector_counts(args: tuple[str, ...]) -> dict[str, int]:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("worker", formatter_class=argparse.RawDescriptionHelpFormatter,
-                                   description="Run N workers of a group in one process; a scenario file or flags "
-                                               "drive events on a timeline.",
-                                   epilog=SCENARIO_HELP)
+    parser = subparsers.add_parser(
+        "worker",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run N workers of a group in one process; a scenario file or flags drive events on a timeline.",
+        epilog=SCENARIO_HELP,
+    )
     parser.add_argument("--group", required=True)
-    parser.add_argument("--count", type=int, default=None,
-                        help="workers that join at the start, named worker-N, besides any of --names and the "
-                             "scenario's join lines (default 3; 0 with --names or --scenario: then they decide)")
-    parser.add_argument("--names", nargs="+", default=(), metavar="NAME",
-                        help="workers of these names (their instance ids) join at the start; a process "
-                             "restarted with the same name is the same static member")
-    parser.add_argument("--url", default=os.environ.get("COORDINATOR_URL", "http://127.0.0.1:8400"),
-                        help="any coordinator instance (env COORDINATOR_URL)")
+    parser.add_argument(
+        "--count",
+        type=int,
+        default=None,
+        help="workers that join at the start, named worker-N, besides any of --names and the "
+        "scenario's join lines (default 3; 0 with --names or --scenario: then they decide)",
+    )
+    parser.add_argument(
+        "--names",
+        nargs="+",
+        default=(),
+        metavar="NAME",
+        help="workers of these names (their instance ids) join at the start; a process "
+        "restarted with the same name is the same static member",
+    )
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("COORDINATOR_URL", "http://127.0.0.1:8400"),
+        help="any coordinator instance (env COORDINATOR_URL)",
+    )
     parser.add_argument("--token", default=os.environ.get("COORDINATOR_TOKEN"), help="(env COORDINATOR_TOKEN)")
     parser.add_argument("--dynamic", action="store_true", help="no static instance ids")
     parser.add_argument("--server-side", action="store_true", help="the coordinator runs the assignor")
-    parser.add_argument("--protocol", choices=PROTOCOLS, default="connect",
-                        help="the workers' group protocol: connect (seed 000) or classic (seed 004, Kafka "
-                             "Connect's); a scenario's join, upgrade and downgrade choose per worker")
+    parser.add_argument(
+        "--protocol",
+        choices=PROTOCOLS,
+        default="connect",
+        help="the workers' group protocol: connect (seed 000) or classic (seed 004, Kafka "
+        "Connect's); a scenario's join, upgrade and downgrade choose per worker",
+    )
     parser.add_argument("--assignor", choices=sorted(ASSIGNORS), default="incremental_cooperative")
-    parser.add_argument("--connectors", nargs="*", type=connector_count, metavar="NAME=TASKS",
-                        help="set the group's connectors first")
+    parser.add_argument(
+        "--connectors", nargs="*", type=connector_count, metavar="NAME=TASKS", help="set the group's connectors first"
+    )
     parser.add_argument("--scenario", metavar="FILE", help="a timeline of events (its format: below)")
-    parser.add_argument("--duration", type=float, default=None,
-                        help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)")
-    parser.add_argument("--events", metavar="FILE",
-                        help="append every assignment, revocation, loss and completed rebalance to FILE as JSON "
-                             "lines with wall-clock times ('-': standard output)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop after this many seconds (default: at the scenario's end, or on Ctrl-C)",
+    )
+    parser.add_argument(
+        "--events",
+        metavar="FILE",
+        help="append every assignment, revocation, loss and completed rebalance to FILE as JSON "
+        "lines with wall-clock times ('-': standard output)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print no running commentary")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
-                        help="serve the workers' rebalance metrics (seed 001, and Kafka Connect's names) for "
-                             "Prometheus on http://0.0.0.0:PORT/metrics")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        metavar="PORT",
+        help="serve the workers' rebalance metrics (seed 001, and Kafka Connect's names) for "
+        "Prometheus on http://0.0.0.0:PORT/metrics",
+    )
     parser.set_defaults(func=run)
 
 
@@ -450,9 +511,16 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
         loop.add_signal_handler(signum, on_signal)
     failed: CliError | None = None
     async with CoordinatorClient(args.url, token=args.token) as client:
-        fleet = Fleet(client, args.group, static=not args.dynamic, server_side=args.server_side,
-                      assignor_name=args.assignor, quiet=args.quiet, events=_open_events(args.events),
-                      protocol=args.protocol)
+        fleet = Fleet(
+            client,
+            args.group,
+            static=not args.dynamic,
+            server_side=args.server_side,
+            assignor_name=args.assignor,
+            quiet=args.quiet,
+            events=_open_events(args.events),
+            protocol=args.protocol,
+        )
         if args.metrics_port is not None:
             serve_metrics(fleet, args.metrics_port)
         try:
@@ -484,9 +552,10 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
             for worker in list(fleet.workers.values()):
                 await worker.stop(leave=False)  # no network: heartbeats stop, sessions expire
             left = ", ".join(fleet.workers) or "none"
-            raise CliError(f"stopped again while the workers were leaving: {left} did not leave; their sessions "
-                           "will expire on the coordinator" + (f" (before that: {failed})" if failed else "")) \
-                from None
+            raise CliError(
+                f"stopped again while the workers were leaving: {left} did not leave; their sessions "
+                "will expire on the coordinator" + (f" (before that: {failed})" if failed else "")
+            ) from None
     if failed is not None:
         raise failed
     return 0

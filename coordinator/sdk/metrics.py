@@ -27,22 +27,38 @@ LABELS = ("group", "member")
 # Seed 001's figures: snapshot key -> (metric name, help, counter?)
 _SEED_METRICS: dict[str, tuple[str, str, bool]] = {
     "rebalance-total": ("rebalance", "Rebalances this member took part in (seed 001 rebalance-total).", True),
-    "failed-rebalance-total": ("failed_rebalance", "Rebalances that failed for this member: fenced, lost or an "
-                                                   "assignment refused (seed 001 failed-rebalance-total).", True),
+    "failed-rebalance-total": (
+        "failed_rebalance",
+        "Rebalances that failed for this member: fenced, lost or an "
+        "assignment refused (seed 001 failed-rebalance-total).",
+        True,
+    ),
     "rebalance-latency-avg": ("rebalance_latency_avg_ms", "Average rebalance latency (seed 001).", False),
     "rebalance-latency-max": ("rebalance_latency_max_ms", "Longest rebalance latency (seed 001).", False),
     "rebalance-latency-total": ("rebalance_latency_total_ms", "Time spent rebalancing (seed 001).", False),
     "rebalance-rate-per-hour": ("rebalance_rate_per_hour", "Rebalances in the last hour (seed 001).", False),
-    "failed-rebalance-rate-per-hour": ("failed_rebalance_rate_per_hour", "Failed rebalances in the last hour "
-                                                                         "(seed 001).", False),
-    "last-rebalance-seconds-ago": ("last_rebalance_seconds_ago", "Seconds since the last rebalance ended (seed "
-                                                                 "001; absent before the first).", False),
+    "failed-rebalance-rate-per-hour": (
+        "failed_rebalance_rate_per_hour",
+        "Failed rebalances in the last hour (seed 001).",
+        False,
+    ),
+    "last-rebalance-seconds-ago": (
+        "last_rebalance_seconds_ago",
+        "Seconds since the last rebalance ended (seed 001; absent before the first).",
+        False,
+    ),
 }
 for _kind in ("revoked", "assigned", "lost"):
     _SEED_METRICS[f"connectors-{_kind}-latency-avg"] = (
-        f"connectors_{_kind}_latency_avg_ms", f"Average on_{_kind} callback latency (seed 001).", False)
+        f"connectors_{_kind}_latency_avg_ms",
+        f"Average on_{_kind} callback latency (seed 001).",
+        False,
+    )
     _SEED_METRICS[f"connectors-{_kind}-latency-max"] = (
-        f"connectors_{_kind}_latency_max_ms", f"Longest on_{_kind} callback latency (seed 001).", False)
+        f"connectors_{_kind}_latency_max_ms",
+        f"Longest on_{_kind} callback latency (seed 001).",
+        False,
+    )
 
 # Kafka Connect's names for the figures it also has: snapshot key -> (metric name, help, scale).
 _CONNECT_METRICS: dict[str, tuple[str, str, float]] = {
@@ -80,9 +96,12 @@ class WorkerMetrics(Collector):
             for key, (name, connect_name, scale) in _CONNECT_METRICS.items():
                 if snapshot.get(key) is not None:
                     family(CONNECT + name, f"Kafka Connect's {connect_name}.", False).add_metric(
-                        labels, snapshot[key] * scale)
-            family(CONNECT + "rebalancing", "Kafka Connect's rebalancing: 1 while a rebalance is under way.",
-                   False).add_metric(labels, 1.0 if worker.metrics.rebalancing else 0.0)
+                        labels, snapshot[key] * scale
+                    )
+            family(
+                CONNECT + "rebalancing", "Kafka Connect's rebalancing: 1 while a rebalance is under way.", False
+            ).add_metric(labels, 1.0 if worker.metrics.rebalancing else 0.0)
             family(CONNECT + "epoch", "Kafka Connect's epoch: the member epoch.", False).add_metric(
-                labels, worker.member_epoch)
+                labels, worker.member_epoch
+            )
         yield from families.values()

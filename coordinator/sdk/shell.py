@@ -70,8 +70,9 @@ class RebalanceMetrics:
     rebalance_latency_total: float = 0.0
     rebalance_latency_max: float = 0.0
     failed_rebalance_total: int = 0
-    callback_latency: dict[str, _Latency] = field(default_factory=lambda: {k: _Latency() for k in
-                                                                          ("revoked", "assigned", "lost")})
+    callback_latency: dict[str, _Latency] = field(
+        default_factory=lambda: {k: _Latency() for k in ("revoked", "assigned", "lost")}
+    )
     _started: float | None = None
     _completed: deque = field(default_factory=deque)
     _failed: deque = field(default_factory=deque)
@@ -115,8 +116,9 @@ class RebalanceMetrics:
         out: dict[str, float | int | None] = {
             "rebalance-total": self.rebalance_total,
             "rebalance-rate-per-hour": self._per_hour(self._completed),
-            "rebalance-latency-avg": (self.rebalance_latency_total / self.rebalance_total
-                                      if self.rebalance_total else 0.0),
+            "rebalance-latency-avg": (
+                self.rebalance_latency_total / self.rebalance_total if self.rebalance_total else 0.0
+            ),
             "rebalance-latency-max": self.rebalance_latency_max,
             "rebalance-latency-total": self.rebalance_latency_total,
             "failed-rebalance-total": self.failed_rebalance_total,

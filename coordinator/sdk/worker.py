@@ -74,27 +74,50 @@ class Worker(WorkerShell):
     def __new__(cls, *args: object, protocol: str = "connect", **kwargs: object) -> Worker:
         if protocol == "classic":
             from coordinator.sdk.classic import ClassicGroupWorker
+
             return ClassicGroupWorker(*args, **kwargs)  # type: ignore[return-value]
         if protocol != "connect":
             raise ValueError(f"protocol must be connect or classic, not {protocol!r}")
         return super().__new__(cls)
 
-    def __init__(self, client: CoordinatorClient, group_id: str, *, protocol: str = "connect",
-                 member_id: str | None = None,
-                 instance_id: str | None = None, rack_id: str | None = None,
-                 assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",), server_side: bool = False,
-                 listener: RebalanceListener | None = None, rebalance_timeout_ms: int = 60_000,
-                 session_timeout_ms: int = 10_000, url: str | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        group_id: str,
+        *,
+        protocol: str = "connect",
+        member_id: str | None = None,
+        instance_id: str | None = None,
+        rack_id: str | None = None,
+        assignors: Sequence[str | ConnectAssignor] = ("incremental_cooperative",),
+        server_side: bool = False,
+        listener: RebalanceListener | None = None,
+        rebalance_timeout_ms: int = 60_000,
+        session_timeout_ms: int = 10_000,
+        url: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if not assignors:
             raise ValueError("a worker needs at least one assignor")
         self.assignors = [_assignor(a) for a in assignors]
-        offered = () if server_side else tuple(
-            Assignor(a.name, a.minimum_version, a.maximum_version, 0, a.maximum_version) for a in self.assignors)
-        self.member = Member(group_id, member_id or uuid.uuid4().hex, instance_id=instance_id, rack_id=rack_id,
-                             rebalance_timeout_ms=rebalance_timeout_ms, url=url,
-                             server_assignor=self.assignors[0].name if server_side else None,
-                             client_assignors=offered, session_timeout_ms=session_timeout_ms)
+        offered = (
+            ()
+            if server_side
+            else tuple(
+                Assignor(a.name, a.minimum_version, a.maximum_version, 0, a.maximum_version) for a in self.assignors
+            )
+        )
+        self.member = Member(
+            group_id,
+            member_id or uuid.uuid4().hex,
+            instance_id=instance_id,
+            rack_id=rack_id,
+            rebalance_timeout_ms=rebalance_timeout_ms,
+            url=url,
+            server_assignor=self.assignors[0].name if server_side else None,
+            client_assignors=offered,
+            session_timeout_ms=session_timeout_ms,
+        )
         super().__init__(listener, clock)
         self.client = client
 
@@ -132,8 +155,9 @@ class Worker(WorkerShell):
             pass  # logged; the work is stopped as far as this worker can tell, and it leaves anyway
         if request is not None:
             try:
-                await self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse,
-                                       wire.HeartbeatRequest.of(request))
+                await self.client.call(
+                    self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)
+                )
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
 
@@ -145,9 +169,13 @@ class Worker(WorkerShell):
         member = self.member
         if not member.client_assignors:
             raise ValueError("a server-side member has no assignor Reason to send")
-        member.set_assignors(None, tuple(
-            replace(a, reason=reason, metadata=a.metadata if metadata is None else metadata)
-            for a in member.client_assignors))
+        member.set_assignors(
+            None,
+            tuple(
+                replace(a, reason=reason, metadata=a.metadata if metadata is None else metadata)
+                for a in member.client_assignors
+            ),
+        )
         self._wake.set()
 
     # --- the heartbeat loop --------------------------------------------------------------------
@@ -163,7 +191,7 @@ class Worker(WorkerShell):
                     self._wake.clear()
                     try:
                         await asyncio.wait_for(self._wake.wait(), delay_s)
-                    except asyncio.TimeoutError:
+                    except TimeoutError:
                         pass
                     continue  # the time may have come to stop the work first (poll)
                 await self.heartbeat()
@@ -181,17 +209,22 @@ class Worker(WorkerShell):
         epoch, owned = self.member.member_epoch, self.member.owned
         try:
             answer = await asyncio.wait_for(
-                self.client.call(self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse,
-                                 wire.HeartbeatRequest.of(request)),
-                self._answer_within_s())
-        except (Unavailable, asyncio.TimeoutError) as e:
+                self.client.call(
+                    self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)
+                ),
+                self._answer_within_s(),
+            )
+        except (TimeoutError, Unavailable) as e:
             log.warning("%s: no answer to a heartbeat: %s", self.member_id, e or "timed out")
             actions = self.member.failed(self._now(), str(e) or "timed out")
         except ApiError as e:  # 400, 401, 403, 413: this body will never be taken
             actions = self.member.refused(str(e))
         else:
-            response = answer.protocol() if isinstance(answer, wire.HeartbeatResponse) else HeartbeatResponse(
-                answer.error_code, answer.error_message)
+            response = (
+                answer.protocol()
+                if isinstance(answer, wire.HeartbeatResponse)
+                else HeartbeatResponse(answer.error_code, answer.error_message)
+            )
             actions = self.member.received(response, self._now())
             if response.error_code in (ErrorCode.NONE, ErrorCode.COMPUTE_ASSIGNMENT):
                 if epoch != self.member.member_epoch or owned != self.member.owned:
@@ -215,20 +248,31 @@ class Worker(WorkerShell):
         """COMPUTE_ASSIGNMENT: this worker was chosen to run the group's assignor."""
         try:
             prepared = await self.client.call(
-                self.group_id, "POST", PREPARE, wire.PrepareAssignmentResponse,
-                wire.PrepareAssignmentRequest(group_id=self.group_id, member_id=self.member_id,
-                                              member_epoch=self.member_epoch))
+                self.group_id,
+                "POST",
+                PREPARE,
+                wire.PrepareAssignmentResponse,
+                wire.PrepareAssignmentRequest(
+                    group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch
+                ),
+            )
             if prepared.error_code != 0:
                 log.info("%s: prepare-assignment: %s", self.member_id, prepared.error_message)
                 return
             spec = prepared.group_spec()
-            chosen = next((a for a in self.assignors if a.name == prepared.assignor_name), None) or \
-                assignor(prepared.assignor_name)
+            chosen = next((a for a in self.assignors if a.name == prepared.assignor_name), None) or assignor(
+                prepared.assignor_name
+            )
             result = chosen.assign(spec)
             answer = await self.client.call(
-                self.group_id, "POST", INSTALL, wire.ErrorResponse,
-                wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch,
-                                                 result))
+                self.group_id,
+                "POST",
+                INSTALL,
+                wire.ErrorResponse,
+                wire.InstallAssignmentRequest.of(
+                    self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result
+                ),
+            )
         except (Unavailable, ApiError, LookupError) as e:
             # The coordinator gives the job to another member after the deadline; this one goes on.
             log.warning("%s: computing the assignment failed: %s", self.member_id, e)

@@ -57,8 +57,7 @@ class Acl:
     def allows(self, principal: str, operation: Operation, group_id: str) -> bool:
         if self.principal != "*" and self.principal != principal:
             return False
-        if not (Operation.ALL in self.operations or operation in self.operations
-                or operation is Operation.DESCRIBE):
+        if not (Operation.ALL in self.operations or operation in self.operations or operation is Operation.DESCRIBE):
             return False
         return fnmatch.fnmatchcase(group_id, self.group_pattern)
 
@@ -66,8 +65,9 @@ class Acl:
 class Authorizer:
     """Authenticates requests and checks ACLs. `Authorizer.open()` lets everyone do everything."""
 
-    def __init__(self, tokens: dict[str, str] | None = None, acls: Iterable[Acl] | None = None,
-                 allow_anonymous: bool = False) -> None:
+    def __init__(
+        self, tokens: dict[str, str] | None = None, acls: Iterable[Acl] | None = None, allow_anonymous: bool = False
+    ) -> None:
         self.tokens = dict(tokens or {})
         self.acls = None if acls is None else tuple(acls)
         self.allow_anonymous = allow_anonymous
@@ -77,13 +77,16 @@ class Authorizer:
         return cls(allow_anonymous=True)
 
     @classmethod
-    def from_files(cls, tokens_file: str | Path | None, acls_file: str | Path | None,
-                   allow_anonymous: bool) -> Authorizer:
+    def from_files(
+        cls, tokens_file: str | Path | None, acls_file: str | Path | None, allow_anonymous: bool
+    ) -> Authorizer:
         tokens = parse_tokens(_read(tokens_file), str(tokens_file)) if tokens_file else {}
         acls = parse_acls(_read(acls_file), str(acls_file)) if acls_file else None
         if not tokens and not allow_anonymous:
-            raise ConfigError("no tokens file and anonymous access is off: nobody could call the API "
-                              "(pass --tokens FILE, or --allow-anonymous for a development setup)")
+            raise ConfigError(
+                "no tokens file and anonymous access is off: nobody could call the API "
+                "(pass --tokens FILE, or --allow-anonymous for a development setup)"
+            )
         return cls(tokens, acls, allow_anonymous)
 
     def authenticate(self, authorization: str | None) -> str:
@@ -156,8 +159,9 @@ def parse_acls(text: str, source: str = "acls") -> list[Acl]:
         for name in operations.split(","):
             op = _OPERATIONS.get(name.strip().lower())
             if op is None:
-                raise ConfigError(f"{source}:{number}: unknown operation {name!r} "
-                                  f"(one of {', '.join(o.value for o in Operation)})")
+                raise ConfigError(
+                    f"{source}:{number}: unknown operation {name!r} (one of {', '.join(o.value for o in Operation)})"
+                )
             ops.add(op)
         acls.append(Acl(principal, frozenset(ops), pattern))
     return acls

@@ -86,8 +86,11 @@ class Observer:
 
     def loaded(self, state: CoordinatorState, now_ms: int) -> None:
         """After a load: the groups not converged are in a rebalance that started before it."""
-        self.open = {g.group_id: OpenRebalance(now_ms, g.group_epoch, known_start=False)
-                     for g in state.groups.values() if not rebalance_converged(g)}
+        self.open = {
+            g.group_id: OpenRebalance(now_ms, g.group_epoch, known_start=False)
+            for g in state.groups.values()
+            if not rebalance_converged(g)
+        }
 
     def before(self, state: CoordinatorState, records: list[Record]) -> _Before:
         seen = _Before()
@@ -100,12 +103,14 @@ class Observer:
                 seen.epochs.setdefault(key.group_id, -1 if group is None else group.group_epoch)
             elif kind is MemberMetadataKey:
                 group = groups.get(key.group_id)
-                seen.members.setdefault((key.group_id, key.member_id),
-                                        None if group is None else group.members.get(key.member_id))
+                seen.members.setdefault(
+                    (key.group_id, key.member_id), None if group is None else group.members.get(key.member_id)
+                )
             elif kind is CurrentMemberAssignmentKey:
                 group = groups.get(key.group_id)
-                seen.currents.setdefault((key.group_id, key.member_id),
-                                         None if group is None else group.currents.get(key.member_id))
+                seen.currents.setdefault(
+                    (key.group_id, key.member_id), None if group is None else group.currents.get(key.member_id)
+                )
         return seen
 
     def after(self, state: CoordinatorState, seen: _Before, now_ms: int) -> list[Told]:
@@ -118,10 +123,21 @@ class Observer:
             group = groups.get(group_id)
             now = None if group is None else group.members.get(member_id)
             if was is None and now is not None:
-                told.append(Told("member-joined", f"member {member_id} joined group {group_id}",
-                                 {"group": group_id, "member": member_id, "instance": now.instance_id,
-                                  "client_id": now.client_id, "host": now.client_host,
-                                  "epoch": group.group_epoch, "partition": p}))
+                told.append(
+                    Told(
+                        "member-joined",
+                        f"member {member_id} joined group {group_id}",
+                        {
+                            "group": group_id,
+                            "member": member_id,
+                            "instance": now.instance_id,
+                            "client_id": now.client_id,
+                            "host": now.client_host,
+                            "epoch": group.group_epoch,
+                            "partition": p,
+                        },
+                    )
+                )
         for group_id, was in seen.epochs.items():
             touched.add(group_id)
             group = groups.get(group_id)
@@ -133,22 +149,41 @@ class Observer:
                 continue
             for d in group.metadata.departures:
                 fenced = d.reason in FENCED
-                told.append(Told("member-fenced" if fenced else "member-left",
-                                 f"member {d.member_id} of group {group_id} {leave_reason_text(d.reason)}",
-                                 {"group": group_id, "member": d.member_id, "instance": d.instance_id,
-                                  "reason": d.reason, "epoch": epoch, "partition": p},
-                                 logging.WARNING if fenced else logging.INFO))
+                told.append(
+                    Told(
+                        "member-fenced" if fenced else "member-left",
+                        f"member {d.member_id} of group {group_id} {leave_reason_text(d.reason)}",
+                        {
+                            "group": group_id,
+                            "member": d.member_id,
+                            "instance": d.instance_id,
+                            "reason": d.reason,
+                            "epoch": epoch,
+                            "partition": p,
+                        },
+                        logging.WARNING if fenced else logging.INFO,
+                    )
+                )
             if not group.members:
                 continue  # nobody to rebalance: a change of a group without members (its connectors, say)
             if group_id not in self.open:
                 self.open[group_id] = OpenRebalance(now_ms, max(was, 0))
-                told.append(Told("rebalance-started", f"group {group_id} rebalancing: group epoch {max(was, 0)} -> "
-                                 f"{epoch}", {"group": group_id, "epoch": epoch, "previous_epoch": max(was, 0),
-                                              "partition": p}))
+                told.append(
+                    Told(
+                        "rebalance-started",
+                        f"group {group_id} rebalancing: group epoch {max(was, 0)} -> {epoch}",
+                        {"group": group_id, "epoch": epoch, "previous_epoch": max(was, 0), "partition": p},
+                    )
+                )
             else:
-                told.append(Told("group-epoch-bumped", f"group {group_id} group epoch {was} -> {epoch} (still "
-                                 "rebalancing)", {"group": group_id, "epoch": epoch, "previous_epoch": was,
-                                                  "partition": p}, logging.DEBUG))
+                told.append(
+                    Told(
+                        "group-epoch-bumped",
+                        f"group {group_id} group epoch {was} -> {epoch} (still rebalancing)",
+                        {"group": group_id, "epoch": epoch, "previous_epoch": was, "partition": p},
+                        logging.DEBUG,
+                    )
+                )
         for (group_id, member_id), was in seen.currents.items():
             touched.add(group_id)
             group = groups.get(group_id)
@@ -158,21 +193,37 @@ class Observer:
             told.extend(self._converged(group_id, groups.get(group_id), now_ms))
         return told
 
-    def _moves(self, group_id: str, member_id: str, was: CurrentMemberAssignmentValue | None,
-               now: CurrentMemberAssignmentValue | None) -> list[Told]:
+    def _moves(
+        self,
+        group_id: str,
+        member_id: str,
+        was: CurrentMemberAssignmentValue | None,
+        now: CurrentMemberAssignmentValue | None,
+    ) -> list[Told]:
         held_was = held_items(was) if was is not None else frozenset()
         held_now = held_items(now) if now is not None else frozenset()
         out = []
-        if now is not None and now.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH and (
-                was is None or was.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            out.append(Told("member-static-leave", f"static member {member_id} of group {group_id} left for a "
-                            "while; its work waits for its instance", {"group": group_id, "member": member_id,
-                                                                      "partition": self.partition}))
+        if (
+            now is not None
+            and now.member_epoch == LEAVE_GROUP_STATIC_MEMBER_EPOCH
+            and (was is None or was.member_epoch != LEAVE_GROUP_STATIC_MEMBER_EPOCH)
+        ):
+            out.append(
+                Told(
+                    "member-static-leave",
+                    f"static member {member_id} of group {group_id} left for a while; its work waits for its instance",
+                    {"group": group_id, "member": member_id, "partition": self.partition},
+                )
+            )
         gained, released = held_now - held_was, held_was - held_now
         revoking = _pending(now) - _pending(was)
         if gained or released or revoking:
-            fields: dict[str, Any] = {"group": group_id, "member": member_id,
-                                      "epoch": None if now is None else now.member_epoch, "partition": self.partition}
+            fields: dict[str, Any] = {
+                "group": group_id,
+                "member": member_id,
+                "epoch": None if now is None else now.member_epoch,
+                "partition": self.partition,
+            }
             parts = []
             if gained:
                 fields["gained"] = _names(gained)
@@ -193,14 +244,31 @@ class Observer:
         del self.open[group_id]
         seconds = (now_ms - rebalance.started_ms) / 1000
         epoch = None if group is None else group.group_epoch
-        fields = {"group": group_id, "epoch": epoch, "previous_epoch": rebalance.from_epoch,
-                  "members": None if group is None else len(group.members), "partition": self.partition}
+        fields = {
+            "group": group_id,
+            "epoch": epoch,
+            "previous_epoch": rebalance.from_epoch,
+            "members": None if group is None else len(group.members),
+            "partition": self.partition,
+        }
         if not rebalance.known_start:
             fields["since_load"] = True
-            return [Told("rebalance-converged", f"group {group_id} converged at group epoch {epoch} ({seconds:.3f} s "
-                         "since this coordinator loaded it; it started before)", {**fields, "seconds": seconds})]
-        return [Told("rebalance-converged", f"group {group_id} converged at group epoch {epoch} in {seconds:.3f} s",
-                     {**fields, "seconds": seconds}, rebalance_seconds=seconds)]
+            return [
+                Told(
+                    "rebalance-converged",
+                    f"group {group_id} converged at group epoch {epoch} ({seconds:.3f} s "
+                    "since this coordinator loaded it; it started before)",
+                    {**fields, "seconds": seconds},
+                )
+            ]
+        return [
+            Told(
+                "rebalance-converged",
+                f"group {group_id} converged at group epoch {epoch} in {seconds:.3f} s",
+                {**fields, "seconds": seconds},
+                rebalance_seconds=seconds,
+            )
+        ]
 
     def tell(self, told: list[Told]) -> None:
         """The batch carrying these changes is durable: log them, count the rebalances."""

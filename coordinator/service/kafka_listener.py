@@ -76,8 +76,12 @@ log = logging.getLogger(__name__)
 # Kafka's group states as its tools spell them: the classic states, and the consumer group states
 # (KIP-848) for our connect groups; a group that does not exist is Dead.
 KAFKA_STATES = {
-    "EMPTY": "Empty", "PREPARING_REBALANCE": "PreparingRebalance", "COMPLETING_REBALANCE": "CompletingRebalance",
-    "STABLE": "Stable", "ASSIGNING": "Assigning", "RECONCILING": "Reconciling",
+    "EMPTY": "Empty",
+    "PREPARING_REBALANCE": "PreparingRebalance",
+    "COMPLETING_REBALANCE": "CompletingRebalance",
+    "STABLE": "Stable",
+    "ASSIGNING": "Assigning",
+    "RECONCILING": "Reconciling",
 }
 DEAD = "Dead"
 # ListGroups' type of a group served with our connect protocol (seed 000 over HTTP). Kafka 4.x's
@@ -117,10 +121,11 @@ def node_id(host: str, port: int) -> int:
 class Caller:
     """Who sent a request: the connection's peer address and what it authenticated as, or (for a
     request a trusted gateway forwarded in an Envelope) the client's principal and address."""
+
     host: str
     principal: str | None = None  # None: not authenticated (ANONYMOUS where anonymous access is on)
     mechanism: str | None = None  # the SASL mechanism of a handshake whose authentication is pending
-    is_gateway: bool = False      # a principal of --kafka-gateway-principals (on its own requests)
+    is_gateway: bool = False  # a principal of --kafka-gateway-principals (on its own requests)
 
 
 class KafkaListener:
@@ -128,9 +133,15 @@ class KafkaListener:
     (host, port) FindCoordinator names (default: where it listens); `ssl` makes it a TLS listener;
     `gateway_principals` may forward their clients' requests in Envelopes."""
 
-    def __init__(self, server: CoordinatorServer, advertised: tuple[str, int] | None = None, *,
-                 max_frame_bytes: int = kp.MAX_FRAME_BYTES, ssl: ssl_module.SSLContext | None = None,
-                 gateway_principals: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        server: CoordinatorServer,
+        advertised: tuple[str, int] | None = None,
+        *,
+        max_frame_bytes: int = kp.MAX_FRAME_BYTES,
+        ssl: ssl_module.SSLContext | None = None,
+        gateway_principals: frozenset[str] = frozenset(),
+    ) -> None:
         self.server = server
         self.advertised = advertised
         self.max_frame_bytes = max_frame_bytes
@@ -210,8 +221,12 @@ class KafkaListener:
 
     def _bad_input(self, host: str, reason: str, detail: str, client_id: str | None = None) -> None:
         self.server.metrics.kafka_bad_input.labels(reason).inc()
-        log.warning("Kafka listener: closing the connection from %s%s: %s", host,
-                    f" (client id {client_id})" if client_id else "", detail)
+        log.warning(
+            "Kafka listener: closing the connection from %s%s: %s",
+            host,
+            f" (client id {client_id})" if client_id else "",
+            detail,
+        )
 
     async def _answer(self, payload: bytes, caller: Caller) -> tuple[bytes, str | None]:
         """A request's framed answer, and why the connection closes after it (None: it stays open)."""
@@ -236,8 +251,9 @@ class KafkaListener:
         if header.api_key == kp.ENVELOPE:
             return self._observed(header, await self._envelope(header, body, caller)), None
         if caller.is_gateway and header.api_key != kp.FIND_COORDINATOR:
-            raise Unauthenticated(f"a gateway's own {header.api_name}: it forwards its clients' requests in "
-                                  "Envelopes", header.client_id)
+            raise Unauthenticated(
+                f"a gateway's own {header.api_name}: it forwards its clients' requests in Envelopes", header.client_id
+            )
         return self._observed(header, await _HANDLERS[header.api_key](self, header, body, caller)), None
 
     def _observed(self, header: kp.RequestHeader, answer: Any) -> bytes:
@@ -269,12 +285,16 @@ class KafkaListener:
             authzid, user, password = kp.sasl_plain_credentials(body.auth_bytes)
         except kp.KafkaProtocolError as e:
             return answer(_SASL_AUTHENTICATION_FAILED, str(e)), f"authentication failed: {e}"
-        known = next((p for t, p in self.server.authorizer.tokens.items()
-                      if hmac.compare_digest(t.encode(), password.encode())), None)
+        known = next(
+            (p for t, p in self.server.authorizer.tokens.items() if hmac.compare_digest(t.encode(), password.encode())),
+            None,
+        )
         if known != user or authzid not in ("", user):
             # Kafka's words, the same for a wrong user and a wrong password
-            return (answer(_SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid username or password"),
-                    f"authentication failed for user {user!r}")
+            return (
+                answer(_SASL_AUTHENTICATION_FAILED, "Authentication failed: Invalid username or password"),
+                f"authentication failed for user {user!r}",
+            )
         caller.principal = user
         caller.is_gateway = user in self.gateway_principals
         return answer(ErrorCode.NONE, None), None
@@ -319,8 +339,9 @@ class KafkaListener:
             kind, name = kp.principal_of(body.request_principal)
             host = str(ipaddress.ip_address(bytes(body.client_host_address)))
         except (kp.KafkaProtocolError, ValueError) as e:
-            log.warning("Kafka listener: an Envelope from gateway %s (%s) refused: %s", caller.principal,
-                        caller.host, e)
+            log.warning(
+                "Kafka listener: an Envelope from gateway %s (%s) refused: %s", caller.principal, caller.host, e
+            )
             return cls(response_data=None, error_code=_INVALID_REQUEST)
         client = Caller(host, ANONYMOUS if (kind, name) == ("User", ANONYMOUS) else f"{kind}:{name}")
         if client.principal == ANONYMOUS and not self.server.authorizer.allow_anonymous:
@@ -338,9 +359,13 @@ class KafkaListener:
         key_type = body.key_type if version >= 1 else _GROUP_KEY_TYPE
         found = [await self._coordinator_of(key, key_type, caller) for key in keys]
         if version >= 4:
-            return cls(throttle_time_ms=0, coordinators=[
-                cls.Coordinator(key=key, node_id=node, host=h, port=p, error_code=code, error_message=message)
-                for key, (code, message, node, h, p) in zip(keys, found, strict=True)])
+            return cls(
+                throttle_time_ms=0,
+                coordinators=[
+                    cls.Coordinator(key=key, node_id=node, host=h, port=p, error_code=code, error_message=message)
+                    for key, (code, message, node, h, p) in zip(keys, found, strict=True)
+                ],
+            )
         code, message, node, h, p = found[0]
         return cls(throttle_time_ms=0, error_code=code, error_message=message, node_id=node, host=h, port=p)
 
@@ -362,8 +387,13 @@ class KafkaListener:
         found = await self.server.locate_kafka(partition) if owner and self.server.locate_kafka else None
         if found is None:
             why = "no instance serves it" if owner is None else f"{owner} serves it without a Kafka listener known here"
-            return (ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no Kafka listener known for partition {partition}: {why}",
-                    -1, "", -1)
+            return (
+                ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                f"no Kafka listener known for partition {partition}: {why}",
+                -1,
+                "",
+                -1,
+            )
         _, host, port = found
         return ErrorCode.NONE, None, node_id(host, port), host, port
 
@@ -371,10 +401,15 @@ class KafkaListener:
         cls = kp.response_class(kp.JOIN_GROUP, header.api_version)
         client_id = header.client_id or ""
         join = JoinGroupRequest(
-            group_id=body.group_id, member_id=body.member_id, protocol_type=body.protocol_type,
+            group_id=body.group_id,
+            member_id=body.member_id,
+            protocol_type=body.protocol_type,
             protocols=tuple(ClassicProtocol(p.name, bytes(p.metadata)) for p in body.protocols),
-            session_timeout_ms=body.session_timeout_ms, rebalance_timeout_ms=body.rebalance_timeout_ms,
-            instance_id=body.group_instance_id, reason=body.reason)
+            session_timeout_ms=body.session_timeout_ms,
+            rebalance_timeout_ms=body.rebalance_timeout_ms,
+            instance_id=body.group_instance_id,
+            reason=body.reason,
+        )
         code = self._authorize(caller, Operation.READ, join.group_id)
         if not code:
             context = RequestContext(client_id, caller.host, f"{client_id}-{uuid.uuid4()}")
@@ -383,17 +418,33 @@ class KafkaListener:
             except NotServing as e:
                 code = e.code
         if code:
-            return cls(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
-                       protocol_name=None if header.api_version >= 7 else "", leader="", skip_assignment=False,
-                       member_id=body.member_id, members=[])
+            return cls(
+                throttle_time_ms=0,
+                error_code=code,
+                generation_id=-1,
+                protocol_type=None,
+                protocol_name=None if header.api_version >= 7 else "",
+                leader="",
+                skip_assignment=False,
+                member_id=body.member_id,
+                members=[],
+            )
         if answer.error_code == ErrorCode.NONE:
             self._joined(join.group_id, answer.member_id, answer.generation_id, client_id, caller.host)
-        return cls(throttle_time_ms=0, error_code=answer.error_code, generation_id=answer.generation_id,
-                   protocol_type=answer.protocol_type,
-                   protocol_name=answer.protocol_name if header.api_version >= 7 else answer.protocol_name or "",
-                   leader=answer.leader, skip_assignment=answer.skip_assignment, member_id=answer.member_id,
-                   members=[cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id,
-                                                        metadata=m.metadata) for m in answer.members])
+        return cls(
+            throttle_time_ms=0,
+            error_code=answer.error_code,
+            generation_id=answer.generation_id,
+            protocol_type=answer.protocol_type,
+            protocol_name=answer.protocol_name if header.api_version >= 7 else answer.protocol_name or "",
+            leader=answer.leader,
+            skip_assignment=answer.skip_assignment,
+            member_id=answer.member_id,
+            members=[
+                cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id, metadata=m.metadata)
+                for m in answer.members
+            ],
+        )
 
     def _joined(self, group_id: str, member_id: str, generation: int, client_id: str, host: str) -> None:
         """One `kafka-member-joined` event the first time this listener sees a member join (its
@@ -405,18 +456,34 @@ class KafkaListener:
         self._seen[key] = None
         if len(self._seen) > _SEEN_MAX:
             self._seen.popitem(last=False)
-        logs.event(log, "kafka-member-joined", "member %s (client id %s, host %s) joined group %s over Kafka's "
-                   "protocol, generation %d", member_id, client_id, host, group_id, generation, group=group_id,
-                   member=member_id, client_id=client_id, host=host, generation=generation)
+        logs.event(
+            log,
+            "kafka-member-joined",
+            "member %s (client id %s, host %s) joined group %s over Kafka's protocol, generation %d",
+            member_id,
+            client_id,
+            host,
+            group_id,
+            generation,
+            group=group_id,
+            member=member_id,
+            client_id=client_id,
+            host=host,
+            generation=generation,
+        )
 
     async def _sync_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.SYNC_GROUP, header.api_version)
         v5 = header.api_version >= 5
         sync = SyncGroupRequest(
-            group_id=body.group_id, member_id=body.member_id, generation_id=body.generation_id,
-            instance_id=body.group_instance_id, protocol_type=body.protocol_type if v5 else None,
+            group_id=body.group_id,
+            member_id=body.member_id,
+            generation_id=body.generation_id,
+            instance_id=body.group_instance_id,
+            protocol_type=body.protocol_type if v5 else None,
             protocol_name=body.protocol_name if v5 else None,
-            assignments=tuple(SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments))
+            assignments=tuple(SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments),
+        )
         code = self._authorize(caller, Operation.READ, sync.group_id)
         if not code:
             try:
@@ -425,8 +492,13 @@ class KafkaListener:
                 code = e.code
         if code:
             return cls(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
-        return cls(throttle_time_ms=0, error_code=answer.error_code, protocol_type=answer.protocol_type,
-                   protocol_name=answer.protocol_name, assignment=answer.assignment)
+        return cls(
+            throttle_time_ms=0,
+            error_code=answer.error_code,
+            protocol_type=answer.protocol_type,
+            protocol_name=answer.protocol_name,
+            assignment=answer.assignment,
+        )
 
     async def _heartbeat(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.HEARTBEAT, header.api_version)
@@ -442,8 +514,14 @@ class KafkaListener:
     async def _leave_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.LEAVE_GROUP, header.api_version)
         v3 = header.api_version >= 3
-        members = tuple(LeaveMember(m.member_id, m.group_instance_id, m.reason if header.api_version >= 5 else None)
-                        for m in body.members) if v3 else (LeaveMember(body.member_id),)
+        members = (
+            tuple(
+                LeaveMember(m.member_id, m.group_instance_id, m.reason if header.api_version >= 5 else None)
+                for m in body.members
+            )
+            if v3
+            else (LeaveMember(body.member_id),)
+        )
         code = self._authorize(caller, Operation.READ, body.group_id)
         answer = None
         if not code:
@@ -457,9 +535,14 @@ class KafkaListener:
                 code = answer.members[0].error_code
         if not v3:
             return cls(throttle_time_ms=0, error_code=code)
-        return cls(throttle_time_ms=0, error_code=code, members=[
-            cls.MemberResponse(member_id=m.member_id, group_instance_id=m.instance_id, error_code=m.error_code)
-            for m in (answer.members if answer is not None else ())])
+        return cls(
+            throttle_time_ms=0,
+            error_code=code,
+            members=[
+                cls.MemberResponse(member_id=m.member_id, group_instance_id=m.instance_id, error_code=m.error_code)
+                for m in (answer.members if answer is not None else ())
+            ],
+        )
 
     async def _describe_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
@@ -472,31 +555,50 @@ class KafkaListener:
                 try:
                     # One read of the state: the description and each classic member's bytes agree.
                     described, raw = await self.server.runtime_for(group_id).query(
-                        lambda c, g=group_id: (c.describe_group(g), _member_bytes(c.state, g)))
+                        lambda c, g=group_id: (c.describe_group(g), _member_bytes(c.state, g))
+                    )
                 except NotServing as e:
                     code = e.code
             if described is None:
                 if not code and version >= 6:
                     code = ErrorCode.GROUP_ID_NOT_FOUND  # v6 (KIP-1043); before, a Dead group without error
-                groups.append(cls.DescribedGroup(error_code=code, group_id=group_id, group_state=DEAD if not code
-                                                 or code == ErrorCode.GROUP_ID_NOT_FOUND else "",
-                                                 protocol_type="", protocol_data="", members=[],
-                                                 authorized_operations=None))
+                groups.append(
+                    cls.DescribedGroup(
+                        error_code=code,
+                        group_id=group_id,
+                        group_state=DEAD if not code or code == ErrorCode.GROUP_ID_NOT_FOUND else "",
+                        protocol_type="",
+                        protocol_data="",
+                        members=[],
+                        authorized_operations=None,
+                    )
+                )
                 continue
             state = KAFKA_STATES.get(described.state, described.state)
             # As Kafka's describeGroups: the chosen protocol and each member's metadata for it only
             # when the group is Stable; its assignment bytes always (empty until its SyncGroup).
             stable = state == "Stable"
-            groups.append(cls.DescribedGroup(
-                error_code=ErrorCode.NONE, group_id=group_id, group_state=state,
-                protocol_type="connect", protocol_data=(described.protocol_name or "") if stable else "",
-                members=[cls.DescribedGroup.DescribedGroupMember(
-                    member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                    client_host=m.client_host,
-                    member_metadata=raw.get(m.member_id, (b"", b""))[0] if stable else b"",
-                    member_assignment=raw.get(m.member_id, (b"", b""))[1])
-                    for m in described.members],
-                authorized_operations=None))
+            groups.append(
+                cls.DescribedGroup(
+                    error_code=ErrorCode.NONE,
+                    group_id=group_id,
+                    group_state=state,
+                    protocol_type="connect",
+                    protocol_data=(described.protocol_name or "") if stable else "",
+                    members=[
+                        cls.DescribedGroup.DescribedGroupMember(
+                            member_id=m.member_id,
+                            group_instance_id=m.instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=raw.get(m.member_id, (b"", b""))[0] if stable else b"",
+                            member_assignment=raw.get(m.member_id, (b"", b""))[1],
+                        )
+                        for m in described.members
+                    ],
+                    authorized_operations=None,
+                )
+            )
         return cls(throttle_time_ms=0, groups=groups)
 
     async def _list_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
@@ -515,8 +617,11 @@ class KafkaListener:
             # As Kafka's listGroups: a filter matches case-insensitively, and a type it does not
             # know (Kafka's UNKNOWN) matches no group, never an error.
             if (states is None or state.lower() in states) and (types is None or group_type in types):
-                listed.append(cls.ListedGroup(group_id=g.group_id, protocol_type=protocol_type, group_state=state,
-                                              group_type=group_type))
+                listed.append(
+                    cls.ListedGroup(
+                        group_id=g.group_id, protocol_type=protocol_type, group_state=state, group_type=group_type
+                    )
+                )
         return cls(throttle_time_ms=0, error_code=ErrorCode.NONE, groups=listed)
 
     async def _group_types(self) -> dict[str, tuple[str, str]]:
@@ -538,8 +643,11 @@ class KafkaListener:
             if not code:
                 delete = DeleteGroupRequest(group_id)
                 try:
-                    code = (await self.server.runtime_for(group_id).call(
-                        lambda coordinator, now, d=delete: coordinator.delete_group(d, now))).error_code
+                    code = (
+                        await self.server.runtime_for(group_id).call(
+                            lambda coordinator, now, d=delete: coordinator.delete_group(d, now)
+                        )
+                    ).error_code
                 except NotServing as e:
                     code = e.code
             results.append(cls.DeletableGroupResult(group_id=group_id, error_code=code))
@@ -547,44 +655,73 @@ class KafkaListener:
 
     # --- offsets: answered with an error, we keep none ----------------------------------------------
 
-    def _no_offsets(self, header: kp.RequestHeader, groups: list[str], operation: Operation,
-                    caller: Caller) -> dict[str, int]:
+    def _no_offsets(
+        self, header: kp.RequestHeader, groups: list[str], operation: Operation, caller: Caller
+    ) -> dict[str, int]:
         """Each group's answer to an offsets request: GROUP_AUTHORIZATION_FAILED if the caller may not
         `operation` on it (Kafka checks first), NOT_COORDINATOR for a group this instance does not
         serve (the client looks its coordinator up again), else INVALID_REQUEST (NO_OFFSETS_ERROR);
         one log line."""
         codes = {g: self._authorize(caller, operation, g) or self._not_served(g) or NO_OFFSETS_ERROR for g in groups}
-        log.warning("Kafka listener: %s v%d for group(s) %s from %s (client id %s) answered with error %s: this "
-                    "coordinator keeps no offsets (commit them to a Kafka broker's group coordinator)",
-                    header.api_name, header.api_version, ", ".join(groups), caller.host, header.client_id,
-                    ", ".join(sorted({str(c) for c in codes.values()})))
+        log.warning(
+            "Kafka listener: %s v%d for group(s) %s from %s (client id %s) answered with error %s: this "
+            "coordinator keeps no offsets (commit them to a Kafka broker's group coordinator)",
+            header.api_name,
+            header.api_version,
+            ", ".join(groups),
+            caller.host,
+            header.client_id,
+            ", ".join(sorted({str(c) for c in codes.values()})),
+        )
         return codes
 
     async def _offset_commit(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.OFFSET_COMMIT, version)
         code = self._no_offsets(header, [body.group_id], Operation.READ, caller)[body.group_id]
-        return cls(throttle_time_ms=0, topics=[
-            cls.OffsetCommitResponseTopic(
-                **({"topic_id": t.topic_id} if version >= 10 else {"name": t.name}),
-                partitions=[cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
-                    partition_index=p.partition_index, error_code=code) for p in t.partitions])
-            for t in body.topics])
+        return cls(
+            throttle_time_ms=0,
+            topics=[
+                cls.OffsetCommitResponseTopic(
+                    **({"topic_id": t.topic_id} if version >= 10 else {"name": t.name}),
+                    partitions=[
+                        cls.OffsetCommitResponseTopic.OffsetCommitResponsePartition(
+                            partition_index=p.partition_index, error_code=code
+                        )
+                        for p in t.partitions
+                    ],
+                )
+                for t in body.topics
+            ],
+        )
 
     async def _offset_fetch(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
         cls = kp.response_class(kp.OFFSET_FETCH, version)
         if version >= 8:  # the error at each group's level, no topics
             codes = self._no_offsets(header, [g.group_id for g in body.groups], Operation.DESCRIBE, caller)
-            return cls(throttle_time_ms=0, groups=[
-                cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=codes[g.group_id], topics=[])
-                for g in body.groups])
+            return cls(
+                throttle_time_ms=0,
+                groups=[
+                    cls.OffsetFetchResponseGroup(group_id=g.group_id, error_code=codes[g.group_id], topics=[])
+                    for g in body.groups
+                ],
+            )
         code = self._no_offsets(header, [body.group_id], Operation.DESCRIBE, caller)[body.group_id]
         # v1 has only each partition's error; v2-v7 the top-level one too (and null topics: all of them)
         partition = cls.OffsetFetchResponseTopic.OffsetFetchResponsePartition
-        topics = [cls.OffsetFetchResponseTopic(name=t.name, partitions=[
-            partition(partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code)
-            for i in t.partition_indexes]) for t in body.topics or ()]
+        topics = [
+            cls.OffsetFetchResponseTopic(
+                name=t.name,
+                partitions=[
+                    partition(
+                        partition_index=i, committed_offset=-1, committed_leader_epoch=-1, metadata="", error_code=code
+                    )
+                    for i in t.partition_indexes
+                ],
+            )
+            for t in body.topics or ()
+        ]
         if version >= 2:
             return cls(throttle_time_ms=0, topics=topics, error_code=code)
         return cls(topics=topics)

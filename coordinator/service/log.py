@@ -25,13 +25,19 @@ from coordinator.core.state import CoordinatorState
 from coordinator.tools.partitions import LogError, batches_to_end, reader_config
 from coordinator.tools.topic import MAX_MESSAGE_BYTES
 
-_FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH,
-           KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
 
 
 def _fenced(e: KafkaException) -> bool:
     error = e.args[0] if e.args else None
-    return isinstance(error, KafkaError) and (error.code() in _FENCED or error.fatal() and "fenc" in error.str().lower())
+    return isinstance(error, KafkaError) and (
+        error.code() in _FENCED or error.fatal() and "fenc" in error.str().lower()
+    )
 
 
 @dataclass(slots=True)
@@ -45,8 +51,9 @@ class LoadResult:
     corrupt: list[tuple[int, str]] = field(default_factory=list)  # (offset, why), skipped
 
 
-def load_partition(config: Mapping[str, str], topic: str, partition: int, state: CoordinatorState,
-                   timeout_s: float = 60.0) -> LoadResult:
+def load_partition(
+    config: Mapping[str, str], topic: str, partition: int, state: CoordinatorState, timeout_s: float = 60.0
+) -> LoadResult:
     """Replay partition `partition` of `topic` into `state`, read_committed, up to its end offset now.
 
     A record that does not decode is reported (offset and reason) and skipped: one corrupt record
@@ -76,8 +83,9 @@ def _records(consumer: Consumer, tp: TopicPartition, end: int, deadline: float, 
     for round_, messages in enumerate(batches_to_end(consumer, tp, end)):
         if round_ and time.monotonic() > deadline:  # another round is needed, and the time is up
             (position,) = consumer.position([tp])
-            raise LogError(f"loading {tp.topic}[{tp.partition}] did not reach offset {end} in time "
-                           f"(at {position.offset})")
+            raise LogError(
+                f"loading {tp.topic}[{tp.partition}] did not reach offset {end} in time (at {position.offset})"
+            )
         for message in messages:
             try:
                 record = decode(message.key(), message.value())
@@ -94,16 +102,30 @@ class PartitionWriter:
     `transactional.id = <prefix>-<topic>-<partition>`: `open()` calls `init_transactions`, which
     fences any other producer of that id, i.e. the coordinator that owned the partition before."""
 
-    def __init__(self, config: Mapping[str, str], topic: str, partition: int, prefix: str = "worker-coordinator",
-                 timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        config: Mapping[str, str],
+        topic: str,
+        partition: int,
+        prefix: str = "worker-coordinator",
+        timeout_s: float = 30.0,
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.timeout_s = timeout_s
         self.transactional_id = f"{prefix}-{topic}-{partition}"
         # message.max.bytes: the batches of a large group's assignment records (the topic takes as much).
-        self._producer = Producer({"message.max.bytes": MAX_MESSAGE_BYTES, **config,
-                                   "transactional.id": self.transactional_id, "enable.idempotence": True,
-                                   "acks": "all", "linger.ms": 0, "allow.auto.create.topics": False})
+        self._producer = Producer(
+            {
+                "message.max.bytes": MAX_MESSAGE_BYTES,
+                **config,
+                "transactional.id": self.transactional_id,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 0,
+                "allow.auto.create.topics": False,
+            }
+        )
 
     def open(self) -> None:
         try:

@@ -51,8 +51,13 @@ _BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
 # to a rebalance timeout (Connect's default 60 s) or a scheduled rebalance delay (5 min) when it is.
 _REBALANCE_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800)
 # The partition's status as `/health` and the alert rules name it (the runtime's ACTIVE is "serving").
-PARTITION_STATUSES = {"loading": "loading", "active": "serving", "failed": "failed", "fenced": "fenced",
-                      "closed": "closed"}
+PARTITION_STATUSES = {
+    "loading": "loading",
+    "active": "serving",
+    "failed": "failed",
+    "fenced": "fenced",
+    "closed": "closed",
+}
 
 # Codes that are steps of the protocol, not failures: a member asked to compute the target
 # (client-side assignment), a classic member told to rejoin or to join again with its new id. An
@@ -61,8 +66,9 @@ SIGNALS = frozenset({ErrorCode.COMPUTE_ASSIGNMENT, ErrorCode.REBALANCE_IN_PROGRE
 
 
 # The series labelled by group: they exist once a group does, never before (see the module's doc).
-PER_GROUP = frozenset({"coordinator_group_epoch", "coordinator_assignment_epoch",
-                       "coordinator_rebalance_in_progress_seconds"})
+PER_GROUP = frozenset(
+    {"coordinator_group_epoch", "coordinator_assignment_epoch", "coordinator_rebalance_in_progress_seconds"}
+)
 
 
 def documented_codes() -> dict[str, frozenset[ErrorCode]]:
@@ -99,44 +105,93 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.request_seconds = Histogram("coordinator_request_seconds", "Time to answer a request, by API",
-                                         ["api"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.errors = Counter("coordinator_errors", "Responses with an ErrorCode that is a failure, by API and "
-                              "error name", ["api", "error"], registry=r)
-        self.signals = Counter("coordinator_protocol_signals", "Responses with an ErrorCode that is a step of the "
-                               "protocol (COMPUTE_ASSIGNMENT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED), by API "
-                               "and name", ["api", "signal"], registry=r)
-        self.kafka_bad_input = Counter("coordinator_kafka_bad_input", "Kafka listener connections closed for bad "
-                                       "input (frame-size, truncated, malformed, unsupported)", ["reason"],
-                                       registry=r)
-        self.kafka_connections = Gauge("coordinator_kafka_connections", "Connections open to the Kafka listener",
-                                       registry=r)
-        self.kafka_requests = Counter("coordinator_kafka_requests", "Requests the Kafka listener answered, by Kafka "
-                                      "API (JoinGroup, Heartbeat, ...)", ["api"], registry=r)
-        self.kafka_errors = Counter("coordinator_kafka_errors", "Error codes that are failures in the Kafka "
-                                    "listener's answers (one per key, group or member of a batched answer), by "
-                                    "Kafka API and error name; the protocol's steps (REBALANCE_IN_PROGRESS, "
-                                    "MEMBER_ID_REQUIRED) are not counted", ["api", "error"], registry=r)
+        self.request_seconds = Histogram(
+            "coordinator_request_seconds",
+            "Time to answer a request, by API",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "coordinator_errors",
+            "Responses with an ErrorCode that is a failure, by API and error name",
+            ["api", "error"],
+            registry=r,
+        )
+        self.signals = Counter(
+            "coordinator_protocol_signals",
+            "Responses with an ErrorCode that is a step of the "
+            "protocol (COMPUTE_ASSIGNMENT, REBALANCE_IN_PROGRESS, MEMBER_ID_REQUIRED), by API "
+            "and name",
+            ["api", "signal"],
+            registry=r,
+        )
+        self.kafka_bad_input = Counter(
+            "coordinator_kafka_bad_input",
+            "Kafka listener connections closed for bad input (frame-size, truncated, malformed, unsupported)",
+            ["reason"],
+            registry=r,
+        )
+        self.kafka_connections = Gauge(
+            "coordinator_kafka_connections", "Connections open to the Kafka listener", registry=r
+        )
+        self.kafka_requests = Counter(
+            "coordinator_kafka_requests",
+            "Requests the Kafka listener answered, by Kafka API (JoinGroup, Heartbeat, ...)",
+            ["api"],
+            registry=r,
+        )
+        self.kafka_errors = Counter(
+            "coordinator_kafka_errors",
+            "Error codes that are failures in the Kafka "
+            "listener's answers (one per key, group or member of a batched answer), by "
+            "Kafka API and error name; the protocol's steps (REBALANCE_IN_PROGRESS, "
+            "MEMBER_ID_REQUIRED) are not counted",
+            ["api", "error"],
+            registry=r,
+        )
         ProcessCollector(registry=r)  # process_*: CPU, RSS, open file descriptors, start time
         PlatformCollector(registry=r)  # python_info
         GCCollector(registry=r)  # python_gc_*
         Info("coordinator_build", "The coordinator's version", registry=r).info({"version": _version()})
-        self.batch_records = Histogram("coordinator_batch_records", "Records per committed transaction",
-                                       ["partition"], buckets=_BATCH_BUCKETS, registry=r)
-        self.commit_seconds = Histogram("coordinator_commit_seconds", "Time to write and commit one batch",
-                                        ["partition"], buckets=_LATENCY_BUCKETS, registry=r)
-        self.load_seconds = Gauge("coordinator_partition_load_seconds", "Duration of the last load of a partition",
-                                  ["partition"], registry=r)
-        self.records_loaded = Gauge("coordinator_partition_records_loaded", "Records replayed by the last load",
-                                    ["partition"], registry=r)
-        self.loads = Counter("coordinator_partition_loads", "Partition loads (start, failover, reload after a "
-                             "write failure)", ["partition"], registry=r)
-        self.rebalances = Counter("coordinator_rebalances", "Group epoch bumps written (each starts a rebalance)",
-                                  ["partition"], registry=r)
-        self.rebalance_seconds = Histogram("coordinator_rebalance_duration_seconds", "Rebalances from the group "
-                                           "epoch bump to convergence (every member at the new epoch with nothing "
-                                           "to revoke), as they converge", ["partition"],
-                                           buckets=_REBALANCE_BUCKETS, registry=r)
+        self.batch_records = Histogram(
+            "coordinator_batch_records",
+            "Records per committed transaction",
+            ["partition"],
+            buckets=_BATCH_BUCKETS,
+            registry=r,
+        )
+        self.commit_seconds = Histogram(
+            "coordinator_commit_seconds",
+            "Time to write and commit one batch",
+            ["partition"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.load_seconds = Gauge(
+            "coordinator_partition_load_seconds", "Duration of the last load of a partition", ["partition"], registry=r
+        )
+        self.records_loaded = Gauge(
+            "coordinator_partition_records_loaded", "Records replayed by the last load", ["partition"], registry=r
+        )
+        self.loads = Counter(
+            "coordinator_partition_loads",
+            "Partition loads (start, failover, reload after a write failure)",
+            ["partition"],
+            registry=r,
+        )
+        self.rebalances = Counter(
+            "coordinator_rebalances", "Group epoch bumps written (each starts a rebalance)", ["partition"], registry=r
+        )
+        self.rebalance_seconds = Histogram(
+            "coordinator_rebalance_duration_seconds",
+            "Rebalances from the group "
+            "epoch bump to convergence (every member at the new epoch with nothing "
+            "to revoke), as they converge",
+            ["partition"],
+            buckets=_REBALANCE_BUCKETS,
+            registry=r,
+        )
         for api, codes in documented_codes().items():
             self.request_seconds.labels(api)
             for code in codes:
@@ -193,14 +248,22 @@ class _StateCollector(Collector):
         groups = GaugeMetricFamily("coordinator_groups", "Groups held by a partition", labels=["partition"])
         members = GaugeMetricFamily("coordinator_members", "Members held by a partition", labels=["partition"])
         group_epoch = GaugeMetricFamily("coordinator_group_epoch", "Group epoch", labels=["group"])
-        assignment_epoch = GaugeMetricFamily("coordinator_assignment_epoch", "Epoch of the installed target "
-                                             "assignment", labels=["group"])
-        status = GaugeMetricFamily("coordinator_partition_status", "1 for the status each partition this process "
-                                   "owns is in (loading, serving, failed, fenced), 0 for the others",
-                                   labels=["partition", "status"])
-        in_progress = GaugeMetricFamily("coordinator_rebalance_in_progress_seconds", "Seconds since each group "
-                                        "rebalancing now had its epoch bumped (since the partition loaded, for a "
-                                        "rebalance open then)", labels=["group"])
+        assignment_epoch = GaugeMetricFamily(
+            "coordinator_assignment_epoch", "Epoch of the installed target assignment", labels=["group"]
+        )
+        status = GaugeMetricFamily(
+            "coordinator_partition_status",
+            "1 for the status each partition this process "
+            "owns is in (loading, serving, failed, fenced), 0 for the others",
+            labels=["partition", "status"],
+        )
+        in_progress = GaugeMetricFamily(
+            "coordinator_rebalance_in_progress_seconds",
+            "Seconds since each group "
+            "rebalancing now had its epoch bumped (since the partition loaded, for a "
+            "rebalance open then)",
+            labels=["group"],
+        )
         for partition, runtime in sorted(self.partitions().items()):
             current = PARTITION_STATUSES[runtime.status.value]
             for name in ("loading", "serving", "failed", "fenced"):

@@ -64,8 +64,15 @@ def parse_owner(client_id: str) -> Owner:
 class GroupOwnership:
     """Shares the topic's partitions among instances through a Kafka consumer group."""
 
-    def __init__(self, server: CoordinatorServer, kafka_config: Mapping[str, str], group_id: str, *,
-                 session_timeout_ms: int = 10_000, kafka_advertised: tuple[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        server: CoordinatorServer,
+        kafka_config: Mapping[str, str],
+        group_id: str,
+        *,
+        session_timeout_ms: int = 10_000,
+        kafka_advertised: tuple[str, int] | None = None,
+    ) -> None:
         self.server = server
         self.group_id = group_id
         self.locate = Locator(lambda: asyncio.to_thread(self._described_owners))
@@ -109,8 +116,9 @@ class GroupOwnership:
 
     def _poll(self) -> None:
         consumer = Consumer(self._config)
-        consumer.subscribe([self.server.topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
-                           on_lost=self._on_revoke)
+        consumer.subscribe(
+            [self.server.topic], on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke
+        )
         paused: set[int] = set()
         try:
             while not self._stopping.is_set():

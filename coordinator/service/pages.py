@@ -84,8 +84,9 @@ class _Timeline:
 class Timelines:
     """Each group's replayed history, read from its partition a little more at each page."""
 
-    def __init__(self, kafka_config: Mapping[str, str], topic: str, read_s: float = TIMELINE_READ_S,
-                 keep: int = KEEP) -> None:
+    def __init__(
+        self, kafka_config: Mapping[str, str], topic: str, read_s: float = TIMELINE_READ_S, keep: int = KEEP
+    ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
         self.read_s = read_s
@@ -125,8 +126,9 @@ class Timelines:
         where = f"{self.topic}[{partition}] up to offset {timeline.next_offset}"
         return timeline.svg, where + (f"; {behind} more offsets to read at the next reloads" if behind > 0 else "")
 
-    def _records(self, consumer: Consumer, timeline: _Timeline, partition: int, start: int, end: int,
-                 deadline: float) -> Iterator[RawRecord]:
+    def _records(
+        self, consumer: Consumer, timeline: _Timeline, partition: int, start: int, end: int, deadline: float
+    ) -> Iterator[RawRecord]:
         for record in read_partition(consumer, self.topic, partition, start, end, self.read_s):
             yield record
             timeline.next_offset = record.offset + 1  # applied: History asks for the next one only then
@@ -163,10 +165,12 @@ td.k { color: #555; width: 9em; white-space: nowrap; }
 def page(title: str, body: str, *, refresh: bool = True) -> str:
     """A whole page: `title` and `body` as given (the caller escaped them)."""
     reload = f'<meta http-equiv="refresh" content="{REFRESH_S}">' if refresh else ""
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{reload}'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f"<title>{title}</title><style>{_STYLE}</style></head><body>"
-            f'<nav><a href="/ui/groups">groups</a></nav>{body}</body></html>')
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">{reload}'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{title}</title><style>{_STYLE}</style></head><body>"
+        f'<nav><a href="/ui/groups">groups</a></nav>{body}</body></html>'
+    )
 
 
 def _items(items: ConnectorsAndTasks) -> str:
@@ -179,10 +183,14 @@ def _state(state: str) -> str:
 
 
 def _member_table(m: MemberDescription) -> str:
-    rows = [("instance", _esc(m.instance_id) if m.instance_id else '<span class="none">dynamic</span>'),
-            ("member epoch", _esc(m.member_epoch)), ("state", _state(m.state)), ("protocol", _esc(m.protocol)),
-            ("client", f"{_esc(m.client_id)} at {_esc(m.client_host or '?')}"),
-            ("url", _esc(m.url) if m.url else '<span class="none">-</span>')]
+    rows = [
+        ("instance", _esc(m.instance_id) if m.instance_id else '<span class="none">dynamic</span>'),
+        ("member epoch", _esc(m.member_epoch)),
+        ("state", _state(m.state)),
+        ("protocol", _esc(m.protocol)),
+        ("client", f"{_esc(m.client_id)} at {_esc(m.client_host or '?')}"),
+        ("url", _esc(m.url) if m.url else '<span class="none">-</span>'),
+    ]
     if m.protocol == "classic":
         # A Kafka Connect worker on the classic protocol: the config offset its JoinGroup said,
         # and what it runs by Connect's rule (coordinator.core.classic_holdings), or why that is
@@ -190,55 +198,91 @@ def _member_table(m: MemberDescription) -> str:
         offset = getattr(m, "config_offset", None)
         rows.append(("config offset", _esc(offset) if offset is not None else '<span class="none">-</span>'))
     # "assigned", the status endpoint's ASSIGNED: the coordinator knows what it gave, not what runs.
-    rows += [("assigned", _items(m.assignment)),
-             ("revoking", f'<span class="revoking">{_items(m.pending_revocation)}</span>'
-              if items_of(m.pending_revocation) else _items(m.pending_revocation)),
-             ("target", _items(m.target))]
+    rows += [
+        ("assigned", _items(m.assignment)),
+        (
+            "revoking",
+            f'<span class="revoking">{_items(m.pending_revocation)}</span>'
+            if items_of(m.pending_revocation)
+            else _items(m.pending_revocation),
+        ),
+        ("target", _items(m.target)),
+    ]
     note = getattr(m, "note", None)
     if note:
         rows.append(("note", f'<span class="note">{_esc(note)}</span>'))
     body = "".join(f'<tr><td class="k">{k}</td><td>{v}</td></tr>' for k, v in rows)
-    return (f'<table class="member" data-member="{_esc(m.member_id)}"><tr><th colspan="2">member '
-            f"{_esc(m.member_id)}</th></tr>{body}</table>")
+    return (
+        f'<table class="member" data-member="{_esc(m.member_id)}"><tr><th colspan="2">member '
+        f"{_esc(m.member_id)}</th></tr>{body}</table>"
+    )
 
 
-def group_page(d: GroupDescription, picture: str | None, note: str, *, coordinator: str, partition: int,
-               now_ms: int) -> str:
+def group_page(
+    d: GroupDescription, picture: str | None, note: str, *, coordinator: str, partition: int, now_ms: int
+) -> str:
     """The page of one group, from its description and its timeline."""
-    out = [f"<h1>group {_esc(d.group_id)} {_state(d.state)}</h1>",
-           (f'<div class="meta">served by {_esc(coordinator)}, partition {partition}; as of {_iso(now_ms)} '
-            f"(reloads every {REFRESH_S} s)</div>")]
-    epochs = [("group epoch", d.group_epoch), ("assignment epoch", d.assignment_epoch), ("type", d.group_type),
-              ("assignor", f"{d.assignor or '-'} ({d.assignor_kind or 'none'})"),
-              ("session timeout", format_duration(d.session_timeout_ms)),
-              ("heartbeat interval", format_duration(d.heartbeat_interval_ms)),
-              ("rebalance delay", format_duration(d.scheduled_rebalance_max_delay_ms))]
+    out = [
+        f"<h1>group {_esc(d.group_id)} {_state(d.state)}</h1>",
+        (
+            f'<div class="meta">served by {_esc(coordinator)}, partition {partition}; as of {_iso(now_ms)} '
+            f"(reloads every {REFRESH_S} s)</div>"
+        ),
+    ]
+    epochs = [
+        ("group epoch", d.group_epoch),
+        ("assignment epoch", d.assignment_epoch),
+        ("type", d.group_type),
+        ("assignor", f"{d.assignor or '-'} ({d.assignor_kind or 'none'})"),
+        ("session timeout", format_duration(d.session_timeout_ms)),
+        ("heartbeat interval", format_duration(d.heartbeat_interval_ms)),
+        ("rebalance delay", format_duration(d.scheduled_rebalance_max_delay_ms)),
+    ]
     if d.generation is not None:
         epochs.append(("generation", f"{d.generation}, leader {d.leader or '-'}"))
-    out.append("<h2>Epochs</h2><table>" + "".join(f'<tr><td class="k">{k}</td><td>{_esc(v)}</td></tr>'
-                                                   for k, v in epochs) + "</table>")
+    out.append(
+        "<h2>Epochs</h2><table>"
+        + "".join(f'<tr><td class="k">{k}</td><td>{_esc(v)}</td></tr>' for k, v in epochs)
+        + "</table>"
+    )
     connectors = "".join(f"<tr><td>{_esc(c.name)}</td><td>{c.tasks}</td></tr>" for c in d.connectors)
-    out.append("<h2>Connectors</h2>" + (f"<table><tr><th>connector</th><th>tasks</th></tr>{connectors}</table>"
-                                         if connectors else '<p class="none">none</p>'))
+    out.append(
+        "<h2>Connectors</h2>"
+        + (
+            f"<table><tr><th>connector</th><th>tasks</th></tr>{connectors}</table>"
+            if connectors
+            else '<p class="none">none</p>'
+        )
+    )
     if items_of(d.deferred) and d.scheduled_rebalance_at_ms is None:
         # No time (the status endpoint's null): the scheduled rebalance has run, or the assignor
         # asked for no delay; the work goes out with the next target assignment.
-        out.append(f"<h2>Deferred work</h2><p>{_items(d.deferred)}: unassigned until the next target assignment "
-                   "(no rebalance time is set).</p>")
+        out.append(
+            f"<h2>Deferred work</h2><p>{_items(d.deferred)}: unassigned until the next target assignment "
+            "(no rebalance time is set).</p>"
+        )
     elif items_of(d.deferred):
         left = f" (in {format_duration(max(0, d.scheduled_rebalance_at_ms - now_ms))})"
-        out.append(f"<h2>Deferred work</h2><p>{_items(d.deferred)}: unassigned until the scheduled rebalance at "
-                   f"{_iso(d.scheduled_rebalance_at_ms)}{left}.</p>")
+        out.append(
+            f"<h2>Deferred work</h2><p>{_items(d.deferred)}: unassigned until the scheduled rebalance at "
+            f"{_iso(d.scheduled_rebalance_at_ms)}{left}.</p>"
+        )
     else:
         out.append('<h2>Deferred work</h2><p class="none">none</p>')
     if d.assignment_error:
         out.append(f"<p>the last assignment failed ({d.assignment_error}): {_esc(d.assignment_error_message)}</p>")
     if d.departures:
-        out.append("<h2>Left at this epoch</h2><ul>" + "".join(
-            f"<li>{_esc(x.member_id)}: {_esc(x.reason)}</li>" for x in d.departures) + "</ul>")
+        out.append(
+            "<h2>Left at this epoch</h2><ul>"
+            + "".join(f"<li>{_esc(x.member_id)}: {_esc(x.reason)}</li>" for x in d.departures)
+            + "</ul>"
+        )
     out.append(f"<h2>Members ({len(d.members)})</h2>")
-    out.append('<div class="members">' + "".join(_member_table(m) for m in d.members) + "</div>"
-               if d.members else '<p class="none">no members</p>')
+    out.append(
+        '<div class="members">' + "".join(_member_table(m) for m in d.members) + "</div>"
+        if d.members
+        else '<p class="none">no members</p>'
+    )
     out.append("<h2>Timeline</h2>")
     out.append(f'<div class="timeline">{picture}</div>' if picture is not None else "")
     out.append(f'<p class="note">{_esc(note)}</p>')
@@ -247,13 +291,21 @@ def group_page(d: GroupDescription, picture: str | None, note: str, *, coordinat
 
 def groups_page(groups: list, partitions: dict[int, str], coordinator: str, now_ms: int) -> str:
     """The list of groups (protocol.GroupListing) of the partitions this process serves."""
-    rows = "".join(f'<tr><td><a href="{_esc(_group_href(g.group_id))}">{_esc(g.group_id)}</a></td>'
-                   f"<td>{_state(g.state)}</td><td>{g.group_epoch}</td><td>{g.members}</td></tr>" for g in groups)
+    rows = "".join(
+        f'<tr><td><a href="{_esc(_group_href(g.group_id))}">{_esc(g.group_id)}</a></td>'
+        f"<td>{_state(g.state)}</td><td>{g.group_epoch}</td><td>{g.members}</td></tr>"
+        for g in groups
+    )
     served = ", ".join(f"{p} ({_esc(s)})" for p, s in sorted(partitions.items())) or "none"
-    body = (f"<h1>groups</h1><div class=\"meta\">{_esc(coordinator)} serves partitions {served}; as of "
-            f"{_iso(now_ms)} (reloads every {REFRESH_S} s)</div>"
-            + (f"<table><tr><th>group</th><th>state</th><th>epoch</th><th>members</th></tr>{rows}</table>"
-               if rows else '<p class="none">no groups you may describe here</p>'))
+    body = (
+        f'<h1>groups</h1><div class="meta">{_esc(coordinator)} serves partitions {served}; as of '
+        f"{_iso(now_ms)} (reloads every {REFRESH_S} s)</div>"
+        + (
+            f"<table><tr><th>group</th><th>state</th><th>epoch</th><th>members</th></tr>{rows}</table>"
+            if rows
+            else '<p class="none">no groups you may describe here</p>'
+        )
+    )
     return page("groups", body)
 
 
@@ -261,8 +313,9 @@ def _answer(text: str, status: int = 200, headers: dict[str, str] | None = None)
     return web.Response(text=text, status=status, content_type="text/html", charset="utf-8", headers=headers)
 
 
-def _message(title: str, text: str, status: int, *, refresh: bool = False,
-             headers: dict[str, str] | None = None) -> web.Response:
+def _message(
+    title: str, text: str, status: int, *, refresh: bool = False, headers: dict[str, str] | None = None
+) -> web.Response:
     return _answer(page(_esc(title), f"<h1>{_esc(title)}</h1><p>{text}</p>", refresh=refresh), status, headers)
 
 
@@ -290,8 +343,12 @@ class Pages:
         self.timelines = Timelines(server.kafka_config, server.topic)
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.get("/ui", self.home), web.get("/ui/", self.home), web.get("/ui/groups", self.groups),
-                web.get("/ui/groups/{group_id:[^/]+}", self.group)]
+        return [
+            web.get("/ui", self.home),
+            web.get("/ui/", self.home),
+            web.get("/ui/groups", self.groups),
+            web.get("/ui/groups/{group_id:[^/]+}", self.group),
+        ]
 
     async def home(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/ui/groups")
@@ -315,15 +372,19 @@ class Pages:
     async def group(self, request: web.Request) -> web.Response:
         return await self._guarded(request, self._group)
 
-    async def _guarded(self, request: web.Request, render: Callable[[web.Request, str], Awaitable[web.Response]]
-                       ) -> web.Response:
+    async def _guarded(
+        self, request: web.Request, render: Callable[[web.Request, str], Awaitable[web.Response]]
+    ) -> web.Response:
         try:
             return await render(request, self.principal(request))
         except AuthError as e:
             if e.status == 401:
-                return _message("authentication needed", _esc(e) + ". Give the token as the password (any user name), "
-                                "or send Authorization: Bearer TOKEN.", 401,
-                                headers={"WWW-Authenticate": 'Basic realm="worker-coordinator", charset="UTF-8"'})
+                return _message(
+                    "authentication needed",
+                    _esc(e) + ". Give the token as the password (any user name), or send Authorization: Bearer TOKEN.",
+                    401,
+                    headers={"WWW-Authenticate": 'Basic realm="worker-coordinator", charset="UTF-8"'},
+                )
             return _message("not allowed", _esc(e), 403)
         except web.HTTPException:
             raise  # the redirect to the instance serving the group
@@ -331,8 +392,9 @@ class Pages:
             return _message("not available here", _esc(e), 503, refresh=True)
         except Exception:  # a bug: logged with its traceback, never shown
             log.exception("unexpected failure on %s", request.path)
-            return _message("internal error", "the coordinator failed to draw this page and logged why", 503,
-                            refresh=True)
+            return _message(
+                "internal error", "the coordinator failed to draw this page and logged why", 503, refresh=True
+            )
 
     async def _groups(self, request: web.Request, principal: str) -> web.Response:
         listed = await self.server.listed_groups(principal)
@@ -348,14 +410,28 @@ class Pages:
             url = await self.server.owner_of(partition)
             if url is not None and url.rstrip("/") != self.server.advertised_url.rstrip("/"):
                 target = url.rstrip("/") + _group_href(group_id)
-                raise web.HTTPTemporaryRedirect(target, text=page("moved", f'<p>served by <a href="{_esc(target)}">'
-                                                                  f"{_esc(url)}</a></p>", refresh=False),
-                                                content_type="text/html")
-            return _message("not served here", f"group {_esc(group_id)} lives in partition {partition}, which no "
-                            "coordinator is known to serve now.", 503, refresh=True)
+                raise web.HTTPTemporaryRedirect(
+                    target,
+                    text=page("moved", f'<p>served by <a href="{_esc(target)}">{_esc(url)}</a></p>', refresh=False),
+                    content_type="text/html",
+                )
+            return _message(
+                "not served here",
+                f"group {_esc(group_id)} lives in partition {partition}, which no coordinator is known to serve now.",
+                503,
+                refresh=True,
+            )
         description = await runtime.query(lambda c: c.describe_group(group_id))
         if description is None:
             return _message("no such group", f"group {_esc(group_id)} does not exist.", 404)
         picture, note = await self.timelines.picture(group_id, partition)
-        return _answer(group_page(description, picture, note, coordinator=self.server.advertised_url,
-                                  partition=partition, now_ms=int(time.time() * 1000)))
+        return _answer(
+            group_page(
+                description,
+                picture,
+                note,
+                coordinator=self.server.advertised_url,
+                partition=partition,
+                now_ms=int(time.time() * 1000),
+            )
+        )

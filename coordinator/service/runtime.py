@@ -73,10 +73,20 @@ class NotServing(Exception):
 class PartitionRuntime:
     """One partition of the topic, owned by this process."""
 
-    def __init__(self, kafka_config: Mapping[str, str], topic: str, partition: int,
-                 config: CoordinatorConfig | None = None, *, clock: Callable[[], float] = time.time,
-                 linger_ms: float = 2.0, max_batch_records: int = 1_000, transactional_prefix: str = "worker-coordinator",
-                 metrics: Metrics | None = None, kafka_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        kafka_config: Mapping[str, str],
+        topic: str,
+        partition: int,
+        config: CoordinatorConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        linger_ms: float = 2.0,
+        max_batch_records: int = 1_000,
+        transactional_prefix: str = "worker-coordinator",
+        metrics: Metrics | None = None,
+        kafka_timeout_s: float = 30.0,
+    ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
         self.partition = partition
@@ -94,8 +104,9 @@ class PartitionRuntime:
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self._batch: list[Record] = []
         self._told: list[Told] = []  # what the open batch's changes mean, told once it is committed
-        self.observer = Observer(partition, None if metrics is None else functools.partial(
-            metrics.observe_rebalance, partition))
+        self.observer = Observer(
+            partition, None if metrics is None else functools.partial(metrics.observe_rebalance, partition)
+        )
         self._waiting: list[tuple[asyncio.Future, Any]] = []
         self._parked: dict[ParkKey, asyncio.Future] = {}
         self._commits = 0  # batches handed to the writer and not yet confirmed
@@ -130,8 +141,9 @@ class PartitionRuntime:
     async def _keep_loading(self, error: LogError) -> None:
         delay = LOAD_RETRY_MIN_S
         while self.status is Status.LOADING:
-            log.warning("%s[%d] cannot be loaded now (%s); trying again in %.1f s", self.topic, self.partition,
-                        error, delay)
+            log.warning(
+                "%s[%d] cannot be loaded now (%s); trying again in %.1f s", self.topic, self.partition, error, delay
+            )
             await asyncio.sleep(delay)
             if self.status is not Status.LOADING:
                 return
@@ -149,15 +161,17 @@ class PartitionRuntime:
     async def _load(self) -> None:
         """One attempt at what `start` does; LogError when Kafka cannot do it now."""
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
-        writer = PartitionWriter(self.kafka_config, self.topic, self.partition, self.transactional_prefix,
-                                 timeout_s=self.kafka_timeout_s)
+        writer = PartitionWriter(
+            self.kafka_config, self.topic, self.partition, self.transactional_prefix, timeout_s=self.kafka_timeout_s
+        )
         try:
             # init_transactions first: once it returns, the old owner can no longer commit, so what
             # we load next is everything it will ever have written.
             await self._blocking(writer.open)
             if self.status is Status.LOADING:  # else closed meanwhile, and its thread is gone
-                self.last_load = await self._blocking(load_partition, self.kafka_config, self.topic,
-                                                      self.partition, self.coordinator.state)
+                self.last_load = await self._blocking(
+                    load_partition, self.kafka_config, self.topic, self.partition, self.coordinator.state
+                )
         except BaseException:
             await asyncio.to_thread(writer.close)  # a failed attempt's producer must not linger
             raise
@@ -166,13 +180,32 @@ class PartitionRuntime:
             return
         self._writer = writer
         for corrupt in self.last_load.corrupt:
-            event(log, "record-skipped", "%s[%d] offset %d skipped: %s", self.topic, self.partition, *corrupt,
-                  level=logging.ERROR, partition=self.partition, offset=corrupt[0])
+            event(
+                log,
+                "record-skipped",
+                "%s[%d] offset %d skipped: %s",
+                self.topic,
+                self.partition,
+                *corrupt,
+                level=logging.ERROR,
+                partition=self.partition,
+                offset=corrupt[0],
+            )
         state = self.coordinator.state
-        event(log, "partition-loaded", "%s[%d] loaded: %d records in %.3f s", self.topic, self.partition,
-              self.last_load.records, self.last_load.seconds, partition=self.partition,
-              records=self.last_load.records, seconds=round(self.last_load.seconds, 6), groups=len(state.groups),
-              members=sum(len(g.members) for g in state.groups.values()))
+        event(
+            log,
+            "partition-loaded",
+            "%s[%d] loaded: %d records in %.3f s",
+            self.topic,
+            self.partition,
+            self.last_load.records,
+            self.last_load.seconds,
+            partition=self.partition,
+            records=self.last_load.records,
+            seconds=round(self.last_load.seconds, 6),
+            groups=len(state.groups),
+            members=sum(len(g.members) for g in state.groups.values()),
+        )
         self.observer.loaded(state, self.now_ms())
         if self.metrics is not None:
             self.metrics.observe_load(self.partition, self.last_load.seconds, self.last_load.records)
@@ -246,8 +279,11 @@ class PartitionRuntime:
             if seen is not None:
                 self._told += self.observer.after(self.coordinator.state, seen, self.now_ms())
             self._arm(result.timers)
-            answers = [(parked, response) for key, response in result.deliveries
-                       if (parked := self._parked.pop(key, None)) is not None]
+            answers = [
+                (parked, response)
+                for key, response in result.deliveries
+                if (parked := self._parked.pop(key, None)) is not None
+            ]
             if isinstance(result.response, Parked):
                 if future is not None:
                     self._parked[result.response.key] = future
@@ -298,8 +334,9 @@ class PartitionRuntime:
         if self.status is Status.ACTIVE and (self._batch or self._waiting):
             self._start_flush()  # these waited a whole commit already: no linger
 
-    async def _write_batch(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]],
-                           told: list[Told]) -> None:
+    async def _write_batch(
+        self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]
+    ) -> None:
         if self.status is not Status.ACTIVE or self._writer is None:
             for future, _ in waiting:
                 if not future.done():
@@ -312,8 +349,11 @@ class PartitionRuntime:
                 if self.metrics is not None:
                     self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
         except Exception as failure:  # noqa: BLE001 - whatever failed, the batch is not known to be durable
-            e = failure if isinstance(failure, LogError) else LogError(f"writing to {self.topic}[{self.partition}] "
-                                                                       f"failed: {failure!r}")
+            e = (
+                failure
+                if isinstance(failure, LogError)
+                else LogError(f"writing to {self.topic}[{self.partition}] failed: {failure!r}")
+            )
             if not isinstance(failure, LogError):
                 log.exception("writing a batch failed")
             for future, _ in waiting:
@@ -324,12 +364,26 @@ class PartitionRuntime:
             if e.fenced:
                 # Another coordinator owns the partition now: loading it again would fence
                 # that one in turn. Stop serving it.
-                event(log, "partition-fenced", "%s; partition %d was taken over, no longer serving it", e,
-                      self.partition, level=logging.ERROR, partition=self.partition)
+                event(
+                    log,
+                    "partition-fenced",
+                    "%s; partition %d was taken over, no longer serving it",
+                    e,
+                    self.partition,
+                    level=logging.ERROR,
+                    partition=self.partition,
+                )
                 await self.close(Status.FENCED)
                 return
-            event(log, "partition-reloading", "%s; dropping partition %d and loading it again", e, self.partition,
-                  level=logging.ERROR, partition=self.partition)
+            event(
+                log,
+                "partition-reloading",
+                "%s; dropping partition %d and loading it again",
+                e,
+                self.partition,
+                level=logging.ERROR,
+                partition=self.partition,
+            )
             await self._reload()
             return
         self.observer.tell(told)
@@ -383,4 +437,5 @@ class PartitionRuntime:
             if key in self._timers and self._timers[key] is not handle:
                 return Result(None)
             return self.coordinator.on_timer(key, now)
+
         self._queue.put_nowait((event, None))

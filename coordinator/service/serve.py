@@ -61,7 +61,8 @@ def _number(kind: type) -> Any:
         except ValueError:
             got = f"{text.variable}={str(text)!r}" if isinstance(text, _FromEnv) else repr(text)
             raise argparse.ArgumentTypeError(
-                f"expected {'a whole number' if kind is int else 'a number'}, got {got}") from None
+                f"expected {'a whole number' if kind is int else 'a number'}, got {got}"
+            ) from None
 
     parse.__name__ = kind.__name__  # argparse names the type in some messages
     return parse
@@ -72,112 +73,230 @@ def env_flag(name: str) -> bool:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("serve",
-                                   description="Serve the connect group protocol over HTTP for the partitions of "
-                                               "the topic this instance owns.")
+    parser = subparsers.add_parser(
+        "serve",
+        description="Serve the connect group protocol over HTTP for the partitions of the topic this instance owns.",
+    )
     kafka_config.add_arguments(parser)
     http = parser.add_argument_group("HTTP")
-    http.add_argument("--listen", default=env("COORDINATOR_LISTEN", DEFAULT_LISTEN), metavar="HOST:PORT",
-                      help=f"address to listen on (env COORDINATOR_LISTEN, default {DEFAULT_LISTEN})")
-    http.add_argument("--advertised-url", default=env("COORDINATOR_ADVERTISED_URL"), metavar="URL",
-                      help="the URL workers reach this instance at (env COORDINATOR_ADVERTISED_URL; default "
-                           "from --listen)")
-    http.add_argument("--tls-cert", default=env("COORDINATOR_TLS_CERT"), metavar="FILE",
-                      help="serve HTTPS, and TLS on --kafka-listener, with this PEM certificate (chain) (env "
-                           "COORDINATOR_TLS_CERT)")
-    http.add_argument("--tls-key", default=env("COORDINATOR_TLS_KEY"), metavar="FILE",
-                      help="the certificate's private key (env COORDINATOR_TLS_KEY)")
-    http.add_argument("--max-request-bytes", type=_number(int),
-                      default=env("COORDINATOR_MAX_REQUEST_BYTES", str(MAX_BODY_BYTES)), metavar="BYTES",
-                      help="the largest request body taken; larger ones are answered 413 unread (env "
-                           f"COORDINATOR_MAX_REQUEST_BYTES, default {MAX_BODY_BYTES}: an install of 50,000 tasks "
-                           "with long names is about 4 MB)")
+    http.add_argument(
+        "--listen",
+        default=env("COORDINATOR_LISTEN", DEFAULT_LISTEN),
+        metavar="HOST:PORT",
+        help=f"address to listen on (env COORDINATOR_LISTEN, default {DEFAULT_LISTEN})",
+    )
+    http.add_argument(
+        "--advertised-url",
+        default=env("COORDINATOR_ADVERTISED_URL"),
+        metavar="URL",
+        help="the URL workers reach this instance at (env COORDINATOR_ADVERTISED_URL; default from --listen)",
+    )
+    http.add_argument(
+        "--tls-cert",
+        default=env("COORDINATOR_TLS_CERT"),
+        metavar="FILE",
+        help="serve HTTPS, and TLS on --kafka-listener, with this PEM certificate (chain) (env COORDINATOR_TLS_CERT)",
+    )
+    http.add_argument(
+        "--tls-key",
+        default=env("COORDINATOR_TLS_KEY"),
+        metavar="FILE",
+        help="the certificate's private key (env COORDINATOR_TLS_KEY)",
+    )
+    http.add_argument(
+        "--max-request-bytes",
+        type=_number(int),
+        default=env("COORDINATOR_MAX_REQUEST_BYTES", str(MAX_BODY_BYTES)),
+        metavar="BYTES",
+        help="the largest request body taken; larger ones are answered 413 unread (env "
+        f"COORDINATOR_MAX_REQUEST_BYTES, default {MAX_BODY_BYTES}: an install of 50,000 tasks "
+        "with long names is about 4 MB)",
+    )
     kafka = parser.add_argument_group("Kafka listener (Kafka's binary protocol for the classic group APIs)")
-    kafka.add_argument("--kafka-listener", default=env("COORDINATOR_KAFKA_LISTENER"), metavar="HOST:PORT",
-                       help="also serve ApiVersions, FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, "
-                            "DescribeGroups, ListGroups and DeleteGroups in Kafka's protocol here, for unmodified "
-                            "Kafka clients such as Connect workers (env COORDINATOR_KAFKA_LISTENER; default: off)")
-    kafka.add_argument("--kafka-advertised", default=env("COORDINATOR_KAFKA_ADVERTISED"), metavar="HOST:PORT",
-                       help="the address FindCoordinator names, when clients dial another than --kafka-listener "
-                            "(env COORDINATOR_KAFKA_ADVERTISED)")
-    kafka.add_argument("--kafka-gateway-principals", default=env("COORDINATOR_KAFKA_GATEWAY_PRINCIPALS"),
-                       metavar="PRINCIPAL[,...]",
-                       help="the principals (of --tokens, over SASL PLAIN) trusted to forward their clients' "
-                            "requests with the clients' principals: our gateways (env "
-                            "COORDINATOR_KAFKA_GATEWAY_PRINCIPALS)")
+    kafka.add_argument(
+        "--kafka-listener",
+        default=env("COORDINATOR_KAFKA_LISTENER"),
+        metavar="HOST:PORT",
+        help="also serve ApiVersions, FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, "
+        "DescribeGroups, ListGroups and DeleteGroups in Kafka's protocol here, for unmodified "
+        "Kafka clients such as Connect workers (env COORDINATOR_KAFKA_LISTENER; default: off)",
+    )
+    kafka.add_argument(
+        "--kafka-advertised",
+        default=env("COORDINATOR_KAFKA_ADVERTISED"),
+        metavar="HOST:PORT",
+        help="the address FindCoordinator names, when clients dial another than --kafka-listener "
+        "(env COORDINATOR_KAFKA_ADVERTISED)",
+    )
+    kafka.add_argument(
+        "--kafka-gateway-principals",
+        default=env("COORDINATOR_KAFKA_GATEWAY_PRINCIPALS"),
+        metavar="PRINCIPAL[,...]",
+        help="the principals (of --tokens, over SASL PLAIN) trusted to forward their clients' "
+        "requests with the clients' principals: our gateways (env "
+        "COORDINATOR_KAFKA_GATEWAY_PRINCIPALS)",
+    )
     own = parser.add_argument_group("ownership")
-    own.add_argument("--ownership", choices=("static", "group"), default=env("COORDINATOR_OWNERSHIP", "static"),
-                     help="static: serve --partitions; group: share the partitions with the other instances "
-                          "through a Kafka consumer group (env COORDINATOR_OWNERSHIP, default static)")
-    own.add_argument("--partitions", default=env("COORDINATOR_PARTITIONS", "all"), metavar="LIST",
-                     help="static ownership: 'all' or a list such as 0-3,7 (env COORDINATOR_PARTITIONS)")
-    own.add_argument("--group-id", default=env("COORDINATOR_GROUP_ID"), metavar="ID",
-                     help="group ownership: the consumer group (env COORDINATOR_GROUP_ID, default "
-                          "worker-coordinator-<topic>)")
-    own.add_argument("--ownership-session-timeout-ms", type=_number(int),
-                     default=env("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "10000"), metavar="MS",
-                     help="group ownership: an instance silent this long loses its partitions to the others "
-                          "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)")
-    own.add_argument("--peer", action="append", default=_env_list("COORDINATOR_PEERS"), metavar="URL",
-                     help="static ownership only: another static instance (serving other --partitions), "
-                          "whose /health find-coordinator asks for the partitions not served here; group "
-                          "ownership finds owners through the consumer group and refuses --peer (repeatable; "
-                          "env COORDINATOR_PEERS, comma-separated)")
+    own.add_argument(
+        "--ownership",
+        choices=("static", "group"),
+        default=env("COORDINATOR_OWNERSHIP", "static"),
+        help="static: serve --partitions; group: share the partitions with the other instances "
+        "through a Kafka consumer group (env COORDINATOR_OWNERSHIP, default static)",
+    )
+    own.add_argument(
+        "--partitions",
+        default=env("COORDINATOR_PARTITIONS", "all"),
+        metavar="LIST",
+        help="static ownership: 'all' or a list such as 0-3,7 (env COORDINATOR_PARTITIONS)",
+    )
+    own.add_argument(
+        "--group-id",
+        default=env("COORDINATOR_GROUP_ID"),
+        metavar="ID",
+        help="group ownership: the consumer group (env COORDINATOR_GROUP_ID, default worker-coordinator-<topic>)",
+    )
+    own.add_argument(
+        "--ownership-session-timeout-ms",
+        type=_number(int),
+        default=env("COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS", "10000"),
+        metavar="MS",
+        help="group ownership: an instance silent this long loses its partitions to the others "
+        "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)",
+    )
+    own.add_argument(
+        "--peer",
+        action="append",
+        default=_env_list("COORDINATOR_PEERS"),
+        metavar="URL",
+        help="static ownership only: another static instance (serving other --partitions), "
+        "whose /health find-coordinator asks for the partitions not served here; group "
+        "ownership finds owners through the consumer group and refuses --peer (repeatable; "
+        "env COORDINATOR_PEERS, comma-separated)",
+    )
     sec = parser.add_argument_group("security")
-    sec.add_argument("--tokens", default=env("COORDINATOR_TOKENS_FILE"), metavar="FILE",
-                     help="bearer tokens, one 'TOKEN PRINCIPAL' per line (env COORDINATOR_TOKENS_FILE)")
-    sec.add_argument("--acls", default=env("COORDINATOR_ACLS_FILE"), metavar="FILE",
-                     help="ACLs, one 'PRINCIPAL OPERATIONS GROUP-PATTERN' per line (env COORDINATOR_ACLS_FILE); "
-                          "without it every authenticated principal may do everything")
-    sec.add_argument("--allow-anonymous", action="store_true", default=env_flag("COORDINATOR_ALLOW_ANONYMOUS"),
-                     help="requests without a token act as principal ANONYMOUS (env COORDINATOR_ALLOW_ANONYMOUS)")
+    sec.add_argument(
+        "--tokens",
+        default=env("COORDINATOR_TOKENS_FILE"),
+        metavar="FILE",
+        help="bearer tokens, one 'TOKEN PRINCIPAL' per line (env COORDINATOR_TOKENS_FILE)",
+    )
+    sec.add_argument(
+        "--acls",
+        default=env("COORDINATOR_ACLS_FILE"),
+        metavar="FILE",
+        help="ACLs, one 'PRINCIPAL OPERATIONS GROUP-PATTERN' per line (env COORDINATOR_ACLS_FILE); "
+        "without it every authenticated principal may do everything",
+    )
+    sec.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        default=env_flag("COORDINATOR_ALLOW_ANONYMOUS"),
+        help="requests without a token act as principal ANONYMOUS (env COORDINATOR_ALLOW_ANONYMOUS)",
+    )
     defaults = CoordinatorConfig()
     groups = parser.add_argument_group("group defaults (a group's own config overrides them)")
     for flag, field, help_ in (
-            ("--session-timeout-ms", "session_timeout_ms", "a member silent this long is removed"),
-            ("--heartbeat-interval-ms", "heartbeat_interval_ms", "how often members heartbeat"),
-            ("--rebalance-timeout-ms", "rebalance_timeout_ms", "time to revoke or compute (default: each "
-                                                               "member's RebalanceTimeoutMs)"),
-            ("--scheduled-rebalance-max-delay-ms", "scheduled_rebalance_max_delay_ms",
-             "how long a departed worker's work waits for it to return"),
-            ("--server-assignment-interval-ms", "server_assignment_interval_ms",
-             "a server-side assignor runs at most once per this interval per group"),
-            ("--initial-assignment-delay-ms", "initial_assignment_delay_ms",
-             "an empty group that gets members waits this long for more before its first target (Kafka's "
-             "group.initial.rebalance.delay.ms)")):
+        ("--session-timeout-ms", "session_timeout_ms", "a member silent this long is removed"),
+        ("--heartbeat-interval-ms", "heartbeat_interval_ms", "how often members heartbeat"),
+        (
+            "--rebalance-timeout-ms",
+            "rebalance_timeout_ms",
+            "time to revoke or compute (default: each member's RebalanceTimeoutMs)",
+        ),
+        (
+            "--scheduled-rebalance-max-delay-ms",
+            "scheduled_rebalance_max_delay_ms",
+            "how long a departed worker's work waits for it to return",
+        ),
+        (
+            "--server-assignment-interval-ms",
+            "server_assignment_interval_ms",
+            "a server-side assignor runs at most once per this interval per group",
+        ),
+        (
+            "--initial-assignment-delay-ms",
+            "initial_assignment_delay_ms",
+            "an empty group that gets members waits this long for more before its first target (Kafka's "
+            "group.initial.rebalance.delay.ms)",
+        ),
+    ):
         name = "COORDINATOR_" + field.upper()
         default = getattr(defaults, field)
-        groups.add_argument(flag, type=_number(int), default=env(name, None if default is None else str(default)),
-                            metavar="MS", help=f"{help_} (env {name}, default {default})")
-    groups.add_argument("--server-assignor", choices=sorted(ASSIGNORS),
-                        default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
-                        help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)")
+        groups.add_argument(
+            flag,
+            type=_number(int),
+            default=env(name, None if default is None else str(default)),
+            metavar="MS",
+            help=f"{help_} (env {name}, default {default})",
+        )
+    groups.add_argument(
+        "--server-assignor",
+        choices=sorted(ASSIGNORS),
+        default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
+        help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)",
+    )
     classic = parser.add_argument_group("the classic protocol (Kafka's group coordinator settings)")
     for flag, field, default, metavar, help_ in (
-            ("--classic-min-session-timeout-ms", "classic_min_session_timeout_ms",
-             KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS, "MS",
-             ("a JoinGroup asking for a shorter session is refused INVALID_SESSION_TIMEOUT, which a Java "
-              "worker does not survive (Kafka's group.min.session.timeout.ms)")),
-            ("--classic-group-max-size", "classic_group_max_size", defaults.classic_group_max_size, "MEMBERS",
-             ("a classic group takes at most this many members; more are refused GROUP_MAX_SIZE_REACHED "
-              "(Kafka's group.max.size)"))):
+        (
+            "--classic-min-session-timeout-ms",
+            "classic_min_session_timeout_ms",
+            KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS,
+            "MS",
+            (
+                "a JoinGroup asking for a shorter session is refused INVALID_SESSION_TIMEOUT, which a Java "
+                "worker does not survive (Kafka's group.min.session.timeout.ms)"
+            ),
+        ),
+        (
+            "--classic-group-max-size",
+            "classic_group_max_size",
+            defaults.classic_group_max_size,
+            "MEMBERS",
+            (
+                "a classic group takes at most this many members; more are refused GROUP_MAX_SIZE_REACHED "
+                "(Kafka's group.max.size)"
+            ),
+        ),
+    ):
         name = "COORDINATOR_" + field.upper()
-        classic.add_argument(flag, type=_number(int), default=env(name, str(default)), metavar=metavar,
-                             help=f"{help_} (env {name}, default {default})")
-    parser.add_argument("--connect-timeout", type=_number(float), default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
-                        metavar="SECONDS", help="give up when Kafka does not answer within this (env "
-                                                "COORDINATOR_CONNECT_TIMEOUT, default 120)")
+        classic.add_argument(
+            flag,
+            type=_number(int),
+            default=env(name, str(default)),
+            metavar=metavar,
+            help=f"{help_} (env {name}, default {default})",
+        )
+    parser.add_argument(
+        "--connect-timeout",
+        type=_number(float),
+        default=env("COORDINATOR_CONNECT_TIMEOUT", "120"),
+        metavar="SECONDS",
+        help="give up when Kafka does not answer within this (env COORDINATOR_CONNECT_TIMEOUT, default 120)",
+    )
     logs_ = parser.add_argument_group("logs")
-    logs_.add_argument("--log-level", default=env("COORDINATOR_LOG_LEVEL", "INFO"),
-                       choices=("DEBUG", "INFO", "WARNING", "ERROR"), help="(env COORDINATOR_LOG_LEVEL)")
-    logs_.add_argument("--log-format", default=env("COORDINATOR_LOG_FORMAT", "auto"), choices=logs.FORMATS,
-                       help="json: one JSON object per line, with event, group, member, epoch and partition "
-                            "fields for joins, leaves, fencings, rebalances, ownership moves and partition "
-                            "loads; text: for people; auto: text on a terminal, json otherwise (env "
-                            "COORDINATOR_LOG_FORMAT, default auto); start-up errors follow it")
-    logs_.add_argument("--access-log", action="store_true", default=env_flag("COORDINATOR_ACCESS_LOG"),
-                       help="log every HTTP request (method, path, status, milliseconds, client) as an "
-                            "`http-request` event (env COORDINATOR_ACCESS_LOG)")
+    logs_.add_argument(
+        "--log-level",
+        default=env("COORDINATOR_LOG_LEVEL", "INFO"),
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="(env COORDINATOR_LOG_LEVEL)",
+    )
+    logs_.add_argument(
+        "--log-format",
+        default=env("COORDINATOR_LOG_FORMAT", "auto"),
+        choices=logs.FORMATS,
+        help="json: one JSON object per line, with event, group, member, epoch and partition "
+        "fields for joins, leaves, fencings, rebalances, ownership moves and partition "
+        "loads; text: for people; auto: text on a terminal, json otherwise (env "
+        "COORDINATOR_LOG_FORMAT, default auto); start-up errors follow it",
+    )
+    logs_.add_argument(
+        "--access-log",
+        action="store_true",
+        default=env_flag("COORDINATOR_ACCESS_LOG"),
+        help="log every HTTP request (method, path, status, milliseconds, client) as an "
+        "`http-request` event (env COORDINATOR_ACCESS_LOG)",
+    )
     # `coordinator` writes serve's errors, bad flags included, as JSON where its logs are JSON.
     parser.set_defaults(func=run, error_line=logs.error_line)
 
@@ -219,8 +338,11 @@ def parse_listen(text: str, flag: str = "--listen") -> tuple[str, int]:
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     if args.ownership == "group" and args.peer:
-        raise CliError("--peer (COORDINATOR_PEERS) is for static ownership only: in group ownership "
-                       "find-coordinator asks the consumer group who owns a partition; remove it", exit_code=2)
+        raise CliError(
+            "--peer (COORDINATOR_PEERS) is for static ownership only: in group ownership "
+            "find-coordinator asks the consumer group who owns a partition; remove it",
+            exit_code=2,
+        )
     config = kafka_config.client_config(args)
     # A broker with auto.create.topics.enable (Apache Kafka's default) creates a missing topic that a
     # client asks metadata about, and librdkafka's producers and admin clients ask for that unless told
@@ -237,8 +359,11 @@ def run(args: argparse.Namespace) -> int:
     if args.kafka_advertised:
         parse_listen(args.kafka_advertised, "--kafka-advertised")
     if args.kafka_gateway_principals and not (args.kafka_listener and args.tokens):
-        raise CliError("--kafka-gateway-principals needs --kafka-listener and --tokens (a gateway authenticates "
-                       "with SASL PLAIN: its principal and one of its tokens)", exit_code=2)
+        raise CliError(
+            "--kafka-gateway-principals needs --kafka-listener and --tokens (a gateway authenticates "
+            "with SASL PLAIN: its principal and one of its tokens)",
+            exit_code=2,
+        )
     chosen = parse_partitions(args.partitions)
     tls = _tls_context(args)
     advertised = args.advertised_url or f"{'https' if tls else 'http'}://{_reachable(host)}:{port}"
@@ -249,16 +374,26 @@ def run(args: argparse.Namespace) -> int:
     partitions = wait_for_topic(args)
     owned = _owned(chosen, partitions) if args.ownership == "static" else []
     group_config = CoordinatorConfig(
-        session_timeout_ms=args.session_timeout_ms, heartbeat_interval_ms=args.heartbeat_interval_ms,
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=args.heartbeat_interval_ms,
         rebalance_timeout_ms=args.rebalance_timeout_ms,
         scheduled_rebalance_max_delay_ms=args.scheduled_rebalance_max_delay_ms,
         server_assignment_interval_ms=args.server_assignment_interval_ms,
         initial_assignment_delay_ms=args.initial_assignment_delay_ms,
         default_server_assignor=args.server_assignor,
         classic_min_session_timeout_ms=args.classic_min_session_timeout_ms,
-        classic_group_max_size=args.classic_group_max_size)
-    server = CoordinatorServer(config, args.topic, partitions, owned, advertised, group_config, authorizer=authorizer,
-                               max_body_bytes=args.max_request_bytes)
+        classic_group_max_size=args.classic_group_max_size,
+    )
+    server = CoordinatorServer(
+        config,
+        args.topic,
+        partitions,
+        owned,
+        advertised,
+        group_config,
+        authorizer=authorizer,
+        max_body_bytes=args.max_request_bytes,
+    )
     return asyncio.run(_serve(server, args, config, host, port, tls))
 
 
@@ -267,9 +402,20 @@ class AccessLog(AbstractAccessLogger):
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         ms = round(time * 1000, 3)
-        logs.event(access, "http-request", "%s %s %d %.3f ms", request.method, request.path, response.status, ms,
-                   method=request.method, path=request.path, status=response.status, ms=ms,
-                   client=request.remote)
+        logs.event(
+            access,
+            "http-request",
+            "%s %s %d %.3f ms",
+            request.method,
+            request.path,
+            response.status,
+            ms,
+            method=request.method,
+            path=request.path,
+            status=response.status,
+            ms=ms,
+            client=request.remote,
+        )
 
 
 access = logging.getLogger("coordinator.access")
@@ -290,8 +436,12 @@ def wait_for_topic(args: argparse.Namespace) -> int:
     args.timeout = max(1.0, min(10.0, args.connect_timeout / 3))
 
     def waiting(state: RetryCallState) -> None:
-        log.warning("waiting for Kafka at %s to answer (%s); retrying in %.1f s", args.bootstrap_servers,
-                    state.outcome.exception(), state.next_action.sleep if state.next_action else 0)
+        log.warning(
+            "waiting for Kafka at %s to answer (%s); retrying in %.1f s",
+            args.bootstrap_servers,
+            state.outcome.exception(),
+            state.next_action.sleep if state.next_action else 0,
+        )
 
     def unanswered(e: BaseException) -> bool:
         # A usage error (exit code 2: a --kafka-config property librdkafka does not know) is the same
@@ -299,8 +449,13 @@ def wait_for_topic(args: argparse.Namespace) -> int:
         return isinstance(e, CliError) and e.exit_code != 2
 
     try:
-        for attempt in Retrying(retry=retry_if_exception(unanswered), stop=stop_after_delay(args.connect_timeout),
-                                wait=wait_exponential(multiplier=0.5, max=10), before_sleep=waiting, reraise=True):
+        for attempt in Retrying(
+            retry=retry_if_exception(unanswered),
+            stop=stop_after_delay(args.connect_timeout),
+            wait=wait_exponential(multiplier=0.5, max=10),
+            before_sleep=waiting,
+            reraise=True,
+        ):
             with attempt:
                 topic = Admin(args).describe(args.topic)
     except CliError as e:
@@ -308,23 +463,37 @@ def wait_for_topic(args: argparse.Namespace) -> int:
             raise
         raise CliError(f"gave up after --connect-timeout {args.connect_timeout:g}s: {e}") from None
     if topic is None:
-        raise CliError(f"topic {args.topic} does not exist at {args.bootstrap_servers}; create it with: "
-                       f"coordinator topic create --topic {args.topic} --partitions N", exit_code=1)
+        raise CliError(
+            f"topic {args.topic} does not exist at {args.bootstrap_servers}; create it with: "
+            f"coordinator topic create --topic {args.topic} --partitions N",
+            exit_code=1,
+        )
     if not topic.compacted:
-        log.warning("topic %s is not compacted (cleanup.policy=%s): it will grow without bound",
-                    args.topic, topic.setting("cleanup.policy"))
+        log.warning(
+            "topic %s is not compacted (cleanup.policy=%s): it will grow without bound",
+            args.topic,
+            topic.setting("cleanup.policy"),
+        )
     return len(topic.partitions)
 
 
-async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: dict[str, str], host: str, port: int,
-                 tls: ssl.SSLContext | None) -> int:
+async def _serve(
+    server: CoordinatorServer,
+    args: argparse.Namespace,
+    config: dict[str, str],
+    host: str,
+    port: int,
+    tls: ssl.SSLContext | None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(server.app(), handle_signals=False,
-                           **({"access_log_class": AccessLog, "access_log": log} if args.access_log
-                              else {"access_log": None}))
+    runner = web.AppRunner(
+        server.app(),
+        handle_signals=False,
+        **({"access_log_class": AccessLog, "access_log": log} if args.access_log else {"access_log": None}),
+    )
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port, ssl_context=tls, reuse_address=True).start()
@@ -349,9 +518,13 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
     if args.ownership == "group":
         from coordinator.service.ownership import GroupOwnership
 
-        ownership = GroupOwnership(server, config, args.group_id or f"worker-coordinator-{args.topic}",
-                                   session_timeout_ms=args.ownership_session_timeout_ms,
-                                   kafka_advertised=kafka_listener.advertised if kafka_listener else None)
+        ownership = GroupOwnership(
+            server,
+            config,
+            args.group_id or f"worker-coordinator-{args.topic}",
+            session_timeout_ms=args.ownership_session_timeout_ms,
+            kafka_advertised=kafka_listener.advertised if kafka_listener else None,
+        )
         await ownership.start()
     else:
         if args.peer:
@@ -359,8 +532,13 @@ async def _serve(server: CoordinatorServer, args: argparse.Namespace, config: di
 
             server.locate = Locator(PeerHealth(server, args.peer))
         await server.start()
-    log.info("serving %s on %s (%s ownership%s)", args.topic, server.advertised_url, args.ownership,
-             f", partitions {sorted(server.runtimes)}" if args.ownership == "static" else "")
+    log.info(
+        "serving %s on %s (%s ownership%s)",
+        args.topic,
+        server.advertised_url,
+        args.ownership,
+        f", partitions {sorted(server.runtimes)}" if args.ownership == "static" else "",
+    )
     await stop.wait()
     log.info("stopping")
     if kafka_listener is not None:

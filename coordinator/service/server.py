@@ -75,8 +75,9 @@ def _error(code: ErrorCode, message: str, status: int = 200) -> web.Response:
 # COORDINATOR_LOAD_IN_PROGRESS in a SyncGroup as an unexpected error and its worker exits, so the
 # SyncGroup is told to join again (its rebalance was lost with the old coordinator anyway), and a
 # heartbeat is answered blindly.
-SYNC_WHILE_LOADING = SyncGroupResponse(ErrorCode.REBALANCE_IN_PROGRESS,
-                                       "the group's partition is loading: the rebalance starts over; join again")
+SYNC_WHILE_LOADING = SyncGroupResponse(
+    ErrorCode.REBALANCE_IN_PROGRESS, "the group's partition is loading: the rebalance starts over; join again"
+)
 HEARTBEAT_WHILE_LOADING = ErrorResponse()
 
 
@@ -92,10 +93,20 @@ class CoordinatorServer:
     Kafka listener's FindCoordinator.
     """
 
-    def __init__(self, kafka_config: Mapping[str, str], topic: str, partitions: int, owned: Iterable[int],
-                 advertised_url: str, config: CoordinatorConfig | None = None, *,
-                 authorizer: Authorizer | None = None, transactional_prefix: str = "worker-coordinator",
-                 linger_ms: float = 2.0, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        kafka_config: Mapping[str, str],
+        topic: str,
+        partitions: int,
+        owned: Iterable[int],
+        advertised_url: str,
+        config: CoordinatorConfig | None = None,
+        *,
+        authorizer: Authorizer | None = None,
+        transactional_prefix: str = "worker-coordinator",
+        linger_ms: float = 2.0,
+        max_body_bytes: int = MAX_BODY_BYTES,
+    ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
         self.partitions = partitions
@@ -124,9 +135,15 @@ class CoordinatorServer:
         new = []
         for p in partitions:
             if p not in self.runtimes:
-                self.runtimes[p] = PartitionRuntime(self.kafka_config, self.topic, p, self.config,
-                                                    linger_ms=self.linger_ms, metrics=self.metrics,
-                                                    transactional_prefix=self.transactional_prefix)
+                self.runtimes[p] = PartitionRuntime(
+                    self.kafka_config,
+                    self.topic,
+                    p,
+                    self.config,
+                    linger_ms=self.linger_ms,
+                    metrics=self.metrics,
+                    transactional_prefix=self.transactional_prefix,
+                )
                 new.append(self.runtimes[p])
         results = await asyncio.gather(*(r.start() for r in new), return_exceptions=True)
         for runtime, result in zip(new, results):
@@ -150,29 +167,31 @@ class CoordinatorServer:
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self._middleware])
-        app.add_routes([
-            web.post("/v1/connect-group/heartbeat", self.heartbeat),
-            web.post("/v1/connect-group/prepare-assignment", self.prepare_assignment),
-            web.post("/v1/connect-group/install-assignment", self.install_assignment),
-            web.post("/v1/classic-group/join", self.join_group),
-            web.post("/v1/classic-group/sync", self.sync_group),
-            web.post("/v1/classic-group/heartbeat", self.classic_heartbeat),
-            web.post("/v1/classic-group/leave", self.leave_group),
-            web.post("/v1/find-coordinator", self.find_coordinator),
-            web.get("/v1/groups", self.list_groups),
-            web.get("/v1/partitions", self.partition_owners),
-            web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
-            web.put("/v1/groups/{group_id:[^/]+}/connectors", self.set_connectors),
-            web.get("/v1/groups/{group_id:[^/]+}/connectors/{connector:[^/]+}/status", self.connector_status),
-            web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
-            web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
-            web.get("/health", self.health),
-            web.get("/health/live", self.live),
-            web.get("/health/ready", self.health),
-            web.get("/metrics", self.metrics_text),
-            web.get("/openapi.json", self.openapi_document),
-            *self.pages.routes(),
-        ])
+        app.add_routes(
+            [
+                web.post("/v1/connect-group/heartbeat", self.heartbeat),
+                web.post("/v1/connect-group/prepare-assignment", self.prepare_assignment),
+                web.post("/v1/connect-group/install-assignment", self.install_assignment),
+                web.post("/v1/classic-group/join", self.join_group),
+                web.post("/v1/classic-group/sync", self.sync_group),
+                web.post("/v1/classic-group/heartbeat", self.classic_heartbeat),
+                web.post("/v1/classic-group/leave", self.leave_group),
+                web.post("/v1/find-coordinator", self.find_coordinator),
+                web.get("/v1/groups", self.list_groups),
+                web.get("/v1/partitions", self.partition_owners),
+                web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
+                web.put("/v1/groups/{group_id:[^/]+}/connectors", self.set_connectors),
+                web.get("/v1/groups/{group_id:[^/]+}/connectors/{connector:[^/]+}/status", self.connector_status),
+                web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
+                web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
+                web.get("/health", self.health),
+                web.get("/health/live", self.live),
+                web.get("/health/ready", self.health),
+                web.get("/metrics", self.metrics_text),
+                web.get("/openapi.json", self.openapi_document),
+                *self.pages.routes(),
+            ]
+        )
         return app
 
     def _authorize(self, request: web.Request, operation: Operation, group_id: str) -> None:
@@ -185,21 +204,24 @@ class CoordinatorServer:
         self._authorize(request, Operation.READ, heartbeat.group_id)
         context = RequestContext(request[PRINCIPAL], request.remote or "")
         answer = await self.runtime_for(heartbeat.group_id).call(
-            lambda coordinator, now: coordinator.heartbeat(heartbeat, now, context))
+            lambda coordinator, now: coordinator.heartbeat(heartbeat, now, context)
+        )
         return _answer(wire.HeartbeatResponse.of(answer))
 
     async def prepare_assignment(self, request: web.Request) -> web.Response:
         prepare = (await _decode(request, wire.PrepareAssignmentRequest)).protocol()
         self._authorize(request, Operation.READ, prepare.group_id)
         answer = await self.runtime_for(prepare.group_id).call(
-            lambda coordinator, now: coordinator.prepare_assignment(prepare, now))
+            lambda coordinator, now: coordinator.prepare_assignment(prepare, now)
+        )
         return _answer(wire.PrepareAssignmentResponse.of(answer))
 
     async def install_assignment(self, request: web.Request) -> web.Response:
         install = (await _decode(request, wire.InstallAssignmentRequest)).protocol()
         self._authorize(request, Operation.READ, install.group_id)
-        return await self._outcome(install.group_id,
-                                   lambda coordinator, now: coordinator.install_assignment(install, now))
+        return await self._outcome(
+            install.group_id, lambda coordinator, now: coordinator.install_assignment(install, now)
+        )
 
     # --- the classic protocol (seed 004): JoinGroup and SyncGroup may wait for the group -----------
 
@@ -232,23 +254,25 @@ class CoordinatorServer:
 
     async def call_join_group(self, join: JoinGroupRequest, context: RequestContext) -> JoinGroupResponse:
         return await self.runtime_for(join.group_id).call(
-            lambda coordinator, now: coordinator.join_group(join, now, context))
+            lambda coordinator, now: coordinator.join_group(join, now, context)
+        )
 
     async def call_sync_group(self, sync: SyncGroupRequest) -> SyncGroupResponse:
-        return await self._classic(sync.group_id, lambda coordinator, now: coordinator.sync_group(sync, now),
-                                   loading=SYNC_WHILE_LOADING)
+        return await self._classic(
+            sync.group_id, lambda coordinator, now: coordinator.sync_group(sync, now), loading=SYNC_WHILE_LOADING
+        )
 
     async def call_classic_heartbeat(self, heartbeat: ClassicHeartbeatRequest) -> ErrorResponse:
-        return await self._classic(heartbeat.group_id,
-                                   lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now),
-                                   loading=HEARTBEAT_WHILE_LOADING)
+        return await self._classic(
+            heartbeat.group_id,
+            lambda coordinator, now: coordinator.classic_heartbeat(heartbeat, now),
+            loading=HEARTBEAT_WHILE_LOADING,
+        )
 
     async def call_leave_group(self, leave: LeaveGroupRequest) -> LeaveGroupResponse:
-        return await self.runtime_for(leave.group_id).call(
-            lambda coordinator, now: coordinator.leave_group(leave, now))
+        return await self.runtime_for(leave.group_id).call(lambda coordinator, now: coordinator.leave_group(leave, now))
 
-    async def _classic(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result], *,
-                       loading: T) -> T:
+    async def _classic(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result], *, loading: T) -> T:
         """A classic request whose partition is loading gets `loading`, an answer a Java member
         survives, as Kafka's coordinator gives it (JoinGroup and LeaveGroup keep
         COORDINATOR_LOAD_IN_PROGRESS, which Java's JoinGroup retries after a backoff)."""
@@ -281,8 +305,9 @@ class CoordinatorServer:
         self._authorize(request, operation, group_id)
         return group_id
 
-    async def _outcome(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result[ErrorResponse]]
-                       ) -> web.Response:
+    async def _outcome(
+        self, group_id: str, operation: Callable[[GroupCoordinator, int], Result[ErrorResponse]]
+    ) -> web.Response:
         """Run a handler whose whole answer is an outcome (ErrorCode, ErrorMessage)."""
         return _answer(wire.ErrorResponse.of(await self.runtime_for(group_id).call(operation)))
 
@@ -306,9 +331,13 @@ class CoordinatorServer:
         """Where each partition is served, so that a client can ask every instance (`coordinator
         groups list`). Asked together: one lookup of the owners answers them all (Locator's cache)."""
         urls = await asyncio.gather(*(self.owner_of(p) for p in range(self.partitions)))
-        return _answer(wire.PartitionOwnersResponse(
-            error_code=0, url=self.advertised_url,
-            partitions=[wire.PartitionOwner(partition=p, url=url) for p, url in enumerate(urls)]))
+        return _answer(
+            wire.PartitionOwnersResponse(
+                error_code=0,
+                url=self.advertised_url,
+                partitions=[wire.PartitionOwner(partition=p, url=url) for p, url in enumerate(urls)],
+            )
+        )
 
     async def listed_groups(self, principal: str) -> list[GroupListing]:
         """The groups of the partitions this process serves that `principal` may describe, by group
@@ -333,8 +362,9 @@ class CoordinatorServer:
         description = await self.call_describe_group(group_id)
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
-        return _answer(wire.GroupDescription.of(description, coordinator=self.advertised_url,
-                                                partition=runtime.partition))
+        return _answer(
+            wire.GroupDescription.of(description, coordinator=self.advertised_url, partition=runtime.partition)
+        )
 
     async def call_describe_group(self, group_id: str) -> GroupDescription | None:
         """The group's description (None: no such group); NotServing if it is not served here."""
@@ -353,8 +383,10 @@ class CoordinatorServer:
         """This process's partitions and their status; 503 while any of them cannot serve."""
         partitions = {str(p): r.status.value for p, r in sorted(self.runtimes.items())}
         healthy = all(r.status is Status.ACTIVE for r in self.runtimes.values())
-        return _answer(wire.Health(status="ok" if healthy else "degraded", url=self.advertised_url,
-                                   partitions=partitions), 200 if healthy else 503)
+        return _answer(
+            wire.Health(status="ok" if healthy else "degraded", url=self.advertised_url, partitions=partitions),
+            200 if healthy else 503,
+        )
 
     async def live(self, request: web.Request) -> web.Response:
         """Liveness: 200 whenever the event loop answers, whatever its partitions are doing (a pod
@@ -368,19 +400,20 @@ class CoordinatorServer:
         return web.Response(body=_DOCUMENT, content_type="application/json")
 
     @web.middleware
-    async def _middleware(self, request: web.Request,
-                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def _middleware(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         """Authentication, metrics, and the rule that no input ever produces a 500."""
         started = time.perf_counter()
         response = await self._answer(request, handler)
         route = request.match_info.route.resource
         if route is not None and request.path.startswith("/v1/"):
-            self.metrics.observe_request(route.canonical, time.perf_counter() - started,
-                                         response.get(ERROR_CODE, 0))
+            self.metrics.observe_request(route.canonical, time.perf_counter() - started, response.get(ERROR_CODE, 0))
         return response
 
-    async def _answer(self, request: web.Request,
-                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def _answer(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
         try:
             if request.path.startswith("/v1/"):
                 request[PRINCIPAL] = self.authorizer.authenticate(request.headers.get("Authorization"))
@@ -395,8 +428,7 @@ class CoordinatorServer:
         except NotServing as e:
             return _error(e.code, str(e))
         except web.HTTPRequestEntityTooLarge:
-            return _error(ErrorCode.INVALID_REQUEST, f"the body is larger than {self.max_body_bytes} bytes",
-                          status=413)
+            return _error(ErrorCode.INVALID_REQUEST, f"the body is larger than {self.max_body_bytes} bytes", status=413)
         except web.HTTPException:
             raise  # 404, 405: aiohttp's own answers
         except Exception:  # a bug: logged with its traceback, never shown to the client

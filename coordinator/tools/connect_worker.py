@@ -46,31 +46,54 @@ def through_gateway(gateway: str, brokers: str) -> dict[str, str]:
     """A Connect worker's Kafka settings for our coordinator: its own clients (group member, internal
     topics, shared admin) read `bootstrap.servers`, the gateway; its connectors' clients go straight
     to the real brokers. The benchmark's Connect on our coordinator sets these too."""
-    return {"bootstrap.servers": gateway, "producer.bootstrap.servers": brokers,
-            "consumer.bootstrap.servers": brokers, "admin.bootstrap.servers": brokers}
+    return {
+        "bootstrap.servers": gateway,
+        "producer.bootstrap.servers": brokers,
+        "consumer.bootstrap.servers": brokers,
+        "admin.bootstrap.servers": brokers,
+    }
 
 
 class ConnectWorker:
     """One ConnectDistributed JVM of group `group`, its REST API on a free port of 127.0.0.1."""
 
-    def __init__(self, run_dir: Path, name: str, gateway: str, brokers: str, group: str, *,
-                 heartbeat_ms: int = 1_000, session_ms: int = 10_000, delay_ms: int = 5_000,
-                 extra: dict[str, object] | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        name: str,
+        gateway: str,
+        brokers: str,
+        group: str,
+        *,
+        heartbeat_ms: int = 1_000,
+        session_ms: int = 10_000,
+        delay_ms: int = 5_000,
+        extra: dict[str, object] | None = None,
+    ) -> None:
         """`extra`: more worker properties, over these (e.g. `{"connect.protocol": "eager"}`)."""
         self.name, self.port = name, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = run_dir / f"{name}.log"
         settings = {
             **through_gateway(gateway, brokers),
-            "group.id": group, "config.storage.topic": f"{group}-configs",
-            "offset.storage.topic": f"{group}-offsets", "status.storage.topic": f"{group}-status",
-            "config.storage.replication.factor": 1, "offset.storage.replication.factor": 1,
-            "status.storage.replication.factor": 1, "offset.storage.partitions": 1, "status.storage.partitions": 1,
+            "group.id": group,
+            "config.storage.topic": f"{group}-configs",
+            "offset.storage.topic": f"{group}-offsets",
+            "status.storage.topic": f"{group}-status",
+            "config.storage.replication.factor": 1,
+            "offset.storage.replication.factor": 1,
+            "status.storage.replication.factor": 1,
+            "offset.storage.partitions": 1,
+            "status.storage.partitions": 1,
             "key.converter": "org.apache.kafka.connect.json.JsonConverter",
             "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "listeners": self.url, "rest.advertised.host.name": "127.0.0.1", "rest.advertised.port": self.port,
-            "session.timeout.ms": session_ms, "heartbeat.interval.ms": heartbeat_ms,
-            "scheduled.rebalance.max.delay.ms": delay_ms, "plugin.discovery": "only_scan",
+            "listeners": self.url,
+            "rest.advertised.host.name": "127.0.0.1",
+            "rest.advertised.port": self.port,
+            "session.timeout.ms": session_ms,
+            "heartbeat.interval.ms": heartbeat_ms,
+            "scheduled.rebalance.max.delay.ms": delay_ms,
+            "plugin.discovery": "only_scan",
             **(extra or {}),
         }
         self.properties = run_dir / f"{name}.properties"
@@ -81,10 +104,20 @@ class ConnectWorker:
     def start(self) -> ConnectWorker:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [maven.java(), "-Xms128m", "-Xmx256m", "-XX:+UseSerialGC",
-                 f"-Dlog4j2.configurationFile={self.log4j}", "-cp", f"{libs()}/*",
-                 "org.apache.kafka.connect.cli.ConnectDistributed", str(self.properties)],
-                stdout=out, stderr=subprocess.STDOUT)
+                [
+                    maven.java(),
+                    "-Xms128m",
+                    "-Xmx256m",
+                    "-XX:+UseSerialGC",
+                    f"-Dlog4j2.configurationFile={self.log4j}",
+                    "-cp",
+                    f"{libs()}/*",
+                    "org.apache.kafka.connect.cli.ConnectDistributed",
+                    str(self.properties),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         return self
 
     def alive(self) -> bool:
@@ -103,7 +136,8 @@ class ConnectWorker:
         if status != 200 or body["connector"]["state"] != "RUNNING":
             return None
         if sorted(t["id"] for t in body["tasks"]) != list(range(tasks)) or any(
-                t["state"] != "RUNNING" for t in body["tasks"]):
+            t["state"] != "RUNNING" for t in body["tasks"]
+        ):
             return None
         return body
 
@@ -124,8 +158,14 @@ class ConnectWorker:
 
 def source_connector(topic: str, tasks: int) -> dict:
     """A VerifiableSourceConnector's config: one record a second per task into `topic`."""
-    return {"connector.class": SOURCE, "tasks.max": str(tasks), "topic": topic, "throughput": "1",
-            "topic.creation.default.replication.factor": "1", "topic.creation.default.partitions": "1"}
+    return {
+        "connector.class": SOURCE,
+        "tasks.max": str(tasks),
+        "topic": topic,
+        "throughput": "1",
+        "topic.creation.default.replication.factor": "1",
+        "topic.creation.default.partitions": "1",
+    }
 
 
 def until(condition, timeout: float, what: str):  # noqa: ANN001, ANN201

@@ -60,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, topic: bool = True) -> Non
         default=os.environ.get("KAFKA_CONFIG_FILE"),
         metavar="FILE",
         help="a Java properties file of Kafka client settings, as Kafka's tools take it; Java keys are translated "
-             "to librdkafka's (env KAFKA_CONFIG_FILE; --kafka-config-file is an alias)",
+        "to librdkafka's (env KAFKA_CONFIG_FILE; --kafka-config-file is an alias)",
     )
 
 
@@ -96,7 +96,9 @@ def client_config(args: argparse.Namespace) -> dict[str, str]:
         try:
             text = path.read_text(encoding="utf-8")
         except OSError as e:
-            raise CliError(f"cannot read Kafka config file {path} (--command-config): {e.strerror}", exit_code=2) from None
+            raise CliError(
+                f"cannot read Kafka config file {path} (--command-config): {e.strerror}", exit_code=2
+            ) from None
         config.update(parse_properties(text, str(path)))
         source = str(path)
     config.update(args.kafka_config)
@@ -108,12 +110,22 @@ def client_config(args: argparse.Namespace) -> dict[str, str]:
 # Java client keys librdkafka has no counterpart for: refused, since dropping one silently could
 # weaken security (a protocol pin) or hide a setting the user relies on.
 _JAVA_ONLY = {
-    "ssl.protocol", "ssl.enabled.protocols", "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
-    "ssl.provider", "ssl.secure.random.implementation", "security.providers", "default.api.timeout.ms",
-    "sasl.login.refresh.window.factor", "sasl.kerberos.ticket.renew.window.factor",
+    "ssl.protocol",
+    "ssl.enabled.protocols",
+    "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm",
+    "ssl.provider",
+    "ssl.secure.random.implementation",
+    "security.providers",
+    "default.api.timeout.ms",
+    "sasl.login.refresh.window.factor",
+    "sasl.kerberos.ticket.renew.window.factor",
 }
-_JAAS = re.compile(r'^\s*org\.apache\.kafka\.common\.security\.(?:plain\.PlainLoginModule|scram\.ScramLoginModule)'
-                   r'\s+required\s+(?P<options>.*?);?\s*$', re.DOTALL)
+_JAAS = re.compile(
+    r"^\s*org\.apache\.kafka\.common\.security\.(?:plain\.PlainLoginModule|scram\.ScramLoginModule)"
+    r"\s+required\s+(?P<options>.*?);?\s*$",
+    re.DOTALL,
+)
 _JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -133,8 +145,11 @@ def java_to_librdkafka(config: dict[str, str], source: str) -> dict[str, str]:
         match = _JAAS.match(jaas)
         options = dict(_JAAS_OPTION.findall(match.group("options"))) if match else {}
         if not match or "username" not in options or "password" not in options:
-            raise refuse("sasl.jaas.config", "only a PlainLoginModule or ScramLoginModule with username and password "
-                                             "translates (to sasl.username, sasl.password); set those instead")
+            raise refuse(
+                "sasl.jaas.config",
+                "only a PlainLoginModule or ScramLoginModule with username and password "
+                "translates (to sasl.username, sasl.password); set those instead",
+            )
         out.setdefault("sasl.username", re.sub(r"\\(.)", r"\1", options["username"]))
         out.setdefault("sasl.password", re.sub(r"\\(.)", r"\1", options["password"]))
     if out.get("ssl.endpoint.identification.algorithm") == "":
@@ -143,8 +158,11 @@ def java_to_librdkafka(config: dict[str, str], source: str) -> dict[str, str]:
     truststore_password = out.pop("ssl.truststore.password", None)
     if "ssl.truststore.location" in out:
         if truststore_type != "PEM":
-            raise refuse("ssl.truststore.location", f"librdkafka reads no {truststore_type} truststore: convert it to "
-                                                    "PEM and set ssl.truststore.type=PEM (or ssl.ca.location)")
+            raise refuse(
+                "ssl.truststore.location",
+                f"librdkafka reads no {truststore_type} truststore: convert it to "
+                "PEM and set ssl.truststore.type=PEM (or ssl.ca.location)",
+            )
         out["ssl.ca.location"] = out.pop("ssl.truststore.location")
     elif truststore_password is not None:
         raise refuse("ssl.truststore.password", "without ssl.truststore.location it means nothing")
@@ -155,6 +173,8 @@ def java_to_librdkafka(config: dict[str, str], source: str) -> dict[str, str]:
             out.pop("ssl.keystore.password", None)
             out["ssl.certificate.location"] = out["ssl.key.location"] = location
         elif keystore_type != "PKCS12":  # librdkafka's ssl.keystore.location is a PKCS#12 file
-            raise refuse("ssl.keystore.location", f"librdkafka reads no {keystore_type} keystore: convert it to "
-                                                  "PKCS12 (ssl.keystore.type=PKCS12) or PEM")
+            raise refuse(
+                "ssl.keystore.location",
+                f"librdkafka reads no {keystore_type} keystore: convert it to PKCS12 (ssl.keystore.type=PKCS12) or PEM",
+            )
     return out

@@ -26,8 +26,9 @@ FORMATS = ("auto", "text", "json")
 _FIELDS = "coordinator_fields"
 
 
-def event(logger: logging.Logger, name: str, message: str, *args: Any, level: int = logging.INFO,
-          **fields: Any) -> None:
+def event(
+    logger: logging.Logger, name: str, message: str, *args: Any, level: int = logging.INFO, **fields: Any
+) -> None:
     """Log `message % args` as the event `name`, with `fields` (None-valued ones are left out)."""
     if logger.isEnabledFor(level):
         kept = {"event": name, **{k: v for k, v in fields.items() if v is not None}}
@@ -36,8 +37,12 @@ def event(logger: logging.Logger, name: str, message: str, *args: Any, level: in
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        line: dict[str, Any] = {"time": iso_time(int(record.created * 1000)), "level": record.levelname,
-                                "logger": record.name, "message": record.getMessage()}
+        line: dict[str, Any] = {
+            "time": iso_time(int(record.created * 1000)),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
         line.update(getattr(record, _FIELDS, ()))
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
@@ -73,8 +78,9 @@ def resolve(fmt: str, stream: TextIO) -> str:
     return fmt
 
 
-def error_line(message: str, fmt: str, event: str, *, logger: str = "coordinator", stream: TextIO | None = None,
-               **fields: Any) -> str | None:
+def error_line(
+    message: str, fmt: str, event: str, *, logger: str = "coordinator", stream: TextIO | None = None, **fields: Any
+) -> str | None:
     """A command's error as its logs would carry it, for `coordinator.cli` to print: one JSON object
     line (without the newline) when `fmt` comes out as JSON on `stream` (default stderr), else None
     (the command line then writes its text line). Used before `configure` ran as well (a bad flag),

@@ -31,8 +31,11 @@ def pinned_version(pom: Path) -> str:
     """The version a pom is about: its kafka.version, else its first `*.version` property (the
     Spark connectors' pom pins spark.version)."""
     properties = ET.parse(pom).getroot().find("m:properties", NS)
-    versions = [(p.tag.split("}")[-1], p.text) for p in ([] if properties is None else properties)
-                if p.tag.endswith(".version") and p.text]
+    versions = [
+        (p.tag.split("}")[-1], p.text)
+        for p in ([] if properties is None else properties)
+        if p.tag.endswith(".version") and p.text
+    ]
     assert versions, f"{pom} pins no version property"
     return dict(versions).get("kafka.version", versions[0][1])
 

@@ -69,8 +69,16 @@ def reader_config(config: Mapping[str, str], group_id: str, **settings: object) 
     assigned (nothing committed, no group membership), no topic created by asking. `settings` go
     between READ_DEFAULTS and the user's `config`; the read's own rules win over both. Loading,
     `coordinator replay` and the group page read so."""
-    return {**READ_DEFAULTS, **settings, **config, "group.id": group_id, "enable.auto.commit": False,
-            "isolation.level": "read_committed", "allow.auto.create.topics": False, "enable.partition.eof": False}
+    return {
+        **READ_DEFAULTS,
+        **settings,
+        **config,
+        "group.id": group_id,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "allow.auto.create.topics": False,
+        "enable.partition.eof": False,
+    }
 
 
 def batches_to_end(consumer: Consumer, tp: TopicPartition, end: int) -> Iterator[list[Message]]:
@@ -96,8 +104,9 @@ def batches_to_end(consumer: Consumer, tp: TopicPartition, end: int) -> Iterator
             yield messages
 
 
-def read_range(consumer: Consumer, topic: str, partition: int, start: int, end: int, stall_s: float
-               ) -> Iterator[Message]:
+def read_range(
+    consumer: Consumer, topic: str, partition: int, start: int, end: int, stall_s: float
+) -> Iterator[Message]:
     """The messages of `topic[partition]` from offset `start` to before `end` (captured by the caller),
     as the consumer reads them (`reader_config`: read_committed). LogError when nothing arrives for
     `stall_s` before the end. The partition is assigned for the read and unassigned after it, also
@@ -115,7 +124,9 @@ def read_range(consumer: Consumer, topic: str, partition: int, start: int, end: 
                 last_progress = time.monotonic()
             elif time.monotonic() - last_progress > stall_s:
                 (position,) = consumer.position([tp])
-                raise LogError(f"reading {topic}[{partition}] stalled at offset {position.offset} "
-                               f"for {stall_s:g}s before its end offset {end}")
+                raise LogError(
+                    f"reading {topic}[{partition}] stalled at offset {position.offset} "
+                    f"for {stall_s:g}s before its end offset {end}"
+                )
     finally:
         consumer.unassign()

@@ -18,13 +18,31 @@ from coordinator.tools.devbroker import free_port
 
 
 class ServeProcess:
-    def __init__(self, bootstrap_servers: str, topic: str, log_dir: Path, *extra: str, port: int | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic: str,
+        log_dir: Path,
+        *extra: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log_path = log_dir / f"serve-{self.port}-{time.monotonic_ns()}.log"
-        self.args = [sys.executable, "-m", "coordinator", "serve", "--bootstrap-servers", bootstrap_servers,
-                     "--topic", topic, "--listen", f"127.0.0.1:{self.port}", *extra]
+        self.args = [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "serve",
+            "--bootstrap-servers",
+            bootstrap_servers,
+            "--topic",
+            topic,
+            "--listen",
+            f"127.0.0.1:{self.port}",
+            *extra,
+        ]
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen | None = None
 
@@ -52,8 +70,9 @@ class ServeProcess:
             time.sleep(0.05)
         raise AssertionError(f"coordinator at {self.url} not healthy within {timeout}s ({last}):\n{self.log()}")
 
-    def request(self, method: str, path: str, body: dict | None = None, token: str | None = None,
-                timeout: float = 10.0) -> tuple[int, dict]:
+    def request(
+        self, method: str, path: str, body: dict | None = None, token: str | None = None, timeout: float = 10.0
+    ) -> tuple[int, dict]:
         headers = {"Content-Type": "application/json"}
         if token:
             headers["Authorization"] = f"Bearer {token}"

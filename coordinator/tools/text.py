@@ -9,8 +9,12 @@ from typing import Any
 
 def iso_time(ms: int) -> str:
     """`2026-03-01T03:12:00.250Z`: a time in milliseconds since the epoch, UTC, to the millisecond."""
-    return datetime.fromtimestamp(ms // 1000, UTC).replace(microsecond=ms % 1000 * 1000) \
-        .isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return (
+        datetime.fromtimestamp(ms // 1000, UTC)
+        .replace(microsecond=ms % 1000 * 1000)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
+    )
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:

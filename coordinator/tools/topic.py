@@ -198,16 +198,19 @@ class Admin:
 
     def alter(self, topic: str, configs: dict[str, str]) -> None:
         """Set `configs` on the topic and leave its other configs as they are (IncrementalAlterConfigs)."""
-        entries = [ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-                   for name, value in sorted(configs.items())]
+        entries = [
+            ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+            for name, value in sorted(configs.items())
+        ]
         resource = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=entries)
         self._client.incremental_alter_configs([resource], request_timeout=self.timeout)[resource].result()
 
     def first_keyless(self, topic: Topic, client: dict[str, str]) -> tuple[int, int] | None:
         """(partition, offset) of the topic's first record without a key, or None when every record
         has one (or there is none)."""
-        consumer = Consumer(partitions.reader_config(client, f"coordinator-topic-alter-{time.monotonic_ns()}",
-                                                     logger=_LIBRDKAFKA_LOG))
+        consumer = Consumer(
+            partitions.reader_config(client, f"coordinator-topic-alter-{time.monotonic_ns()}", logger=_LIBRDKAFKA_LOG)
+        )
         try:
             for p in topic.partitions:
                 low, high = consumer.get_watermark_offsets(TopicPartition(topic.name, p.id), timeout=self.timeout)
@@ -390,7 +393,8 @@ def _alter(args: argparse.Namespace) -> int:
         if keyless is not None:
             raise CliError(
                 f"topic {topic.name} cannot be made compact: partition {keyless[0]} has a record without a key "
-                f"at offset {keyless[1]}, which compaction would delete (is --topic the coordinator's topic?)")
+                f"at offset {keyless[1]}, which compaction would delete (is --topic the coordinator's topic?)"
+            )
     todo = changes(topic, wanted)
     if not todo:
         print(f"topic {topic.name} already has the coordinator's settings; nothing to change")
@@ -479,8 +483,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
 
     describe = _add_command(commands, "describe", _describe, "print the topic's partitions and configs")
-    describe.add_argument("--format", type=_table_or_json, default="table", metavar="{table,json}",
-                          help="text for people (default) or JSON (text: the former name of table)")
+    describe.add_argument(
+        "--format",
+        type=_table_or_json,
+        default="table",
+        metavar="{table,json}",
+        help="text for people (default) or JSON (text: the former name of table)",
+    )
 
     validate = _add_command(
         commands, "validate", _validate, "check that the topic is fit for the coordinator; exit 1 if not"
@@ -488,9 +497,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("--partitions", type=_positive_int, help="the partition count the topic must have")
 
     alter = _add_command(
-        commands, "alter", _alter,
+        commands,
+        "alter",
+        _alter,
         "bring an existing topic's configs to those create sets, showing each change (old -> new); the partition "
-        "count and replication factor stay")
+        "count and replication factor stay",
+    )
     alter.add_argument(
         "--config",
         type=kafka_config.key_value,

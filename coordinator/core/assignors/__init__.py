@@ -27,8 +27,18 @@ from typing import Any, Protocol
 from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TargetAssignmentMemberValue
 
 __all__ = [
-    "ASSIGNORS", "ASSIGNOR_ERROR", "AssignmentMember", "AssignorError", "ConnectAssignor", "GroupAssignment",
-    "GroupSpec", "MemberAssignment", "UnknownAssignorError", "assignor", "by_member_id", "member_versions",
+    "ASSIGNORS",
+    "ASSIGNOR_ERROR",
+    "AssignmentMember",
+    "AssignorError",
+    "ConnectAssignor",
+    "GroupAssignment",
+    "GroupSpec",
+    "MemberAssignment",
+    "UnknownAssignorError",
+    "assignor",
+    "by_member_id",
+    "member_versions",
     "reporting_errors",
 ]
 
@@ -120,6 +130,7 @@ ASSIGNOR_ERROR = 1
 
 by_member_id = attrgetter("member_id")
 
+
 class AssignorError(Exception):
     """An assignor cannot compute an assignment for this spec; `assign` answers it as
     `GroupAssignment.failed` (seed 000: the coordinator then keeps the current assignments)."""
@@ -130,12 +141,14 @@ Assign = Callable[[Any, "GroupSpec"], "GroupAssignment"]
 
 def reporting_errors(assign: Assign) -> Assign:
     """An `assign` whose AssignorError becomes its answer, `GroupAssignment.failed` (seed 000)."""
+
     @functools.wraps(assign)
     def answer(self: Any, group: GroupSpec) -> GroupAssignment:
         try:
             return assign(self, group)
         except AssignorError as e:
             return GroupAssignment.failed(str(e))
+
     return answer
 
 
@@ -154,7 +167,8 @@ def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMembe
             raise AssignorError(
                 f"member {member.member_id!r} supports versions [{member.minimum_version}, "
                 f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
-                f"[{assignor.minimum_version}, {assignor.maximum_version}]")
+                f"[{assignor.minimum_version}, {assignor.maximum_version}]"
+            )
         versions.append(highest)
     return versions
 

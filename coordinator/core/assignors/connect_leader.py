@@ -136,8 +136,9 @@ class ConnectLeaderAssignor:
 
     def __init__(self, scheduled_rebalance_max_delay_ms: int = DEFAULT_MAX_DELAY_MS) -> None:
         if not 0 <= scheduled_rebalance_max_delay_ms <= 0x7FFFFFFF:
-            raise ValueError(f"scheduled.rebalance.max.delay.ms must be an int >= 0, not "
-                             f"{scheduled_rebalance_max_delay_ms}")
+            raise ValueError(
+                f"scheduled.rebalance.max.delay.ms must be an int >= 0, not {scheduled_rebalance_max_delay_ms}"
+            )
         self._max_delay = scheduled_rebalance_max_delay_ms
         self._previous_assignment = _Items()
         self._previous_revocation = _Items()
@@ -193,13 +194,20 @@ class ConnectLeaderAssignor:
         snapshot, offset = usable
         if version == VERSIONS[DEFAULT]:
             return self._eager(leader_id, leader_url, offset, members, snapshot)
-        return self._incremental(version, leader_id, leader_url, offset, members, snapshot, generation,
-                                 last_completed_generation, now_ms)
+        return self._incremental(
+            version, leader_id, leader_url, offset, members, snapshot, generation, last_completed_generation, now_ms
+        )
 
     # --- EagerAssignor ------------------------------------------------------------------------------
 
-    def _eager(self, leader_id: str, leader_url: str, offset: int, members: Mapping[str, WorkerMetadata],
-               snapshot: ConfigSnapshot) -> dict[str, WorkerAssignment]:
+    def _eager(
+        self,
+        leader_id: str,
+        leader_url: str,
+        offset: int,
+        members: Mapping[str, WorkerMetadata],
+        snapshot: ConfigSnapshot,
+    ) -> dict[str, WorkerAssignment]:
         connectors = sorted(snapshot.connectors, key=_java_order)
         ring = sorted(members, key=_java_order)
         turn = 0  # one CircularIterator over the sorted members, first for connectors, then tasks
@@ -220,9 +228,18 @@ class ConnectLeaderAssignor:
 
     # --- IncrementalCooperativeAssignor -------------------------------------------------------------
 
-    def _incremental(self, version: int, leader_id: str, leader_url: str, offset: int,
-                     members: Mapping[str, WorkerMetadata], snapshot: ConfigSnapshot, generation: int,
-                     last_completed_generation: int, now: int) -> dict[str, WorkerAssignment]:
+    def _incremental(
+        self,
+        version: int,
+        leader_id: str,
+        leader_url: str,
+        offset: int,
+        members: Mapping[str, WorkerMetadata],
+        snapshot: ConfigSnapshot,
+        generation: int,
+        last_completed_generation: int,
+        now: int,
+    ) -> dict[str, WorkerAssignment]:
         # memberConfigs is a HashMap filled in JoinGroup response order; every per-member pass of
         # the assignor visits members in its iteration order.
         member_assignments = {
@@ -230,7 +247,8 @@ class ConnectLeaderAssignor:
             for member in _java_hash_order(members)
         }
         newly_assigned, revoked, all_assigned = self._perform_task_assignment(
-            snapshot.connectors, last_completed_generation, generation, member_assignments, now)
+            snapshot.connectors, last_completed_generation, generation, member_assignments, now
+        )
         self.leader_state = {m: _sorted_items(i.connectors, i.tasks) for m, i in all_assigned.items()}
         empty = _Items()
         result = {}
@@ -238,15 +256,24 @@ class ConnectLeaderAssignor:
             assigned = newly_assigned.get(member, empty)
             stopped = revoked.get(member, empty)
             result[member] = WorkerAssignment(
-                leader_id, leader_url, offset,
-                _sorted_items(assigned.connectors, assigned.tasks), _sorted_items(stopped.connectors, stopped.tasks),
-                self._delay, NO_ERROR, version,
+                leader_id,
+                leader_url,
+                offset,
+                _sorted_items(assigned.connectors, assigned.tasks),
+                _sorted_items(stopped.connectors, stopped.tasks),
+                self._delay,
+                NO_ERROR,
+                version,
             )
         return result
 
     def _perform_task_assignment(
-        self, task_counts: Mapping[str, int], last_completed_generation: int, generation: int,
-        member_assignments: dict[str, _Items], now: int,
+        self,
+        task_counts: Mapping[str, int],
+        last_completed_generation: int,
+        generation: int,
+        member_assignments: dict[str, _Items],
+        now: int,
     ) -> tuple[dict[str, _Items], dict[str, _Items], dict[str, _Items]]:
         """performTaskAssignment: (newly assigned, revoked, all assigned) by member."""
         if self._previous_generation != last_completed_generation:
@@ -263,7 +290,8 @@ class ConnectLeaderAssignor:
         revocation = self._previous_revocation
         if not revocation.is_empty():
             if any(c in active.connectors for c in revocation.connectors) or any(
-                    t in active.tasks for t in revocation.tasks):
+                t in active.tasks for t in revocation.tasks
+            ):
                 self._previous_assignment = active.copy()
             revocation.clear()
 
@@ -274,8 +302,10 @@ class ConnectLeaderAssignor:
         created = _difference(configured, previous, active)
 
         # What each member runs now, but for deleted work: the base of its incremental assignment.
-        current = {m: (items.connectors.keys() - deleted.connectors, items.tasks.keys() - deleted.tasks)
-                   for m, items in member_assignments.items()}
+        current = {
+            m: (items.connectors.keys() - deleted.connectors, items.tasks.keys() - deleted.tasks)
+            for m, items in member_assignments.items()
+        }
 
         to_revoke: dict[str, _Items] = {}
         deleted_to_revoke = _intersection(deleted, member_assignments)
@@ -321,8 +351,10 @@ class ConnectLeaderAssignor:
         _deal(loads, list(to_assign.tasks), "tasks")
 
         newly_assigned = {
-            load.worker: _Items((c for c in load.items.connectors if c not in current[load.worker][0]),
-                                (t for t in load.items.tasks if t not in current[load.worker][1]))
+            load.worker: _Items(
+                (c for c in load.items.connectors if c not in current[load.worker][0]),
+                (t for t in load.items.tasks if t not in current[load.worker][1]),
+            )
             for load in loads
         }
 
@@ -447,8 +479,9 @@ class _Load:
         self.items = items
 
 
-def _ensure_leader_config(max_offset: int, config: ConfigSnapshot,
-                          fresh: ConfigSnapshot | None) -> tuple[ConfigSnapshot, int] | None:
+def _ensure_leader_config(
+    max_offset: int, config: ConfigSnapshot, fresh: ConfigSnapshot | None
+) -> tuple[ConfigSnapshot, int] | None:
     """ensureLeaderConfig: the snapshot to assign from and the offset to send, or None when even
     the fresh config is behind a member (CONFIG_MISMATCH)."""
     if config.offset < max_offset:
@@ -485,8 +518,9 @@ def _duplicated(assignments: Iterable[_Items]) -> _Items:
 def _intersection(items: _Items, assignments: Mapping[str, _Items]) -> dict[str, _Items]:
     """For every member, what it runs of `items`."""
     return {
-        member: _Items((c for c in owned.connectors if c in items.connectors),
-                       (t for t in owned.tasks if t in items.tasks))
+        member: _Items(
+            (c for c in owned.connectors if c in items.connectors), (t for t in owned.tasks if t in items.tasks)
+        )
         for member, owned in assignments.items()
     }
 
@@ -525,7 +559,7 @@ def _shed(total: int, loads: list[_Load], kind: str) -> dict[str, list]:
             keep = floor + 1
         else:
             keep = floor
-        result[load.worker] = list(getattr(load.items, kind))[:size - keep]
+        result[load.worker] = list(getattr(load.items, kind))[: size - keep]
     return result
 
 
@@ -559,8 +593,11 @@ class _RevokingRebalanceBackoff:
     def __init__(self, max_delay: int) -> None:
         self._max = max_delay
         self._initial = min(max_delay, 0 if max_delay == 0 else 1)
-        self._exp_max = (math.log(max_delay / max(self._initial, 1)) / math.log(_BACKOFF_MULTIPLIER)
-                         if max_delay > self._initial else 0.0)
+        self._exp_max = (
+            math.log(max_delay / max(self._initial, 1)) / math.log(_BACKOFF_MULTIPLIER)
+            if max_delay > self._initial
+            else 0.0
+        )
 
     def __call__(self, attempts: int) -> int:
         if self._exp_max == 0:

@@ -20,5 +20,16 @@ from coordinator.tools.devbroker.cluster import (
     stop,
 )
 
-__all__ = ["DEFAULT_PORT", "HOST", "Cluster", "Node", "free_port", "free_port_block", "load", "register", "start",
-           "status", "stop"]
+__all__ = [
+    "DEFAULT_PORT",
+    "HOST",
+    "Cluster",
+    "Node",
+    "free_port",
+    "free_port_block",
+    "load",
+    "register",
+    "start",
+    "status",
+    "stop",
+]

@@ -92,4 +92,3 @@ def _run(args: argparse.Namespace) -> int:
         return 1
     print(f"{name} running on {_describe(running)}")
     return 0
-

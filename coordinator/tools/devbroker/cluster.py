@@ -133,7 +133,7 @@ class Cluster:
         """Stop every node (SIGTERM, then SIGKILL after `timeout`); the pids that ran."""
         running = [(node, pid) for node in self.nodes if (pid := node.pid()) is not None]
         # All at once: a node stopped alone waits for a controlled shutdown the others must grant.
-        for node, pid in running:
+        for _node, pid in running:
             _signal(pid, signal.SIGTERM)
         for node, pid in running:
             _stop_pid(pid, node, signal.SIGTERM, timeout)
@@ -147,8 +147,13 @@ def free_port() -> int:
     return free_port_block(1)
 
 
-def start(port: int, run_dir: Path | str, nodes: int = 1, timeout: float = START_TIMEOUT,
-          settings: dict[str, object] | None = None) -> Cluster:
+def start(
+    port: int,
+    run_dir: Path | str,
+    nodes: int = 1,
+    timeout: float = START_TIMEOUT,
+    settings: dict[str, object] | None = None,
+) -> Cluster:
     """Start a cluster of `nodes` nodes whose first listens on `port`, and wait until all answer.
 
     `settings` override server.properties of a new cluster (a benchmark that needs Kafka's own
@@ -219,8 +224,11 @@ def _create(port: int, run_dir: Path, count: int, settings: dict[str, object]) -
     cluster_id = _random_cluster_id()
     nodes = tuple(Node(i + 1, ports[i], controller_ports[i], directory / f"node-{i + 1}") for i in range(count))
     cluster = Cluster(port, directory, cluster_id, nodes)
-    spec = {"cluster_id": cluster_id, "kafka_version": jars.kafka_version(),
-            "nodes": [{"id": n.id, "port": n.port, "controller_port": n.controller_port} for n in nodes]}
+    spec = {
+        "cluster_id": cluster_id,
+        "kafka_version": jars.kafka_version(),
+        "nodes": [{"id": n.id, "port": n.port, "controller_port": n.controller_port} for n in nodes],
+    }
     for node in nodes:
         node.dir.mkdir()
         node.properties.write_text(server_properties(cluster, node, settings), encoding="utf-8")
@@ -276,8 +284,10 @@ def server_properties(cluster: Cluster, node: Node, overrides: dict[str, object]
         "group.initial.rebalance.delay.ms": 0,
         "log.cleaner.backoff.ms": 500,
         "log.cleaner.dedupe.buffer.size": 8 * 1024 * 1024,
-        **{key: value.format(port=node.port, controller_port=node.controller_port) if isinstance(value, str)
-           else value for key, value in (overrides or {}).items()},
+        **{
+            key: value.format(port=node.port, controller_port=node.controller_port) if isinstance(value, str) else value
+            for key, value in (overrides or {}).items()
+        },
     }
     header = f"# Node {node.id} of the dev cluster {cluster.cluster_id} (written by `coordinator dev-broker up`)\n"
     return header + "".join(f"{key}={value}\n" for key, value in settings.items())
