@@ -18,6 +18,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -429,6 +430,13 @@ def test_a_batch_that_fails_half_written_runs_again_whole(
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
 
 
+# Its own bounds, one after the other: the first audit's run up to batch 3 (_FIRST_RUN_S), the
+# resumed audit and the plain session (600 s each), `spark-conf` (120 s); pytest's timeout above
+# their sum (1,620 s), so that one of them is what fires, with its message, never pytest's 300 s.
+_FIRST_RUN_S = 300
+
+
+@pytest.mark.timeout(1800)
 def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
     capsys, kafka_broker, unique_topic, tmp_path
 ) -> None:  # noqa: ANN001
@@ -462,14 +470,22 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
+    # The stdout loop ends at batch 3 or when the process does: a first run that never gets there
+    # is killed after _FIRST_RUN_S (its stdout then closes) and the test fails with that said.
+    watchdog = threading.Timer(_FIRST_RUN_S, process.kill)
+    watchdog.start()
+    reached = False
     try:
         for line in process.stdout:
             if line.startswith("batch 3:"):
+                reached = True
                 break
         process.send_signal(signal.SIGKILL)
     finally:
+        watchdog.cancel()
         process.kill()
         process.wait(30)
+    assert reached, f"the first audit did not reach batch 3 within {_FIRST_RUN_S} s"
     resumed = subprocess.run([*command[:-4], "--trigger", "available-now"], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert re.search(r"^batch [1-9]\d*:", resumed.stdout, re.M), "the restart did not continue from the checkpoint"
@@ -480,7 +496,7 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
         [coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=120,  # the resumed audit fetched the same jars already
         check=True,
     ).stdout
     queries = readme_queries()
