@@ -1,9 +1,12 @@
 """`coordinator replay timeline --plot FILE`: who held which item over time, as a picture.
 
 One lane per worker (member id), one bar per ownership interval of each connector and task,
-coloured per connector and labelled with the task; an "unowned" lane shows the gaps in which an item
-that had been held waited for a new owner (deferred work, a crashed worker's tasks). Each rebalance
-is a shaded band from its epoch bump to its convergence, with the epoch it reached and why.
+coloured per connector and labelled with the task. A "waiting" lane shows the work the target
+assigns to nobody while the group waits for a departed member within its scheduled rebalance
+delay (a crashed worker's tasks: from the target that deferred each item to the first target that
+no longer does); an "unowned" lane shows the other gaps in which an item that had been held waited
+for a new owner (a handoff between revoking and starting). Each rebalance is a shaded band from its
+epoch bump to its convergence, with the epoch it reached and why.
 
 The picture is laid out once (`layout`), then drawn either with matplotlib (`.png`) or as a
 self-contained HTML page holding an SVG (`.html`, `.svg`: no dependency, and every bar and band has
@@ -14,16 +17,19 @@ from __future__ import annotations
 
 import html
 import re
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from coordinator.core.items import Item
 from coordinator.core.protocol import leave_reason_text
 from coordinator.errors import CliError
 from replay import events as ev
 from replay.history import History, Interval
-from replay.positions import format_clock, format_duration, format_time
+from replay.positions import Position, format_clock, format_duration, format_time
 
 UNOWNED = "(unowned)"
+WAITING = "(waiting)"  # deferred: assigned to nobody within the scheduled rebalance delay
 # Colour-blind-safe qualitative palette (Okabe-Ito, then Tableau's muted tones for more connectors).
 PALETTE = [
     "#0072B2",
@@ -44,6 +50,7 @@ PALETTE = [
     "#BAB0AC",
 ]
 UNOWNED_COLOUR = "#9a9a9a"
+WAITING_LEGEND = "waiting: assigned to nobody within the scheduled rebalance delay"
 
 
 @dataclass(slots=True)
@@ -57,6 +64,85 @@ class Bar:
     is_connector: bool
     still_held: bool  # the read ended while it was held
     tooltip: str
+
+
+@dataclass(slots=True)
+class Wait:
+    """An item the target assigned to nobody while the group waited for a departed member."""
+
+    item: Item
+    member: str | None  # whose work it was (the departed member), when the log says
+    start: Position  # the target that deferred it
+    start_epoch: int | None
+    deadline_ms: int | None  # when the scheduled rebalance was due (the latest deferring target's)
+    end: Position | None = None  # the first target that no longer deferred it; None: still waiting
+    end_epoch: int | None = None
+    to: str | None = None  # whom that target gave it to
+    ended: str = ""
+    why: str = ""  # why that member left, where the log says
+
+
+def waiting(history: History, group_id: str) -> list[Wait]:
+    """Each stretch in which a target deferred an item (assigned it to nobody, waiting for a departed
+    member within the scheduled rebalance delay), from the installed targets of the history."""
+    whose: dict[Item, str] = {}  # item -> the member that last departed with it (or released it)
+    why: dict[str, str] = {}  # member -> why it was removed (type 3 v1's reason)
+    instances: dict[str, str] = {}
+    open_: dict[Item, Wait] = {}
+    out: list[Wait] = []
+
+    def close(item: Item, e: ev.Event, to: str | None, ended: str) -> None:
+        w = open_.pop(item)
+        w.end, w.end_epoch, w.to, w.ended = e.at, e.epoch, to, ended
+        out.append(w)
+
+    for e in history.events:
+        if e.group_id != group_id:
+            continue
+        if e.kind in (ev.MEMBER_JOINED, ev.CLASSIC_MEMBER_JOINED) and e.detail.get("instance_id"):
+            instances[e.member_id] = e.detail["instance_id"]
+        elif e.kind == ev.RELEASED and e.member_id is not None:
+            whose.update(dict.fromkeys(e.released, e.member_id))
+            if "reason" in e.detail:
+                why[e.member_id] = leave_reason_text(e.detail["reason"])
+        elif e.kind == ev.TARGET_UPDATED:
+            for member, items in e.detail.get("departed", {}).items():
+                whose.update(dict.fromkeys(items, member))
+        elif e.kind == ev.TARGET_INSTALLED:
+            deferred = e.detail["deferred"]
+            due = e.detail["scheduled_rebalance_at_ms"]
+            for item in deferred:
+                if item in open_:
+                    open_[item].deadline_ms = due
+                else:
+                    member = whose.get(item)
+                    open_[item] = Wait(item, member, e.at, e.epoch, due, why=why.get(member, "") if member else "")
+            owner_of = {item: m for m, items in e.detail["targets"].items() for item in items}
+            for item in [i for i in open_ if i not in deferred]:
+                w, to = open_[item], owner_of.get(item)
+                same = to is not None and (
+                    to == w.member or (w.member in instances and instances.get(to) == instances[w.member])
+                )
+                if to is None:
+                    ended = f"target epoch {e.epoch} no longer defers it"
+                elif same:
+                    ended = f"target epoch {e.epoch} gives it back to {to}: it came back within the delay"
+                else:
+                    ended = f"target epoch {e.epoch} gives it to {to}"
+                close(item, e, to, ended)
+        elif e.kind == ev.GROUP_DELETED:
+            for item in list(open_):
+                close(item, e, None, "the group was deleted")
+    out += open_.values()
+    return sorted(out, key=lambda w: (w.start.offset, ev.item_order(w.item)))
+
+
+def _minus(start: int, end: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """[start, end) without the spans."""
+    pieces = [(start, end)]
+    for s0, s1 in spans:
+        pieces = [piece for a, b in pieces for piece in ((a, min(b, s0)), (max(a, s1), b)) if piece[1] > piece[0]]
+    return pieces
 
 
 @dataclass(slots=True)
@@ -145,24 +231,54 @@ def layout(history: History, group_id: str) -> Layout:
         )
         add(i.member_id, i.item, i.start.timestamp_ms, end, i.end is None, tip)
         by_item.setdefault(i.item, []).append(i)
+    waits = waiting(history, group_id)
+    waited: dict = {}
+    for w in waits:
+        end = w.end.timestamp_ms if w.end is not None else t1
+        waited.setdefault(w.item, []).append((w.start.timestamp_ms, end))
+        due = f", until {format_clock(w.deadline_ms)}" if w.deadline_ms is not None else ""
+        add(
+            WAITING,
+            w.item,
+            w.start.timestamp_ms,
+            end,
+            w.end is None,
+            f"{w.item} assigned to nobody for {format_duration(end - w.start.timestamp_ms)}, waiting for "
+            f"{w.member or 'a departed member'}{f' ({w.why})' if w.why else ''} within the scheduled rebalance "
+            "delay\n"
+            f"from {format_time(w.start.timestamp_ms)} (offset {w.start.offset}: target epoch {w.start_epoch} "
+            f"deferred it{due})\nto "
+            + (
+                f"{format_time(end)} (offset {w.end.offset}): {w.ended}"
+                if w.end is not None
+                else "the end of the read: still waiting"
+            ),
+        )
     for item, held in by_item.items():
         held.sort(key=lambda i: i.start.offset)
         for a, b in zip(held, held[1:]):
             if a.end is not None and b.start.offset > a.end.offset and b.start.timestamp_ms > a.end.timestamp_ms:
-                add(
-                    UNOWNED,
-                    item,
-                    a.end.timestamp_ms,
-                    b.start.timestamp_ms,
-                    False,
-                    f"{item} unowned for {format_duration(b.start.timestamp_ms - a.end.timestamp_ms)}\n"
-                    f"from {format_time(a.end.timestamp_ms)} ({a.member_id}: {ended_by(a)})\n"
-                    f"to {format_time(b.start.timestamp_ms)} (given to {b.member_id})",
-                )
+                # The part of the gap the item waited out the delay for is on the waiting lane.
+                for start, end in _minus(a.end.timestamp_ms, b.start.timestamp_ms, waited.get(item, [])):
+                    after = (
+                        f"{a.member_id}: {ended_by(a)}"
+                        if start == a.end.timestamp_ms
+                        else "its wait for a departed member ended"
+                    )
+                    add(
+                        UNOWNED,
+                        item,
+                        start,
+                        end,
+                        False,
+                        f"{item} unowned for {format_duration(end - start)}\n"
+                        f"from {format_time(start)} ({after})\n"
+                        f"to {format_time(end)} (given to {b.member_id})",
+                    )
 
     lanes = []
     bars = []
-    for lane in sorted(bars_by_lane, key=lambda name: (name == UNOWNED, _natural(name))):
+    for lane in sorted(bars_by_lane, key=lambda name: ({WAITING: 1, UNOWNED: 2}.get(name, 0), _natural(name))):
         rows = _pack(bars_by_lane[lane])
         lanes.append((lane, rows))
         bars.extend(bars_by_lane[lane])
@@ -340,6 +456,8 @@ _LEFT_IN, _RIGHT_IN = 1.0, 0.3
 _ROW_IN = 0.2
 _LIST_LINE_IN = 0.17
 _LISTED = 24  # rebalances listed under the picture; the timeline has them all
+_LEGEND_ROW_IN = 0.25
+_LEGEND_CHAR_IN = 0.065  # 8 pt sans serif, a generous average character
 
 
 def _rebalance_lines(picture: Layout) -> list[str]:
@@ -351,6 +469,35 @@ def _rebalance_lines(picture: Layout) -> list[str]:
     if len(picture.bands) > _LISTED:
         lines.append(f"... and {len(picture.bands) - _LISTED} more rebalances: see `coordinator replay timeline`")
     return lines
+
+
+def _wrap(lines: list[str], chars: int) -> list[str]:
+    """The rebalance list wrapped to `chars` columns, continuations indented under the why, so that
+    no line runs off the picture's right edge."""
+    out = []
+    indent = " " * 29  # "e{epoch:<5} {clock}  {duration:<13} " is 6 + 1 + 8 + 2 + 13 - 1 characters
+    for line in lines:
+        out += textwrap.wrap(
+            line,
+            max(40, chars),
+            subsequent_indent=indent if len(indent) < chars - 20 else "  ",
+            break_on_hyphens=False,
+        ) or [""]
+    return out
+
+
+def _legend_rows(entries: list[str], room: float, char: float, handle: float) -> list[list[int]]:
+    """The legend's entries, by index, in rows that fit `room`: entry n takes handle + char * len."""
+    rows: list[list[int]] = [[]]
+    used = 0.0
+    for n, text in enumerate(entries):
+        wide = handle + char * len(text)
+        if rows[-1] and used + wide > room:
+            rows.append([])
+            used = 0.0
+        rows[-1].append(n)
+        used += wide
+    return rows
 
 
 def _label_levels(xs: list[float], min_gap: float) -> list[int]:
@@ -400,8 +547,13 @@ def _png(picture: Layout, path: str) -> None:
     levels = _label_levels([(b.start_ms - t0) / 1000 * px_per_s for b in picture.bands], 42)
     header_in = 0.45 + 0.2 * (max(levels, default=0) + 1)
     plot_in = _ROW_IN * height + 0.1
-    lines = _rebalance_lines(picture)
-    footer_in = 0.55 + 0.35 + (0.25 + _LIST_LINE_IN * len(lines) if lines else 0)
+    # Monospace 7.5 pt is 0.6 em a character: the list wraps inside the figure's right edge.
+    lines = _wrap(_rebalance_lines(picture), int((_WIDTH_IN - left_in - 0.15) / (7.5 * 0.6 / 72)))
+    legend_rows = _legend_rows(
+        [label for label, _ in _png_legend_entries(picture)], _WIDTH_IN - left_in - 0.15, _LEGEND_CHAR_IN, 0.45
+    )
+    legend_in = _LEGEND_ROW_IN * len(legend_rows)
+    footer_in = 0.55 + legend_in + 0.1 + (0.25 + _LIST_LINE_IN * len(lines) if lines else 0)
     fig_h = header_in + plot_in + footer_in
     fig = plt.figure(figsize=(_WIDTH_IN, fig_h), dpi=_DPI)
     ax = fig.add_axes((left_in / _WIDTH_IN, footer_in / fig_h, plot_w_in / _WIDTH_IN, plot_in / fig_h))
@@ -411,7 +563,7 @@ def _png(picture: Layout, path: str) -> None:
     _png_bars(ax, picture, tops, px_per_s)
     _png_axes(ax, picture, tops)
     fig.text(0.01, 1 - 0.3 / fig_h, picture.title, fontsize=11, fontweight="bold", va="center")
-    _png_legend(fig, picture, lines, left_in, footer_in, fig_h)
+    _png_legend(fig, picture, lines, legend_rows, left_in, footer_in, fig_h)
     fig.savefig(path)
     plt.close(fig)
 
@@ -455,17 +607,33 @@ def _png_bars(ax, picture: Layout, tops: dict[str, float], px_per_s: float) -> N
         x0 = (bar.start_ms - t0) / 1000
         width = max((bar.end_ms - bar.start_ms) / 1000, 1.5 / px_per_s)
         unowned = bar.lane == UNOWNED
-        ax.barh(
-            y + 0.5,
-            width,
-            left=x0,
-            height=0.8,
-            color="#e4e4e4" if unowned else colour,
-            edgecolor=UNOWNED_COLOUR if unowned else "white",
-            linewidth=0 if unowned else 0.5,
-            hatch="/////" if unowned else None,
-            zorder=2,
-        )
+        waits = bar.lane == WAITING
+        if waits:  # the connector's colour, pale, dashed at its edge: assigned to nobody
+            ax.barh(
+                y + 0.5,
+                width,
+                left=x0,
+                height=0.8,
+                color=_shade(colour, 1.7),
+                edgecolor=colour,
+                linewidth=0.9,
+                linestyle="--",
+                hatch="..",
+                zorder=2,
+            )
+            colour = _shade(colour, 1.7)
+        else:
+            ax.barh(
+                y + 0.5,
+                width,
+                left=x0,
+                height=0.8,
+                color="#e4e4e4" if unowned else colour,
+                edgecolor=UNOWNED_COLOUR if unowned else "white",
+                linewidth=0 if unowned else 0.5,
+                hatch="/////" if unowned else None,
+                zorder=2,
+            )
         label = bar.label + (" ▸" if bar.still_held else "")
         if place == "in":
             ax.text(
@@ -525,41 +693,54 @@ def _png_axes(ax, picture: Layout, tops: dict[str, float]) -> None:  # noqa: ANN
     ax.set_axisbelow(True)
 
 
+def _png_legend_entries(picture: Layout) -> list[tuple[str, dict]]:
+    """The legend: each entry's label and its patch's settings."""
+    return [
+        *((name, {"color": c}) for name, c in picture.colours.items()),
+        ("rebalance: epoch bump to convergence", {"facecolor": "#d9d9d9"}),
+        *(
+            [(WAITING_LEGEND, {"facecolor": "#f2f2f2", "edgecolor": "#555555", "linestyle": "--", "hatch": ".."})]
+            if any(bar.lane == WAITING for bar in picture.bars)
+            else []
+        ),
+        ("unowned", {"facecolor": "#e4e4e4", "edgecolor": UNOWNED_COLOUR, "hatch": "/////"}),
+        *(
+            [("kept for a static member away", {"facecolor": "white", "edgecolor": "#555555", "hatch": ".."})]
+            if picture.away
+            else []
+        ),
+        ("▸ still held at the end; darker: the connector itself", {"color": "white"}),
+    ]
+
+
 def _png_legend(
-    fig,
+    fig,  # noqa: ANN001 - Figure
     picture: Layout,
     lines: list[str],
+    legend_rows: list[list[int]],
     left_in: float,
-    footer_in: float,  # noqa: ANN001 - Figure
+    footer_in: float,
     fig_h: float,
 ) -> None:
     from matplotlib.patches import Patch  # loaded by _png already
 
-    handles = [Patch(color=c, label=name) for name, c in picture.colours.items()]
-    handles += [
-        Patch(facecolor="#d9d9d9", label="rebalance: epoch bump to convergence"),
-        Patch(facecolor="#e4e4e4", edgecolor=UNOWNED_COLOUR, hatch="/////", label="unowned"),
-        *(
-            [Patch(facecolor="white", edgecolor="#555555", hatch="..", label="kept for a static member away")]
-            if picture.away
-            else []
-        ),
-        Patch(color="white", label="▸ still held at the end; darker: the connector itself"),
-    ]
-    fig.legend(
-        handles=handles,
-        loc="upper left",
-        bbox_to_anchor=(left_in / _WIDTH_IN, (footer_in - 0.5) / fig_h),
-        ncol=min(len(handles), 9),
-        fontsize=8,
-        frameon=False,
-        handlelength=1.2,
-        columnspacing=1.2,
-    )
+    entries = _png_legend_entries(picture)
+    for n, row in enumerate(legend_rows):  # one legend per row, so that none runs off the right edge
+        fig.legend(
+            handles=[Patch(label=entries[i][0], **entries[i][1]) for i in row],
+            loc="upper left",
+            bbox_to_anchor=(left_in / _WIDTH_IN, (footer_in - 0.5 - _LEGEND_ROW_IN * n) / fig_h),
+            ncol=len(row),
+            fontsize=8,
+            frameon=False,
+            handlelength=1.2,
+            columnspacing=1.2,
+            borderaxespad=0,
+        )
     if lines:
         fig.text(
             left_in / _WIDTH_IN,
-            (footer_in - 0.95) / fig_h,
+            (footer_in - 0.7 - _LEGEND_ROW_IN * len(legend_rows)) / fig_h,
             "rebalances: epoch reached, start, duration, why\n" + "\n".join(lines),
             fontsize=7.5,
             family="monospace",
@@ -618,8 +799,12 @@ def _svg(picture: Layout) -> str:
         50 + 15 * (max(levels, default=0) + 1),
         scale,
     )
-    lines = _rebalance_lines(picture)
-    height = int(frame.top_margin + frame.plot_h + 70 + (24 + 14 * len(lines) if lines else 0))
+    # Monospace 11 px is about 6.7 px a character: the list wraps inside the picture's right edge.
+    lines = _wrap(_rebalance_lines(picture), int((width - right - left) / 6.7))
+    legend_rows = _legend_rows([name for name, _ in _svg_legend_entries(picture)], width - right - left, 6.5, 28)
+    height = int(
+        frame.top_margin + frame.plot_h + 70 + 20 * (len(legend_rows) - 1) + (24 + 14 * len(lines) if lines else 0)
+    )
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" '
         f'height="{height}" font-family="Helvetica, Arial, sans-serif" font-size="11">',
@@ -634,7 +819,7 @@ def _svg(picture: Layout) -> str:
     out += _svg_bands(frame, levels)
     out += _svg_lanes(frame)
     out += _svg_bars(frame)
-    out += _svg_legend(frame, lines)
+    out += _svg_legend(frame, lines, legend_rows)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -698,6 +883,10 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
         if bar.is_connector and bar.lane != UNOWNED:
             colour = _shade(colour, 0.65)
         fill = "url(#unowned)" if bar.lane == UNOWNED else colour
+        stroke = 'stroke="white" stroke-width="0.5"'
+        if bar.lane == WAITING:  # the connector's colour, pale, dashed at its edge: assigned to nobody
+            fill, stroke = _shade(colour, 1.7), f'stroke="{colour}" stroke-width="1.2" stroke-dasharray="4 2"'
+            colour = fill
         y = f.top_margin + (f.tops[bar.lane] + bar.row * ROW) * row_px
         x0 = f.x(bar.start_ms)
         w = max(f.x(bar.end_ms) - x0, 1.5)
@@ -710,7 +899,7 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
             text = f'<text x="{x0 + w + 3:.1f}" y="{y + row_px * 0.62:.1f}" fill="#333" font-size="10">{label}</text>'
         out.append(
             f'<g><title>{_esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
-            f'height="{row_px - 3}" rx="2" fill="{fill}" stroke="white" stroke-width="0.5"/>{text}</g>'
+            f'height="{row_px - 3}" rx="2" fill="{fill}" {stroke}/>{text}</g>'
         )
     for a in picture.away:
         rows = dict(picture.lanes)[a.lane]
@@ -725,24 +914,39 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
     return out
 
 
-def _svg_legend(f: _SvgFrame, lines: list[str]) -> list[str]:
-    legend_y = f.top_margin + f.plot_h + 54
-    lx = f.left
-    out = []
-    for name, colour in [
-        *f.picture.colours.items(),
+def _svg_legend_entries(picture: Layout) -> list[tuple[str, str | None]]:
+    """The legend: each entry's label and its swatch's fill (None: text alone)."""
+    return [
+        *picture.colours.items(),
         ("rebalance: epoch bump to convergence", "#d9d9d9"),
+        *([(WAITING_LEGEND, "#f2f2f2")] if any(bar.lane == WAITING for bar in picture.bars) else []),
         ("unowned", "url(#unowned)"),
-        *([("kept for a static member away", "url(#away)")] if f.picture.away else []),
-    ]:
-        out.append(
-            f'<rect x="{lx}" y="{legend_y - 10}" width="12" height="12" fill="{colour}"/>'
-            f'<text x="{lx + 16}" y="{legend_y}">{_esc(name)}</text>'
-        )
-        lx += 28 + 6.5 * len(name)
-    out.append(f'<text x="{lx}" y="{legend_y}">▸ still held at the end; darker: the connector itself</text>')
+        *([("kept for a static member away", "url(#away)")] if picture.away else []),
+        ("▸ still held at the end; darker: the connector itself", None),
+    ]
+
+
+def _svg_legend(f: _SvgFrame, lines: list[str], legend_rows: list[list[int]]) -> list[str]:
+    entries = _svg_legend_entries(f.picture)
+    out = []
+    legend_y = f.top_margin + f.plot_h + 54
+    for n, row in enumerate(legend_rows):  # rows that fit the width: nothing runs off the right edge
+        lx = f.left
+        y = legend_y + 20 * n
+        for i in row:
+            name, colour = entries[i]
+            if colour is None:
+                out.append(f'<text x="{lx}" y="{y}">{_esc(name)}</text>')
+            else:
+                stroke = ' stroke="#555" stroke-dasharray="3 2"' if name == WAITING_LEGEND else ""
+                out.append(
+                    f'<rect x="{lx}" y="{y - 10}" width="12" height="12" fill="{colour}"{stroke}/>'
+                    f'<text x="{lx + 16}" y="{y}">{_esc(name)}</text>'
+                )
+            lx += 28 + 6.5 * len(name)
     if lines:
-        out.append(f'<text x="{f.left}" y="{legend_y + 28}" font-family="monospace" font-size="11" fill="#222">')
+        top = legend_y + 20 * (len(legend_rows) - 1) + 28
+        out.append(f'<text x="{f.left}" y="{top}" font-family="monospace" font-size="11" fill="#222">')
         for n, line in enumerate(["rebalances: epoch reached, start, duration, why", *lines]):
             out.append(f'<tspan x="{f.left}" dy="{0 if n == 0 else 14}" xml:space="preserve">{_esc(line)}</tspan>')
         out.append("</text>")
@@ -756,6 +960,7 @@ def _html(picture: Layout) -> str:
         "p{color:#555;font-size:13px}</style></head><body>\n"
         + _svg(picture)
         + "\n<p>One lane per worker; a bar per connector (darker) and task held; ▸: still held where the read "
-        "ended. Grey bands: rebalances, from the group epoch bump to convergence (red: not converged). "
+        "ended. The waiting lane: work the target assigned to nobody while the group waited for a departed member "
+        "within its scheduled rebalance delay; the unowned lane: other gaps between two holders. Grey bands: rebalances, from the group epoch bump to convergence (red: not converged). "
         "Hover over a bar or a band for its offsets, epochs, what moved and why.</p>\n</body></html>\n"
     )

@@ -691,9 +691,11 @@ def test_plot_tooltips_say_why_a_member_left(
     why = "fenced: no heartbeat within its session timeout"  # W2 crashed (type 3 v1's reason)
     picture = plot.layout(history_of(story.raw()), GROUP)
     assert why in _ends(picture, "W2") and "member left the group" not in _ends(picture, "W2")
-    # Its work waiting for a new owner ("unowned"): since W2 was fenced.
-    waiting = [b.tooltip for b in picture.bars if b.lane == plot.UNOWNED and "03:01:39.000 (W2" in b.tooltip]
-    assert len(waiting) == 3 and all(f"(W2: {why})" in t for t in waiting)
+    # Its work waiting out the delay, assigned to nobody (the waiting lane): since W2 was fenced.
+    waiting = [
+        b.tooltip for b in picture.bars if b.lane == plot.WAITING and "from 2026-03-01 03:01:39.000" in b.tooltip
+    ]
+    assert len(waiting) == 3 and all(f"waiting for W2 ({why}) within" in t for t in waiting)
     # The rebalance its removal started: the band says why too.
     (band,) = [b for b in picture.bands if b.tooltip.startswith("rebalance 3:")]
     assert f"W2 {why}" in band.tooltip.splitlines()
