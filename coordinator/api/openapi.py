@@ -450,6 +450,11 @@ def _document() -> dict:
             schema["description"] = " ".join(schema["description"].split())
     for name in ("ErrorResponse", "HeartbeatResponse", "PrepareAssignmentError"):
         components[name]["properties"]["ErrorCode"] = _ref("ErrorCode")
+    # The server always sends SessionTimeoutMs; its default is there for a worker reading an older
+    # coordinator's answer, not an absence the server may choose.
+    heartbeat = components["HeartbeatResponse"]
+    heartbeat["required"] = [*heartbeat["required"], "SessionTimeoutMs"]
+    del heartbeat["properties"]["SessionTimeoutMs"]["default"]
     components["ErrorCode"] = {
         "type": "integer",
         "format": "int16",

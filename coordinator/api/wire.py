@@ -272,6 +272,16 @@ class HeartbeatResponse(Body):
     assignment: Annotated[
         Assignment | None, doc("null unless the member's assignment changes; the assignment otherwise.")
     ]
+    # Beyond the seed. Always sent; the default lets a worker read an older coordinator's answer.
+    session_timeout_ms: Annotated[
+        Int32,
+        doc(
+            "Beyond the seed: the session timeout in milliseconds the coordinator holds this member to (the "
+            "group's SessionTimeoutMs, else the server's default). A member that has had no heartbeat answered "
+            "for the shorter of this and its own session timeout stops its work: by then the coordinator may "
+            "give it to another member. 0 in an answer with an error."
+        ),
+    ] = 0
 
     @classmethod
     def of(cls, r: protocol.HeartbeatResponse) -> HeartbeatResponse:
@@ -281,6 +291,7 @@ class HeartbeatResponse(Body):
             member_epoch=r.member_epoch,
             heartbeat_interval_ms=r.heartbeat_interval_ms,
             assignment=None if r.assignment is None else Assignment.of(r.assignment),
+            session_timeout_ms=r.session_timeout_ms,
         )
 
     def protocol(self) -> protocol.HeartbeatResponse:
@@ -290,6 +301,7 @@ class HeartbeatResponse(Body):
             self.member_epoch,
             self.heartbeat_interval_ms,
             None if self.assignment is None else self.assignment.protocol(),
+            self.session_timeout_ms,
         )
 
 

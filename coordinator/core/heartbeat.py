@@ -72,7 +72,13 @@ def connect_group_heartbeat(
     # 4. The steady heartbeat: nothing changed, nothing to reconcile. No records, no work.
     if _steady(group, member, current, request, context):
         return Result(
-            HeartbeatResponse(ErrorCode.NONE, None, epoch, _steady_interval(group, settings, now)),
+            HeartbeatResponse(
+                ErrorCode.NONE,
+                None,
+                epoch,
+                _steady_interval(group, settings, now),
+                session_timeout_ms=settings.member_session_timeout_ms(member),
+            ),
             timers=[Timer(timer_key(SESSION, group_id, member_id), now + settings.member_session_timeout_ms(member))],
         )
     # 5. A join (perhaps a static member taking its instance back), the seed's lost response, or
@@ -117,7 +123,8 @@ def connect_group_heartbeat(
     # 9. The session timer, and the deadline to revoke while the member has something to give up.
     _schedule(change, settings, member_id, current.state == MemberState.UNREVOKED and not joining, updated, now)
     # 10. The response: the assignment when it changed (or the member's report differs from it),
-    #     and COMPUTE_ASSIGNMENT to the member chosen to compute the target.
+    #     COMPUTE_ASSIGNMENT to the member chosen to compute the target, and the session timeout
+    #     step 9 armed, so that the member stops its work before the timer can give it away.
     send = (
         joining
         or lost_response
@@ -130,7 +137,12 @@ def connect_group_heartbeat(
     error_code, message = _compute_assignment(change, member_id)
     result = change.result(
         HeartbeatResponse(
-            error_code, message, updated.member_epoch, _interval(change, settings, updated, now), assignment
+            error_code,
+            message,
+            updated.member_epoch,
+            _interval(change, settings, updated, now),
+            assignment,
+            settings.member_session_timeout_ms(change.member(member_id)),
         )
     )
     if conversion is not None:
@@ -352,11 +364,25 @@ def _leave(
         )
         change.release_computation(member_id)
         return change.result(
-            HeartbeatResponse(ErrorCode.NONE, None, LEAVE_GROUP_STATIC_MEMBER_EPOCH, settings.heartbeat_interval_ms)
+            HeartbeatResponse(
+                ErrorCode.NONE,
+                None,
+                LEAVE_GROUP_STATIC_MEMBER_EPOCH,
+                settings.heartbeat_interval_ms,
+                session_timeout_ms=settings.session_timeout_ms,
+            )
         )
     remove_member(change, member_id, now, LeaveReason.LEAVE)
     assign_if_needed(change, config, now)
-    return change.result(HeartbeatResponse(ErrorCode.NONE, None, request.member_epoch, settings.heartbeat_interval_ms))
+    return change.result(
+        HeartbeatResponse(
+            ErrorCode.NONE,
+            None,
+            request.member_epoch,
+            settings.heartbeat_interval_ms,
+            session_timeout_ms=settings.session_timeout_ms,
+        )
+    )
 
 
 def _check_assignors(group: ConnectGroup, member_id: str, updated: MemberMetadataValue, exclude: str | None) -> None:

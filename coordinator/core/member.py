@@ -16,7 +16,11 @@ benchmark's members all drive this one class, so the protocol's promises are kep
 - **fenced or unknown**: everything is lost (`Lose`), and the member rejoins at epoch 0 with the
   same member id (seed 000, seed 001's onPartitionsLost);
 - **self-fencing**: a member that has had no answer for its session timeout stops its work before
-  the coordinator can give it to another member (KAFKA-9184's zombie tasks), and rejoins;
+  the coordinator can give it to another member (KAFKA-9184's zombie tasks), and rejoins. The
+  session is the shorter of the member's own and the one the coordinator last said it holds the
+  member to (`SessionTimeoutMs` in the heartbeat response, beyond the seed: the group's, which an
+  operator may set shorter than the worker's configuration); measured from when the last answered
+  request was *sent*, which is before the coordinator's timer restarted on receiving it;
 - **leaving**: the member revokes everything before it sends the leave heartbeat (-1, or -2 for a
   static member), so no item ever runs on two workers;
 - **giving up**: an error no retry can fix ends in `Lose` for everything and `GiveUp` with the
@@ -124,9 +128,11 @@ class Member:
         self.url = url
         self.server_assignor = server_assignor
         self.client_assignors = client_assignors
-        # The group's session timeout as this member knows it: it stops its work when it has had
-        # no answer for that long (the coordinator's own timer starts later, when it receives).
+        # The session timeout this member was configured with, and the one the coordinator last
+        # said it holds it to (None: not said yet; kept across a rejoin, as the group's setting
+        # outlives a membership). It stops its work when it has had no answer for the shorter.
         self.session_timeout_ms = session_timeout_ms
+        self.group_session_timeout_ms: int | None = None
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.member_epoch = JOIN_GROUP_MEMBER_EPOCH
         self.owned: frozenset[Item] = frozenset()
@@ -155,11 +161,19 @@ class Member:
         """Whether the next heartbeat carries every field (a join, or the first after an error)."""
         return self._full or self.member_epoch == JOIN_GROUP_MEMBER_EPOCH
 
+    @property
+    def fence_timeout_ms(self) -> int:
+        """How long without an answer before this member stops its work: the shorter of its own
+        session timeout and the coordinator's for it (the coordinator's timer gives the work away
+        after its own; a longer one of the member's would leave the work with two owners)."""
+        told = self.group_session_timeout_ms
+        return self.session_timeout_ms if told is None else min(self.session_timeout_ms, told)
+
     def fence_deadline(self) -> int | None:
         """When this member stops its work if no heartbeat is answered before (None: it has none)."""
         if not self.in_group or self._last_ok_sent_ms is None:
             return None
-        return self._last_ok_sent_ms + self.session_timeout_ms
+        return self._last_ok_sent_ms + self.fence_timeout_ms
 
     def heartbeat_due(self) -> int:
         """When the next heartbeat should go (now or earlier: at once)."""
@@ -227,6 +241,8 @@ class Member:
             if request is not None and request.owned is not None:
                 self._reported = items_of(request.owned)
             self.heartbeat_interval_ms = max(1, response.heartbeat_interval_ms or self.heartbeat_interval_ms)
+            if response.session_timeout_ms > 0:  # 0: a coordinator older than the field
+                self.group_session_timeout_ms = response.session_timeout_ms
             self.member_epoch = response.member_epoch
             actions = self._reconcile(response.assignment)
             if code == ErrorCode.COMPUTE_ASSIGNMENT:
@@ -275,7 +291,7 @@ class Member:
         if deadline is not None and now >= deadline:
             return self._lose(
                 f"no heartbeat answered for {now - self._last_ok_sent_ms} ms (session timeout "
-                f"{self.session_timeout_ms} ms): {reason}"
+                f"{self.fence_timeout_ms} ms): {reason}"
             )
         return []
 

@@ -332,6 +332,11 @@ class HeartbeatResponse:
     member_epoch: int = 0
     heartbeat_interval_ms: int = 0
     assignment: MemberAssignment | None = None  # what the member should own now; None unless it changes
+    # Beyond the seed: the session timeout the coordinator holds this member to (the group's, type 9
+    # config or the server's default). The member stops its work when it has had no answer for the
+    # shorter of this and its own, before the coordinator can give the work to another. 0: not said
+    # (an error answer, or a coordinator older than the field).
+    session_timeout_ms: int = 0
 
 
 @dataclass(slots=True, frozen=True)

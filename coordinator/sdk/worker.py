@@ -63,8 +63,9 @@ class Worker(WorkerShell):
     `assignors` is a priority list (names of shipped assignors, or assignor objects such as
     `IncrementalCooperativeAssignor(max_moves=10)`): the group uses the first one every member
     offers, which is how an assignor change rolls through a cluster (seed 000, seed 004). With
-    `server_side`, the first is named as the coordinator's assignor instead. `session_timeout_ms`
-    is the group's: cut off from the coordinator for that long, the worker stops its work.
+    `server_side`, the first is named as the coordinator's assignor instead. Cut off from the
+    coordinator for `session_timeout_ms`, or for the group's session timeout if the coordinator said
+    a shorter one (`SessionTimeoutMs` in its heartbeat answers), the worker stops its work.
 
     `protocol="classic"` makes a classic worker instead (`coordinator.sdk.classic.ClassicGroupWorker`,
     seed 004): the same listener and life cycle, JoinGroup and SyncGroup underneath, the leader
@@ -186,7 +187,13 @@ class Worker(WorkerShell):
                 await self._carry_out(self.member.poll(self._now()))
                 if self.member.given_up is not None:
                     return
-                delay_s = (self.member.heartbeat_due() - self._now()) / 1000
+                # Wake for the next heartbeat, or for the self-fence if that comes first (after a
+                # failure the next heartbeat may be due past it).
+                wake_at = self.member.heartbeat_due()
+                deadline = self.member.fence_deadline()
+                if deadline is not None:
+                    wake_at = min(wake_at, deadline)
+                delay_s = (wake_at - self._now()) / 1000
                 if delay_s > 0:
                     self._wake.clear()
                     try:
