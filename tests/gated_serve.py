@@ -5,9 +5,10 @@ Run as `python tests/gated_serve.py ARGS...` for `coordinator serve ARGS...`, wi
 $GATED_SERVE_GATE naming a file. While that file does not exist, every commit goes through. Once
 it exists and holds a number N, N more transactions commit; the one after is written (its records
 produced and flushed to the broker inside its transaction), the file `<gate>.blocked` is created,
-and its commit never happens: the writer waits until the process is killed. Every request waiting
-for that batch (or, the partition committing one batch at a time, for any later one) stays
-unanswered. Nothing else differs from `coordinator serve`.
+and its commit does not happen: the writer waits until the process is killed, or until the file
+`<gate>.release` exists, when the commit goes on (tests/test_events_after_commit.py). Every request
+waiting for that batch (or, the partition committing one batch at a time, for any later one) stays
+unanswered meanwhile. Nothing else differs from `coordinator serve`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from coordinator.service import log as coordinator_log
 
 GATE = Path(os.environ["GATED_SERVE_GATE"])
 BLOCKED = GATE.with_name(GATE.name + ".blocked")
+RELEASE = GATE.with_name(GATE.name + ".release")
 
 _lock = threading.Lock()
 _commits_since_gate = 0
@@ -48,7 +51,8 @@ class GatedProducer:
             if blocked:
                 self._producer.flush(30)  # the batch's records are in the log, its transaction open
                 BLOCKED.touch()
-                threading.Event().wait()
+                while not RELEASE.exists():
+                    time.sleep(0.05)
         self._producer.commit_transaction(*args)
 
 
