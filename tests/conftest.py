@@ -40,8 +40,9 @@ os.environ.setdefault("COORDINATOR_INITIAL_ASSIGNMENT_DELAY_MS", "0")
 os.environ.setdefault("COORDINATOR_CLASSIC_MIN_SESSION_TIMEOUT_MS", "100")
 
 # Every classic answer of every test that drives the coordinator is checked against what a real
-# Kafka Connect worker survives (tests/connect_fatal.py).
-pytest_plugins = ["connect_fatal"]
+# Kafka Connect worker survives (tests/connect_fatal.py). tests/scram_broker.py: the session's
+# SCRAM (SASL_PLAINTEXT and SASL_SSL) broker, started on first use by the tests that need one.
+pytest_plugins = ["connect_fatal", "scram_broker"]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@
   authenticated as alice runs a connector while one authenticated as bob is refused the group;
 - TLS on the gateway's ports and on its connection to the coordinator.
 
-One broker, one coordinator and one gateway for the module."""
+One coordinator and one gateway for the module, on the session's SCRAM broker (tests/scram_broker.py)."""
 
 from __future__ import annotations
 
@@ -25,8 +25,9 @@ from pathlib import Path
 import orjson
 import pytest
 import tls_files
-from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+from confluent_kafka.admin import AdminClient
 from kafka_groups import groups_at
+from scram_broker import JAAS, PASSWORDS, ScramBroker
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.cli import main as coordinator
@@ -38,8 +39,6 @@ from coordinator.tools.process import ServeProcess
 pytestmark = pytest.mark.integration
 
 GROUP = "secure-connect"
-PASSWORDS = {"alice": "alice-secret", "bob": "bob-secret"}
-JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="{}" password="{}";'
 
 
 @dataclass
@@ -54,35 +53,16 @@ class Secured:
     run_dir: Path
 
 
-def _sasl_settings(sasl_port: int) -> dict[str, object]:
-    return {
-        "listeners": f"PLAINTEXT://127.0.0.1:{{port}},SASL://127.0.0.1:{sasl_port},"
-        "CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{{port}},SASL://127.0.0.1:{sasl_port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
-        "listener.name.sasl.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-    }
-
-
 @pytest.fixture(scope="module")
-def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+def secured(scram_broker: ScramBroker, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
+    # The session's SCRAM broker (tests/scram_broker.py: users alice and bob), shared with
+    # tests/test_serve_sasl.py; this module's coordinator, gateway and topic are its own.
     run_dir = tmp_path_factory.mktemp("secured")
-    sasl_port = free_port()
-    cluster = devbroker.start(devbroker.free_port(), run_dir / "broker", 1, 90.0, _sasl_settings(sasl_port))
+    cluster = scram_broker.cluster
     processes: list[subprocess.Popen] = []
     serve = None
     try:
-        plain = cluster.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": plain})
-        upserts = [
-            UserScramCredentialUpsertion(
-                user, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), password.encode()
-            )
-            for user, password in PASSWORDS.items()
-        ]
-        for future in admin.alter_user_scram_credentials(upserts).values():
-            future.result(timeout=30)
+        plain = scram_broker.plain
         topic = "__worker_offsets_secured"
         assert (
             coordinator(
@@ -135,7 +115,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
                     "coordinator",
                     "gateway",
                     "--bootstrap-server",
-                    f"127.0.0.1:{sasl_port}",
+                    scram_broker.sasl,
                     "--listen",
                     f"127.0.0.1:{gateway}",
                     "--groups",
@@ -163,14 +143,13 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
             60,
             "the gateway and the coordinator's listener accept connections",
         )
-        yield Secured(cluster, plain, f"127.0.0.1:{sasl_port}", topic, serve, gateway, files, run_dir)
+        yield Secured(cluster, plain, scram_broker.sasl, topic, serve, gateway, files, run_dir)
     finally:
         for p in processes:
             p.kill()
             p.wait(timeout=30)
         if serve is not None:
             serve.kill()
-        cluster.stop(timeout=30)
 
 
 def _port_open(port: int) -> bool:
