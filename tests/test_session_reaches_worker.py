@@ -221,11 +221,12 @@ def test_a_frozen_coordinator_every_worker_stops_before_it_wakes(kafka_broker, u
         asyncio.run(scenario())
         moves = _coordinator_events(server, "ownership-moved")
         _no_two_owners_by_the_coordinator(moves)
-        # Everything the coordinator gave after the freeze, it gave after every worker had stopped.
-        (freeze,) = timeline.of("test", "freeze")
+        # What the coordinator gave once it woke (all of the work again), it gave after every worker
+        # had stopped what it ran.
+        (wake,) = timeline.of("test", "wake")
         last_stop = max(e[1] for e in timeline.events if e[3] == "lost")
-        given_after = [m for m in moves if m.get("gained") and _log_ms(m) >= freeze[1]]
-        assert given_after, "the coordinator gave the work out again"
+        given_after = [m for m in moves if m.get("gained") and _log_ms(m) >= wake[1]]
+        assert set().union(*(m["gained"] for m in given_after)) == EVERYTHING, given_after
         assert all(_log_ms(m) >= last_stop for m in given_after), (last_stop, given_after)
     finally:
         server.stop()
