@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata
 import sys
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -52,7 +51,8 @@ COMMANDS: dict[str, Command] = {
     "worker": Command("coordinator.sdk.fleet", "run a fleet of simulated workers"),
     "demo": Command("coordinator.sdk.demo", "the main job: a coordinator, a worker fleet and a scripted story"),
     "topic": Command(
-        "coordinator.tools.topic", "create, describe, validate or alter the coordinator's compacted topic"
+        "coordinator.sdk.admin",
+        "create, describe, validate or alter the coordinator's compacted topic, or raise its record format level",
     ),
     "dev-broker": Command(
         "coordinator.tools.devbroker", "start, stop or inspect a local Apache Kafka (1 or 3 KRaft nodes)"
@@ -70,8 +70,6 @@ COMMANDS: dict[str, Command] = {
     "spark-conf": Command("spark.cli", "print the Spark settings that find the audit's tables by name"),
     "completion": Command("coordinator.cli", 'print a shell completion script: eval "$(coordinator completion bash)"'),
 }
-
-DISTRIBUTION = "worker-coordinator"
 
 
 class _Subcommands:
@@ -151,10 +149,11 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
-        try:
-            version = importlib.metadata.version(DISTRIBUTION)
-        except importlib.metadata.PackageNotFoundError:  # a source tree that was never installed
-            version = "unknown (not installed)"
+        from coordinator.tools.release import release
+
+        version = release()
+        if version == "unknown":
+            version = "unknown (not installed)"  # a source tree that was never installed
         sys.stdout.write(f"{parser.prog} {version}\n")
         parser.exit()
 

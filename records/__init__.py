@@ -18,10 +18,20 @@ from records.codec import (
 from records.model import *  # noqa: F403 - the record classes are this package's vocabulary
 from records.model import __all__ as _model_all
 from records.render import to_dict, to_json, value_json
-from records.schema import RECORD_TYPES, RecordType
+from records.schema import (
+    DEFAULT_FORMAT_LEVEL,
+    FORMAT_LEVELS,
+    MAX_FORMAT_LEVEL,
+    RECORD_TYPES,
+    RecordType,
+    format_version,
+)
 
 __all__ = [
     *_model_all,
+    "DEFAULT_FORMAT_LEVEL",
+    "FORMAT_LEVELS",
+    "MAX_FORMAT_LEVEL",
     "RECORD_TYPES",
     "RecordDecodeError",
     "RecordEncodeError",
@@ -30,6 +40,7 @@ __all__ = [
     "UnsupportedVersionError",
     "decode",
     "encode",
+    "format_version",
     "to_dict",
     "to_json",
     "value_json",

@@ -30,7 +30,15 @@ from fastavro import schemaless_writer
 
 from records.avro import compile_reader, compile_writer, snake_case
 from records.model import Record
-from records.schema import NESTED_CLASSES, RECORD_TYPES, RESERVED_TYPES, RecordType, load
+from records.schema import (
+    FORMAT_LEVELS,
+    NESTED_CLASSES,
+    RECORD_TYPES,
+    RESERVED_TYPES,
+    RecordType,
+    format_version,
+    load,
+)
 
 _INT16 = struct.Struct(">h")
 _INT_RANGES = {
@@ -259,18 +267,25 @@ def _write_body(header: int, obj: Any, body: _Body, what: str) -> bytes:
     return buf.getvalue()
 
 
-def _value_version(record: Record, codec: _TypeCodec, requested: int | None = None) -> int:
-    """The version to write: the one asked for, else the one the record was decoded from, else the latest."""
-    for version in (requested, record.version):
-        if version is not None:
-            return version
+def _value_version(record: Record, codec: _TypeCodec, requested: int | None = None, level: int | None = None) -> int:
+    """The version to write: the one asked for, else the one the format level allows, else the one
+    the record was decoded from, else the latest."""
+    if requested is not None:
+        return requested
+    if level is not None:
+        if level not in FORMAT_LEVELS:
+            raise RecordEncodeError(f"unknown record format level {level}")
+        return format_version(level, codec.spec.type)
+    if record.version is not None:
+        return record.version
     return codec.spec.latest_version
 
 
-def encode(record: Record, version: int | None = None) -> tuple[bytes, bytes | None]:
+def encode(record: Record, version: int | None = None, *, level: int | None = None) -> tuple[bytes, bytes | None]:
     """Encode a record as (key bytes, value bytes or None for a tombstone).
 
-    The value is written at `version`, else at the version it was decoded from, else the latest.
+    The value is written at `version`, else at the version the record format `level` allows for its
+    type (what the coordinator writes), else at the version it was decoded from, else the latest.
     """
     key_class = type(record.key)
     record_type = getattr(key_class, "RECORD_TYPE", None)
@@ -284,7 +299,7 @@ def encode(record: Record, version: int | None = None) -> tuple[bytes, bytes | N
         raise RecordEncodeError(
             f"a {codec.spec.name} key needs a {codec.spec.value_class.__name__}, got {type(record.value).__name__}"
         )
-    version = _value_version(record, codec, version)
+    version = _value_version(record, codec, version, level)
     body = codec.values.get(version)
     if body is None:
         raise RecordEncodeError(f"{codec.spec.name} has no value version {version}")

@@ -37,6 +37,8 @@ __all__ = [
     "CurrentMemberAssignmentKey",
     "CurrentMemberAssignmentValue",
     "DepartedMember",
+    "FormatLevelKey",
+    "FormatLevelValue",
     "GroupConfigurationKey",
     "GroupConfigurationValue",
     "GroupKey",
@@ -205,6 +207,15 @@ class GroupConfigurationKey(GroupKey):
     RECORD_TYPE = 9
 
 
+class FormatLevelKey(GroupKey):
+    """Type 10's key. Its group id is always "" (`PARTITION`): the level is its partition's, and
+    the GroupKey schema keeps every reader that splits keys by group working unchanged."""
+
+    __slots__ = ()
+    RECORD_TYPE = 10
+    PARTITION: ClassVar[str] = ""
+
+
 RecordKey = GroupKey | GroupMemberKey
 
 
@@ -316,6 +327,15 @@ class GroupConfigurationValue:
     initial_assignment_delay_ms: int | None = None  # since value version 1
 
 
+@record
+class FormatLevelValue:
+    """Type 10: the record format level of its partition (`records.schema.FORMAT_LEVELS`): no
+    record of the partition is written at a value version above what this level allows."""
+
+    RECORD_TYPE: ClassVar[int] = 10
+    level: int
+
+
 RecordValue = (
     ClassicGroupMetadataValue
     | ConnectGroupMetadataValue
@@ -325,6 +345,7 @@ RecordValue = (
     | TargetAssignmentMemberValue
     | CurrentMemberAssignmentValue
     | GroupConfigurationValue
+    | FormatLevelValue
 )
 
 

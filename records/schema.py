@@ -116,8 +116,31 @@ RECORD_TYPES: Mapping[int, RecordType] = {
             "GroupConfigurationValue.v0",
             "GroupConfigurationValue.v1",
         ),
+        _type(10, "FormatLevel", model.FormatLevelKey, model.FormatLevelValue, "GroupKey", "FormatLevelValue.v0"),
     )
 }
+
+# Record format levels (Kafka's `group.version` feature, for our topic). While instances of two
+# releases share the topic, the older must read whatever the newer writes, so a writer uses no value
+# version above its partition's level, and the level is raised (`coordinator topic upgrade-format`,
+# a type 10 record in each partition) only once every instance reads it. A release reads levels
+# 1..MAX_FORMAT_LEVEL; one that finds a higher level refuses the partition instead of misreading it.
+# Level -> record type -> the highest value version it allows; a type it leaves out (type 10
+# itself) is written at its latest version. A released level is never edited: a new value version
+# that old readers lack comes with a new level.
+FORMAT_LEVELS: Mapping[int, Mapping[int, int]] = {
+    # What 0.1.0 writes and reads (every type at its latest version then). Partitions without a
+    # type 10 record are at this level.
+    1: {2: 1, 3: 1, 4: 0, 5: 2, 6: 1, 7: 0, 8: 0, 9: 1},
+}
+DEFAULT_FORMAT_LEVEL = 1
+MAX_FORMAT_LEVEL = max(FORMAT_LEVELS)
+
+
+def format_version(level: int, record_type: int) -> int:
+    """The value version a writer at `level` uses for `record_type`."""
+    return FORMAT_LEVELS[level].get(record_type, RECORD_TYPES[record_type].latest_version)
+
 
 # Types 0 and 1 are the classic protocol's offset commit keys in __consumer_offsets (seed 000
 # "Records"); this topic never holds them, and a reader must say so rather than guess.

@@ -23,6 +23,8 @@ from records import (
     CurrentMemberAssignmentValue,
     DepartedMember,
     Departure,
+    FormatLevelKey,
+    FormatLevelValue,
     GroupConfigurationKey,
     GroupConfigurationValue,
     MemberMetadataKey,
@@ -232,6 +234,7 @@ CASES: dict[str, tuple[Record, int | None]] = {
         Record(GroupConfigurationKey("connect-cluster"), GroupConfigurationValue(10_000, 3_000, None, 300_000, 3_000)),
         1,
     ),
+    "format_level_v0": (Record(FormatLevelKey(FormatLevelKey.PARTITION), FormatLevelValue(2)), 0),
     # Tombstones: a key and no value, for every key type.
     "classic_group_metadata_tombstone": (Record(ClassicGroupMetadataKey("connect-cluster"), None), None),
     "connect_group_metadata_tombstone": (Record(ConnectGroupMetadataKey("connect-cluster"), None), None),
@@ -241,4 +244,5 @@ CASES: dict[str, tuple[Record, int | None]] = {
     "target_assignment_member_tombstone": (Record(TargetAssignmentMemberKey("connect-cluster", "W2"), None), None),
     "current_member_assignment_tombstone": (Record(CurrentMemberAssignmentKey("connect-cluster", "W2"), None), None),
     "group_configuration_tombstone": (Record(GroupConfigurationKey("connect-cluster"), None), None),
+    "format_level_tombstone": (Record(FormatLevelKey(FormatLevelKey.PARTITION), None), None),
 }

@@ -18,6 +18,8 @@ from records import (
     CurrentMemberAssignmentValue,
     DepartedMember,
     Departure,
+    FormatLevelKey,
+    FormatLevelValue,
     GroupConfigurationValue,
     GroupMemberKey,
     MemberMetadataValue,
@@ -82,11 +84,14 @@ VALUES = {
         CurrentMemberAssignmentValue, int32, int32, text, connectors_and_tasks, connectors_and_tasks, int8, int16, blobs
     ),
     9: st.builds(GroupConfigurationValue, *[st.none() | int32] * 5),
+    10: st.builds(FormatLevelValue, int16),
 }
 
 
 def keys(record_type: int) -> st.SearchStrategy:
     key_class = RECORD_TYPES[record_type].key_class
+    if key_class is FormatLevelKey:
+        return st.just(FormatLevelKey(FormatLevelKey.PARTITION))
     if issubclass(key_class, GroupMemberKey):
         return st.builds(key_class, text, text)
     return st.builds(key_class, text)

@@ -46,7 +46,7 @@ ALLOWED = {
         "coordinator.errors",
     },
     "coordinator.sdk": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.errors"},
-    "coordinator.cli": {"coordinator.errors"},
+    "coordinator.cli": {"coordinator.errors", "coordinator.tools"},
     "coordinator.__main__": {"coordinator.cli"},
     "coordinator": set(),
     "spark": {

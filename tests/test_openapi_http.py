@@ -261,6 +261,7 @@ PARSERS = {
     "syncGroup": lambda body: wire.decode(orjson.dumps(body), wire.SyncGroupRequest).protocol(),
     "classicHeartbeat": lambda body: wire.decode(orjson.dumps(body), wire.ClassicHeartbeatRequest).protocol(),
     "leaveGroup": lambda body: wire.decode(orjson.dumps(body), wire.LeaveGroupRequest).protocol(),
+    "raiseFormatLevel": lambda body: wire.decode(orjson.dumps(body), wire.FormatLevelRequest),
 }
 
 
@@ -357,6 +358,7 @@ def test_refusals_match_the_document(live: Live) -> None:
         "syncGroup": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
         "classicHeartbeat": {"GroupId": "other", "MemberId": "m", "GenerationId": 1},
         "leaveGroup": {"GroupId": "other", "Members": [{"MemberId": "m"}]},
+        "raiseFormatLevel": {"Level": 1},
     }
     seen = set()
     for result in SCHEMA.get_all_operations():

@@ -150,9 +150,9 @@ def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_brok
         writes = []
         original = runtime._writer.write
 
-        def counting(records):  # noqa: ANN001, ANN202
+        def counting(records, *level):  # noqa: ANN001, ANN002, ANN202
             writes.append(len(records))
-            return original(records)
+            return original(records, *level)
 
         runtime._writer.write = counting
         for _ in range(20):

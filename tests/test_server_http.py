@@ -9,11 +9,14 @@ import threading
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from records import MAX_FORMAT_LEVEL
+
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.service.runtime import Status
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 from coordinator.tools.partitions import partition_for
+from coordinator.tools.release import release
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"
@@ -225,6 +228,9 @@ def test_live_while_a_partition_loads_and_not_ready(kafka_broker, unique_topic) 
                     "Status": "degraded",
                     "Url": "http://127.0.0.1:0",
                     "Partitions": {"0": "active", "1": "loading"},
+                    "Release": release(),
+                    "MaxFormatLevel": MAX_FORMAT_LEVEL,
+                    "FormatLevels": {"0": 1},  # a loading partition's level is not known yet
                 }
             gate.set()
             await asyncio.wrap_future(held)

@@ -916,9 +916,9 @@ def test_describe_shows_only_what_was_acknowledged(kafka_broker, unique_topic) -
         runtime = server.runtime_for(G)
         write = runtime._writer.write
 
-        def slow_write(records: list) -> None:  # runs in a worker thread
+        def slow_write(records: list, *level: int) -> None:  # runs in a worker thread
             time.sleep(0.5)
-            return write(records)
+            return write(records, *level)
 
         runtime._writer.write = slow_write
         put = asyncio.create_task(cluster.set_connectors({"A": 1, "B": 1}))

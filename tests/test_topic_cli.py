@@ -63,7 +63,9 @@ def test_create_then_describe_shows_a_compacted_topic(topic_cli, unique_topic):
     assert "partitions: 3" in out
     assert "  partition 2: leader " in out
     assert "cleanup.policy=compact (" in out
-    assert out.splitlines()[-1] == "compacted: yes (cleanup.policy=compact)"
+    assert out.splitlines()[-2] == "compacted: yes (cleanup.policy=compact)"
+    # A new topic holds no type 10 record: level 1, as 0.1.0 wrote (issue 29).
+    assert out.splitlines()[-1].startswith("record format level: 1 (this release reads 1-")
 
     code, out, _ = topic_cli("describe", "--format", "json")
     assert code == 0
@@ -74,6 +76,7 @@ def test_create_then_describe_shows_a_compacted_topic(topic_cli, unique_topic):
     assert described["configs"]["cleanup.policy"]["value"] == "compact"
     assert described["configs"]["min.compaction.lag.ms"]["value"] == "3600000"
     assert described["compacted"] is True
+    assert described["format_levels"] == {"0": 1, "1": 1, "2": 1}
 
 
 @pytest.mark.integration

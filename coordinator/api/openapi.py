@@ -51,6 +51,7 @@ ERRORS: dict[ErrorCode, str] = {
     "assignment of the group (the heartbeat itself took effect)",
     ErrorCode.INVALID_ASSIGNMENT: "the installed assignment is not valid for the group epoch it was computed at",
     ErrorCode.UNKNOWN_CONNECTOR: "the group neither runs the connector nor has a worker holding it",
+    ErrorCode.UNSUPPORTED_VERSION: "the record format level is one this coordinator's release does not know",
 }
 
 
@@ -287,6 +288,21 @@ OPERATIONS: tuple[Operation, ...] = (
             "RebalanceTimeoutMs": None,
             "ScheduledRebalanceMaxDelayMs": 300000,
         },
+        tag="admin",
+    ),
+    Operation(
+        "post",
+        "/v1/format-level",
+        "raiseFormatLevel",
+        "Raise the record format level",
+        "Raises the record format level of every partition this process serves (a type 10 record in each, "
+        "durable before the answer); `coordinator topic upgrade-format` asks every instance. Required ACL: Alter "
+        "on every group (an ACL whose pattern is `*`). Errors per partition: NOT_COORDINATOR, "
+        "COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, UNSUPPORTED_VERSION (a level this release does "
+        "not know), INVALID_REQUEST (lower than the partition's).",
+        (wire.FormatLevelResponse,),
+        wire.FormatLevelRequest,
+        {"Level": 2},
         tag="admin",
     ),
 )

@@ -1176,8 +1176,38 @@ class Health(Body):
     status: Annotated[Literal["ok", "degraded"], doc("ok when every partition is active, degraded otherwise.")]
     url: Annotated[str, doc("This coordinator's advertised URL.")]
     partitions: Annotated[
-        dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], Literal["loading", "active", "failed", "closed"]],
-        doc("Partition number -> status."),
+        dict[
+            Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")],
+            Literal["loading", "active", "failed", "fenced", "closed", "refused"],
+        ],
+        doc(
+            "Partition number -> status (refused: at a record format level this release does not read; "
+            "`coordinator topic upgrade-format`)."
+        ),
+    ]
+    release: Annotated[str, doc("This coordinator's release (the package version).")]
+    max_format_level: Annotated[
+        int, doc("The highest record format level this release reads and writes; `topic upgrade-format` checks it.")
+    ]
+    format_levels: Annotated[
+        dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], int],
+        doc("Serving partition number -> the record format level it writes at."),
+    ]
+
+
+class FormatLevelRequest(Body):
+    """Raise the record format level of every partition this process serves."""
+
+    level: Annotated[int, Meta(ge=1, le=2**15 - 1), doc("The level (records.FORMAT_LEVELS); never lowered.")]
+
+
+class FormatLevelResponse(Body):
+    """What each partition this process serves answered."""
+
+    url: Annotated[str, doc("This coordinator's advertised URL.")]
+    partitions: Annotated[
+        dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], ErrorResponse],
+        doc("Partition number -> its outcome: 0 once the level is durable in the partition."),
     ]
 
 

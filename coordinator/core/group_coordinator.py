@@ -47,7 +47,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Concatenate, ParamSpec, TypeVar
 
-from records import ConnectorTaskCount, GroupConfigurationValue
+from records import (
+    FORMAT_LEVELS,
+    MAX_FORMAT_LEVEL,
+    ConnectorTaskCount,
+    FormatLevelKey,
+    FormatLevelValue,
+    GroupConfigurationValue,
+    Record,
+)
 
 from coordinator.core import classic, classic_translation, migration, record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
@@ -371,6 +379,25 @@ class GroupCoordinator:
             )
         ]
         return Result(ErrorResponse(), records, cancelled, volatile)
+
+    @_answers(ErrorResponse)
+    def raise_format_level(self, level: int, now: int) -> Result[ErrorResponse]:
+        """Raise this partition's record format level (`coordinator topic upgrade-format`): one
+        type 10 record, after which every record of the partition may use the level's versions.
+        Levels are never lowered: a reader that took the higher level for granted would misread."""
+        current = self.state.format_level
+        if level not in FORMAT_LEVELS:
+            raise ProtocolError(
+                ErrorCode.UNSUPPORTED_VERSION,
+                f"record format level {level} is unknown to this coordinator (it writes levels 1-{MAX_FORMAT_LEVEL})",
+            )
+        if level < current:
+            raise ProtocolError(
+                ErrorCode.INVALID_REQUEST, f"the record format level is {current}; it is never lowered to {level}"
+            )
+        if level == current and self.state.format_level_record is not None:
+            return Result(ErrorResponse())
+        return Result(ErrorResponse(), [Record(FormatLevelKey(FormatLevelKey.PARTITION), FormatLevelValue(level))])
 
     # --- reads and timers ----------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ class ErrorCode(IntEnum):
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
     GROUP_AUTHORIZATION_FAILED = 30
+    UNSUPPORTED_VERSION = 35  # a record format level this coordinator does not know
     INVALID_REQUEST = 42
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69

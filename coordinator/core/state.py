@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from records import (
+    DEFAULT_FORMAT_LEVEL,
     ClassicGroupMetadataKey,
     ConnectGroupMetadataKey,
     ConnectGroupMetadataValue,
@@ -40,6 +41,8 @@ from records import (
     ConnectorsTasksMetadataValue,
     CurrentMemberAssignmentKey,
     CurrentMemberAssignmentValue,
+    FormatLevelKey,
+    FormatLevelValue,
     GroupConfigurationKey,
     GroupConfigurationValue,
     MemberMetadataKey,
@@ -277,7 +280,7 @@ _REPLAY = {
 class CoordinatorState:
     """The groups of one partition of the topic."""
 
-    __slots__ = ("groups", "classic_groups")
+    __slots__ = ("groups", "classic_groups", "format_level_record")
 
     def __init__(self) -> None:
         self.groups: dict[str, ConnectGroup] = {}
@@ -285,6 +288,9 @@ class CoordinatorState:
         # has connect slots (types 3-9) and a classic group at once only for its connectors and
         # configuration (types 4 and 9), which both protocols read.
         self.classic_groups: dict[str, ClassicGroup] = {}
+        # Type 10: the value versions this partition's records may use (`records.FORMAT_LEVELS`);
+        # what the coordinator writes follows it, and the handlers set no field it lacks.
+        self.format_level_record: FormatLevelValue | None = None
 
     def replay(
         self,
@@ -321,6 +327,8 @@ class CoordinatorState:
                     self.classic_groups.pop(key.group_id, None)
                 else:
                     self.classic_groups[key.group_id] = from_record(key.group_id, value)
+            elif key.__class__ is FormatLevelKey:
+                self.format_level_record = value  # raised only; never a tombstone from a writer
             return  # types this coordinator does not model are kept by the topic, not by us
         group = self.groups.get(key.group_id)
         if group is None:
@@ -355,4 +363,11 @@ class CoordinatorState:
         for group_id, group in self.classic_groups.items():
             if group.record is not None:
                 slots[ClassicGroupMetadataKey(group_id)] = group.record
+        if self.format_level_record is not None:
+            slots[FormatLevelKey(FormatLevelKey.PARTITION)] = self.format_level_record
         return slots
+
+    @property
+    def format_level(self) -> int:
+        record = self.format_level_record
+        return DEFAULT_FORMAT_LEVEL if record is None else record.level

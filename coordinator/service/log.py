@@ -19,7 +19,16 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from records import Record, RecordDecodeError, decode, encode
+from records import (
+    DEFAULT_FORMAT_LEVEL,
+    FORMAT_LEVELS,
+    MAX_FORMAT_LEVEL,
+    FormatLevelKey,
+    Record,
+    RecordDecodeError,
+    decode,
+    encode,
+)
 
 from coordinator.core.state import CoordinatorState
 from coordinator.tools.partitions import LogError, batches_to_end, reader_config
@@ -40,6 +49,20 @@ def _fenced(e: KafkaException) -> bool:
     )
 
 
+class UnreadableFormatLevel(Exception):
+    """The partition's records are at a format level newer than this release reads (a rollback
+    after `coordinator topic upgrade-format`): it is refused, never misread. Not a LogError: trying
+    again cannot help, only an instance of a release that reads the level can serve it."""
+
+    def __init__(self, topic: str, partition: int, level: int, offset: int) -> None:
+        self.partition = partition
+        self.level = level
+        super().__init__(
+            f"{topic}[{partition}] is at record format level {level} (offset {offset}); this release reads "
+            f"levels {DEFAULT_FORMAT_LEVEL}-{MAX_FORMAT_LEVEL}: serve it from an instance of a newer release"
+        )
+
+
 @dataclass(slots=True)
 class LoadResult:
     """What loading a partition found: how much, how long, and the records that did not decode."""
@@ -57,7 +80,8 @@ def load_partition(
     """Replay partition `partition` of `topic` into `state`, read_committed, up to its end offset now.
 
     A record that does not decode is reported (offset and reason) and skipped: one corrupt record
-    must not keep every other group of the partition from being served."""
+    must not keep every other group of the partition from being served. A record format level this
+    release does not read raises UnreadableFormatLevel: then every record may be one it would misread."""
     started = time.monotonic()
     result = LoadResult(partition)
     consumer = Consumer(reader_config(config, f"worker-coordinator-load-{topic}"))
@@ -92,6 +116,9 @@ def _records(consumer: Consumer, tp: TopicPartition, end: int, deadline: float, 
             except RecordDecodeError as e:
                 result.corrupt.append((message.offset(), str(e)))
                 continue
+            if record.key.__class__ is FormatLevelKey and record.value is not None:
+                if record.value.level not in FORMAT_LEVELS:
+                    raise UnreadableFormatLevel(tp.topic, tp.partition, record.value.level, message.offset())
             result.records += 1
             yield record
 
@@ -133,12 +160,13 @@ class PartitionWriter:
         except KafkaException as e:
             raise LogError(f"cannot start the transactions of {self.transactional_id}: {e}") from None
 
-    def write(self, records: Iterable[Record]) -> None:
-        """Make `records` durable as one transaction; raises LogError if they may not be."""
+    def write(self, records: Iterable[Record], level: int = DEFAULT_FORMAT_LEVEL) -> None:
+        """Make `records` durable as one transaction, each value at the version record format
+        `level` allows for its type; raises LogError if they may not be."""
         try:
             self._producer.begin_transaction()
             for record in records:
-                key, value = encode(record)
+                key, value = encode(record, level=level)
                 self._producer.produce(self.topic, key=key, value=value, partition=self.partition)
             self._producer.commit_transaction(self.timeout_s)
         except (KafkaException, BufferError) as e:  # BufferError: librdkafka's queue is full

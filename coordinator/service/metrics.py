@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prometheus_client import (
@@ -41,6 +40,7 @@ from records import ConnectGroupMetadataKey, Record
 
 from coordinator.api.openapi import OPERATIONS
 from coordinator.core.protocol import ErrorCode
+from coordinator.tools.release import release
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -57,6 +57,7 @@ PARTITION_STATUSES = {
     "failed": "failed",
     "fenced": "fenced",
     "closed": "closed",
+    "refused": "refused",
 }
 
 # Codes that are steps of the protocol, not failures: a member asked to compute the target
@@ -92,13 +93,6 @@ def _error_name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return str(code)  # a code this version does not know: its number, rather than nothing
-
-
-def _version() -> str:
-    try:
-        return version("worker-coordinator")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 class Metrics:
@@ -153,7 +147,7 @@ class Metrics:
         ProcessCollector(registry=r)  # process_*: CPU, RSS, open file descriptors, start time
         PlatformCollector(registry=r)  # python_info
         GCCollector(registry=r)  # python_gc_*
-        Info("coordinator_build", "The coordinator's version", registry=r).info({"version": _version()})
+        Info("coordinator_build", "The coordinator's version", registry=r).info({"version": release()})
         self.batch_records = Histogram(
             "coordinator_batch_records",
             "Records per committed transaction",
@@ -254,7 +248,8 @@ class _StateCollector(Collector):
         status = GaugeMetricFamily(
             "coordinator_partition_status",
             "1 for the status each partition this process "
-            "owns is in (loading, serving, failed, fenced), 0 for the others",
+            "owns is in (loading, serving, failed, fenced, refused: at a record format level this "
+            "release does not read), 0 for the others",
             labels=["partition", "status"],
         )
         in_progress = GaugeMetricFamily(
@@ -264,18 +259,24 @@ class _StateCollector(Collector):
             "rebalance open then)",
             labels=["group"],
         )
+        level = GaugeMetricFamily(
+            "coordinator_partition_format_level",
+            "The record format level each serving partition writes at (records.FORMAT_LEVELS)",
+            labels=["partition"],
+        )
         for partition, runtime in sorted(self.partitions().items()):
             current = PARTITION_STATUSES[runtime.status.value]
-            for name in ("loading", "serving", "failed", "fenced"):
+            for name in ("loading", "serving", "failed", "fenced", "refused"):
                 status.add_metric([str(partition), name], 1.0 if name == current else 0.0)
             if current != "serving":
                 continue
             for group_id, seconds in runtime.observer.in_progress(runtime.now_ms()).items():
                 in_progress.add_metric([group_id], seconds)
             state = runtime.coordinator.state
+            level.add_metric([str(partition)], state.format_level)
             groups.add_metric([str(partition)], len(state.groups))
             members.add_metric([str(partition)], sum(len(g.members) for g in state.groups.values()))
             for group in state.groups.values():
                 group_epoch.add_metric([group.group_id], group.group_epoch)
                 assignment_epoch.add_metric([group.group_id], group.assignment_epoch)
-        yield from (groups, members, group_epoch, assignment_epoch, status, in_progress)
+        yield from (groups, members, group_epoch, assignment_epoch, status, in_progress, level)

@@ -41,7 +41,7 @@ from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinat
 from coordinator.core.protocol import ErrorCode, Parked, ParkKey, Result, Timer, TimerKey
 from coordinator.core.state import CoordinatorState
 from coordinator.service.events import Observer, Told
-from coordinator.service.log import LoadResult, PartitionWriter, load_partition
+from coordinator.service.log import LoadResult, PartitionWriter, UnreadableFormatLevel, load_partition
 from coordinator.service.metrics import Metrics
 from coordinator.tools.logs import event
 from coordinator.tools.partitions import LogError
@@ -60,6 +60,9 @@ class Status(Enum):
     FAILED = "failed"
     FENCED = "fenced"  # another coordinator took the partition over: closed, waiting to be revoked
     CLOSED = "closed"
+    # At a record format level this release does not read (a rollback after the level was raised):
+    # never served, never loaded again; an instance of a newer release must take it over.
+    REFUSED = "refused"
 
 
 class NotServing(Exception):
@@ -100,6 +103,7 @@ class PartitionRuntime:
         self.status = Status.LOADING
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         self.last_load: LoadResult | None = None
+        self.refused: str | None = None  # why the partition is REFUSED
         self._queue: asyncio.Queue[tuple[Callable[[int], Any], asyncio.Future | None]] = asyncio.Queue()
         self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
         self._batch: list[Record] = []
@@ -172,6 +176,15 @@ class PartitionRuntime:
                 self.last_load = await self._blocking(
                     load_partition, self.kafka_config, self.topic, self.partition, self.coordinator.state
                 )
+        except UnreadableFormatLevel as e:
+            await asyncio.to_thread(writer.close)
+            self.coordinator = GroupCoordinator(CoordinatorState(), self.config)  # nothing half-read is kept
+            self.refused = str(e)
+            self.status = Status.REFUSED
+            event(
+                log, "partition-refused", "%s", e, level=logging.ERROR, partition=self.partition, format_level=e.level
+            )
+            return
         except BaseException:
             await asyncio.to_thread(writer.close)  # a failed attempt's producer must not linger
             raise
@@ -257,6 +270,8 @@ class PartitionRuntime:
     def _check_serving(self) -> None:
         if self.status is Status.LOADING:
             raise NotServing(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, f"partition {self.partition} is loading")
+        if self.status is Status.REFUSED:
+            raise NotServing(ErrorCode.COORDINATOR_NOT_AVAILABLE, self.refused or "")
         if self.status is not Status.ACTIVE:
             raise NotServing(ErrorCode.NOT_COORDINATOR, f"partition {self.partition} is not served here")
 
@@ -345,7 +360,7 @@ class PartitionRuntime:
         try:
             if batch:
                 started = time.perf_counter()
-                await self._blocking(self._writer.write, batch)
+                await self._blocking(self._writer.write, batch, self.coordinator.state.format_level)
                 if self.metrics is not None:
                     self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
         except Exception as failure:  # noqa: BLE001 - whatever failed, the batch is not known to be durable

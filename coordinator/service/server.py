@@ -22,6 +22,8 @@ from typing import TypeVar
 import orjson
 from aiohttp import web
 
+from records import MAX_FORMAT_LEVEL
+
 from coordinator.api import openapi, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.protocol import (
@@ -46,6 +48,7 @@ from coordinator.service.metrics import Metrics
 from coordinator.service.pages import Pages
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.tools.partitions import partition_for
+from coordinator.tools.release import release
 
 log = logging.getLogger(__name__)
 
@@ -184,6 +187,7 @@ class CoordinatorServer:
                 web.get("/v1/groups/{group_id:[^/]+}/connectors/{connector:[^/]+}/status", self.connector_status),
                 web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
                 web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
+                web.post("/v1/format-level", self.raise_format_level),
                 web.get("/health", self.health),
                 web.get("/health/live", self.live),
                 web.get("/health/ready", self.health),
@@ -299,6 +303,27 @@ class CoordinatorServer:
         delete = DeleteGroupRequest(self._group_id(request, Operation.DELETE))
         return await self._outcome(delete.group_id, lambda coordinator, now: coordinator.delete_group(delete, now))
 
+    async def raise_format_level(self, request: web.Request) -> web.Response:
+        """Every partition served here writes the level (`coordinator topic upgrade-format`). Only a
+        principal that may Alter every group may: the level decides how all of them are written."""
+        level = (await _decode(request, wire.FormatLevelRequest)).level
+        self._authorize(request, Operation.ALTER, "*")
+
+        async def one(runtime: PartitionRuntime) -> wire.ErrorResponse:
+            try:
+                answer = await runtime.call(lambda coordinator, now: coordinator.raise_format_level(level, now))
+            except NotServing as e:
+                return wire.ErrorResponse(error_code=int(e.code), error_message=str(e))
+            return wire.ErrorResponse.of(answer)
+
+        runtimes = sorted(self.runtimes.items())
+        answers = await asyncio.gather(*(one(r) for _, r in runtimes))
+        return _answer(
+            wire.FormatLevelResponse(
+                url=self.advertised_url, partitions={str(p): a for (p, _), a in zip(runtimes, answers)}
+            )
+        )
+
     def _group_id(self, request: web.Request, operation: Operation) -> str:
         """The group the route names, once the principal may do `operation` on it."""
         group_id = request.match_info["group_id"]
@@ -384,7 +409,18 @@ class CoordinatorServer:
         partitions = {str(p): r.status.value for p, r in sorted(self.runtimes.items())}
         healthy = all(r.status is Status.ACTIVE for r in self.runtimes.values())
         return _answer(
-            wire.Health(status="ok" if healthy else "degraded", url=self.advertised_url, partitions=partitions),
+            wire.Health(
+                status="ok" if healthy else "degraded",
+                url=self.advertised_url,
+                partitions=partitions,
+                release=release(),
+                max_format_level=MAX_FORMAT_LEVEL,
+                format_levels={
+                    str(p): r.coordinator.state.format_level
+                    for p, r in sorted(self.runtimes.items())
+                    if r.status is Status.ACTIVE
+                },
+            ),
             200 if healthy else 503,
         )
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import struct
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -37,10 +38,13 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
+from records import DEFAULT_FORMAT_LEVEL, MAX_FORMAT_LEVEL, FormatLevelKey, RecordDecodeError, decode
+
 from coordinator.errors import CliError
 from coordinator.tools import kafka_config, partitions
 
 DEFAULT_PARTITIONS = 16
+_INT16 = struct.Struct(">h")
 DEFAULT_TIMEOUT = 15.0
 
 # Apache Kafka's defaults for the configs `validate` reads, for brokers that omit unset configs.
@@ -224,6 +228,36 @@ class Admin:
         finally:
             consumer.close()
         return None
+
+    def format_levels(self, topic: Topic, client: dict[str, str]) -> dict[int, int]:
+        """Each partition's record format level: its last type 10 record's, else the default. Reads
+        every record's key header only (a type 10 value is two bytes of version and one number)."""
+        header = _INT16.pack(FormatLevelKey.RECORD_TYPE)
+        consumer = Consumer(
+            partitions.reader_config(
+                client, f"coordinator-topic-describe-{time.monotonic_ns()}", logger=_LIBRDKAFKA_LOG
+            )
+        )
+        levels = {}
+        try:
+            for p in topic.partitions:
+                levels[p.id] = DEFAULT_FORMAT_LEVEL
+                low, high = consumer.get_watermark_offsets(TopicPartition(topic.name, p.id), timeout=self.timeout)
+                if low >= high:
+                    continue
+                for message in partitions.read_range(consumer, topic.name, p.id, low, high, self.timeout):
+                    key = message.key()
+                    if key is not None and key[:2] == header and message.value() is not None:
+                        try:
+                            value = decode(key, message.value()).value
+                        except RecordDecodeError:
+                            continue  # the coordinator skips it too
+                        levels[p.id] = value.level
+        except partitions.LogError as e:
+            raise CliError(str(e)) from None
+        finally:
+            consumer.close()
+        return levels
 
     def _configs(self, topic: str) -> dict[str, Config]:
         resource = ConfigResource(ResourceType.TOPIC, topic)
@@ -412,11 +446,15 @@ def _alter(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    topic = Admin(args).describe(args.topic)
+    admin = Admin(args)
+    topic = admin.describe(args.topic)
     if topic is None:
         raise CliError(f"topic {args.topic} does not exist")
+    levels = admin.format_levels(topic, kafka_config.client_config(args))
     if args.format == "json":
-        sys.stdout.write(orjson.dumps(_as_json(topic)).decode() + "\n")
+        described = _as_json(topic)
+        described["format_levels"] = {str(p): level for p, level in levels.items()}
+        sys.stdout.write(orjson.dumps(described).decode() + "\n")
         return 0
     print(f"topic: {topic.name}")
     print(f"partitions: {len(topic.partitions)}")
@@ -427,7 +465,18 @@ def _describe(args: argparse.Namespace) -> int:
     for name, config in topic.configs.items():
         print(f"  {name}={'' if config.value is None else config.value} ({config.source})")
     print(f"compacted: {'yes' if topic.compacted else 'no'} ({topic.shown('cleanup.policy')})")
+    print(f"record format level: {_levels_text(levels)} (this release reads {DEFAULT_FORMAT_LEVEL}-{MAX_FORMAT_LEVEL})")
     return 0
+
+
+def _levels_text(levels: dict[int, int]) -> str:
+    """`1`, or `2 (partitions 0-3), 1 (partitions 4-15)` while an upgrade has reached only some."""
+    if len(set(levels.values())) <= 1:
+        return str(next(iter(levels.values()), DEFAULT_FORMAT_LEVEL))
+    by_level: dict[int, list[int]] = {}
+    for p, level in sorted(levels.items()):
+        by_level.setdefault(level, []).append(p)
+    return ", ".join(f"{level} (partitions {', '.join(map(str, ps))})" for level, ps in sorted(by_level.items()))
 
 
 def _as_json(topic: Topic) -> dict[str, object]:
@@ -454,7 +503,9 @@ def _validate(args: argparse.Namespace) -> int:
 # --- command line -------------------------------------------------------------------------------
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """Registers `topic` and its Kafka subcommands; returns them, so that `coordinator.sdk.admin`
+    adds `upgrade-format`, which asks the coordinator instances rather than Kafka."""
     parser = subparsers.add_parser(
         "topic",
         description="The coordinator's topic must be compacted and keep its partition count forever.",
@@ -512,6 +563,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="a topic config to set instead of the coordinator's (repeatable), as create takes it",
     )
     alter.add_argument("--dry-run", action="store_true", help="show what would change and change nothing")
+    return commands
 
 
 def _table_or_json(text: str) -> str:
