@@ -61,6 +61,7 @@ from records import (
     ConnectGroupMetadataKey,
     ConnectorsTasksMetadataKey,
     CurrentMemberAssignmentKey,
+    FormatLevelKey,
     GroupConfigurationKey,
     MemberMetadataKey,
     MemberMetadataValue,
@@ -165,6 +166,7 @@ _SLOTS: dict[type, Callable[[CoordinatorState, RecordKey], Any]] = {
     TargetAssignmentMemberKey: _member_slot("targets"),
     CurrentMemberAssignmentKey: _member_slot("currents"),
     ClassicGroupMetadataKey: lambda state, key: getattr(state.classic_groups.get(key.group_id), "record", None),
+    FormatLevelKey: lambda state, key: state.format_level_record,
 }
 
 

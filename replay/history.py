@@ -38,7 +38,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from records import RECORD_TYPES, ClassicGroupMetadataKey, ConnectGroupMetadataKey, RecordDecodeError, decode
+from records import (
+    RECORD_TYPES,
+    ClassicGroupMetadataKey,
+    ConnectGroupMetadataKey,
+    FormatLevelKey,
+    RecordDecodeError,
+    decode,
+)
 
 from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
@@ -217,8 +224,8 @@ class History:
             return []
         key = record.key
         group_id = key.group_id
-        if self.group_id is not None and group_id != self.group_id:
-            self.skipped += 1
+        if (self.group_id is not None and group_id != self.group_id) or key.__class__ is FormatLevelKey:
+            self.skipped += 1  # another group's, or the partition's record format level (no group's history)
             return []
         self._partition = raw.partition
         if self.first is None:
