@@ -306,9 +306,16 @@ def _spark_conf(args: argparse.Namespace) -> int:
         for key, value in conf.items():
             print(f"{key} {value}")
     else:
-        import shlex
-
-        print(" ".join(f"--conf {shlex.quote(f'{key}={value}')}" for key, value in conf.items()))
+        # For `spark-sql $(coordinator spark-conf ...)`: the shell splits a command substitution's
+        # output into words and removes no quotes, so each word is printed bare (quoted, the metastore
+        # URL reached Spark with its quotes, issue 29 item 10). A value with a space cannot be one word.
+        spaced = [key for key, value in conf.items() if any(c.isspace() for c in f"{value}")]
+        if spaced:
+            raise CliError(
+                f"{spaced[0]} holds a space (the warehouse's path?), which $(coordinator spark-conf) would split: "
+                "use --as properties for spark-defaults.conf, or --format json"
+            )
+        print(" ".join(f"--conf {key}={value}" for key, value in conf.items()))
     return 0
 
 
