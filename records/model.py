@@ -247,6 +247,10 @@ class ConnectGroupMetadataValue:
     group_epoch: int
     group_type: str = "connect"
     departures: tuple[Departure, ...] = ()  # since value version 1: who left at this epoch, and why
+    # Since value version 2 (record format level 2): when this epoch was bumped, and when the
+    # rebalance it belongs to began, so that a coordinator that loads the group times it.
+    epoch_bumped_ms: int | None = None
+    rebalance_started_ms: int | None = None
 
 
 @record

@@ -63,6 +63,7 @@ RECORD_TYPES: Mapping[int, RecordType] = {
             "GroupKey",
             "ConnectGroupMetadataValue.v0",
             "ConnectGroupMetadataValue.v1",
+            "ConnectGroupMetadataValue.v2",
         ),
         _type(
             4,
@@ -132,6 +133,9 @@ FORMAT_LEVELS: Mapping[int, Mapping[int, int]] = {
     # What 0.1.0 writes and reads (every type at its latest version then). Partitions without a
     # type 10 record are at this level.
     1: {2: 1, 3: 1, 4: 0, 5: 2, 6: 1, 7: 0, 8: 0, 9: 1},
+    # 0.3.0: the connect group's epoch record says when it was bumped and since when the group has
+    # been rebalancing (type 3 v2).
+    2: {2: 1, 3: 2, 4: 0, 5: 2, 6: 1, 7: 0, 8: 0, 9: 1},
 }
 DEFAULT_FORMAT_LEVEL = 1
 MAX_FORMAT_LEVEL = max(FORMAT_LEVELS)

@@ -234,6 +234,18 @@ CASES: dict[str, tuple[Record, int | None]] = {
         Record(GroupConfigurationKey("connect-cluster"), GroupConfigurationValue(10_000, 3_000, None, 300_000, 3_000)),
         1,
     ),
+    "connect_group_metadata_times_v2": (
+        Record(
+            ConnectGroupMetadataKey("connect-cluster"),
+            ConnectGroupMetadataValue(
+                7,
+                departures=(Departure("W2", None, "session-timeout"),),
+                epoch_bumped_ms=1_764_000_000_123,
+                rebalance_started_ms=1_764_000_000_001,
+            ),
+        ),
+        2,
+    ),
     "format_level_v0": (Record(FormatLevelKey(FormatLevelKey.PARTITION), FormatLevelValue(2)), 0),
     # Tombstones: a key and no value, for every key type.
     "classic_group_metadata_tombstone": (Record(ClassicGroupMetadataKey("connect-cluster"), None), None),

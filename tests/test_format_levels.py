@@ -131,3 +131,68 @@ def test_a_partition_at_an_unreadable_level_is_refused_not_misread(kafka_broker,
         await runtime.close()
 
     asyncio.run(story())
+
+
+def _at_level(level: int) -> GroupCoordinator:
+    coordinator = GroupCoordinator(CoordinatorState(), CoordinatorConfig())
+    if level != DEFAULT_FORMAT_LEVEL:
+        coordinator.apply(coordinator.raise_format_level(level, 0))
+    return coordinator
+
+
+def _epoch_record(result) -> ConnectGroupMetadataValue:  # noqa: ANN001
+    (value,) = [r.value for r in result.records if r.key.__class__ is ConnectGroupMetadataKey]
+    return value
+
+
+def test_at_level_2_each_epoch_says_when_it_was_bumped_and_since_when_the_group_rebalances() -> None:
+    """Item 3: a bump while the rebalance is open keeps its start; one after convergence starts a
+    new one; the partition's records are then written as type 3 v2, and describe and a coordinator
+    that loads the partition (the observer) see the start."""
+    from coordinator.core.protocol import HeartbeatRequest
+    from coordinator.service.events import Observer
+
+    coordinator = _at_level(2)
+    join = coordinator.heartbeat(
+        HeartbeatRequest("g", "m1", 0, rebalance_timeout_ms=60_000, server_assignor="incremental_cooperative"), 1_000
+    )
+    first = _epoch_record(join)
+    assert (first.epoch_bumped_ms, first.rebalance_started_ms) == (1_000, 1_000)
+    assert decode(*encode(join.records[0], level=2)) == join.records[0]
+    coordinator.apply(join)
+    change = SetConnectorsRequest("g", (ConnectorTaskCount("a", 2),))
+    second = coordinator.set_connectors(change, 5_000)
+    assert (_epoch_record(second).epoch_bumped_ms, _epoch_record(second).rebalance_started_ms) == (5_000, 1_000)
+    coordinator.apply(second)
+    assert coordinator.describe_group("g").rebalancing_since_ms == 1_000
+    key, value = encode(next(r for r in second.records if r.key.__class__ is ConnectGroupMetadataKey), level=2)
+    assert int.from_bytes(value[:2], "big") == 2
+
+    observer = Observer(0)
+    observer.loaded(coordinator.state, 9_000)  # a coordinator loading the partition now
+    assert observer.open["g"].started_ms == 1_000 and observer.open["g"].known_start
+    assert observer.in_progress(9_000) == {"g": 8.0}
+
+    # Converged (no members left: a leave), a later bump starts a new rebalance at its own time.
+    leave = coordinator.heartbeat(HeartbeatRequest("g", "m1", -1), 6_000)
+    coordinator.apply(leave)
+    assert coordinator.describe_group("g").rebalancing_since_ms is None
+    third = coordinator.set_connectors(SetConnectorsRequest("g", (ConnectorTaskCount("a", 3),)), 7_000)
+    assert (_epoch_record(third).epoch_bumped_ms, _epoch_record(third).rebalance_started_ms) == (7_000, 7_000)
+
+
+def test_at_level_1_no_epoch_carries_a_time_and_the_records_stay_what_0_1_0_reads() -> None:
+    from coordinator.core.protocol import HeartbeatRequest
+
+    coordinator = _at_level(1)
+    join = coordinator.heartbeat(
+        HeartbeatRequest("g", "m1", 0, rebalance_timeout_ms=60_000, server_assignor="incremental_cooperative"), 1_000
+    )
+    value = _epoch_record(join)
+    assert value.epoch_bumped_ms is None and value.rebalance_started_ms is None
+    for record in join.records:
+        encode(record, level=1)  # no field a level 1 version cannot hold
+    key, raw = encode(next(r for r in join.records if r.key.__class__ is ConnectGroupMetadataKey), level=1)
+    assert int.from_bytes(raw[:2], "big") == 1
+    coordinator.apply(join)
+    assert coordinator.describe_group("g").rebalancing_since_ms is None

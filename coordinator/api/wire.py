@@ -972,6 +972,13 @@ class GroupDescription(Body):
             "connectors, a scheduled rebalance). Earlier departures: `coordinator replay timeline`."
         ),
     ]
+    rebalancing_since_ms: Annotated[
+        int | None,
+        doc(
+            "While the group rebalances, when the rebalance began (ms since the epoch), from its epoch record at "
+            "record format level 2 and above; null otherwise."
+        ),
+    ]
     coordinator: Annotated[
         str | None,
         doc("The base URL of the coordinator serving the group (the one that answered), or null where unknown."),
@@ -1027,6 +1034,7 @@ class GroupDescription(Body):
             protocol_name=d.protocol_name,
             leader=d.leader,
             departures=[Departure.of(x) for x in d.departures],
+            rebalancing_since_ms=d.rebalancing_since_ms,
             coordinator=coordinator,
             partition=partition,
         )

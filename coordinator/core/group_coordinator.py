@@ -50,6 +50,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 from records import (
     FORMAT_LEVELS,
     MAX_FORMAT_LEVEL,
+    ConnectGroupMetadataKey,
     ConnectorTaskCount,
     FormatLevelKey,
     FormatLevelValue,
@@ -111,7 +112,7 @@ from coordinator.core.validation import (
     check_set_connectors,
     validate_assignment,
 )
-from coordinator.core.views import group_state
+from coordinator.core.views import group_state, rebalance_converged
 
 CLASSIC_TIMERS = frozenset((CLASSIC_SESSION, CLASSIC_JOIN, CLASSIC_SYNC))
 
@@ -132,9 +133,11 @@ def _answers(
         @functools.wraps(handler)
         def answer(self: GroupCoordinator, *args: P.args, **kwargs: P.kwargs) -> Result[R]:
             try:
-                return handler(self, *args, **kwargs)
+                result = handler(self, *args, **kwargs)
             except ProtocolError as e:
                 return Result(response(e.code, e.message))
+            now = kwargs["now"] if "now" in kwargs else args[1]  # every handler takes (request, now, ...)
+            return self._timed(result, now)
 
         return answer
 
@@ -147,6 +150,27 @@ class GroupCoordinator:
     def __init__(self, state: CoordinatorState | None = None, config: CoordinatorConfig | None = None) -> None:
         self.state = state if state is not None else CoordinatorState()
         self.config = config if config is not None else CoordinatorConfig()
+
+    def _timed(self, result: Result, now: int) -> Result:
+        """At record format level 2 and above, each connect group epoch record says when it was
+        bumped and since when the group has been rebalancing (a bump while a rebalance is open
+        extends it, as the live metrics and `replay` count rebalances). Stamped here, where time
+        enters the state machine, so that every path that bumps an epoch is covered."""
+        if self.state.format_level < 2 or not result.records:
+            return result
+        for i, record in enumerate(result.records):
+            value = record.value
+            if record.key.__class__ is ConnectGroupMetadataKey and value is not None and value.epoch_bumped_ms is None:
+                group = self.state.groups.get(record.key.group_id)
+                before = None if group is None else group.metadata
+                open_since = None if before is None or rebalance_converged(group) else before.rebalance_started_ms
+                result.records[i] = Record(
+                    record.key,
+                    replace(
+                        value, epoch_bumped_ms=now, rebalance_started_ms=open_since if open_since is not None else now
+                    ),
+                )
+        return result
 
     def apply(self, result: Result) -> Result:
         """Apply a handler's records and volatile updates to the state (what the runtime does)."""
@@ -417,9 +441,9 @@ class GroupCoordinator:
     def on_timer(self, key: TimerKey, now: int) -> Result[None]:
         """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""
         if key[0] in CLASSIC_TIMERS:
-            return classic.on_timer(self.state, self.config, key, now)
+            return self._timed(classic.on_timer(self.state, self.config, key, now), now)
         result = timers.on_timer(self.state, self.config, key, now)
-        return migration.downgrade_if_only_classic(self.state, key[1], result, now)
+        return self._timed(migration.downgrade_if_only_classic(self.state, key[1], result, now), now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""

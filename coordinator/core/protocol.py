@@ -402,6 +402,9 @@ class GroupDescription:
     # Who the change that wrote `group_epoch` removed, and why (type 3 v1): the departures the
     # state holds. Earlier ones went with the epoch records after them (`coordinator replay`).
     departures: tuple[Departure, ...] = ()
+    # While the group rebalances: since when (type 3 v2, record format level 2; None below it, or
+    # when the group is not rebalancing).
+    rebalancing_since_ms: int | None = None
 
 
 @dataclass(slots=True, frozen=True)

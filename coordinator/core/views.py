@@ -137,6 +137,9 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
         initial_assignment_delay_ms=settings.initial_assignment_delay_ms,
         departures=group.metadata.departures if group.metadata is not None else (),
+        rebalancing_since_ms=(
+            None if group.metadata is None or rebalance_converged(group) else group.metadata.rebalance_started_ms
+        ),
     )
 
 

@@ -409,6 +409,8 @@ def _description_text(a: wire.GroupDescription) -> str:
             f"group {a.group_id}: {a.state}, group epoch {a.group_epoch}, assignment epoch "
             f"{a.assignment_epoch}, assignor {a.assignor} ({a.assignor_kind})"
         )
+    if a.rebalancing_since_ms is not None:
+        lines.append(f"rebalancing since {_when(a.rebalancing_since_ms)}")
     lines.append("connectors: " + (", ".join(f"{c.name}({c.tasks} tasks)" for c in a.connectors) or "none"))
     lines.append(_timeouts(a))
     if a.deferred.connectors or a.deferred.tasks:

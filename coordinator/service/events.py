@@ -16,10 +16,11 @@ Rebalances. One starts when a group's epoch is bumped and ends when the group ha
 the live histogram and the offline history measure the same thing, with one difference: a bump of
 a group that has no members (its connectors set before any worker joined) is no rebalance here, as
 nobody has anything to move, where the history counts it as one that converged at once. The start is the `now` of the
-handler that bumped the epoch. A coordinator that loads a partition does not know when the
-rebalances open in it started (the records carry no handler time): it tracks them from the load,
-says so in the converged event (`since_load`) and leaves them out of the histogram rather than
-report a duration it does not know.
+handler that bumped the epoch. A coordinator that loads a partition takes the start of a rebalance
+open in it from the group's epoch record (RebalanceStartedMs, record format level 2). Below that
+level the records carry no handler time: it tracks such a rebalance from the load, says so in the
+converged event (`since_load`) and leaves it out of the histogram rather than report a duration it
+does not know.
 """
 
 from __future__ import annotations
@@ -85,12 +86,14 @@ class Observer:
         self._on_rebalance = on_rebalance  # called with the seconds of each converged rebalance
 
     def loaded(self, state: CoordinatorState, now_ms: int) -> None:
-        """After a load: the groups not converged are in a rebalance that started before it."""
-        self.open = {
-            g.group_id: OpenRebalance(now_ms, g.group_epoch, known_start=False)
-            for g in state.groups.values()
-            if not rebalance_converged(g)
-        }
+        """After a load: the groups not converged are in a rebalance that started before it, at the
+        time their epoch record says (record format level 2), else unknown: timed from the load."""
+        self.open = {}
+        for g in state.groups.values():
+            if not rebalance_converged(g):
+                started = None if g.metadata is None else g.metadata.rebalance_started_ms
+                known = started is not None
+                self.open[g.group_id] = OpenRebalance(started if known else now_ms, g.group_epoch, known_start=known)
 
     def before(self, state: CoordinatorState, records: list[Record]) -> _Before:
         seen = _Before()
