@@ -62,12 +62,12 @@ class Line:
         return f"{self.document}:{self.number}"
 
 
-def shell_lines(path: Path) -> tuple[list[Line], dict[int, list[str]]]:
-    """The commands of a document's shell blocks, and every other fenced block by its opening
-    fence's line number (the output a command block may be followed by)."""
+def shell_lines(path: Path) -> tuple[list[Line], dict[int, tuple[str, list[str]]]]:
+    """The commands of a document's shell blocks, and every other fenced block (its language and
+    lines) by its opening fence's line number (the output a command block may be followed by)."""
     lines = path.read_text(encoding="utf-8").splitlines()
     commands: list[Line] = []
-    others: dict[int, list[str]] = {}
+    others: dict[int, tuple[str, list[str]]] = {}
     n = 0
     while n < len(lines):
         fence = re.match(r"^\s*```(\S*)\s*$", lines[n])
@@ -80,7 +80,7 @@ def shell_lines(path: Path) -> tuple[list[Line], dict[int, list[str]]]:
             body.append(lines[n])
             n += 1
         if fence.group(1) not in SHELL_BLOCKS:
-            others[start] = body
+            others[start] = (fence.group(1), body)
         else:
             pending, first = "", 0
             for offset, raw in enumerate(body):
@@ -446,7 +446,9 @@ def _shown_output(line: Line) -> list[str]:
     _, others = shell_lines(ROOT / line.document)
     following = min((n for n in others if n > line.block_end), default=None)
     assert following is not None and following <= line.block_end + 3, "no output block follows the command"
-    return others[following]
+    language, body = others[following]
+    assert language == "", f"the block after the command is {language}, not output"
+    return body
 
 
 def _holds_in_order(output: str, shown: list[str]) -> None:
@@ -564,3 +566,41 @@ def test_spark_conf_survives_command_substitution(tmp_path, monkeypatch, capsys)
     assert not any(q in word for word in words for q in "'\""), words
     url = settings["spark.hadoop.javax.jdo.option.ConnectionURL"]
     assert url == f"jdbc:derby:;databaseName={tmp_path / 'audit'}/metastore_db;create=true", url
+
+
+# --- the README's Python blocks ---------------------------------------------------------------------
+
+PYTHON_NOT_HERE = {
+    "from coordinator.sdk.client import CoordinatorClient": "a fragment: a top-level `async with` against "
+    "http://coordinator:8400 with a token, and `...` for the worker's life; tests/test_worker_sdk.py drives Worker",
+}
+
+
+def python_blocks() -> list[tuple[str, int, list[str]]]:
+    return [
+        (path.relative_to(ROOT).as_posix(), start, body)
+        for path in DOCUMENTS
+        if path.exists()
+        for start, (language, body) in shell_lines(path)[1].items()
+        if language in ("python", "py")
+    ]
+
+
+@pytest.mark.parametrize("block", python_blocks(), ids=[f"{d}:{n}" for d, n, _ in python_blocks()])
+def test_readme_python_block(block: tuple[str, int, list[str]], tmp_path: Path) -> None:
+    """A self-contained Python block runs, and each `print(...)  # shown` prints what its comment
+    shows ("..." standing for the rest)."""
+    _document, _start, body = block
+    first = next(text for text in body if text.strip())
+    if first in PYTHON_NOT_HERE:
+        pytest.skip(PYTHON_NOT_HERE[first])
+    result = subprocess.run(
+        [sys.executable, "-c", "\n".join(body)], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    shown = [text.split("  # ", 1)[1] for text in body if text.startswith("print(") and "  # " in text]
+    printed = result.stdout.splitlines()
+    assert len(printed) == len(shown), (printed, shown)
+    for got, want in zip(printed, shown, strict=True):
+        pattern = ".*".join(re.escape(part) for part in want.split("..."))
+        assert re.fullmatch(pattern, got), f"the README shows {want}, the block printed {got}"
