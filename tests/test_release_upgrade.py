@@ -1,0 +1,202 @@
+"""A rolling upgrade and its rollback (issue 29 item 1): the previous release, installed from its tag
+into a virtual environment of its own, and this one serve the same topic in turn, each taking over
+from the other by kill -9. At the default record format level nothing acknowledged is lost either
+way; once `coordinator topic upgrade-format` has raised the level (refused while the previous
+release serves), the previous release refuses the partitions cleanly instead of misreading them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from records import MAX_FORMAT_LEVEL, TaskId
+
+from coordinator.tools.partitions import partition_for
+from coordinator.tools.process import ServeProcess
+from tests.serve_workers import Ledger, Worker, converge, items, wait_for
+
+pytestmark = pytest.mark.integration
+
+# The release before this one (a release moves it on; CHANGELOG.md lists them).
+PREVIOUS = "v0.2.0"
+ROOT = Path(__file__).resolve().parent.parent
+G = "rolling"
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def previous_python(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The Python of a virtual environment holding the previous release, built from its tag. Its
+    dependencies come from this project's environment (a .pth file), the previous release's own
+    code from its tag alone."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout: the previous release is installed from its tag")
+    tags = subprocess.run(["git", "-C", str(ROOT), "tag", "--list", PREVIOUS], capture_output=True, text=True)
+    assert tags.stdout.strip() == PREVIOUS, f"tag {PREVIOUS} is missing from this clone"
+    base = tmp_path_factory.mktemp("previous-release")
+    source, venv = base / "src", base / "venv"
+    source.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", PREVIOUS], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(source)], input=archive.stdout, check=True)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "_project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(source)], check=True, timeout=300)
+    version = subprocess.run([str(python), "-P", "-m", "coordinator", "--version"], capture_output=True, text=True)
+    assert version.stdout.strip() == f"coordinator {PREVIOUS.removeprefix('v')}", version
+    where = subprocess.run(
+        [str(python), "-P", "-c", "import coordinator, records; print(coordinator.__file__, records.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert str(ROOT) not in where.stdout and str(venv) in where.stdout, where  # the tag's code, not ours
+    return str(python)
+
+
+def _serve(  # noqa: ANN001
+    kafka_broker, topic: str, tmp_path: Path, port: int | None, python: str | None = None, wait: bool = True
+) -> ServeProcess:
+    server = ServeProcess(
+        kafka_broker.bootstrap_servers,
+        topic,
+        tmp_path,
+        "--allow-anonymous",
+        "--partitions",
+        "all",
+        "--session-timeout-ms",
+        "60000",
+        "--server-assignment-interval-ms",
+        "0",
+        port=port,
+    )
+    if python is not None:
+        # -P: not the working directory first on sys.path, which would import this checkout's code.
+        server.args[0:1] = [python, "-P"]
+    return server.start(wait)
+
+
+def _described(server: ServeProcess) -> dict:
+    status, body = server.request("GET", f"/v1/groups/{G}", timeout=30)
+    assert status == 200 and body["ErrorCode"] == 0, body
+    # What the group is, not who answered or what a newer release adds to the answer.
+    return {
+        "GroupEpoch": body["GroupEpoch"],
+        "AssignmentEpoch": body["AssignmentEpoch"],
+        "Connectors": body["Connectors"],
+        "Members": sorted(
+            (m["MemberId"], m["MemberEpoch"], m["State"], items(m["Assignment"]), items(m["Target"]))
+            for m in body["Members"]
+        ),
+    }
+
+
+def served_statuses(server: ServeProcess) -> list[str]:
+    try:
+        return list(server.request("GET", "/health", timeout=5)[1]["Partitions"].values())
+    except OSError:
+        return []  # not listening yet
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_releases_take_over_from_each_other_and_a_raised_level_is_refused_by_the_previous(
+    kafka_broker,  # noqa: ANN001
+    unique_topic: str,
+    previous_python: str,
+    tmp_path: Path,
+) -> None:
+    topic = unique_topic
+    created = _cli(
+        "topic",
+        "create",
+        "--bootstrap-servers",
+        kafka_broker.bootstrap_servers,
+        "--topic",
+        topic,
+        "--partitions",
+        str(PARTITIONS),
+        "--replication-factor",
+        "1",
+    )
+    assert created.returncode == 0, created.stderr
+    ledger = Ledger()
+    workers = [Worker(G, f"w{i}", ledger, timeout=60) for i in range(3)]
+    everything = frozenset(["A", *(TaskId("A", t) for t in range(4))])
+    server = _serve(kafka_broker, topic, tmp_path, None, previous_python)
+    servers = [server]
+    try:
+        status, body = server.request("PUT", f"/v1/groups/{G}/connectors", {"Connectors": [{"Name": "A", "Tasks": 4}]})
+        assert status == 200 and body["ErrorCode"] == 0, body
+        converge(server, workers, everything)
+
+        # previous -> current -> previous, each by kill -9 of the one serving: the group is what was
+        # acknowledged, and the workers carry on at their epochs.
+        for python in (None, previous_python):
+            acknowledged = _described(server)
+            server.kill()
+            server = _serve(kafka_broker, topic, tmp_path, server.port, python)
+            servers.append(server)
+            assert _described(server) == acknowledged
+            workers.append(Worker(G, f"w{len(workers)}", ledger, timeout=60))  # a rebalance on this release
+            converge(server, workers, everything)
+            assert not ledger.violations, ledger.violations
+
+        # The previous release serves: raising the level is refused, and nothing is written.
+        refused = _cli("topic", "upgrade-format", "--url", server.url)
+        assert refused.returncode == 1
+        assert "refused: not every instance reads record format level" in refused.stderr
+        assert "Traceback" not in refused.stderr
+
+        # Every instance on this release: the level is raised, and the group's records use it.
+        acknowledged = _described(server)
+        server.kill()
+        server = _serve(kafka_broker, topic, tmp_path, server.port)
+        servers.append(server)
+        assert _described(server) == acknowledged
+        raised = _cli("topic", "upgrade-format", "--url", server.url)
+        assert raised.returncode == 0, raised.stderr
+        assert f"record format level {MAX_FORMAT_LEVEL} on every partition" in raised.stdout
+        _, health = server.request("GET", "/health")
+        assert health["FormatLevels"] == {str(p): MAX_FORMAT_LEVEL for p in range(PARTITIONS)}
+        described = _cli("topic", "describe", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic)
+        assert f"record format level: {MAX_FORMAT_LEVEL} (" in described.stdout, described.stdout
+        workers.append(Worker(G, f"w{len(workers)}", ledger, timeout=60))
+        converge(server, workers, everything)
+        replayed = _cli("replay", "verify", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic)
+        assert replayed.returncode == 0 and "no violations" in replayed.stdout, replayed
+        assert not ledger.violations, ledger.violations
+
+        # A rollback to the previous release is refused, partition by partition, never misread.
+        server.kill()
+        server = _serve(kafka_broker, topic, tmp_path, server.port, previous_python, wait=False)
+        servers.append(server)
+        wait_for(
+            lambda: set(served_statuses(server)) == {"refused"},
+            30,
+            "the previous release to refuse every partition",
+        )
+        status, health = server.request("GET", "/health")
+        assert status == 503 and health["Status"] == "degraded"
+        status, body = server.request("GET", f"/v1/groups/{G}")
+        assert body["ErrorCode"] == 15, body  # COORDINATOR_NOT_AVAILABLE, with the reason
+        assert f"record format level {MAX_FORMAT_LEVEL}" in body["ErrorMessage"]
+        partition = partition_for(G, PARTITIONS)
+        assert f"{topic}[{partition}] is at record format level {MAX_FORMAT_LEVEL}" in server.log()
+        assert "Traceback" not in server.log()
+    finally:
+        for s in servers:
+            s.stop()
