@@ -109,6 +109,8 @@ NOT_HERE = {
     "make run": "the main job: starts its own broker and coordinator and plays a 25 s story; "
     "tests/test_demo.py runs `coordinator demo`",
     "make test": "the whole test suite, this test included",
+    "coordinator topic upgrade-format --url http://coordinator-1:8400 [--level 2]": "a deployment's instances, "
+    "all on a release that reads the level; tests/test_release_upgrade.py runs it with two releases' serve processes",
     "coordinator topic describe --bootstrap-server kafka:9093 --command-config client.properties "
     "--kafka-config sasl.username=coordinator": "a SASL listener and its client.properties: the session broker is "
     "plaintext; tests/test_kafka_config.py translates such files",
