@@ -406,7 +406,7 @@ def test_describe_members_state_and_tasks(fleet: Fleet, capsys: pytest.CaptureFi
     assert lines[1].split() == [
         member["MemberId"],
         "worker-1",
-        "ANONYMOUS",
+        "coordinator-worker",  # the fleet's client id (Client-Id), not the principal
         "127.0.0.1",
         "connect",
         str(member["MemberEpoch"]),

@@ -13,6 +13,7 @@ from records import MAX_FORMAT_LEVEL
 
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.service.auth import ANONYMOUS
 from coordinator.service.runtime import Status
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 from coordinator.tools.partitions import partition_for
@@ -143,6 +144,32 @@ def test_bad_input_is_a_clear_error_never_a_500(kafka_broker, unique_topic) -> N
         assert described["ErrorCode"] == 69
         invalid = await _post(client, HB, {"GroupId": "", "MemberId": "m", "MemberEpoch": 0, "RebalanceTimeoutMs": 1})
         assert invalid["ErrorCode"] == 42
+
+    _serve(kafka_broker, unique_topic, scenario)
+
+
+def test_a_members_client_id_is_what_its_client_calls_itself(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+    """Issue 29: CLIENT-ID showed the principal. A member's ClientId is the Client-Id header (as
+    Kafka's request header client.id), the principal only without one; a malformed one is refused."""
+
+    async def scenario(client: TestClient) -> None:
+        join = {
+            "GroupId": G,
+            "MemberEpoch": 0,
+            "RebalanceTimeoutMs": 60_000,
+            "ServerAssignor": "incremental_cooperative",
+        }
+        named = await client.post(HB, json={**join, "MemberId": "m1"}, headers={"Client-Id": "connect-7"})
+        assert (await named.json())["ErrorCode"] == 0
+        plain = await _post(client, HB, {**join, "MemberId": "m2"})
+        assert plain["ErrorCode"] == 0
+        for bad in ("", "x" * 256):  # HTTP itself strips surrounding blanks and refuses control bytes
+            refused = await client.post(HB, json={**join, "MemberId": "m3"}, headers={"Client-Id": bad})
+            body = await refused.json()
+            assert refused.status == 400 and body["ErrorCode"] == 42 and "Client-Id" in body["ErrorMessage"], bad
+        described = await (await client.get(f"/v1/groups/{G}")).json()
+        clients = {m["MemberId"]: m["ClientId"] for m in described["Members"]}
+        assert clients == {"m1": "connect-7", "m2": ANONYMOUS}  # the open authorizer's principal
 
     _serve(kafka_broker, unique_topic, scenario)
 

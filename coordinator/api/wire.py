@@ -877,7 +877,13 @@ class MemberDescription(Body):
 
     member_id: Annotated[str, doc("The member ID.")]
     instance_id: Annotated[str | None, doc("The member instance ID, or null.")]
-    client_id: Annotated[str, doc("Who sent its heartbeats (the authenticated principal).")]
+    client_id: Annotated[
+        str,
+        doc(
+            "The client id its heartbeats came with: the Client-Id header (the SDK sends its client's), Kafka's "
+            "client.id over the Kafka listener, else the authenticated principal."
+        ),
+    ]
     client_host: Annotated[str, doc("The address its heartbeats came from.")]
     url: Annotated[str | None, doc("Where the worker's REST API listens, or null.")]
     member_epoch: Annotated[Int32, doc("The member epoch (a classic member: the group's generation).")]

@@ -244,7 +244,7 @@ def _member(old: ClassicMember | None, r: JoinGroupRequest, context: RequestCont
     return ClassicMember(
         member_id=member_id,
         instance_id=r.instance_id if r.instance_id is not None else (old.instance_id if old is not None else None),
-        client_id=context.principal or (old.client_id if old else ""),
+        client_id=context.client_id or (old.client_id if old else ""),
         client_host=context.client_host or (old.client_host if old else ""),
         rebalance_timeout_ms=r.session_timeout_ms if r.rebalance_timeout_ms == -1 else r.rebalance_timeout_ms,
         session_timeout_ms=r.session_timeout_ms,

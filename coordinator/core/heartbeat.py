@@ -412,7 +412,7 @@ def _unchanged(member: MemberMetadataValue, r: HeartbeatRequest, context: Reques
         and (r.client_assignors is None or r.client_assignors == member.client_assignors)
         and (r.url is None or r.url == member.url)
         and (r.classic is None or r.classic == member.classic_member_metadata)
-        and (not context.principal or context.principal == member.client_id)
+        and (not context.client_id or context.client_id == member.client_id)
         and (not context.client_host or context.client_host == member.client_host)
     )
 
@@ -425,7 +425,7 @@ def _updated_metadata(
         return MemberMetadataValue(
             group_epoch=group_epoch,
             instance_id=r.instance_id,
-            client_id=context.principal,
+            client_id=context.client_id,
             client_host=context.client_host,
             url=r.url,
             rebalance_timeout_ms=r.rebalance_timeout_ms,
@@ -444,7 +444,7 @@ def _updated_metadata(
     return MemberMetadataValue(
         group_epoch=member.group_epoch,
         instance_id=r.instance_id if r.instance_id is not None else member.instance_id,
-        client_id=context.principal or member.client_id,
+        client_id=context.client_id or member.client_id,
         client_host=context.client_host or member.client_host,
         url=r.url if r.url is not None else member.url,
         rebalance_timeout_ms=r.rebalance_timeout_ms if r.rebalance_timeout_ms != -1 else member.rebalance_timeout_ms,

@@ -121,11 +121,12 @@ class ProtocolError(Exception):
 @dataclass(slots=True, frozen=True)
 class RequestContext:
     """Who sent a request, from the transport rather than the body (Kafka's `RequestContext`):
-    the authenticated principal (recorded as the member's ClientId) and the remote address.
-    `fresh_id` is a unique id the transport made for this request: the member id a classic
+    the client id the client gave (Kafka's request header `client.id`; over HTTP the `Client-Id`
+    header, else the authenticated principal), recorded as the member's ClientId, and the remote
+    address. `fresh_id` is a unique id the transport made for this request: the member id a classic
     JoinGroup hands out, as Kafka's coordinator makes one (the core has no randomness)."""
 
-    principal: str = ""
+    client_id: str = ""
     client_host: str = ""
     fresh_id: str = ""
 

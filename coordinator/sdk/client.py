@@ -22,6 +22,10 @@ from coordinator.core.protocol import ErrorCode
 
 T = TypeVar("T")
 
+# What members heartbeating through a client show as their ClientId unless it names another, as a
+# Kafka client's client.id defaults to one naming the client.
+DEFAULT_CLIENT_ID = "coordinator-sdk"
+
 RETRIABLE = frozenset(
     {ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE}
 )
@@ -61,9 +65,11 @@ class CoordinatorClient:
         timeout_s: float = 10.0,
         retry_for_s: float = 30.0,
         on_retry: Callable[[str], None] | None = None,
+        client_id: str = DEFAULT_CLIENT_ID,
     ) -> None:
         self.bootstrap_url = url.rstrip("/")
-        self.headers = {"Content-Type": "application/json"}
+        # Client-Id: the members this client heartbeats for show it as their ClientId (Kafka's client.id).
+        self.headers = {"Content-Type": "application/json", "Client-Id": client_id}
         if token:
             self.headers["Authorization"] = f"Bearer {token}"
         self.ssl_context = ssl_context

@@ -510,7 +510,7 @@ async def _run(args: argparse.Namespace, events: list[Event]) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, on_signal)
     failed: CliError | None = None
-    async with CoordinatorClient(args.url, token=args.token) as client:
+    async with CoordinatorClient(args.url, token=args.token, client_id="coordinator-worker") as client:
         fleet = Fleet(
             client,
             args.group,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -206,7 +207,7 @@ class CoordinatorServer:
     async def heartbeat(self, request: web.Request) -> web.Response:
         heartbeat = (await _decode(request, wire.HeartbeatRequest)).protocol()
         self._authorize(request, Operation.READ, heartbeat.group_id)
-        context = RequestContext(request[PRINCIPAL], request.remote or "")
+        context = RequestContext(_client_id(request), request.remote or "")
         answer = await self.runtime_for(heartbeat.group_id).call(
             lambda coordinator, now: coordinator.heartbeat(heartbeat, now, context)
         )
@@ -234,7 +235,8 @@ class CoordinatorServer:
         self._authorize(request, Operation.READ, join.group_id)
         # Kafka's coordinator makes a member id of the client id and a UUID; so do we, out here,
         # because the state machine has no randomness.
-        context = RequestContext(request[PRINCIPAL], request.remote or "", f"{request[PRINCIPAL]}-{uuid.uuid4()}")
+        client_id = _client_id(request)
+        context = RequestContext(client_id, request.remote or "", f"{client_id}-{uuid.uuid4()}")
         return _answer(wire.JoinGroupResponse.of(await self.call_join_group(join, context)))
 
     async def sync_group(self, request: web.Request) -> web.Response:
@@ -470,6 +472,21 @@ class CoordinatorServer:
         except Exception:  # a bug: logged with its traceback, never shown to the client
             log.exception("unexpected failure on %s %s", request.method, request.path)
             return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "internal error; the coordinator logged it")
+
+
+# As Kafka's request header client.id: printable, and short enough to show in a table.
+_CLIENT_ID = re.compile(r"[\x21-\x7e][\x20-\x7e]{0,254}")
+
+
+def _client_id(request: web.Request) -> str:
+    """The `Client-Id` header (the SDK sends its client's), else the principal, as the member's
+    ClientId: what `groups describe` shows in CLIENT-ID."""
+    given = request.headers.get("Client-Id")
+    if given is None:
+        return request[PRINCIPAL]
+    if not _CLIENT_ID.fullmatch(given):
+        raise wire.WireError("the Client-Id header must be 1 to 255 printable ASCII characters")
+    return given
 
 
 async def _decode(request: web.Request, body: type[T]) -> T:
