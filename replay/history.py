@@ -50,6 +50,7 @@ from records import (
 from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
 from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
 from coordinator.core.items import Item
+from coordinator.core.protocol import leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.core.views import rebalance_converged
 from coordinator.errors import CliError
@@ -557,7 +558,8 @@ def _ended_by(e: Event) -> str:
     if d.get("handover"):
         return "moved to the other protocol's records"
     if e.kind == ev.RELEASED:
-        return "member left the group"
+        # Why the member was removed, where its group's epoch record says (type 3 v1).
+        return leave_reason_text(d["reason"]) if "reason" in d else "member left the group"
     if e.kind == ev.CLASSIC_MEMBER_LEFT:
         return "member left the classic group"
     if e.kind == ev.CLASSIC_MEMBER:

@@ -25,7 +25,7 @@ from coordinator.core.items import Item
 from coordinator.core.protocol import leave_reason_text
 from coordinator.errors import CliError
 from replay import events as ev
-from replay.history import History, Interval
+from replay.history import History
 from replay.positions import Position, format_clock, format_duration, format_time
 
 UNOWNED = "(unowned)"
@@ -204,17 +204,6 @@ def layout(history: History, group_id: str) -> Layout:
             Bar(lane, 0, start, end, str(item), item if is_connector else item.connector, is_connector, still, tooltip)
         )
 
-    # A holding that ended with its member's removal says why the member left, where the group's
-    # epoch record said (type 3 v1): "fenced: no heartbeat within its session timeout".
-    removed = {
-        (e.member_id, e.at): leave_reason_text(e.detail["reason"])
-        for e in history.events
-        if e.kind == ev.RELEASED and e.group_id == group_id and "reason" in e.detail
-    }
-
-    def ended_by(i: Interval) -> str:
-        return removed.get((i.member_id, i.end), i.ended_by)
-
     by_item: dict = {}
     for i in intervals:
         end = i.end.timestamp_ms if i.end is not None else t1
@@ -223,7 +212,7 @@ def layout(history: History, group_id: str) -> Layout:
             f"{i.item} held by {i.member_id}\nfrom {format_time(i.start.timestamp_ms)} (offset {i.start.offset}, "
             f"epoch {i.start_epoch})\nto "
             + (
-                f"{format_time(end)} (offset {i.end.offset}): {ended_by(i)}"
+                f"{format_time(end)} (offset {i.end.offset}): {i.ended_by}"
                 if i.end is not None
                 else "the end of the read"
             )
@@ -261,7 +250,7 @@ def layout(history: History, group_id: str) -> Layout:
                 # The part of the gap the item waited out the delay for is on the waiting lane.
                 for start, end in _minus(a.end.timestamp_ms, b.start.timestamp_ms, waited.get(item, [])):
                     after = (
-                        f"{a.member_id}: {ended_by(a)}"
+                        f"{a.member_id}: {a.ended_by}"
                         if start == a.end.timestamp_ms
                         else "its wait for a departed member ended"
                     )
