@@ -26,13 +26,13 @@ from records.connect_protocol import (
 )
 
 from coordinator.api import wire
-from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -94,23 +94,7 @@ class Coordinators:
 
 
 def _scenario(broker, topic: str, body) -> None:
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic)
 
     async def run() -> None:
         coordinators = Coordinators(broker, topic)
@@ -350,23 +334,7 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
     back; in the middle of each the coordinator process is killed with SIGKILL and another takes the
     partition over. Every callback of every worker, in one order: nothing ever runs on two workers,
     and each phase ends converged with every task owned once."""
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     flags = (
         "--allow-anonymous",
         "--session-timeout-ms",

@@ -20,10 +20,10 @@ import pytest
 from connect_group import describe, settled_generation
 from kafka_groups import groups_at
 
-from coordinator.cli import main as coordinator
 from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -35,23 +35,7 @@ def test_unmodified_connect_workers_run_on_our_coordinator_through_the_gateway_a
 ) -> None:  # noqa: ANN001
     broker = kafka_broker.bootstrap_servers
     key = f"connect-real-{unique_topic[-8:]}"
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "4",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker, unique_topic, 4)
     listener = f"127.0.0.1:{free_port()}"
     flags = ("--allow-anonymous", "--kafka-listener", listener)
     serves = [ServeProcess(broker, unique_topic, tmp_path, *flags).start()]

@@ -40,11 +40,11 @@ import orjson
 import pytest
 from kafka_groups import groups_at
 
-from coordinator.cli import main as coordinator
 from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -339,23 +339,7 @@ def cluster(kafka_broker, tmp_path_factory) -> Iterator[Cluster]:
     run_dir = tmp_path_factory.mktemp("connect-stories")
     tag = uuid.uuid4().hex[:8]
     c = Cluster(broker, f"test-connect-stories-{tag}", f"stories-{tag}", run_dir)
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker,
-                "--topic",
-                c.topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker, c.topic, PARTITIONS)
     listeners = [f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"]
     c.serves = [
         ServeProcess(

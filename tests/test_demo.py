@@ -7,33 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from coordinator.cli import main as coordinator
 from coordinator.errors import CliError
 from coordinator.sdk.demo import CONNECTORS, Timing, story
 from coordinator.sdk.fleet import Event, parse_scenario
+from tests.topics import create_topic
 
 
 @pytest.mark.integration
 def test_the_story_ends_with_every_task_owned_once_and_the_bounce_undone(
     kafka_broker, unique_topic, tmp_path: Path, capsys
 ) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "4",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 4)
     outcome = asyncio.run(
         story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4, Timing(150, 1_500, 2_500, 0.5), tmp_path)
     )

@@ -24,8 +24,8 @@ from serve_workers import Ledger, Worker, converge, wait_for
 
 from records import MemberMetadataKey, TaskId, decode
 
-from coordinator.cli import main as coordinator
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -77,23 +77,7 @@ def _members_in_topic(broker, topic: str, isolation: str) -> set[str]:  # noqa: 
 
 
 def test_a_change_is_logged_only_after_its_commit(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     gate = tmp_path / "gate"
     server = ServeProcess(
         kafka_broker.bootstrap_servers,

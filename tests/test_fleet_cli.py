@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from coordinator.cli import main as coordinator
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -83,23 +83,7 @@ def _wait_for(events: Path, done, timeout: float = 30.0) -> list[dict]:  # noqa:
 def test_named_workers_log_events_stop_on_sigterm_and_come_back_as_the_same_members(
     kafka_broker, unique_topic, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *FLAGS).start()
     events = tmp_path / "events.jsonl"
     try:
@@ -185,23 +169,7 @@ def test_a_refused_scenario_line_is_one_line_and_a_clean_non_zero_exit(
     not Alter it, so a scenario's `connectors` line is answered 403. The fleet says so in one line,
     its workers leave, and it exits 1, without a traceback. The scenario alone decides how many
     workers join (its `0 join 2`, not 3 more from --count's default)."""
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     serve = ServeProcess(
         kafka_broker.bootstrap_servers,
         unique_topic,
@@ -260,23 +228,7 @@ def test_a_refused_scenario_line_is_one_line_and_a_clean_non_zero_exit(
 def test_a_second_sigterm_while_leaving_a_gone_coordinator_exits_at_once_without_a_traceback(
     kafka_broker, unique_topic, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     serve = ServeProcess(kafka_broker.bootstrap_servers, unique_topic, tmp_path, *FLAGS).start()
     events = tmp_path / "events.jsonl"
     fleet = None

@@ -28,6 +28,7 @@ from coordinator.gateway.proxy import ALLOWED, COORDINATOR_NODE_ID, Gateway, Gat
 from coordinator.tools.devbroker import free_port, free_port_block
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -108,23 +109,7 @@ def _ports(metadata: Any) -> set[int]:
 
 
 def test_a_producer_and_a_consumer_work_through_the_gateway_and_see_only_its_ports(kafka_broker, gateway, unique_topic):
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "3",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 3)
     producer = Producer({"bootstrap.servers": gateway.bootstrap, "acks": "all"})
     for i in range(30):
         producer.produce(unique_topic, key=str(i).encode(), value=f"value-{i}".encode())
@@ -272,23 +257,7 @@ def _samples(exposition: bytes) -> dict[str, float]:
 
 
 def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listener(kafka_broker, unique_topic, tmp_path):
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     port = free_port()
     serve = ServeProcess(
         kafka_broker.bootstrap_servers,
@@ -511,23 +480,7 @@ def test_our_groups_reach_the_coordinator_that_owns_them_and_list_groups_merges_
     kafka_broker, unique_topic, tmp_path
 ):
     # Two coordinators, one partition each: the gateway asks each in turn which owns a group.
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     ports = [free_port(), free_port()]
     serves = [
         ServeProcess(

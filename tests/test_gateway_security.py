@@ -30,11 +30,11 @@ from kafka_groups import groups_at
 from scram_broker import JAAS, PASSWORDS, ScramBroker
 
 from coordinator.api import kafka_protocol as kp
-from coordinator.cli import main as coordinator
 from coordinator.tools import devbroker
 from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -64,23 +64,7 @@ def secured(scram_broker: ScramBroker, tmp_path_factory: pytest.TempPathFactory)
     try:
         plain = scram_broker.plain
         topic = "__worker_offsets_secured"
-        assert (
-            coordinator(
-                [
-                    "topic",
-                    "create",
-                    "--bootstrap-servers",
-                    plain,
-                    "--topic",
-                    topic,
-                    "--partitions",
-                    "2",
-                    "--replication-factor",
-                    "1",
-                ]
-            )
-            == 0
-        )
+        create_topic(plain, topic, 2)
         (run_dir / "tokens").write_text("gateway-token gateway\nops-token ops\n")
         (run_dir / "acls").write_text(f"User:alice Read,Describe {GROUP}\nops All *\n")
         (run_dir / "gateway-password").write_text("gateway-token\n")

@@ -38,6 +38,7 @@ from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -180,23 +181,7 @@ class Coordinator:
 
 
 def _topic(broker: Any, topic: str) -> None:
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
 
 
 def test_the_kafka_apis_are_declared_beside_the_http_operations():

@@ -9,11 +9,11 @@ from confluent_kafka import Producer
 
 from records import ConnectGroupMetadataKey, ConnectGroupMetadataValue, Record, encode
 
-from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import PartitionWriter, load_partition
 from coordinator.tools.partitions import LogError, murmur2, partition_for
+from tests.topics import create_topic
 
 # Kafka's own test vectors for Utils.murmur2 (clients UtilsTest).
 MURMUR2 = {
@@ -60,23 +60,7 @@ def test_partition_for_is_where_a_kafka_producer_puts_the_key(kafka_broker, uniq
 
 
 def _topic(broker, topic: str, partitions: int = 4) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                str(partitions),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic, partitions)
 
 
 class WritingDriver(Driver):

@@ -52,12 +52,12 @@ from schemathesis.checks import (
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
 from coordinator.api import openapi, wire
-from coordinator.cli import main as coordinator
 from coordinator.core.assignors import assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ErrorCode
 from coordinator.service.auth import Acl, Authorizer, Operation
 from coordinator.service.server import CoordinatorServer
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -111,23 +111,7 @@ class _Collect(logging.Handler):
 def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     # Module-scoped, so not the function-scoped `unique_topic`: the same kind of name, made here.
     topic = f"test-openapi-http-{uuid.uuid4().hex[:8]}"
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, topic, PARTITIONS)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -39,10 +39,9 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.cli import main as coordinator
-
 # Imported, not importorskip: a missing module of ours is a failure, never a skip.
 from coordinator.service import auth
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.ops
 
@@ -494,23 +493,7 @@ def scrapes(kafka_broker, tmp_path_factory) -> Scrapes:  # noqa: ANN001
     from coordinator.tools.process import ServeProcess
 
     topic = f"test-ops-files-{os.getpid()}-{time.monotonic_ns()}"
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "2",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, topic, 2)
     server = ServeProcess(
         kafka_broker.bootstrap_servers,
         topic,

@@ -19,8 +19,8 @@ from serve_workers import Ledger, Worker, converge, group_on_partition, served, 
 
 from records import TaskId
 
-from coordinator.cli import main as coordinator
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -67,23 +67,7 @@ def _acknowledged(server: ServeProcess, group: str) -> dict:
 
 
 def test_sigterm_hands_the_partitions_over_before_the_session_timeout(kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                str(PARTITIONS),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     a = _instance(kafka_broker, unique_topic, tmp_path)
     b = _instance(kafka_broker, unique_topic, tmp_path)
     try:

@@ -24,13 +24,13 @@ import requests
 from aiohttp import web
 
 from coordinator.api import wire
-from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ErrorCode
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
 from coordinator.service.server import CoordinatorServer
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -72,23 +72,7 @@ def _get(live: Live, path: str, token: str | None = OPS, **kw) -> requests.Respo
 @pytest.fixture(scope="module")
 def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     topic = f"test-pages-{uuid.uuid4().hex[:8]}"
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, topic)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"

@@ -18,29 +18,13 @@ from records import (
     encode,
 )
 
-from coordinator.cli import main as coordinator
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
 
 def _create_topic(broker, topic: str) -> None:
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "3",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic, 3)
 
 
 def _produce(broker, topic: str, partition: int, records: list[Record], *, commit: bool = True) -> None:

@@ -10,12 +10,12 @@ import pytest
 
 from records import ConnectorTaskCount
 
-from coordinator.cli import main as coordinator
 from coordinator.core.items import connectors_and_tasks, items_of
 from coordinator.core.protocol import ErrorCode, HeartbeatRequest, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import load_partition
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -33,23 +33,7 @@ def set_connectors(request: SetConnectorsRequest) -> Callable:
 
 
 def _topic(broker, topic: str) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic)
 
 
 async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dict[str, tuple[int, frozenset]]:

@@ -30,29 +30,14 @@ from coordinator.core.protocol import HeartbeatResponse
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"
 
 
 def _topic(broker, topic: str, partitions: int = 2) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                str(partitions),
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic, partitions)
 
 
 def _serve_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:

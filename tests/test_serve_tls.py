@@ -26,6 +26,7 @@ from records import TaskId
 
 from coordinator.cli import main as coordinator
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -57,23 +58,7 @@ class TlsServe(ServeProcess):
 
 def test_the_http_api_over_tls(kafka_broker, unique_topic, tmp_path: Path, capsys) -> None:  # noqa: ANN001
     files = tls_files.make(tmp_path / "tls")
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     server = TlsServe(
         kafka_broker.bootstrap_servers,
         unique_topic,

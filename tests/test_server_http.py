@@ -11,13 +11,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from records import MAX_FORMAT_LEVEL
 
-from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.service.auth import ANONYMOUS
 from coordinator.service.runtime import Status
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.release import release
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 G = "connect-cluster"
@@ -25,23 +25,7 @@ HB = "/v1/connect-group/heartbeat"
 
 
 def _serve(broker, topic: str, scenario) -> None:  # noqa: ANN001
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "2",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic, 2)
 
     async def run() -> None:
         server = CoordinatorServer(
@@ -216,23 +200,7 @@ def test_live_while_a_partition_loads_and_not_ready(kafka_broker, unique_topic) 
     /health are 503 until every partition this process holds serves. The load of partition 1 is held
     by a gate queued on its own I/O thread (it runs the fence and the load, one job at a time), so the
     partition is loading for certain while the probes are asked; then it loads from Kafka."""
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "2",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
 
     async def run() -> None:
         server = CoordinatorServer(kafka_broker.client_config(), unique_topic, 2, [0], "http://127.0.0.1:0")

@@ -19,13 +19,13 @@ from serve_workers import Ledger, Worker, converge, wait_for
 
 from records import TaskId
 
-from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker
 from coordinator.core.driver import converge as converge_sim
 from coordinator.core.protocol import LeaveReason
 from coordinator.service.events import Observer, Told
 from coordinator.tools import logs
 from coordinator.tools.process import ServeProcess
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.ops
 
@@ -183,23 +183,7 @@ def test_serve_logs_json_events_and_exports_rebalance_and_partition_metrics(
     unique_topic,  # noqa: ANN001
     tmp_path: Path,
 ) -> None:
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                kafka_broker.bootstrap_servers,
-                "--topic",
-                unique_topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     server = ServeProcess(
         kafka_broker.bootstrap_servers,
         unique_topic,

@@ -16,13 +16,13 @@ from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.api import wire
-from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
 from coordinator.sdk.client import CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 G = "sdk-group"
@@ -57,23 +57,7 @@ def _run(
     scenario: Callable[[CoordinatorClient, CoordinatorServer], Awaitable[None]],  # noqa: ANN001
     **config: int,
 ) -> None:
-    assert (
-        coordinator(
-            [
-                "topic",
-                "create",
-                "--bootstrap-servers",
-                broker.bootstrap_servers,
-                "--topic",
-                topic,
-                "--partitions",
-                "1",
-                "--replication-factor",
-                "1",
-            ]
-        )
-        == 0
-    )
+    create_topic(broker.bootstrap_servers, topic)
 
     async def run() -> None:
         port = free_port()
