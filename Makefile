@@ -140,7 +140,7 @@ bench-replay: install
 bench-service: install broker-up
 	$(BIN)/python bench/bench_service.py --bootstrap-servers $(BOOTSTRAP) $(SERVICE_ARGS)
 
-# What one `coordinator serve` answers, for the README's "Capacity": steady heartbeats at rising offered rates
+# What one `coordinator serve` answers, for docs/capacity.md: steady heartbeats at rising offered rates
 # (open loop) against a p99 bound, memory per member, and join/leave churn on a one-partition topic.
 bench-capacity: install broker-up
 	$(BIN)/python bench/bench_capacity.py --bootstrap-servers $(BOOTSTRAP) $(CAPACITY_ARGS)

@@ -1,4 +1,4 @@
-"""Capacity (`make bench-capacity`): what one `coordinator serve` answers, for the README's "Capacity".
+"""Capacity (`make bench-capacity`): what one `coordinator serve` answers, for docs/capacity.md.
 
 1. Steady heartbeats at a fixed offered rate (open loop, as workers send them: each at its time,
    whether or not earlier answers came back), rising step by step: 5,000 members in 200 groups
@@ -19,7 +19,7 @@
    commit (`bench_service.bench_churn`, the same churn as `make bench-service` runs over 16).
 
 Every figure is from this machine (two cores shared by the server, the load generator and the
-broker); the README derives the fleet sizes from them and says which numbers are extrapolated.
+broker); docs/capacity.md derives the fleet sizes from them and says which numbers are extrapolated.
 """
 
 from __future__ import annotations

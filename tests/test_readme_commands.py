@@ -1,22 +1,25 @@
-"""Every shell line of the README (and of docs/*.md and docker/README.md) runs as printed
-(issue 29 item 10).
+"""Every shell line of the README, of docs/*.md and of docker/README.md runs as printed
+(issue 29 item 10; the reference moved from the README to docs/ in issue 30 item 7).
 
 The lines are read from the documents' fenced shell blocks (```sh, bash, shell, console), a
-backslash continuation joined to its line and a trailing `# comment` dropped, and run in the
-documents' order on the session broker, against one coordinator started once for the module from
-the README's own `coordinator serve` line. A line is changed in one way only, in one place:
-`README_DEFAULTS` puts this test's broker, topic and port where the README prints its example
+backslash continuation joined to its line and a trailing `# comment` dropped, and run on the session
+broker, against one coordinator started once for the module from docs/service.md's own
+`coordinator serve` line. They run in the order of what they build on (`STAGES`: the topic, then
+serve, then the admin commands against it, then the replay of a story written once serve has
+stopped), each stage in the documents' order, so that a paragraph may move from one document to
+another without reordering the test. A line is changed in one way only, in one place:
+`README_DEFAULTS` puts this test's broker, topic and port where the documents print their example
 addresses. An optional `[--flag value]` is run with its first alternative, and one that holds a
 placeholder (FILE, URL, MS, KEY=VALUE, ...) is left out.
 
 Each line is either run (`EXPECTED` says what it must print: its exit code is 0 unless said) or
 listed in `NOT_HERE` with the reason it cannot run here. A line in neither fails the test, so a new
-README line is run by default unless someone writes down why not. Where the README shows a
+line is run by default unless someone writes down why not. Where a document shows a
 command's output (the replay timeline), the output must hold those lines.
 
-The README's replay section reads the story its example shows (`tests/replay_scenarios.py`'s
+docs/replay.md reads the story its example shows (`tests/replay_scenarios.py`'s
 on-call story, group connect-prod): it is written into the topic, non-transactionally and with its
-own timestamps, once the coordinator has stopped, so that its offsets are the README's.
+own timestamps, once the coordinator has stopped, so that its offsets are the document's.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "docker" / "README.md"]
 SHELL_BLOCKS = {"sh", "bash", "shell", "console", "shell-session"}
 COORDINATOR = str(Path(sys.executable).with_name("coordinator"))
-PARTITIONS = 16  # the README's `--partitions 16`
+PARTITIONS = 16  # docs/operations.md's `--partitions 16`
 
 
 @dataclass
@@ -87,7 +90,7 @@ def shell_lines(path: Path) -> tuple[list[Line], dict[int, tuple[str, list[str]]
                 text = raw.strip()
                 if not pending and (not text or text.startswith("#")):
                     continue
-                text = re.sub(r"\s+#\s.*$", "", text)  # a trailing comment (no README line quotes a ' # ')
+                text = re.sub(r"\s+#\s.*$", "", text)  # a trailing comment (no document's line quotes a ' # ')
                 if not pending:
                     first = start + offset + 1
                 if text.endswith("\\"):
@@ -101,6 +104,24 @@ def shell_lines(path: Path) -> tuple[list[Line], dict[int, tuple[str, list[str]]
 
 def all_lines() -> list[Line]:
     return [line for path in DOCUMENTS if path.exists() for line in shell_lines(path)[0]]
+
+
+# What a line builds on, by its first two words: the topic before serve, serve before the admin commands
+# that talk to it, and the replay's story written (serve stopped first) before dump and replay. A line
+# of no stage runs after them; within a stage, the documents' order.
+STAGES = {
+    ("coordinator", "topic"): 0,
+    ("coordinator", "serve"): 1,
+    ("coordinator", "groups"): 2,
+    ("coordinator", "connectors"): 2,
+    ("coordinator", "config"): 2,
+    ("coordinator", "dump"): 3,
+    ("coordinator", "replay"): 3,
+}
+
+
+def in_stage_order(lines: list[Line]) -> list[Line]:
+    return sorted(lines, key=lambda line: STAGES.get(tuple(line.text.split()[:2]), len(STAGES)))
 
 
 # --- what cannot run here, and why ------------------------------------------------------------------
@@ -135,9 +156,9 @@ NOT_HERE = {
     "coordinator audit --bootstrap-servers kafka:9092 --warehouse /data/audit --trigger available-now": "Spark: a "
     "JVM session and its jars, minutes here; tests/test_spark_audit.py runs it",
     'coordinator sql --warehouse /data/audit "SELECT * FROM rebalances ORDER BY duration_ms DESC LIMIT 5"': "Spark, "
-    "and the tables an audit wrote; tests/test_spark_audit.py runs the README's queries",
+    "and the tables an audit wrote; tests/test_spark_audit.py runs docs/audit.md's queries",
     "coordinator sql --warehouse /data/audit --format json \"SELECT * FROM ownership WHERE item = 'orders-sink-2'\"": ""
-    "Spark, and the tables an audit wrote; tests/test_spark_audit.py runs the README's queries",
+    "Spark, and the tables an audit wrote; tests/test_spark_audit.py runs docs/audit.md's queries",
     'spark-sql $(coordinator spark-conf --warehouse /data/audit) --database worker_coordinator -e "SELECT \\`group\\`, '
     'count(*) FROM rebalances GROUP BY 1"': "spark-sql is Spark's own launcher, not installed here; the words "
     "`$(coordinator spark-conf)` gives it are checked below (test_spark_conf_survives_command_substitution)",
@@ -171,13 +192,13 @@ NOT_HERE = {
 }
 
 
-# --- the README's example addresses, and what they are here: the one place lines are changed --------
+# --- the documents' example addresses, and what they are here: the one place lines are changed --------
 
 
 def readme_defaults(bootstrap: str, topic: str, listen: str) -> dict[str, str]:
     """Printed text -> what runs here, applied to every line before it runs."""
     return {
-        "HOST:9092": bootstrap,  # the README's broker placeholder
+        "HOST:9092": bootstrap,  # the documents' broker placeholder
         "kafka:9092": bootstrap,  # the replay and audit examples' broker
         "__worker_offsets": topic,  # the default topic (WORKER_OFFSETS_TOPIC below) gets a name of its own
         "127.0.0.1:8400": listen,  # serve's default --listen, on a free port
@@ -217,7 +238,7 @@ class Expect:
     code: int = 0
     files: tuple[str, ...] = ()  # written in the working directory
     json_lines: bool = False  # every stdout line is a JSON value
-    shown: bool = False  # holds the output block the README shows after its command block
+    shown: bool = False  # holds the output block the document shows after its command block
     long_running: str = ""  # "serve" or "watch": started, checked, stopped
 
 
@@ -297,7 +318,7 @@ EXPECTED = {
             r"before: W2 held clicks-source-1 until 2026-03-01 03:01:39\.000",
         )
     ),
-    # The README's comment says what a log with a fault gives (exit 1); this one has none.
+    # docs/replay.md's comment says what a log with a fault gives (exit 1); this one has none.
     "coordinator replay verify --bootstrap-servers kafka:9092": Expect(
         stdout=(r"^verified \d+ records of 2 groups from topic \S+: no violations$",)
     ),
@@ -329,7 +350,7 @@ def stage(kafka_broker, tmp_path_factory):  # noqa: ANN001, ANN201
         **os.environ,
         "KAFKA_BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers,
         "WORKER_OFFSETS_TOPIC": topic,  # the topic of every line that names none
-        "COORDINATOR_URL": f"http://127.0.0.1:{port}",  # the admin commands' instance (README: env COORDINATOR_URL)
+        "COORDINATOR_URL": f"http://127.0.0.1:{port}",  # the admin commands' instance (docs/service.md: env COORDINATOR_URL)
         "COORDINATOR_LOG_FORMAT": "text",
     }
     s = Stage(
@@ -377,7 +398,7 @@ def _wait(condition, timeout: float, what: str) -> None:  # noqa: ANN001
 
 
 def _start_fleet(stage: Stage) -> None:
-    """The README's worker fleet (`coordinator worker --group G [--count N]`), for the admin commands
+    """docs/sdk.md's worker fleet (`coordinator worker --group G [--count N]`), for the admin commands
     to have a group to show: three workers, stable."""
     stage.fleet = subprocess.Popen(
         [COORDINATOR, "worker", "--group", "connect-cluster", "--count", "3"],
@@ -397,7 +418,7 @@ def _start_fleet(stage: Stage) -> None:
 
 
 def _stop(process: subprocess.Popen, what: str) -> str:
-    """SIGTERM: the README says serve hands its partitions over and exits 0, and the fleet stops as
+    """SIGTERM: docs/service.md says serve hands its partitions over and exits 0, and the fleet stops as
     on Ctrl-C (every worker revokes, then leaves)."""
     process.send_signal(signal.SIGTERM)
     out, _ = process.communicate(timeout=60)
@@ -407,11 +428,11 @@ def _stop(process: subprocess.Popen, what: str) -> str:
 
 
 def _write_story(stage: Stage) -> None:
-    """The on-call story the README's replay example shows, in group connect-prod's partition from
+    """The on-call story docs/replay.md's example shows, in group connect-prod's partition from
     offset 0, with its own timestamps (2026-03-01 03:00 UTC)."""
     story = on_call_story()
     partition = partition_for("connect-prod", PARTITIONS)
-    assert partition != partition_for("connect-cluster", PARTITIONS)  # its offsets are the README's
+    assert partition != partition_for("connect-cluster", PARTITIONS)  # its offsets are docs/replay.md's
     producer = Producer({"bootstrap.servers": stage.bootstrap, "enable.idempotence": True})
     offsets = []
     for r in story.raw(partition):
@@ -429,10 +450,10 @@ def _write_story(stage: Stage) -> None:
 
 
 def _before(stage: Stage, line: Line) -> None:
-    """What the README's lines build on, set up once, in README order."""
+    """What the documents' lines build on, set up once, in stage order."""
     words = line.text.split()
     if words[:2] == ["coordinator", "groups"] and stage.fleet is None:
-        assert stage.serve is not None, "the README's serve line runs before its admin commands"
+        assert stage.serve is not None, "docs/service.md's serve line runs before its admin commands"
         _start_fleet(stage)
     if words[:2] in (["coordinator", "dump"], ["coordinator", "replay"]) and not stage.story_written:
         if stage.fleet is not None:
@@ -444,7 +465,7 @@ def _before(stage: Stage, line: Line) -> None:
 
 
 def _shown_output(line: Line) -> list[str]:
-    """The block the README shows right after the command's block: its output."""
+    """The block the document shows right after the command's block: its output."""
     _, others = shell_lines(ROOT / line.document)
     following = min((n for n in others if n > line.block_end), default=None)
     assert following is not None and following <= line.block_end + 3, "no output block follows the command"
@@ -462,7 +483,7 @@ def _holds_in_order(output: str, shown: list[str]) -> None:
         head = want[:-3].rstrip(" ,") if prefix else want.rstrip()
         while at < len(got) and not (got[at].startswith(head) if prefix else got[at].rstrip() == head):
             at += 1
-        assert at < len(got), f"the README shows {want!r}, which the output lacks (in order):\n{output}"
+        assert at < len(got), f"the document shows {want!r}, which the output lacks (in order):\n{output}"
         at += 1
 
 
@@ -496,14 +517,14 @@ def _run_serve(stage: Stage, argv: list[str]) -> None:
     assert stage.serve.poll() is None, stage.serve.communicate()[0]
 
 
-LINES = all_lines()
+LINES = in_stage_order(all_lines())
 
 
 def test_every_line_is_run_or_says_why_not() -> None:
-    """An unclassified line fails here: a new README line runs unless someone says why not."""
+    """An unclassified line fails here: a new line in a document runs unless someone says why not."""
     assert LINES, "no shell lines found"
     unknown = [f"{line.id}: {line.text}" for line in LINES if line.text not in NOT_HERE and line.text not in EXPECTED]
-    assert not unknown, "README lines neither run nor excluded (add to EXPECTED or NOT_HERE):\n" + "\n".join(unknown)
+    assert not unknown, "document lines neither run nor excluded (add to EXPECTED or NOT_HERE):\n" + "\n".join(unknown)
     assert all(reason.strip() for reason in NOT_HERE.values())
     printed = {line.text for line in LINES}
     stale = [text for text in [*NOT_HERE, *EXPECTED] if text not in printed]
@@ -570,7 +591,7 @@ def test_spark_conf_survives_command_substitution(tmp_path, monkeypatch, capsys)
     assert url == f"jdbc:derby:;databaseName={tmp_path / 'audit'}/metastore_db;create=true", url
 
 
-# --- the README's Python blocks ---------------------------------------------------------------------
+# --- the documents' Python blocks ------------------------------------------------------------------
 
 PYTHON_NOT_HERE = {
     "from coordinator.sdk.client import CoordinatorClient": "a fragment: a top-level `async with` against "
@@ -605,4 +626,4 @@ def test_readme_python_block(block: tuple[str, int, list[str]], tmp_path: Path) 
     assert len(printed) == len(shown), (printed, shown)
     for got, want in zip(printed, shown, strict=True):
         pattern = ".*".join(re.escape(part) for part in want.split("..."))
-        assert re.fullmatch(pattern, got), f"the README shows {want}, the block printed {got}"
+        assert re.fullmatch(pattern, got), f"the document shows {want}, the block printed {got}"

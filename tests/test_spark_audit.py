@@ -46,7 +46,7 @@ pytestmark = pytest.mark.integration
 
 PARTITIONS = 4
 OTHER = "connect-staging"
-README = Path(__file__).resolve().parents[1] / "README.md"
+AUDIT_DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"  # the ready queries
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -312,16 +312,16 @@ def _items(assignment) -> set:  # noqa: ANN001
     return set(assignment.connectors) | set(assignment.tasks)
 
 
-def test_the_readmes_queries_run(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
+def test_the_documented_queries_run(capsys, kafka_broker, audited) -> None:  # noqa: ANN001
     topic, warehouse, _, _, _ = audited
-    queries = readme_queries()
+    queries = documented_queries()
     assert len(queries) >= 6
     answers = [sql(capsys, warehouse, q) for q in queries]
     slowest, moved_per_day, _, per_hour, left, corrupt = answers[:6]
     assert slowest and slowest == sorted(slowest, key=lambda r: -r["duration_ms"])
     # Tasks moved: only a task whose owner changed from one member to another (issue 29), counted
     # from replay's own rebalances; first assignments and work released by a member that left are
-    # in `moved` too (one end None), and the README's query must leave them out.
+    # in `moved` too (one end None), and docs/audit.md's query must leave them out.
     tasks_moved = [
         (a, b)
         for r in replayed(kafka_broker, topic).all_rebalances()
@@ -441,7 +441,7 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
     capsys, kafka_broker, unique_topic, tmp_path
 ) -> None:  # noqa: ANN001
     """kill -9 in the middle, a restart, then a plain Spark session (no code of ours) that knows only
-    `coordinator spark-conf` runs every README query by name and gets what `coordinator sql` gets.
+    `coordinator spark-conf` runs every query of docs/audit.md by name and gets what `coordinator sql` gets.
     Processes of their own: the test session's Spark has its own catalog (Derby admits one JVM)."""
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
@@ -499,7 +499,7 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
         timeout=120,  # the resumed audit fetched the same jars already
         check=True,
     ).stdout
-    queries = readme_queries()
+    queries = documented_queries()
     plain = subprocess.run(
         [sys.executable, "-c", _PLAIN_SESSION, conf, json.dumps(queries)],
         capture_output=True,
@@ -538,9 +538,9 @@ print(json.dumps({"tables": tables, "records": count, "rows": rows}))
 """
 
 
-def readme_queries() -> list[str]:
-    text = README.read_text()
-    return re.findall(r"```sql\n(.*?)```", text[text.index("## Audit and Spark SQL") :], re.S)
+def documented_queries() -> list[str]:
+    """The ready queries of docs/audit.md (the README's "Audit and Spark SQL" before issue 30 item 7)."""
+    return re.findall(r"```sql\n(.*?)```", AUDIT_DOC.read_text(), re.S)
 
 
 def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(

@@ -1,6 +1,6 @@
 """The topic's documented settings, read back from the broker (issue 29, item 11).
 
-README's "The topic" table is the promise: every setting it lists, at the value it says. The tests
+The table of docs/operations.md's "The topic" (the README's before issue 30 item 7) is the promise: every setting it lists, at the value it says. The tests
 read that table (not `topic_configs`, which the other topic tests compare with), create the topic
 with `coordinator topic create` and read each setting back with AdminClient.describe_configs: the
 documented value, set on the topic itself (so a broker default changed later cannot change it).
@@ -25,7 +25,7 @@ from coordinator.tools.topic import topic_configs
 
 pytestmark = pytest.mark.integration
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+OPERATIONS = Path(__file__).resolve().parent.parent / "docs" / "operations.md"  # its section "The topic"
 _UNITS = {"hour": 3_600_000, "hours": 3_600_000, "day": 86_400_000, "days": 86_400_000, "MiB": 1 << 20}
 # The topic's settings when drifted: each a valid value other than the documented one.
 DRIFTED = {
@@ -41,9 +41,9 @@ DRIFTED = {
 
 
 def documented() -> dict[str, str]:
-    """README's table of the topic's settings, as the broker states them: name -> value. The row of
+    """The table of the topic's settings in docs/operations.md, as the broker states them: name -> value. The row of
     min.insync.replicas ("2 (when RF > 1)") is kept as its text."""
-    text = README.read_text()
+    text = OPERATIONS.read_text()
     table = text[text.index("| setting | value | why |") :].split("\n\n", 1)[0].splitlines()[2:]
     out = {}
     for row in table:
@@ -85,10 +85,10 @@ def create(capsys: pytest.CaptureFixture[str], bootstrap: str, topic: str, repli
     return out
 
 
-def test_readme_documents_what_create_sets() -> None:
+def test_operations_doc_lists_what_create_sets() -> None:
     doc = documented()
     assert doc["min.insync.replicas"] == "2 (when RF > 1)"
-    assert set(doc) == set(topic_configs(3)), "README's table and the settings create makes differ"
+    assert set(doc) == set(topic_configs(3)), "docs/operations.md's table and the settings create makes differ"
     assert {n: v for n, v in doc.items() if n != "min.insync.replicas"} == topic_configs(1)
 
 

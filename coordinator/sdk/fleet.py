@@ -461,7 +461,7 @@ def serve_metrics(fleet: Fleet, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # With a scenario, its own `join` lines say who joins: 3 more by default would make the README's
+    # With a scenario, its own `join` lines say who joins: 3 more by default would make docs/sdk.md's
     # `0 join 5` start 8 workers.
     count = args.count if args.count is not None else 0 if args.names or args.scenario else 3
     if count < 0:
