@@ -294,7 +294,7 @@ def audit_round(
         max_offsets_per_trigger=max_offsets,
     )
     started = time.perf_counter()
-    query = audit.start("available-now")
+    query = audit.start({"availableNow": True})
     query.awaitTermination()
     seconds = time.perf_counter() - started
     if query.exception() is not None:
@@ -361,6 +361,7 @@ def bench_lag(
     max_offsets: int | None,
 ) -> None:
     from spark.audit import Audit
+    from spark.cli import parse_trigger
 
     total = int(sizes.lag_rate * sizes.lag_seconds)
     records = records_for(total)
@@ -373,7 +374,7 @@ def bench_lag(
         max_offsets_per_trigger=max_offsets,
     )
     with audit_phases() as phases:
-        query = audit.start(sizes.lag_trigger)
+        query = audit.start(parse_trigger(sizes.lag_trigger))
         try:
             deadline = time.monotonic() + 120
             while query.isActive and query.status["message"].startswith("Initializing") and time.monotonic() < deadline:

@@ -132,13 +132,13 @@ def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_brok
         )
         end = runtime.last_load.end_offset
         writes = []
-        original = runtime._writer.write
+        original = runtime._log.write
 
         def counting(records, *level):  # noqa: ANN001, ANN002, ANN202
             writes.append(len(records))
             return original(records, *level)
 
-        runtime._writer.write = counting
+        runtime._log.write = counting
         for _ in range(20):
             steady = await runtime.call(heartbeat(HeartbeatRequest(G, "W1", r.member_epoch)))
             assert steady.error_code == ErrorCode.NONE

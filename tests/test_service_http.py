@@ -914,13 +914,13 @@ def test_describe_shows_only_what_was_acknowledged(kafka_broker, unique_topic) -
         cluster = Cluster(client, G)
         await cluster.set_connectors({"A": 1})
         runtime = server.runtime_for(G)
-        write = runtime._writer.write
+        write = runtime._log.write
 
         def slow_write(records: list, *level: int) -> None:  # runs in a worker thread
             time.sleep(0.5)
             return write(records, *level)
 
-        runtime._writer.write = slow_write
+        runtime._log.write = slow_write
         put = asyncio.create_task(cluster.set_connectors({"A": 1, "B": 1}))
         await asyncio.sleep(0.15)
         assert not put.done(), "the PUT is still being committed"

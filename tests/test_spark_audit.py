@@ -36,10 +36,12 @@ from records.model import ConnectGroupMetadataKey, ConnectGroupMetadataValue
 from coordinator import cli
 from coordinator.core.state import held_items
 from coordinator.service.log import PartitionWriter
+from coordinator.tools.kafka_config import java_client_config
 from replay.history import History, interval_json, rebalance_json
 from replay.source import read_topic
 from spark import tables as t
-from spark.audit import Audit, java_client_config, parse_trigger, source_options, warehouse_of
+from spark.audit import Audit, source_options, warehouse_of
+from spark.cli import parse_trigger
 from spark.decode import decode_arrow, decode_avro, decode_batch
 
 pytestmark = pytest.mark.integration
@@ -412,7 +414,7 @@ def test_a_batch_that_fails_half_written_runs_again_whole(
 
     monkeypatch.setattr(Audit, "_append", failing_append)
     first = Audit(spark_session, config, unique_topic, database=where.database, max_offsets_per_trigger=50)
-    query = first.start("available-now")
+    query = first.start({"availableNow": True})
     with pytest.raises(StreamingQueryException, match="disk full"):
         query.awaitTermination(120)
     # Batch 2 was half written: its records and events are in, its ended holdings are not.
@@ -422,7 +424,7 @@ def test_a_batch_that_fails_half_written_runs_again_whole(
     monkeypatch.setattr(Audit, "_append", real_append)
     # A new Audit has no History in memory: it must rebuild it from the records table.
     second = Audit(spark_session, config, unique_topic, database=where.database, max_offsets_per_trigger=50)
-    query = second.start("available-now")
+    query = second.start({"availableNow": True})
     query.awaitTermination(120)
     assert query.exception() is None
     assert second.reports[0].batch_id == 2
@@ -718,7 +720,7 @@ def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(
         max_offsets_per_trigger=30,
         optimize_every_ms=3_600_000,
     )
-    a.start("available-now").awaitTermination(120)
+    a.start({"availableNow": True}).awaitTermination(120)
     before = {table: spark_session.table(a.name(table)).count() for table in t.TABLES}
     raw = spark_session.read.format("kafka").options(**a.options).load()
     a.batch(raw, 0)  # batch 0 again, with the whole topic: every table already holds batch 0's write

@@ -1,6 +1,11 @@
 """The coordinator's log: loading a partition, writing batches (which partition a group lives in,
 and reading a partition to its end, are `coordinator.tools.partitions`).
 
+The runtime sees a partition's log only through `PartitionLog` (open: fence the previous owner;
+load; write a batch; close), as Kafka's `CoordinatorRuntime` sees it only through its
+`PartitionWriter` and `CoordinatorLoader`. `KafkaPartitionLog` is the one it serves with;
+`coordinator.service.memory_log` holds one in memory, for tests of the runtime without a broker.
+
 DESIGN §6. The topic is the truth: a partition's state is whatever replaying it gives, so loading
 is `read_committed` from the first offset to the end offset at the time of loading, every record
 through `CoordinatorState.replay_all`, and writing is one Kafka transaction per batch from a
@@ -14,8 +19,9 @@ the protocol beyond records.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -61,6 +67,29 @@ class UnreadableFormatLevel(Exception):
             f"{topic}[{partition}] is at record format level {level} (offset {offset}); this release reads "
             f"levels {DEFAULT_FORMAT_LEVEL}-{MAX_FORMAT_LEVEL}: serve it from an instance of a newer release"
         )
+
+
+class PartitionLog(Protocol):
+    """One owner's handle on a partition of the topic, as the runtime uses it; each call blocks
+    (the runtime makes them on the partition's own thread) and a handle is opened once: after a
+    failure the runtime closes it and takes a new one.
+
+    - `open()`: fence the partition's previous owner, whose writes fail `fenced` from then on, so
+      that what `load` reads next is everything it will ever have written; LogError if it cannot now.
+    - `load(state)`: replay the partition's committed records into `state`; LogError when the log
+      cannot be read now (try again later), UnreadableFormatLevel for a record format level this
+      release does not read (trying again cannot help).
+    - `write(records, level)`: make `records` durable as one transaction, or raise LogError
+      (`fenced`: another owner opened the partition since; this one must stop serving it).
+    - `close()`: let go of the log; a closed handle does not write again."""
+
+    def open(self) -> None: ...
+
+    def load(self, state: CoordinatorState) -> LoadResult: ...
+
+    def write(self, records: Sequence[Record], level: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(slots=True)
@@ -111,16 +140,27 @@ def _records(consumer: Consumer, tp: TopicPartition, end: int, deadline: float, 
                 f"loading {tp.topic}[{tp.partition}] did not reach offset {end} in time (at {position.offset})"
             )
         for message in messages:
-            try:
-                record = decode(message.key(), message.value())
-            except RecordDecodeError as e:
-                result.corrupt.append((message.offset(), str(e)))
-                continue
-            if record.key.__class__ is FormatLevelKey and record.value is not None:
-                if record.value.level not in FORMAT_LEVELS:
-                    raise UnreadableFormatLevel(tp.topic, tp.partition, record.value.level, message.offset())
-            result.records += 1
-            yield record
+            record = checked_record(tp.topic, tp.partition, message.offset(), message.key(), message.value(), result)
+            if record is not None:
+                yield record
+
+
+def checked_record(
+    topic: str, partition: int, offset: int, key: bytes, value: bytes | None, result: LoadResult
+) -> Record | None:
+    """The record at `offset` as loading takes it, for every `PartitionLog`: None (noted in
+    `result.corrupt`) if it does not decode; UnreadableFormatLevel if it raises the partition to a
+    level this release does not read; else the record, counted."""
+    try:
+        record = decode(key, value)
+    except RecordDecodeError as e:
+        result.corrupt.append((offset, str(e)))
+        return None
+    if record.key.__class__ is FormatLevelKey and record.value is not None:
+        if record.value.level not in FORMAT_LEVELS:
+            raise UnreadableFormatLevel(topic, partition, record.value.level, offset)
+    result.records += 1
+    return record
 
 
 class PartitionWriter:
@@ -181,3 +221,41 @@ class PartitionWriter:
         if self._producer is not None:
             self._producer.flush(self.timeout_s)
             self._producer = None
+
+
+class KafkaPartitionLog:
+    """The `PartitionLog` of a partition of a Kafka topic: `PartitionWriter` writes and fences
+    (its `transactional.id` names the partition), `load_partition` loads."""
+
+    def __init__(
+        self,
+        config: Mapping[str, str],
+        topic: str,
+        partition: int,
+        prefix: str = "worker-coordinator",
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.config = config
+        self.topic = topic
+        self.partition = partition
+        self.writer = PartitionWriter(config, topic, partition, prefix, timeout_s=timeout_s)
+
+    def open(self) -> None:
+        self.writer.open()
+
+    def load(self, state: CoordinatorState) -> LoadResult:
+        return load_partition(self.config, self.topic, self.partition, state)
+
+    def write(self, records: Sequence[Record], level: int = DEFAULT_FORMAT_LEVEL) -> None:
+        self.writer.write(records, level)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+def kafka_logs(
+    config: Mapping[str, str], topic: str, prefix: str = "worker-coordinator", timeout_s: float = 30.0
+) -> Callable[[int], KafkaPartitionLog]:
+    """The logs of `topic`'s partitions, as `PartitionRuntime` takes them: partition -> a new handle."""
+    config = dict(config)
+    return lambda partition: KafkaPartitionLog(config, topic, partition, prefix, timeout_s)

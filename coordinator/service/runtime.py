@@ -4,8 +4,10 @@ Rules it keeps:
 
 - one serial event loop per partition: requests and timer events of its groups run one at a
   time, so the state machine needs no locks;
+- the partition's log is handed to it (`log`: partition -> a `PartitionLog`, Kafka's unless
+  told otherwise): it opens (fences), loads, writes and closes the log through that alone;
 - a handler's records are applied (through `replay`) at once and appended to the open batch; the
-  response waits until that batch is committed in one Kafka transaction. One transaction is in
+  response waits until that batch is committed in one transaction of the log. One transaction is in
   flight at a time; a batch closes after a short linger, on size, or when the commit before it
   ends, so under load many heartbeats share one commit;
 - a response that writes nothing is sent at once unless earlier writes are still in flight: then
@@ -41,7 +43,7 @@ from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinat
 from coordinator.core.protocol import ErrorCode, Parked, ParkKey, Result, Timer, TimerKey
 from coordinator.core.state import CoordinatorState
 from coordinator.service.events import Observer, Told
-from coordinator.service.log import LoadResult, PartitionWriter, UnreadableFormatLevel, load_partition
+from coordinator.service.log import LoadResult, PartitionLog, UnreadableFormatLevel, kafka_logs
 from coordinator.service.metrics import Metrics
 from coordinator.tools.logs import event
 from coordinator.tools.partitions import LogError
@@ -89,6 +91,8 @@ class PartitionRuntime:
         transactional_prefix: str = "worker-coordinator",
         metrics: Metrics | None = None,
         kafka_timeout_s: float = 30.0,
+        log: Callable[[int], PartitionLog] | None = None,
+        load_retry_s: float = LOAD_RETRY_MIN_S,
     ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
@@ -100,6 +104,9 @@ class PartitionRuntime:
         self.transactional_prefix = transactional_prefix
         self.metrics = metrics
         self.kafka_timeout_s = kafka_timeout_s  # each fence, commit or abort waits at most this long
+        # A new handle on the partition's log for each attempt at loading it (a failed one is closed).
+        self.logs = log or kafka_logs(self.kafka_config, topic, transactional_prefix, kafka_timeout_s)
+        self.load_retry_s = load_retry_s  # the first wait before loading again; it doubles
         self.status = Status.LOADING
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         self.last_load: LoadResult | None = None
@@ -113,12 +120,12 @@ class PartitionRuntime:
         )
         self._waiting: list[tuple[asyncio.Future, Any]] = []
         self._parked: dict[ParkKey, asyncio.Future] = {}
-        self._commits = 0  # batches handed to the writer and not yet confirmed
-        self._writer: PartitionWriter | None = None
+        self._commits = 0  # batches handed to the log and not yet confirmed
+        self._log: PartitionLog | None = None  # the opened and loaded log, which batches are written to
         self._loop_task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
         self._loading: asyncio.Task | None = None  # loading again after a failed attempt
-        # The partition's blocking Kafka calls (fence, load, commit) run on a thread of its own: the
+        # The partition's blocking log calls (fence, load, commit) run on a thread of its own: the
         # default executor has min(32, cores + 4) threads, 6 on two cores, so with more partitions
         # than that, commits that Kafka would take in parallel waited for a free thread.
         self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"partition-{partition}")
@@ -143,7 +150,7 @@ class PartitionRuntime:
                 self._loading = asyncio.create_task(self._keep_loading(e), name=f"loading-{self.partition}")
 
     async def _keep_loading(self, error: LogError) -> None:
-        delay = LOAD_RETRY_MIN_S
+        delay = self.load_retry_s
         while self.status is Status.LOADING:
             log.warning(
                 "%s[%d] cannot be loaded now (%s); trying again in %.1f s", self.topic, self.partition, error, delay
@@ -165,19 +172,15 @@ class PartitionRuntime:
     async def _load(self) -> None:
         """One attempt at what `start` does; LogError when Kafka cannot do it now."""
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
-        writer = PartitionWriter(
-            self.kafka_config, self.topic, self.partition, self.transactional_prefix, timeout_s=self.kafka_timeout_s
-        )
+        partition_log = self.logs(self.partition)
         try:
-            # init_transactions first: once it returns, the old owner can no longer commit, so what
-            # we load next is everything it will ever have written.
-            await self._blocking(writer.open)
+            # Fence first (init_transactions): once it returns, the old owner can no longer commit,
+            # so what we load next is everything it will ever have written.
+            await self._blocking(partition_log.open)
             if self.status is Status.LOADING:  # else closed meanwhile, and its thread is gone
-                self.last_load = await self._blocking(
-                    load_partition, self.kafka_config, self.topic, self.partition, self.coordinator.state
-                )
+                self.last_load = await self._blocking(partition_log.load, self.coordinator.state)
         except UnreadableFormatLevel as e:
-            await asyncio.to_thread(writer.close)
+            await asyncio.to_thread(partition_log.close)
             self.coordinator = GroupCoordinator(CoordinatorState(), self.config)  # nothing half-read is kept
             self.refused = str(e)
             self.status = Status.REFUSED
@@ -186,12 +189,12 @@ class PartitionRuntime:
             )
             return
         except BaseException:
-            await asyncio.to_thread(writer.close)  # a failed attempt's producer must not linger
+            await asyncio.to_thread(partition_log.close)  # a failed attempt's producer must not linger
             raise
-        if self.status is not Status.LOADING:  # closed while loading: this writer must not write
-            await asyncio.to_thread(writer.close)
+        if self.status is not Status.LOADING:  # closed while loading: this log must not be written
+            await asyncio.to_thread(partition_log.close)
             return
-        self._writer = writer
+        self._log = partition_log
         for corrupt in self.last_load.corrupt:
             event(
                 log,
@@ -240,9 +243,9 @@ class PartitionRuntime:
             self._loop_task.cancel()
             self._loop_task = None
         self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the coordinator is shutting down")
-        if self._writer is not None:
-            writer, self._writer = self._writer, None
-            await self._blocking(writer.close)
+        if self._log is not None:
+            partition_log, self._log = self._log, None
+            await self._blocking(partition_log.close)
         self._io.shutdown(wait=False)
 
     def _blocking(self, function: Callable[..., Any], *args: Any) -> asyncio.Future:
@@ -352,7 +355,7 @@ class PartitionRuntime:
     async def _write_batch(
         self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]
     ) -> None:
-        if self.status is not Status.ACTIVE or self._writer is None:
+        if self.status is not Status.ACTIVE or self._log is None:
             for future, _ in waiting:
                 if not future.done():
                     future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
@@ -360,7 +363,7 @@ class PartitionRuntime:
         try:
             if batch:
                 started = time.perf_counter()
-                await self._blocking(self._writer.write, batch, self.coordinator.state.format_level)
+                await self._blocking(self._log.write, batch, self.coordinator.state.format_level)
                 if self.metrics is not None:
                     self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
         except Exception as failure:  # noqa: BLE001 - whatever failed, the batch is not known to be durable
@@ -413,9 +416,9 @@ class PartitionRuntime:
             handle.cancel()
         self._timers.clear()
         self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the partition is reloading")
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            await self._blocking(writer.close)
+        partition_log, self._log = self._log, None
+        if partition_log is not None:
+            await self._blocking(partition_log.close)
         try:
             await self.start()
         except Exception:  # not Kafka being unavailable, which start() keeps retrying

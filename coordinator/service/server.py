@@ -45,6 +45,7 @@ from coordinator.core.protocol import (
 )
 from coordinator.service import metrics
 from coordinator.service.auth import AuthError, Authorizer, Operation
+from coordinator.service.log import PartitionLog, kafka_logs
 from coordinator.service.metrics import Metrics
 from coordinator.service.pages import Pages
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
@@ -110,6 +111,7 @@ class CoordinatorServer:
         transactional_prefix: str = "worker-coordinator",
         linger_ms: float = 2.0,
         max_body_bytes: int = MAX_BODY_BYTES,
+        log: Callable[[int], PartitionLog] | None = None,
     ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
@@ -118,6 +120,8 @@ class CoordinatorServer:
         self.config = config or CoordinatorConfig()
         self.authorizer = authorizer or Authorizer.open()
         self.transactional_prefix = transactional_prefix
+        # partition -> a new handle on its log, for each partition's runtime: the topic's by default.
+        self.logs = log or kafka_logs(self.kafka_config, topic, transactional_prefix)
         self.linger_ms = linger_ms
         self.max_body_bytes = max_body_bytes
         self.metrics = Metrics()
@@ -147,6 +151,7 @@ class CoordinatorServer:
                     linger_ms=self.linger_ms,
                     metrics=self.metrics,
                     transactional_prefix=self.transactional_prefix,
+                    log=self.logs,
                 )
                 new.append(self.runtimes[p])
         results = await asyncio.gather(*(r.start() for r in new), return_exceptions=True)
