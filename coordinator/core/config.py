@@ -32,7 +32,7 @@ class CoordinatorConfig:
     # extending the wait up to the joiner's rebalance timeout (Kafka's group.initial.rebalance.delay.ms):
     # a join storm is assigned once instead of moving work from the early joiners to the late ones.
     # 3 s, Kafka's default: longer than the gaps between joins of workers started together, and paid
-    # only by a group's first assignment (README, "Initial assignment delay").
+    # only by a group's first assignment (docs/decisions.md, "Initial assignment delay").
     initial_assignment_delay_ms: int = 3_000
     # The classic protocol's bounds, Kafka's settings: a JoinGroup asking for a shorter session is
     # refused INVALID_SESSION_TIMEOUT, which a Java member does not survive. `serve` enforces Kafka's

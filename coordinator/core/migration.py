@@ -35,8 +35,9 @@ type 2 record holds the classic members, each with what it owns as its assignmen
 PreparingRebalance at a generation one above the group epoch: the members are told to join again
 and a classic leader assigns from what their JoinGroups say they run.
 
-Decisions where seed 000 says "Need to add more details", taken from Kafka's migration (README,
-"Decisions beyond the seed"): conversion in the request that triggers it; epochs continue from the
+Decisions where seed 000 says "Need to add more details", taken from Kafka's migration
+(docs/classic-and-migration.md, "Decisions where the seeds are silent"): conversion in the request
+that triggers it; epochs continue from the
 generation; waiting classic requests answered REBALANCE_IN_PROGRESS; classic members are never chosen
 to compute a target (they cannot run PrepareAssignment); a classic member's JoinGroup is answered at
 once rather than held until it has reconciled.
