@@ -1,7 +1,7 @@
 """`replay timeline --plot`: the waiting lane and a footnote that stays inside the picture.
 
 The waiting lane holds the work a target assigns to nobody while the group waits for a departed
-member within its scheduled rebalance delay (issue 29 item 10: the README promises it). Its bars
+member within its scheduled rebalance delay (issue 29 item 10: docs/replay.md promises it). Its bars
 are checked against the coordinator's own state, replayed record by record: an item waits exactly
 while the installed target's `Deferred` holds it. No broker: the logs are the state machine's own
 (`tests/replay_scenarios.py`).

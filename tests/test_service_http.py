@@ -571,7 +571,7 @@ def test_a_worker_leaves_its_work_waits_for_the_delay_then_is_reassigned(kafka_b
 @pytest.mark.parametrize("how", ["session-timeout", "leave-and-rejoin", "static", "static-same-id", "static-expired"])
 def test_a_worker_bounces_and_gets_exactly_its_work_back(kafka_broker, unique_topic, how: str) -> None:  # noqa: ANN001
     """Seed 000 "Worker Bounces" (session-timeout: W2 goes silent, is kicked out, comes back with
-    its last epoch, is told UNKNOWN_MEMBER_ID and rejoins with epoch 0), and the README's
+    its last epoch, is told UNKNOWN_MEMBER_ID and rejoins with epoch 0), and docs/decisions.md's
     decisions: departed work waits for the group's ScheduledRebalanceMaxDelayMs (60 s here) but goes
     back at once when the member returns, under the same member id or, for a static member, the
     same InstanceId under a new member id; a static leave (-2) keeps the work without a rebalance

@@ -541,7 +541,7 @@ print(json.dumps({"tables": tables, "records": count, "rows": rows}))
 
 
 def documented_queries() -> list[str]:
-    """The ready queries of docs/audit.md (the README's "Audit and Spark SQL" before issue 30 item 7)."""
+    """The ready queries of docs/audit.md (the README's "Audit and Spark SQL" until issue 30 item 7)."""
     return re.findall(r"```sql\n(.*?)```", AUDIT_DOC.read_text(), re.S)
 
 

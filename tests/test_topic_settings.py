@@ -1,12 +1,13 @@
 """The topic's documented settings, read back from the broker (issue 29, item 11).
 
-The table of docs/operations.md's "The topic" (the README's before issue 30 item 7) is the promise: every setting it lists, at the value it says. The tests
-read that table (not `topic_configs`, which the other topic tests compare with), create the topic
-with `coordinator topic create` and read each setting back with AdminClient.describe_configs: the
-documented value, set on the topic itself (so a broker default changed later cannot change it).
-Then every one of them drifts to another value, set on the topic as an operator or an old release
-would, and `coordinator topic alter` brings each back, showing each change. (tests/test_topic_alter.py
-covers settings that are missing from an old topic; these are set, to the wrong value.)
+The table of docs/operations.md's "The topic" (the README's until issue 30 item 7) is the promise:
+every setting it lists, at the value it says. The tests read that table (not `topic_configs`, which
+the other topic tests compare with), create the topic with `coordinator topic create` and read each
+setting back with AdminClient.describe_configs: the documented value, set on the topic itself (so a
+broker default changed later cannot change it). Then every one of them drifts to another value, set
+on the topic as an operator or an old release would, and `coordinator topic alter` brings each back,
+showing each change. (tests/test_topic_alter.py covers settings that are missing from an old topic;
+these are set, to the wrong value.)
 
 `min.insync.replicas` is documented as 2 when the replication factor is above 1: the session broker
 has one node, so that row is read back from the three-node cluster of the broker-failure tests."""
