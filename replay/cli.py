@@ -37,6 +37,7 @@ from coordinator.tools import kafka_config
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.text import iso_time, table
 from replay import events as ev
+from replay.errors import ReplayError
 from replay.history import History, Rebalance, interval_json, rebalance_json
 from replay.invariants import Invariants
 from replay.positions import Point, Position, Window, format_duration, format_time, parse_point, parse_time
@@ -205,6 +206,8 @@ def _errors_in_one_line(run: Callable[[argparse.Namespace], int]) -> Callable[[a
             return 0
         except OSError as e:
             raise CliError(f"{e.filename or 'output'}: {e.strerror}") from None
+        except ReplayError as e:  # the replay's own failures, said at the command line's edge
+            raise CliError(str(e), exit_code=2 if e.invalid_input else 1) from None
 
     return wrapper
 

@@ -53,13 +53,13 @@ from coordinator.core.items import Item
 from coordinator.core.protocol import leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.core.views import rebalance_converged
-from coordinator.errors import CliError
 from replay import events as ev
+from replay.errors import ReplayError
 from replay.events import Event, GroupTrack
 from replay.positions import Point, Position, RawRecord
 
 
-class CorruptRecordError(CliError):
+class CorruptRecordError(ReplayError):
     """A record that does not decode, in strict mode."""
 
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from coordinator.core.items import Item
 from coordinator.core.protocol import leave_reason_text
-from coordinator.errors import CliError
 from replay import events as ev
+from replay.errors import ReplayError
 from replay.history import History
 from replay.positions import Position, format_clock, format_duration, format_time
 
@@ -191,7 +191,7 @@ def layout(history: History, group_id: str) -> Layout:
     intervals = [i for i in history.all_intervals() if i.group_id == group_id]
     rebalances = [r for r in history.all_rebalances() if r.group_id == group_id]
     if history.first is None:
-        raise CliError(f"nothing to plot: no records of group {group_id}")
+        raise ReplayError(f"nothing to plot: no records of group {group_id}")
     t0, t1 = history.first.timestamp_ms, history.last.timestamp_ms
     t1 = max(t1, t0 + 1_000)
     connectors = sorted({i.item if isinstance(i.item, str) else i.item.connector for i in intervals})
@@ -354,7 +354,7 @@ def write(path: str, history: History, group_id: str) -> None:
         page = _svg(picture) if suffix == ".svg" else _html(picture)
         Path(path).write_text(page, encoding="utf-8")
     else:
-        raise CliError(f"--plot {path}: the picture is a .png, or an .html (or .svg) page", exit_code=2)
+        raise ReplayError(f"{path}: the picture is a .png, or an .html (or .svg) page", invalid_input=True)
 
 
 # --- geometry shared by both renderers ---------------------------------------------------------------
@@ -509,12 +509,12 @@ PNG_NEEDS_MATPLOTLIB = (
 
 
 def require_matplotlib() -> None:
-    """CliError in one line unless matplotlib imports: checked before the log is read, so a missing
+    """ReplayError in one line unless matplotlib imports: checked before the log is read, so a missing
     extra is said at once rather than after a long replay."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise CliError(PNG_NEEDS_MATPLOTLIB) from None
+        raise ReplayError(PNG_NEEDS_MATPLOTLIB) from None
 
 
 def _png(picture: Layout, path: str) -> None:

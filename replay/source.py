@@ -38,8 +38,8 @@ from typing import IO, Any
 import orjson
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from coordinator.errors import CliError
 from coordinator.tools.partitions import LogError, read_range, reader_config
+from replay.errors import ReplayError
 from replay.positions import RawRecord, Window
 
 DUMP_FORMATS = ("binary", "jsonl")
@@ -60,8 +60,8 @@ _UNREACHABLE = {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BR
 ProgressFn = Callable[[int, int], None]
 
 
-class SourceError(CliError):
-    """The topic or the dump file cannot be read; a command reports it in one line."""
+class SourceError(ReplayError):
+    """The topic or the dump file cannot be read; said in one line."""
 
 
 def _in_window(window: Window) -> Callable[[RawRecord], bool] | None:
@@ -131,7 +131,7 @@ def open_consumer(config: Mapping[str, str]) -> Consumer:
             }
         )
     except KafkaException as e:
-        raise SourceError(f"invalid Kafka client configuration: {e.args[0].str()}", exit_code=2) from None
+        raise SourceError(f"invalid Kafka client configuration: {e.args[0].str()}", invalid_input=True) from None
 
 
 def partition_count(consumer: Consumer, topic: str, timeout_s: float, config: Mapping[str, str]) -> int:

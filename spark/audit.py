@@ -47,7 +47,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from coordinator.errors import CliError
+from coordinator.tools.kafka_config import java_client_config
 from replay.history import History
 from replay.positions import RawRecord
 from spark import tables as t
@@ -58,23 +58,14 @@ AUDITS = "_audit"
 DEFAULT_DATABASE = "worker_coordinator"
 _RAW = ["partition", "offset", "timestamp", "key", "value"]
 
-# librdkafka's names for the settings whose Java client names differ (the rest are the same or
-# only one client knows them; the Java client ignores what it does not know).
-_SASL_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-_LIBRDKAFKA_ONLY = {
-    "sasl.username",
-    "sasl.password",
-    "sasl.mechanisms",
-    "ssl.ca.location",
-    "ssl.certificate.location",
-    "ssl.key.location",
-    "ssl.key.password",
-    "enable.ssl.certificate.verification",
-}
+# What `Audit.start` passes to DataStreamWriter.trigger unless told otherwise: a micro-batch every 10 s.
+DEFAULT_TRIGGER = {"processingTime": "10000 milliseconds"}
+DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a database name Spark SQL takes unquoted
+
+
+class AuditError(Exception):
+    """The audit cannot go on as asked (a database name, a checkpoint that does not match its tables);
+    said in one line (`spark.cli` turns it into the command line's error)."""
 
 
 @dataclass(frozen=True)
@@ -87,57 +78,6 @@ class BatchReport:
     seconds: float
     newest_lag_ms: int | None  # now minus the newest record's timestamp, when the batch was done
     oldest_lag_ms: int | None
-
-
-def parse_trigger(text: str) -> dict:
-    """`available-now`, or a processing-time interval like 10s, 500ms, 2m: DataStreamWriter.trigger's kwargs."""
-    if text in ("available-now", "availableNow"):
-        return {"availableNow": True}
-    ms = parse_duration_ms(text, "--trigger", "available-now or an interval")
-    return {"processingTime": f"{ms} milliseconds"}
-
-
-def parse_duration_ms(text: str, flag: str, expected: str = "an interval") -> int:
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*", text)
-    if match is None:
-        raise CliError(f"{flag} {text!r}: expected {expected} like 10s, 500ms, 2m, 1h", exit_code=2)
-    return int(float(match[1]) * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[match[2]])
-
-
-def java_client_config(kafka: Mapping[str, str]) -> dict[str, str]:
-    """The Java client's settings for a librdkafka configuration (Spark's Kafka source runs the Java
-    client): SASL PLAIN/SCRAM credentials become a JAAS line, PEM files a PEM trust/key store."""
-    out = {k: v for k, v in kafka.items() if k not in _LIBRDKAFKA_ONLY}
-    mechanism = kafka.get("sasl.mechanism") or kafka.get("sasl.mechanisms")
-    if mechanism:
-        out["sasl.mechanism"] = mechanism
-    if "sasl.username" in kafka and "sasl.jaas.config" not in kafka:
-        module = _SASL_MODULES.get((mechanism or "PLAIN").upper())
-        if module is None:
-            raise CliError(
-                f"sasl.mechanism {mechanism}: only PLAIN and SCRAM credentials (sasl.username, "
-                "sasl.password) translate to Spark's Kafka client; pass sasl.jaas.config instead",
-                exit_code=2,
-            )
-        user, password = (
-            kafka[k].replace("\\", "\\\\").replace('"', '\\"') for k in ("sasl.username", "sasl.password")
-        )
-        out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
-    if "ssl.ca.location" in kafka:
-        out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": kafka["ssl.ca.location"]})
-    if "ssl.certificate.location" in kafka or "ssl.key.location" in kafka:
-        if kafka.get("ssl.certificate.location") != kafka.get("ssl.key.location"):
-            raise CliError(
-                "Spark's Kafka client reads a client certificate and its key from one PEM file: "
-                "set ssl.certificate.location and ssl.key.location to the same file",
-                exit_code=2,
-            )
-        out.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": kafka["ssl.key.location"]})
-        if "ssl.key.password" in kafka:
-            out["ssl.key.password"] = kafka["ssl.key.password"]
-    if kafka.get("enable.ssl.certificate.verification", "true").lower() == "false":
-        out["ssl.endpoint.identification.algorithm"] = ""
-    return out
 
 
 def source_options(
@@ -188,10 +128,8 @@ class Audit:
         optimize_every_ms: int = 600_000,
         report: Callable[[BatchReport], None] | None = None,
     ) -> None:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", database):
-            raise CliError(
-                f"--database {database!r}: letters, digits and _ only, not starting with a digit", exit_code=2
-            )
+        if not DATABASE_NAME.fullmatch(database):
+            raise AuditError(f"database {database!r}: letters, digits and _ only, not starting with a digit")
         self.spark = spark
         self.warehouse = warehouse_of(spark)
         self.database = database
@@ -220,14 +158,16 @@ class Audit:
 
     # --- the query -----------------------------------------------------------------------------------
 
-    def start(self, trigger: str = "10s"):  # noqa: ANN201 - a StreamingQuery
+    def start(self, trigger: Mapping[str, object] = DEFAULT_TRIGGER):  # noqa: ANN201 - a StreamingQuery
+        """Start the query; `trigger` is DataStreamWriter.trigger's keyword arguments:
+        {"availableNow": True} (what the topic holds, then stop) or {"processingTime": "500 milliseconds"}."""
         self.prepare()
         stream = self.spark.readStream.format("kafka").options(**self.options).load()
         return (
             stream.writeStream.queryName(f"audit-{self.database}")
             .option("checkpointLocation", str(self.directory / "checkpoint"))
             .foreachBatch(self.batch)
-            .trigger(**parse_trigger(trigger))
+            .trigger(**trigger)
             .start()
         )
 
@@ -245,12 +185,12 @@ class Audit:
         checkpoint = self.directory / "checkpoint"
         id_file = self.directory / "id"
         if checkpoint.exists() and t.RECORDS in created:
-            raise CliError(
+            raise AuditError(
                 f"the audit's checkpoint {checkpoint} belongs to tables that are gone: remove "
                 f"{self.directory} to audit the topic again from the start"
             )
         if not checkpoint.exists() and t.RECORDS not in created and not spark.table(self.name(t.RECORDS)).isEmpty():
-            raise CliError(
+            raise AuditError(
                 f"{self.name(t.RECORDS)} holds records but the audit's checkpoint ({checkpoint}) is gone: "
                 f"drop the database (DROP DATABASE {self.database} CASCADE) to start again, or "
                 "audit into another --database"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import re
 import signal
 import sys
 import threading
@@ -131,6 +132,21 @@ def _warehouse(parser: argparse.ArgumentParser, *, database: bool = True) -> Non
         )
 
 
+def parse_trigger(text: str) -> dict:
+    """`available-now`, or a processing-time interval like 10s, 500ms, 2m: DataStreamWriter.trigger's kwargs."""
+    if text in ("available-now", "availableNow"):
+        return {"availableNow": True}
+    ms = parse_duration_ms(text, "--trigger", "available-now or an interval")
+    return {"processingTime": f"{ms} milliseconds"}
+
+
+def parse_duration_ms(text: str, flag: str, expected: str = "an interval") -> int:
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*", text)
+    if match is None:
+        raise CliError(f"{flag} {text!r}: expected {expected} like 10s, 500ms, 2m, 1h", exit_code=2)
+    return int(float(match[1]) * {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[match[2]])
+
+
 def _warehouse_dir(args: argparse.Namespace) -> Path:
     if not args.warehouse:
         raise CliError("no warehouse: pass --warehouse DIR or set COORDINATOR_WAREHOUSE", exit_code=2)
@@ -156,12 +172,16 @@ def _spark(warehouse: Path, *, catalog: bool):  # noqa: ANN202 - a SparkSession
 
 def _audit(args: argparse.Namespace) -> int:
     _require_spark()
-    from spark.audit import Audit, BatchReport, java_client_config, parse_duration_ms, parse_trigger
+    from spark.audit import DATABASE_NAME, Audit, AuditError, BatchReport
 
     config = kafka_config.client_config(args)
-    parse_trigger(args.trigger)  # bad flags are reported before Spark starts
+    trigger = parse_trigger(args.trigger)  # bad flags are reported before Spark starts
     optimize_every_ms = parse_duration_ms(args.optimize_every, "--optimize-every")
-    java_client_config(config)
+    kafka_config.java_client_config(config)
+    if not DATABASE_NAME.fullmatch(args.database):
+        raise CliError(
+            f"--database {args.database!r}: letters, digits and _ only, not starting with a digit", exit_code=2
+        )
     warehouse = _warehouse_dir(args)
     _check_topic(config, args.topic)
     warehouse.mkdir(parents=True, exist_ok=True)
@@ -194,9 +214,11 @@ def _audit(args: argparse.Namespace) -> int:
             optimize_every_ms=optimize_every_ms,
             report=report,
         )
-        query = audit.start(args.trigger)
+        query = audit.start(trigger)
     except CliError:
         raise
+    except AuditError as e:
+        raise CliError(str(e)) from None
     except Exception as e:  # noqa: BLE001 - Spark's errors (a bad option) come as many kinds
         raise CliError(_first_line(e)) from None
     stop = threading.Event()
@@ -228,13 +250,16 @@ def _audit(args: argparse.Namespace) -> int:
 
 def _check_topic(config: dict[str, str], topic: str) -> None:
     """Kafka reachable and the topic there, in one line if not, before Spark takes seconds to start."""
-    from replay.source import open_consumer, partition_count
+    from replay.source import SourceError, open_consumer, partition_count
 
-    consumer = open_consumer(config)
     try:
-        partition_count(consumer, topic, 15.0, config)
-    finally:
-        consumer.close()
+        consumer = open_consumer(config)
+        try:
+            partition_count(consumer, topic, 15.0, config)
+        finally:
+            consumer.close()
+    except SourceError as e:  # the replay's own error, said at the command line's edge
+        raise CliError(str(e), exit_code=2 if e.invalid_input else 1) from None
 
 
 def _first_line(error: BaseException) -> str:
@@ -259,7 +284,12 @@ def _sql(args: argparse.Namespace) -> int:
             f"--warehouse {warehouse} --database {args.database} first"
         )
     spark = _spark(warehouse, catalog=False)
-    register_views(spark, warehouse, args.database)
+    from spark.audit import AuditError
+
+    try:
+        register_views(spark, warehouse, args.database)
+    except AuditError as e:
+        raise CliError(str(e)) from None
     from pyspark.sql import functions as F
     from pyspark.sql.types import TimestampType
 

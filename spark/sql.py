@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coordinator.errors import CliError
 from spark import tables as t
+from spark.audit import AuditError
 
 
 def register_views(spark, warehouse: Path, database: str) -> list[str]:  # noqa: ANN001
@@ -19,7 +19,7 @@ def register_views(spark, warehouse: Path, database: str) -> list[str]:  # noqa:
     for table in t.TABLES:
         path = t.table_path(warehouse, database, table)
         if not (path / "_delta_log").is_dir():
-            raise CliError(
+            raise AuditError(
                 f"no audit table {table} in {path.parent}: run coordinator audit --warehouse {warehouse} "
                 f"--database {database} first"
             )

@@ -12,7 +12,8 @@ A file written for Kafka's Java tools means the same here (`java_to_librdkafka`)
 whose librdkafka name or form differs are translated (a PLAIN or SCRAM `sasl.jaas.config` becomes
 sasl.username/sasl.password, a PEM truststore ssl.ca.location, a PKCS#12 or PEM keystore its
 librdkafka settings, an empty ssl.endpoint.identification.algorithm `none`), and the Java-only ones
-librdkafka has no counterpart for are refused in one line naming the key.
+librdkafka has no counterpart for are refused in one line naming the key. The other way,
+`java_client_config` gives the Java client (Spark's Kafka source) a librdkafka configuration.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 import javaproperties
@@ -177,4 +179,60 @@ def java_to_librdkafka(config: dict[str, str], source: str) -> dict[str, str]:
                 "ssl.keystore.location",
                 f"librdkafka reads no {keystore_type} keystore: convert it to PKCS12 (ssl.keystore.type=PKCS12) or PEM",
             )
+    return out
+
+
+# librdkafka's names for the settings whose Java client names differ (the rest are the same or
+# only one client knows them; the Java client ignores what it does not know).
+_SASL_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+_LIBRDKAFKA_ONLY = {
+    "sasl.username",
+    "sasl.password",
+    "sasl.mechanisms",
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.key.password",
+    "enable.ssl.certificate.verification",
+}
+
+
+def java_client_config(kafka: Mapping[str, str]) -> dict[str, str]:
+    """The Java client's settings for a librdkafka configuration, the inverse of `java_to_librdkafka`
+    (Spark's Kafka source runs the Java client): SASL PLAIN/SCRAM credentials become a JAAS line, PEM
+    files a PEM trust/key store. What does not translate is a CliError saying what to set instead."""
+    out = {k: v for k, v in kafka.items() if k not in _LIBRDKAFKA_ONLY}
+    mechanism = kafka.get("sasl.mechanism") or kafka.get("sasl.mechanisms")
+    if mechanism:
+        out["sasl.mechanism"] = mechanism
+    if "sasl.username" in kafka and "sasl.jaas.config" not in kafka:
+        module = _SASL_MODULES.get((mechanism or "PLAIN").upper())
+        if module is None:
+            raise CliError(
+                f"sasl.mechanism {mechanism}: only PLAIN and SCRAM credentials (sasl.username, "
+                "sasl.password) translate to Spark's Kafka client; pass sasl.jaas.config instead",
+                exit_code=2,
+            )
+        user, password = (
+            kafka[k].replace("\\", "\\\\").replace('"', '\\"') for k in ("sasl.username", "sasl.password")
+        )
+        out["sasl.jaas.config"] = f'{module} required username="{user}" password="{password}";'
+    if "ssl.ca.location" in kafka:
+        out.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": kafka["ssl.ca.location"]})
+    if "ssl.certificate.location" in kafka or "ssl.key.location" in kafka:
+        if kafka.get("ssl.certificate.location") != kafka.get("ssl.key.location"):
+            raise CliError(
+                "Spark's Kafka client reads a client certificate and its key from one PEM file: "
+                "set ssl.certificate.location and ssl.key.location to the same file",
+                exit_code=2,
+            )
+        out.update({"ssl.keystore.type": "PEM", "ssl.keystore.location": kafka["ssl.key.location"]})
+        if "ssl.key.password" in kafka:
+            out["ssl.key.password"] = kafka["ssl.key.password"]
+    if kafka.get("enable.ssl.certificate.verification", "true").lower() == "false":
+        out["ssl.endpoint.identification.algorithm"] = ""
     return out
