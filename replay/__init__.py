@@ -11,8 +11,10 @@ loading the topic would have had there.
     positions.py   offsets, times, windows and points, and how they are written
     history.py     the replay: records through `CoordinatorState.replay`, ownership intervals,
                    rebalances, corrupt records
-    events.py      what each record meant, in the protocol's words, derived from the state's
-                   slots before and after it (one function per record type)
+    derive.py      what each record meant, derived from the state's slots before and after it
+                   (one function per record type; the classic group's in derive_classic.py)
+    events.py      the events: their kinds, in the protocol's words, and as JSON
+    errors.py      ReplayError: what goes wrong reading or replaying, in one line
     invariants.py  what `verify` checks: no item held twice, epochs never back, valid targets
     plot.py        who held what over time, as a PNG or an HTML page
     progress.py    progress of long reads on stderr

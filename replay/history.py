@@ -5,7 +5,7 @@ Theory of operation
 `History` owns a `CoordinatorState` and applies records to it one at a time, exactly as a
 coordinator loading the partition would (`records.decode`, then `CoordinatorState.replay`): the
 state here is the coordinator's state at that offset, by construction. Around each `replay` it
-reads the slot the record writes, before and after, and `replay.events.derive` says what the
+reads the slot the record writes, before and after, and `replay.derive.derive` says what the
 change means. From the events it keeps, per group:
 
 - **ownership**: who holds each item since when (an item is held from the record that gives it to
@@ -54,8 +54,9 @@ from coordinator.core.protocol import leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.core.views import rebalance_converged
 from replay import events as ev
+from replay.derive import GroupTrack, derive, slot
 from replay.errors import ReplayError
-from replay.events import Event, GroupTrack
+from replay.events import Event
 from replay.positions import Point, Position, RawRecord
 
 
@@ -234,14 +235,14 @@ class History:
         self.last = at
         self.records += 1
         state = self.state
-        before = ev.slot(state, key)
+        before = slot(state, key)
         state.replay(record)
-        after = ev.slot(state, key)
+        after = slot(state, key)
         gh = self._groups.get(group_id)
         if gh is None:
             gh = self._groups[group_id] = _GroupHistory()
         group = state.groups.get(group_id)
-        events = ev.derive(gh.track, key, before, after, group, at)
+        events = derive(gh.track, key, before, after, group, at)
         for event in events:
             self._follow(gh, event, group)
         if gh.handed and after is not None and key.__class__ in _CONVERSION_ENDS:
