@@ -16,7 +16,8 @@ loading the topic would have had there.
     events.py      the events: their kinds, in the protocol's words, and as JSON
     errors.py      ReplayError: what goes wrong reading or replaying, in one line
     invariants.py  what `verify` checks: no item held twice, epochs never back, valid targets
-    plot.py        who held what over time, as a PNG or an HTML page
+    plot.py        who held what over time, as a PNG or an HTML page: laid out in
+                   plot_layout.py, drawn by plot_png.py (matplotlib) or plot_svg.py
     progress.py    progress of long reads on stderr
     cli.py         `coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`
 

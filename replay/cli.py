@@ -298,9 +298,9 @@ def _timeline(args: argparse.Namespace) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".html", ".htm", ".svg"):
         raise CliError(f"--plot {args.plot}: the picture is a .png, or an .html (or .svg) page", exit_code=2)
     if args.plot and Path(args.plot).suffix.lower() == ".png":
-        from replay import plot
+        from replay.plot_png import require_matplotlib
 
-        plot.require_matplotlib()  # the extra `plot`: said before the log is read, not after
+        require_matplotlib()  # the extra `plot`: said before the log is read, not after
     read = _Read(args, args.group)
     history = History(args.group, strict=args.strict)
     history.run(read)

@@ -18,7 +18,7 @@ from records import TargetAssignmentMetadataKey
 
 from coordinator.core.driver import SimWorker
 from coordinator.core.items import items_of
-from replay import plot
+from replay import plot, plot_layout, plot_svg
 from replay.history import History
 
 
@@ -51,18 +51,18 @@ def deferred_stretches(log: list, stamps: list[int]) -> list[tuple[str, int, int
     return sorted(out, key=lambda x: (x[1], x[0]))
 
 
-def lane_bars(picture: plot.Layout, lane: str) -> list[tuple[str, int, int]]:
+def lane_bars(picture: plot_layout.Layout, lane: str) -> list[tuple[str, int, int]]:
     return sorted(((b.label, b.start_ms, b.end_ms) for b in picture.bars if b.lane == lane), key=lambda x: (x[1], x[0]))
 
 
 def test_work_waiting_out_the_delay_has_its_lane_with_the_deferred_items_and_times(story) -> None:  # noqa: ANN001
     h = history_of(story.raw())
-    picture = plot.layout(h, GROUP)
+    picture = plot_layout.layout(h, GROUP)
     lanes = [name for name, _ in picture.lanes]
-    assert lanes == ["W1", "W2", "W3", "W4", plot.WAITING, plot.UNOWNED]
+    assert lanes == ["W1", "W2", "W3", "W4", plot_layout.WAITING, plot_layout.UNOWNED]
 
     expected = deferred_stretches(story.log, story.driver.stamps)
-    assert lane_bars(picture, plot.WAITING) == [(item, a, b) for item, a, b in expected]
+    assert lane_bars(picture, plot_layout.WAITING) == [(item, a, b) for item, a, b in expected]
     # The story's two waits: W2 crashed and its work waited out the whole delay (60 s) before it
     # moved; W3 came back within the delay and got its own work back.
     w2 = {str(i) for i in items_of(story.slots_at["scaled_out"][_target_member("W2")].assignment)}
@@ -72,17 +72,17 @@ def test_work_waiting_out_the_delay_has_its_lane_with_the_deferred_items_and_tim
     assert {x[0] for x in first} == w2 and {x[0] for x in second} == w3 and len(expected) == len(w2) + len(w3)
     assert {(b - a) for _, a, b in first} == {60_000}
     assert all(story.times["w3_removed"] - 15_000 < a < b < story.times["w3_back"] for _, a, b in second)
-    tips = {b.label: b.tooltip for b in picture.bars if b.lane == plot.WAITING and b.start_ms == first[0][1]}
+    tips = {b.label: b.tooltip for b in picture.bars if b.lane == plot_layout.WAITING and b.start_ms == first[0][1]}
     assert all(
         "waiting for W2 (fenced: no heartbeat within its session timeout) within the scheduled" in t
         and "gives it to W" in t
         for t in tips.values()
     )
-    tips = [b.tooltip for b in picture.bars if b.lane == plot.WAITING and b.start_ms == second[0][1]]
+    tips = [b.tooltip for b in picture.bars if b.lane == plot_layout.WAITING and b.start_ms == second[0][1]]
     assert all("gives it back to W3: it came back within the delay" in t for t in tips), tips
 
     # The unowned lane keeps only the rest of each gap: no unowned bar overlaps a wait of its item.
-    for item, a, b in lane_bars(picture, plot.UNOWNED):
+    for item, a, b in lane_bars(picture, plot_layout.UNOWNED):
         assert not any(i == item and a < y and x < b for i, x, y in expected), (item, a, b)
 
 
@@ -94,8 +94,8 @@ def _target_member(member: str):  # noqa: ANN202
 
 def test_work_still_waiting_where_the_read_ends_reaches_the_end(story) -> None:  # noqa: ANN001
     raw = story.raw()[: story.marks["w2_removed"] + 1]
-    picture = plot.layout(history_of(raw), GROUP)
-    waiting = [b for b in picture.bars if b.lane == plot.WAITING]
+    picture = plot_layout.layout(history_of(raw), GROUP)
+    waiting = [b for b in picture.bars if b.lane == plot_layout.WAITING]
     w2 = {str(i) for i in items_of(story.slots_at["scaled_out"][_target_member("W2")].assignment)}
     assert {b.label for b in waiting} == w2
     assert all(b.still_held and b.end_ms == picture.t1 for b in waiting)
@@ -104,11 +104,11 @@ def test_work_still_waiting_where_the_read_ends_reaches_the_end(story) -> None: 
 
 def test_a_history_without_waiting_has_no_waiting_lane(story) -> None:  # noqa: ANN001
     raw = story.raw()[: story.marks["scaled_out"] + 1]  # joins only: nobody departed
-    picture = plot.layout(history_of(raw), GROUP)
-    assert plot.WAITING not in [name for name, _ in picture.lanes]
+    picture = plot_layout.layout(history_of(raw), GROUP)
+    assert plot_layout.WAITING not in [name for name, _ in picture.lanes]
     assert deferred_stretches(story.log[: len(raw)], story.driver.stamps[: len(raw)]) == []
-    page = plot._html(picture)
-    assert f">{plot.WAITING}</text>" not in page and plot.WAITING_LEGEND not in page
+    page = plot_svg.html_page(picture)
+    assert f">{plot_layout.WAITING}</text>" not in page and plot_layout.WAITING_LEGEND not in page
 
 
 def test_the_html_and_svg_draw_the_waiting_lane(story, tmp_path) -> None:  # noqa: ANN001
@@ -116,7 +116,7 @@ def test_the_html_and_svg_draw_the_waiting_lane(story, tmp_path) -> None:  # noq
     for name in ("story.html", "story.svg"):
         plot.write(str(tmp_path / name), h, GROUP)
         page = (tmp_path / name).read_text()
-        assert f">{plot.WAITING}</text>" in page and plot.WAITING_LEGEND in page
+        assert f">{plot_layout.WAITING}</text>" in page and plot_layout.WAITING_LEGEND in page
         # A bar per wait, with its tooltip, dashed in its connector's colour.
         tips = re.findall(r"<title>([^<]*assigned to nobody[^<]*)</title><rect[^>]*stroke-dasharray", page)
         assert len(tips) == len(deferred_stretches(story.log, story.driver.stamps))
@@ -142,9 +142,9 @@ def long_causes_history() -> History:
 
 def test_the_rebalance_footnote_and_the_legend_stay_inside_the_svg() -> None:
     h = long_causes_history()
-    picture = plot.layout(h, GROUP)
-    assert max(len(line) for line in plot._rebalance_lines(picture)) > 300  # would run off the edge unwrapped
-    page = plot._svg(picture)
+    picture = plot_layout.layout(h, GROUP)
+    assert max(len(line) for line in plot_layout.rebalance_lines(picture)) > 300  # would run off the edge unwrapped
+    page = plot_svg.svg_element(picture)
     width = int(re.search(r'viewBox="0 0 (\d+) (\d+)"', page).group(1))
     height = int(re.search(r'viewBox="0 0 (\d+) (\d+)"', page).group(2))
     lines = re.findall(r'<tspan x="([\d.]+)" dy="\d+" xml:space="preserve">([^<]*)</tspan>', page)
@@ -185,8 +185,8 @@ def test_the_rebalance_footnote_and_the_legend_stay_inside_the_png(story, tmp_pa
     footnote = next(t.get_text() for t in long_one.texts if t.get_text().startswith("rebalances:"))
     assert "worker-with-a-rather-long-member-id-19 joined" in " ".join(footnote.split())
     (ax,) = waiting_one.axes
-    assert plot.WAITING in [t.get_text() for t in ax.get_yticklabels()]
+    assert plot_layout.WAITING in [t.get_text() for t in ax.get_yticklabels()]
     labels = [t.get_text() for legend in waiting_one.legends for t in legend.get_texts()]
-    assert plot.WAITING_LEGEND in labels
+    assert plot_layout.WAITING_LEGEND in labels
     (ax,) = long_one.axes
-    assert plot.WAITING not in [t.get_text() for t in ax.get_yticklabels()]
+    assert plot_layout.WAITING not in [t.get_text() for t in ax.get_yticklabels()]

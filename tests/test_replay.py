@@ -38,7 +38,7 @@ from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import LeaveReason, leave_reason_text
 from replay import events as ev
-from replay import plot
+from replay import plot_layout, plot_svg
 from replay.cli import parse_item
 from replay.history import History
 from replay.invariants import EPOCH_WENT_BACK, HELD_TWICE, INVALID_TARGET, Invariants
@@ -682,7 +682,7 @@ def test_a_png_without_matplotlib_says_to_install_the_extra(capsys, dumps, tmp_p
     assert code == 0 and page.read_text().startswith("<!DOCTYPE html>")
 
 
-def _ends(picture: plot.Layout, lane: str) -> set[str]:
+def _ends(picture: plot_layout.Layout, lane: str) -> set[str]:
     """How the ended holdings of `lane` ended, as their tooltips say ("to <time> (offset N): <how>")."""
     return {b.tooltip.splitlines()[2].split("): ", 1)[1] for b in picture.bars if b.lane == lane and not b.still_held}
 
@@ -691,11 +691,11 @@ def test_plot_tooltips_say_why_a_member_left(
     story: Story, dumps: dict[str, Path], capsys: pytest.CaptureFixture, tmp_path: Path
 ) -> None:
     why = "fenced: no heartbeat within its session timeout"  # W2 crashed (type 3 v1's reason)
-    picture = plot.layout(history_of(story.raw()), GROUP)
+    picture = plot_layout.layout(history_of(story.raw()), GROUP)
     assert why in _ends(picture, "W2") and "member left the group" not in _ends(picture, "W2")
     # Its work waiting out the delay, assigned to nobody (the waiting lane): since W2 was fenced.
     waiting = [
-        b.tooltip for b in picture.bars if b.lane == plot.WAITING and "from 2026-03-01 03:01:39.000" in b.tooltip
+        b.tooltip for b in picture.bars if b.lane == plot_layout.WAITING and "from 2026-03-01 03:01:39.000" in b.tooltip
     ]
     assert len(waiting) == 3 and all(f"waiting for W2 ({why}) within" in t for t in waiting)
     # The rebalance its removal started: the band says why too.
@@ -712,7 +712,7 @@ def test_plot_tooltips_say_why_a_member_left(
         Record(r.key, replace(r.value, departures=())) if r.key.__class__ is ConnectGroupMetadataKey and r.value else r
         for r in story.log
     ]
-    picture = plot.layout(history_of(raw_records(v0, story.driver.stamps)), GROUP)
+    picture = plot_layout.layout(history_of(raw_records(v0, story.driver.stamps)), GROUP)
     assert "member left the group" in _ends(picture, "W2") and why not in _ends(picture, "W2")
 
 
@@ -729,7 +729,7 @@ def test_plot_tooltips_of_a_static_member_away_say_how_its_wait_ended() -> None:
     assert (
         "group epoch 5: W2b left as a static member and its instance did not return within its session timeout"
     ) in texts
-    picture = plot.layout(h, "g")
+    picture = plot_layout.layout(h, "g")
     assert [(a.lane, a.ended) for a in picture.away] == [
         ("W2", "W2 replaced: a new member took its instance over"),
         ("W2b", "W2b removed: the session of static instance i-2 expired after it left"),
@@ -737,7 +737,7 @@ def test_plot_tooltips_of_a_static_member_away_say_how_its_wait_ended() -> None:
     assert _ends(picture, "W2") == {"replaced: a new member took its instance over"}
     assert _ends(picture, "W2b") == {leave_reason_text(LeaveReason.STATIC_LEAVE)}
     assert "kept its assignment until 2026-03-01 03:00:04.000: W2 replaced: a new member took its instance over" in (
-        plot._svg(picture)
+        plot_svg.svg_element(picture)
     )
 
 
