@@ -11,13 +11,25 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient, TestServer
 
 from records import MAX_FORMAT_LEVEL, ConnectorTaskCount, FormatLevelKey, FormatLevelValue, Record, encode
 
 from coordinator.core.config import CoordinatorConfig
-from coordinator.core.protocol import SESSION, ErrorCode, HeartbeatRequest, SetConnectorsRequest, timer_key
+from coordinator.core.protocol import (
+    SESSION,
+    ClassicProtocol,
+    ErrorCode,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    RequestContext,
+    SetConnectorsRequest,
+    timer_key,
+)
 from coordinator.service.memory_log import MemoryTopic
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+from coordinator.service.server import CoordinatorServer
+from coordinator.tools.partitions import partition_for
 
 G = "connect-cluster"
 CONFIG = CoordinatorConfig(server_assignment_interval_ms=0, initial_assignment_delay_ms=0)
@@ -258,9 +270,10 @@ def test_a_partition_that_cannot_be_loaded_tries_again_and_answers_load_in_progr
 
         # After a failed commit, the reload that cannot read the log now keeps trying too.
         topic.fail_next_write()
-        topic.fail_loads(1)
+        topic.fail_loads(1_000)
         assert await refused(rt.call(set_connectors(G, a=1, b=1))) == ErrorCode.NOT_COORDINATOR
         assert await refused(rt.call(set_connectors(G, a=2))) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        topic.fail_loads(0)  # Kafka is back
         await until(lambda: rt.status is Status.ACTIVE)
         assert await connectors(rt) == ["a"]
         await rt.close()
@@ -329,10 +342,11 @@ def test_timers_are_armed_from_the_loaded_state() -> None:
     """Timers are never written: a member's session is re-armed by the coordinator that loads the
     partition, and expires there."""
     topic = MemoryTopic()
+    # Sessions of 10 s where W1 joins, of 150 ms where the partition is loaded again.
     config = CoordinatorConfig(server_assignment_interval_ms=0, initial_assignment_delay_ms=0, session_timeout_ms=150)
 
     async def scenario() -> None:
-        first = runtime(topic, config)
+        first = runtime(topic)
         await first.start()
         assert (await first.call(join("W1"))).error_code == ErrorCode.NONE
         await first.close()
@@ -345,5 +359,67 @@ def test_timers_are_armed_from_the_loaded_state() -> None:
         group = second.coordinator.state.groups.get(G)
         assert group is None or "W1" not in group.members  # what is served is what is durable
         await second.close()
+
+    run(scenario)
+
+
+def test_a_parked_join_is_answered_not_coordinator_when_the_partition_reloads() -> None:
+    """A classic JoinGroup waiting for the others (`Parked`) is not in any batch: a reload answers
+    it NOT_COORDINATOR, and the member asks again where the group is served now."""
+    topic = MemoryTopic()
+
+    def classic_join(member_id: str, fresh_id: str) -> Callable:
+        request = JoinGroupRequest("classic", member_id, "connect", (ClassicProtocol("sessioned", b"meta"),), 10_000)
+        context = RequestContext("worker", "10.0.0.1", fresh_id)  # fresh_id: the member id a first join is given
+        return lambda coordinator, now: coordinator.join_group(request, now, context)
+
+    async def joined(rt: PartitionRuntime, fresh_id: str) -> str:
+        first = await rt.call(classic_join("", fresh_id))
+        assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
+        return first.member_id
+
+    async def scenario() -> None:
+        rt = runtime(topic)
+        await rt.start()
+        a = await joined(rt, "A")
+        assert (await rt.call(classic_join(a, "A"))).generation_id == 1
+        b = await joined(rt, "B")
+        parked = asyncio.create_task(rt.call(classic_join(b, "B")))  # waits for A to join again
+        await until(lambda: bool(rt._parked))
+        topic.fail_next_write()
+        assert await refused(rt.call(set_connectors(G, a=1))) == ErrorCode.NOT_COORDINATOR
+        assert await refused(parked) == ErrorCode.NOT_COORDINATOR
+        await until(lambda: rt.status is Status.ACTIVE)
+        await rt.close()
+
+    run(scenario)
+
+
+def test_a_server_handed_an_in_memory_topic_serves_without_a_broker() -> None:
+    """`CoordinatorServer(log=...)` hands each partition's runtime its log; a PUT is answered once
+    its partition's write is durable, in the partition the group lives in."""
+    topic = MemoryTopic()
+
+    async def scenario() -> None:
+        server = CoordinatorServer({}, topic.name, 2, [0, 1], "http://127.0.0.1:0", CONFIG, log=topic.log)
+        await server.start()
+        client = TestClient(TestServer(server.app()))
+        await client.start_server()
+        try:
+            gate = topic.hold_next_write()
+            put = asyncio.create_task(
+                client.put(f"/v1/groups/{G}/connectors", json={"Connectors": [{"Name": "A", "Tasks": 2}]})
+            )
+            assert await asyncio.to_thread(gate.wait_reached)
+            assert not put.done()
+            gate.release()
+            assert (await put).status == 200
+            described = await (await client.get(f"/v1/groups/{G}")).json()
+            assert [c["Name"] for c in described["Connectors"]] == ["A"]
+            partition = partition_for(G, 2)
+            assert G in topic.load(partition).groups and not topic.records(1 - partition)
+        finally:
+            await client.close()
+            await server.close()
 
     run(scenario)

@@ -116,14 +116,14 @@ class MemoryTopic:
             self._write_failures.append(_WriteFailure(fenced, durable))
 
     def fail_loads(self, times: int = 1) -> None:
-        """The next `times` loads fail as when the brokers cannot be read."""
+        """The next `times` loads fail as when the brokers cannot be read (0: from now on, none)."""
         with self._lock:
-            self._load_failures += times
+            self._load_failures = times
 
     def fail_opens(self, times: int = 1) -> None:
-        """The next `times` opens fail as when the transaction coordinator cannot be reached."""
+        """The next `times` opens fail as when the transaction coordinator cannot be reached (0: none)."""
         with self._lock:
-            self._open_failures += times
+            self._open_failures = times
 
     def hold_next_write(self) -> Gate:
         """The next write waits at the returned gate, before its records are committed."""
