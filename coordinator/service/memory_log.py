@@ -1,6 +1,7 @@
-"""A topic in memory, whose partitions' logs the runtime can be handed instead of Kafka's: the
-runtime's batching, fencing and reloading run without a broker (tests, and `replay simulate`-like
-tools that drive the service as the driver drives the core).
+"""A topic in memory, whose partitions' logs the runtime can be handed instead of Kafka's
+(`PartitionRuntime(log=topic.log)`, `CoordinatorServer(log=topic.log)`): the runtime's batching,
+fencing and reloading run without a broker, as the core runs without one under `driver.Driver`
+(tests/test_runtime_memory.py).
 
 It keeps what the runtime relies on Kafka for, and nothing more:
 
