@@ -19,7 +19,10 @@ loading the topic would have had there.
     plot.py        who held what over time, as a PNG or an HTML page: laid out in
                    plot_layout.py, drawn by plot_png.py (matplotlib) or plot_svg.py
     progress.py    progress of long reads on stderr
-    cli.py         `coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`
+    cli.py         `coordinator replay timeline|state|diff|who-owned|verify` and `coordinator dump`:
+                   their parsers, and ReplayError made the command line's CliError
+    commands/      each subcommand's run (timeline, state and diff, who_owned, verify, dump),
+                   and reading.py, what they share
 
 Where it stands. `replay` stands on the state machine (`coordinator.core`), the wire types and the
 Kafka tooling (`coordinator.tools.partitions` reads a partition as a coordinator loads it), and

@@ -161,7 +161,7 @@ def test_the_history_replay_keeps_loads_neither_kafka_nor_the_service() -> None:
         m
         for m in loaded
         if m.split(".")[0] in ("confluent_kafka", "aiohttp", "matplotlib")
-        or m.startswith(("coordinator.service", "coordinator.sdk", "replay.source", "replay.cli"))
+        or m.startswith(("coordinator.service", "coordinator.sdk", "replay.source", "replay.cli", "replay.commands"))
     }
 
 

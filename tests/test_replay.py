@@ -39,7 +39,7 @@ from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import LeaveReason, leave_reason_text
 from replay import events as ev
 from replay import plot_layout, plot_svg
-from replay.cli import parse_item
+from replay.commands.who_owned import parse_item
 from replay.history import History
 from replay.invariants import EPOCH_WENT_BACK, HELD_TWICE, INVALID_TARGET, Invariants
 from replay.positions import Point, RawRecord, format_duration, format_time, parse_point, parse_time
@@ -191,7 +191,7 @@ def test_timeline_command_table_and_json(capsys, dumps) -> None:  # noqa: ANN001
     # The story's rebalances all move something: the wording of one that moves nothing, open or closed.
     from types import SimpleNamespace
 
-    from replay.cli import _moves
+    from replay.commands.timeline import _moves
 
     assert _moves(SimpleNamespace(moved=())) == "nothing moved"
     assert _moves(SimpleNamespace(moved=()), so_far=True) == "nothing moved so far"
