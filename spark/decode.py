@@ -227,8 +227,36 @@ def _avro_projections() -> tuple[list, list, list]:
     key_ok = F.greatest(*(_decoded(F.col(name), name, key_body) for name in key_schemas))
     value_ok = F.greatest(*(_decoded(F.col(column), name, value_body) for column, name in zip(values, value_names)))
     name = F.element_at(names, t)
+    error = _error_column(t, version, name, versions, key_ok, value_ok, tombstone)
+    second = [
+        F.col("partition").cast("int").alias("partition"),
+        "offset",
+        "timestamp",
+        "key",
+        "value",
+        t,
+        name.alias("record_name"),
+        F.when(~tombstone, version).alias("version"),
+        F.coalesce(*(F.col(key)["GroupId"] for key in key_schemas)).alias("group_id"),
+        F.col("GroupMemberKey")["MemberId"].alias("member_id"),
+        tombstone.alias("tombstone"),
+        error.alias("error"),
+        F.coalesce(*(F.to_json(F.col(value), json_options) for value in values)).alias("fields"),
+    ]
+    ok = F.col("error").isNull()
+    third = [
+        F.when(ok, F.col(column)).alias(column) if column in ("group_id", "member_id", "fields") else column
+        for column in SCHEMA.names
+    ]
+    return first, second, third
+
+
+def _error_column(t, version, name, versions, key_ok, value_ok, tombstone):  # noqa: ANN001, ANN202 - pyspark Columns
+    """Why a record does not decode (null when it does), in `records.decode`'s words."""
+    from pyspark.sql import functions as F
+
     what = F.concat(F.lit("record type "), t.cast("string"), F.lit(" ("), name, F.lit(")"))
-    error = (
+    return (
         F.when(t.isNull(), F.lit("cannot decode key of record: shorter than its two-byte record type"))
         .when(
             name.isNull(),
@@ -261,24 +289,3 @@ def _avro_projections() -> tuple[list, list, list]:
             ),
         )
     )
-    second = [
-        F.col("partition").cast("int").alias("partition"),
-        "offset",
-        "timestamp",
-        "key",
-        "value",
-        t,
-        name.alias("record_name"),
-        F.when(~tombstone, version).alias("version"),
-        F.coalesce(*(F.col(key)["GroupId"] for key in key_schemas)).alias("group_id"),
-        F.col("GroupMemberKey")["MemberId"].alias("member_id"),
-        tombstone.alias("tombstone"),
-        error.alias("error"),
-        F.coalesce(*(F.to_json(F.col(value), json_options) for value in values)).alias("fields"),
-    ]
-    ok = F.col("error").isNull()
-    third = [
-        F.when(ok, F.col(column)).alias(column) if column in ("group_id", "member_id", "fields") else column
-        for column in SCHEMA.names
-    ]
-    return first, second, third
