@@ -51,7 +51,7 @@ COMMANDS: dict[str, Command] = {
     "worker": Command("coordinator.sdk.fleet", "run a fleet of simulated workers"),
     "demo": Command("coordinator.sdk.demo", "the main job: a coordinator, a worker fleet and a scripted story"),
     "topic": Command(
-        "coordinator.sdk.admin",
+        "coordinator.tools.topic",
         "create, describe, validate or alter the coordinator's compacted topic, or raise its record format level",
     ),
     "dev-broker": Command(

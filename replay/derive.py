@@ -68,8 +68,9 @@ from records import (
 )
 
 from coordinator.core.items import Item, items_of
-from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, LeaveReason, MemberState, leave_reason_text
+from coordinator.core.protocol import LEAVE_GROUP_STATIC_MEMBER_EPOCH, LeaveReason, leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState, held_items
+from coordinator.core.states import MemberState
 from replay.derive_classic import classic_group
 from replay.events import (
     CONFIGURATION,

@@ -47,11 +47,10 @@ from records import (
     decode,
 )
 
-from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, STABLE
-from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
 from coordinator.core.items import Item
 from coordinator.core.protocol import leave_reason_text
 from coordinator.core.state import ConnectGroup, CoordinatorState
+from coordinator.core.states import ClassicGroupState
 from coordinator.core.views import rebalance_converged
 from replay import events as ev
 from replay.derive import GroupTrack, derive, slot
@@ -283,7 +282,7 @@ class History:
         leader's SyncGroup (Stable) is its target installed."""
         d = e.detail
         rebalance = gh.rebalance
-        if d["state"] in (PREPARING_REBALANCE, COMPLETING_REBALANCE) or (
+        if d["state"] in (ClassicGroupState.PREPARING_REBALANCE, ClassicGroupState.COMPLETING_REBALANCE) or (
             e.previous_epoch is not None and e.epoch != e.previous_epoch
         ):
             causes = [f"{m} joined" for m in d["joined"]] + [f"{m} left" for m in d["left"]]
@@ -299,7 +298,7 @@ class History:
                 rebalance.to_epoch = e.epoch
                 if causes != ["the members joined again"]:  # the round a departure started, going on
                     rebalance.causes.extend(c for c in causes if c not in rebalance.causes)
-        if d["state"] == STABLE and gh.rebalance is not None and gh.rebalance.protocol == "classic":
+        if d["state"] == ClassicGroupState.STABLE and gh.rebalance is not None and gh.rebalance.protocol == "classic":
             gh.rebalance.installed = e.at
 
     def _ownership(self, gh: _GroupHistory, e: Event) -> None:
@@ -517,7 +516,7 @@ def _classic_only(state: CoordinatorState, group_id: str, group: ConnectGroup | 
 def _converged(state: CoordinatorState, group_id: str, group: ConnectGroup | None) -> bool:
     classic = _classic_only(state, group_id, group)
     if classic is not None:
-        return classic.state in (STABLE, CLASSIC_EMPTY)
+        return classic.state in (ClassicGroupState.STABLE, ClassicGroupState.EMPTY)
     return rebalance_converged(group)
 
 

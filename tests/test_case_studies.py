@@ -12,7 +12,8 @@ from records import ConnectorsAndTasks, TaskId
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.items import items_of
-from coordinator.core.protocol import ErrorCode, MemberState
+from coordinator.core.protocol import ErrorCode
+from coordinator.core.states import MemberState
 
 AC0, AT1, AT2, BC0, BT1 = "A", TaskId("A", 0), TaskId("A", 1), "B", TaskId("B", 0)
 ALL = {AC0, AT1, AT2, BC0, BT1}

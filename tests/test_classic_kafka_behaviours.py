@@ -18,7 +18,6 @@ from records import ClassicGroupMember, ClassicGroupMetadataKey, ClassicGroupMet
 
 from coordinator.api import wire
 from coordinator.cli import build_parser
-from coordinator.core.classic_group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from coordinator.core.config import KAFKA_CLASSIC_MIN_SESSION_TIMEOUT_MS
 from coordinator.core.driver import Driver
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
@@ -37,6 +36,7 @@ from coordinator.core.protocol import (
     SyncGroupRequest,
 )
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import ClassicGroupState
 from coordinator.service.runtime import PartitionRuntime
 from coordinator.service.server import CoordinatorServer
 
@@ -109,7 +109,7 @@ def stable_pair(d: Driver) -> tuple[str, str]:
     assert d.answer(parked.key).generation_id == 2
     waiting = sync(d, b, 2)
     sync(d, a, 2, {a: b"A", b: b"B"})
-    assert d.answer(waiting.key).assignment == b"B" and group(d).state == STABLE
+    assert d.answer(waiting.key).assignment == b"B" and group(d).state == ClassicGroupState.STABLE
     return a, b
 
 
@@ -118,12 +118,12 @@ def with_pending_member(d: Driver, pending_session: int = 10_000) -> tuple[str, 
     its id (pending); B joins again. Returns A, B, the pending id and A's and B's waiting joins."""
     a, b = stable_pair(d)
     a_waits = join(d, a)
-    assert isinstance(a_waits, Parked) and group(d).state == PREPARING_REBALANCE
+    assert isinstance(a_waits, Parked) and group(d).state == ClassicGroupState.PREPARING_REBALANCE
     first = join(d, session=pending_session)
     assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED
     b_waits = join(d, b)
     assert isinstance(b_waits, Parked), "every member joined, but the pending one holds the join up"
-    assert group(d).state == PREPARING_REBALANCE and group(d).pending == {first.member_id}
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE and group(d).pending == {first.member_id}
     return a, b, first.member_id, a_waits, b_waits
 
 
@@ -137,7 +137,7 @@ def static_pair(d: Driver, rebalance: int = 10_000, session: int = 10_000) -> tu
     assert leader.leader == leader.member_id and follower.generation_id == leader.generation_id
     waiting = sync(d, follower.member_id, follower.generation_id)
     sync(d, leader.member_id, leader.generation_id, {leader.member_id: b"L", follower.member_id: b"F"})
-    assert d.answer(waiting.key).assignment == b"F" and group(d).state == STABLE
+    assert d.answer(waiting.key).assignment == b"F" and group(d).state == ClassicGroupState.STABLE
     return leader.member_id, follower.member_id, leader.generation_id
 
 
@@ -149,7 +149,7 @@ def test_join_group_completion_when_pending_member_joins() -> None:
     d = driver()
     a, b, c, a_waits, b_waits = with_pending_member(d)
     joined = join(d, c)
-    assert joined.error_code == ErrorCode.NONE and group(d).state == COMPLETING_REBALANCE
+    assert joined.error_code == ErrorCode.NONE and group(d).state == ClassicGroupState.COMPLETING_REBALANCE
     assert set(group(d).members) == {a, b, c} and not group(d).pending
     # One generation for all three: the new member joined in the round its id was given in.
     assert joined.generation_id == 3 and d.answer(a_waits.key).generation_id == 3
@@ -161,7 +161,11 @@ def test_join_group_completion_when_pending_member_times_out() -> None:
     d = driver()
     a, b, _, a_waits, _ = with_pending_member(d, pending_session=6_000)
     d.advance(6_000)
-    assert group(d).state == COMPLETING_REBALANCE and set(group(d).members) == {a, b} and not group(d).pending
+    assert (
+        group(d).state == ClassicGroupState.COMPLETING_REBALANCE
+        and set(group(d).members) == {a, b}
+        and not group(d).pending
+    )
     assert d.answer(a_waits.key).generation_id == 3
 
 
@@ -171,7 +175,11 @@ def test_pending_members_leave_group() -> None:
     a, b, c, _, _ = with_pending_member(d)
     left = d.leave_group(LeaveGroupRequest(G, (LeaveMember(c),)))
     assert [(m.member_id, m.error_code) for m in left.members] == [(c, ErrorCode.NONE)]
-    assert group(d).state == COMPLETING_REBALANCE and set(group(d).members) == {a, b} and not group(d).pending
+    assert (
+        group(d).state == ClassicGroupState.COMPLETING_REBALANCE
+        and set(group(d).members) == {a, b}
+        and not group(d).pending
+    )
 
 
 def test_heartbeat_expiration_should_remove_pending_member() -> None:
@@ -193,7 +201,7 @@ def test_pending_members_survive_the_completion_of_a_join_phase() -> None:
     d.advance(10_000)  # the rebalance timeout: B never joined, C has not either
     assert d.answer(a_waits.key).generation_id == 3 and set(group(d).members) == {a}
     assert group(d).pending == {c}
-    assert isinstance(join(d, c), Parked) and group(d).state == PREPARING_REBALANCE
+    assert isinstance(join(d, c), Parked) and group(d).state == ClassicGroupState.PREPARING_REBALANCE
 
 
 # --- generations, and the order of checks --------------------------------------------------------------
@@ -210,7 +218,7 @@ def test_heartbeat_during_preparing_rebalance() -> None:
     # Kafka: testHeartbeatDuringPreparingRebalance (REBALANCE_IN_PROGRESS at the group's generation, 0)
     d = driver(initial_assignment_delay_ms=3_000)
     a, waits = dynamic(d)
-    assert isinstance(waits, Parked) and group(d).state == PREPARING_REBALANCE
+    assert isinstance(waits, Parked) and group(d).state == ClassicGroupState.PREPARING_REBALANCE
     assert beat(d, a, 0) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
@@ -218,7 +226,7 @@ def test_sync_group_from_illegal_generation() -> None:
     # Kafka: testSyncGroupFromIllegalGeneration (ILLEGAL_GENERATION for the generation + 1)
     d = driver()
     joined = join(d, instance="leader-instance-id")
-    assert group(d).state == COMPLETING_REBALANCE
+    assert group(d).state == ClassicGroupState.COMPLETING_REBALANCE
     answer = sync(d, joined.member_id, joined.generation_id + 1, instance="leader-instance-id")
     assert answer.error_code == ErrorCode.ILLEGAL_GENERATION
 
@@ -266,7 +274,7 @@ def test_a_downgraded_group_tells_members_with_their_connect_epoch_to_join_again
         members=tuple(
             ClassicGroupMember(m, None, "worker", "10.0.0.1", 10_000, 10_000, P.metadata, b"") for m in ("W1", "W2")
         ),
-        state=PREPARING_REBALANCE,
+        state=ClassicGroupState.PREPARING_REBALANCE,
     )
     state = CoordinatorState()
     state.replay(Record(ClassicGroupMetadataKey(G), value))
@@ -292,7 +300,9 @@ def test_sync_group_as_leader_ignores_assignments_for_unknown_members() -> None:
     d = driver()
     a, joined = dynamic(d)
     answer = sync(d, a, joined.generation_id, {a: b"x", "stranger": b"y"})
-    assert answer.error_code == ErrorCode.NONE and answer.assignment == b"x" and group(d).state == STABLE
+    assert (
+        answer.error_code == ErrorCode.NONE and answer.assignment == b"x" and group(d).state == ClassicGroupState.STABLE
+    )
     assert [m.member_id for m in d.log[-1].value.members] == [a]
 
 
@@ -308,12 +318,12 @@ def test_rebalance_times_out_when_sync_request_is_not_received_from_followers() 
     followers = [r.member_id for r in answers if r.member_id != leader]
     d.advance(5_000)
     assert all(beat(d, r.member_id, 1) == ErrorCode.NONE for r in answers)
-    assert sync(d, leader, 1).error_code == ErrorCode.NONE and group(d).state == STABLE
+    assert sync(d, leader, 1).error_code == ErrorCode.NONE and group(d).state == ClassicGroupState.STABLE
     assert beat(d, leader, 1) == ErrorCode.NONE
     d.advance(5_000)
     assert beat(d, leader, 1) == ErrorCode.REBALANCE_IN_PROGRESS
     assert [beat(d, f, 1) for f in followers] == [ErrorCode.UNKNOWN_MEMBER_ID] * 2
-    assert group(d).state == PREPARING_REBALANCE
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE
 
 
 def test_rebalance_does_not_time_out_when_all_sync_are_received() -> None:
@@ -324,11 +334,11 @@ def test_rebalance_does_not_time_out_when_all_sync_are_received() -> None:
     answers = [d.answer(parked.key) for _, parked in joins]
     for r in sorted(answers, key=lambda r: r.leader == r.member_id):  # the followers wait for the leader
         sync(d, r.member_id, 1)
-    assert group(d).state == STABLE and not group(d).pending_sync
+    assert group(d).state == ClassicGroupState.STABLE and not group(d).pending_sync
     d.advance(5_000)
     assert all(beat(d, r.member_id, 1) == ErrorCode.NONE for r in answers)
     d.advance(5_000)
-    assert group(d).state == STABLE and len(group(d).members) == 3
+    assert group(d).state == ClassicGroupState.STABLE and len(group(d).members) == 3
 
 
 # --- static members ---------------------------------------------------------------------------------------
@@ -385,7 +395,7 @@ def test_static_member_rejoin_with_leader_id_and_unknown_member_id() -> None:
     assert back.leader == back.member_id != leader and back.skip_assignment
     assert sorted(m.instance_id for m in back.members) == ["follower-instance-id", "leader-instance-id"]
     assert JoinGroupMember(back.member_id, "leader-instance-id", P.metadata) in back.members
-    assert group(d).state == STABLE and len(d.log) == written + 1
+    assert group(d).state == ClassicGroupState.STABLE and len(d.log) == written + 1
     with allow_fatal(ErrorCode.FENCED_INSTANCE_ID):
         assert join(d, leader, instance="leader-instance-id").error_code == ErrorCode.FENCED_INSTANCE_ID
         assert sync(d, leader, generation, instance="leader-instance-id").error_code == ErrorCode.FENCED_INSTANCE_ID
@@ -398,7 +408,7 @@ def test_static_member_follower_fail_to_rejoin_before_rebalance_timeout() -> Non
     d = driver(initial_assignment_delay_ms=100)
     leader, follower, generation = static_pair(d, rebalance=10_000, session=15_000)
     new = join(d, instance="new-member-instance-id")
-    assert isinstance(new, Parked) and group(d).state == PREPARING_REBALANCE
+    assert isinstance(new, Parked) and group(d).state == ClassicGroupState.PREPARING_REBALANCE
     leader_waits = join(d, leader, instance="leader-instance-id")
     d.advance(10_000)
     led, newcomer = d.answer(leader_waits.key), d.answer(new.key)
@@ -409,7 +419,7 @@ def test_static_member_follower_fail_to_rejoin_before_rebalance_timeout() -> Non
         "new-member-instance-id",
     ]
     assert newcomer.leader == leader and newcomer.members == () and newcomer.generation_id == generation + 1
-    assert group(d).state == COMPLETING_REBALANCE and follower in group(d).members
+    assert group(d).state == ClassicGroupState.COMPLETING_REBALANCE and follower in group(d).members
 
 
 def test_group_stuck_in_rebalance_timeout_due_to_nonjoined_static_member() -> None:
@@ -423,15 +433,15 @@ def test_group_stuck_in_rebalance_timeout_due_to_nonjoined_static_member() -> No
     d.advance(5_000)
     joined = d.answer(waits.key)
     assert joined.error_code == ErrorCode.NONE and joined.leader == new and joined.generation_id == 2
-    assert len(joined.members) == 3 and group(d).state == COMPLETING_REBALANCE
+    assert len(joined.members) == 3 and group(d).state == ClassicGroupState.COMPLETING_REBALANCE
     left = d.leave_group(LeaveGroupRequest(G, (LeaveMember(follower, "follower-instance-id"),)))
-    assert left.members[0].error_code == ErrorCode.NONE and group(d).state == PREPARING_REBALANCE
+    assert left.members[0].error_code == ErrorCode.NONE and group(d).state == ClassicGroupState.PREPARING_REBALANCE
     d.advance(5_000)
     assert set(group(d).members) == {leader} and group(d).generation == 2
-    assert group(d).state == PREPARING_REBALANCE
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE
     # Ours beyond Kafka's test: the static leader's session ends it, with an empty generation.
     d.advance(5_000)
-    assert group(d).state == EMPTY and group(d).generation == 3
+    assert group(d).state == ClassicGroupState.EMPTY and group(d).generation == 3
 
 
 def test_replace_static_member_in_completing_rebalance_state_triggers_rebalance() -> None:
@@ -439,10 +449,10 @@ def test_replace_static_member_in_completing_rebalance_state_triggers_rebalance(
     # generation 2, CompletingRebalance)
     d = driver()
     first = join(d, instance="group-instance-id")
-    assert first.generation_id == 1 and group(d).state == COMPLETING_REBALANCE
+    assert first.generation_id == 1 and group(d).state == ClassicGroupState.COMPLETING_REBALANCE
     again = join(d, instance="group-instance-id")
     assert again.error_code == ErrorCode.NONE and again.generation_id == 2
-    assert len(group(d).members) == 1 and group(d).state == COMPLETING_REBALANCE
+    assert len(group(d).members) == 1 and group(d).state == ClassicGroupState.COMPLETING_REBALANCE
 
 
 def test_a_static_member_back_after_a_failover_is_checked_against_the_others_protocols_only() -> None:
@@ -503,7 +513,7 @@ def test_new_member_timeout_completion() -> None:
     d.advance(timeout)
     assert list(group(d).members) == [member]
     d.advance(5_000)
-    assert group(d).state == EMPTY and group(d).generation == 2
+    assert group(d).state == ClassicGroupState.EMPTY and group(d).generation == 2
 
 
 def test_join_group_should_receive_error_if_group_over_max_size() -> None:

@@ -13,12 +13,6 @@ from connect_fatal import allow_fatal, connect_survivable  # noqa: F401 - every 
 
 from records import ClassicGroupMetadataKey, Record
 
-from coordinator.core.classic_group import (
-    COMPLETING_REBALANCE,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
-)
 from coordinator.core.driver import Driver
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.protocol import (
@@ -38,6 +32,7 @@ from coordinator.core.protocol import (
     SyncGroupResponse,
 )
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import ClassicGroupState
 
 G = "connect-cluster"
 ICR = ClassicProtocol("incremental_cooperative", b"icr-meta")
@@ -96,7 +91,7 @@ def stable_pair(d: Driver | None = None) -> tuple[Driver, str, str]:
     assert isinstance(joined, JoinGroupResponse) and joined.generation_id == 1 and joined.leader == a
     assert sync(d, a, 1, {a: b"A1"}).assignment == b"A1"
     b, parked = new_member(d)
-    assert isinstance(parked, Parked) and group(d).state == PREPARING_REBALANCE
+    assert isinstance(parked, Parked) and group(d).state == ClassicGroupState.PREPARING_REBALANCE
     assert beat(d, a, 1) == ErrorCode.REBALANCE_IN_PROGRESS
     rejoined = d.join_group(join_request(a), ctx())
     assert rejoined.generation_id == 2 and rejoined.leader == a
@@ -106,7 +101,7 @@ def stable_pair(d: Driver | None = None) -> tuple[Driver, str, str]:
     assert isinstance(parked_sync, Parked)
     assert sync(d, a, 2, {a: b"A2", b: b"B2"}).assignment == b"A2"
     assert d.answer(parked_sync.key).assignment == b"B2"
-    assert group(d).state == STABLE
+    assert group(d).state == ClassicGroupState.STABLE
     return d, a, b
 
 
@@ -117,7 +112,7 @@ def test_a_first_join_without_a_member_id_gets_one_and_writes_nothing() -> None:
     d = Driver()
     response = d.join_group(join_request(), RequestContext(fresh_id="worker-1-abc"))
     assert response.error_code == ErrorCode.MEMBER_ID_REQUIRED and response.member_id == "worker-1-abc"
-    assert d.log == [] and group(d).state == EMPTY
+    assert d.log == [] and group(d).state == ClassicGroupState.EMPTY
     # An id the coordinator never handed out is refused.
     assert d.join_group(join_request("made-up"), ctx()).error_code == ErrorCode.UNKNOWN_MEMBER_ID
 
@@ -128,20 +123,25 @@ def test_the_first_member_completes_the_join_leads_and_assigns_in_sync_group() -
     assert joined.error_code == ErrorCode.NONE and joined.generation_id == 1 and joined.leader == a
     assert joined.protocol_type == "connect" and joined.protocol_name == ICR.name
     assert [(m.member_id, m.metadata) for m in joined.members] == [(a, b"icr-meta")]
-    assert group(d).state == COMPLETING_REBALANCE
+    assert group(d).state == ClassicGroupState.COMPLETING_REBALANCE
     # Seed 004: "generation metadata is persisted" when the join phase completes.
     written = d.log[-1].value
-    assert d.log[-1].key == ClassicGroupMetadataKey(G) and written.state == COMPLETING_REBALANCE
+    assert d.log[-1].key == ClassicGroupMetadataKey(G) and written.state == ClassicGroupState.COMPLETING_REBALANCE
     assert written.generation == 1 and written.leader == a and written.members[0].subscription == b"icr-meta"
     answer = sync(d, a, 1, {a: b"assigned"})
     assert answer == SyncGroupResponse(ErrorCode.NONE, None, "connect", ICR.name, b"assigned")
-    assert group(d).state == STABLE and d.log[-1].value.members[0].assignment == b"assigned"
+    assert group(d).state == ClassicGroupState.STABLE and d.log[-1].value.members[0].assignment == b"assigned"
     assert_replay_equals_live(d)
 
 
 def test_a_new_member_starts_a_rebalance_that_every_member_joins() -> None:
     d, a, b = stable_pair()
-    assert [r.value.state for r in d.log] == [COMPLETING_REBALANCE, STABLE, COMPLETING_REBALANCE, STABLE]
+    assert [r.value.state for r in d.log] == [
+        ClassicGroupState.COMPLETING_REBALANCE,
+        ClassicGroupState.STABLE,
+        ClassicGroupState.COMPLETING_REBALANCE,
+        ClassicGroupState.STABLE,
+    ]
     assert beat(d, a, 2) == ErrorCode.NONE and beat(d, b, 2) == ErrorCode.NONE
     assert_replay_equals_live(d)
 
@@ -162,13 +162,13 @@ def test_a_follower_joining_again_unchanged_gets_the_current_generation_without_
     records = len(d.log)
     response = d.join_group(join_request(b), ctx())
     assert response.generation_id == 2 and response.leader == a and response.members == ()
-    assert group(d).state == STABLE and len(d.log) == records
+    assert group(d).state == ClassicGroupState.STABLE and len(d.log) == records
 
 
 def test_the_leader_joining_again_starts_a_rebalance() -> None:
     d, a, b = stable_pair()
     assert isinstance(d.join_group(join_request(a), ctx()), Parked)
-    assert group(d).state == PREPARING_REBALANCE
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE
     assert beat(d, b, 2) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
@@ -212,7 +212,7 @@ def test_a_member_with_no_protocol_in_common_or_another_protocol_type_is_refused
         other_type = d.join_group(JoinGroupRequest(G, "", "consumer", (ICR,), 10_000), ctx())
     assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert other_type.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
-    assert group(d).state == STABLE
+    assert group(d).state == ClassicGroupState.STABLE
 
 
 def test_sync_and_heartbeat_errors() -> None:
@@ -276,8 +276,10 @@ def test_leave_group_rebalances_the_rest_and_is_written() -> None:
     d, a, b = stable_pair()
     response = d.leave_group(LeaveGroupRequest(G, (LeaveMember(b),)))
     assert response.error_code == ErrorCode.NONE and response.members[0].error_code == ErrorCode.NONE
-    assert group(d).state == PREPARING_REBALANCE and b not in group(d).members
-    assert d.log[-1].value.state == PREPARING_REBALANCE and [m.member_id for m in d.log[-1].value.members] == [a]
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE and b not in group(d).members
+    assert d.log[-1].value.state == ClassicGroupState.PREPARING_REBALANCE and [
+        m.member_id for m in d.log[-1].value.members
+    ] == [a]
     assert beat(d, a, 2) == ErrorCode.REBALANCE_IN_PROGRESS
     assert d.join_group(join_request(a), ctx()).generation_id == 3
     unknown = d.leave_group(LeaveGroupRequest(G, (LeaveMember("ghost"),)))
@@ -289,8 +291,8 @@ def test_the_last_member_leaving_empties_the_group_with_a_new_generation() -> No
     a, _ = new_member(d)
     sync(d, a, 1, {a: b"x"})
     d.leave_group(LeaveGroupRequest(G, (LeaveMember(a),)))
-    assert group(d).state == EMPTY and group(d).generation == 2 and not group(d).members
-    assert d.log[-1].value.state == EMPTY
+    assert group(d).state == ClassicGroupState.EMPTY and group(d).generation == 2 and not group(d).members
+    assert d.log[-1].value.state == ClassicGroupState.EMPTY
     assert_replay_equals_live(d)
 
 
@@ -299,7 +301,7 @@ def test_a_session_timeout_removes_the_member_and_rebalances() -> None:
     d.advance(6_000)
     assert beat(d, a, 2) == ErrorCode.NONE  # A heartbeats, B does not
     d.advance(6_000)
-    assert b not in group(d).members and group(d).state == PREPARING_REBALANCE
+    assert b not in group(d).members and group(d).state == ClassicGroupState.PREPARING_REBALANCE
     assert beat(d, a, 2) == ErrorCode.REBALANCE_IN_PROGRESS
 
 
@@ -335,7 +337,7 @@ def test_a_leader_that_never_syncs_is_removed_and_the_others_join_again() -> Non
         assert beat(d, a, 3) == ErrorCode.NONE
     d.advance(3_000)
     assert d.answer(waiting.key).error_code == ErrorCode.REBALANCE_IN_PROGRESS
-    assert a not in group(d).members and group(d).state == PREPARING_REBALANCE
+    assert a not in group(d).members and group(d).state == ClassicGroupState.PREPARING_REBALANCE
 
 
 def test_the_initial_delay_gathers_a_storm_of_joins_into_one_generation() -> None:
@@ -344,7 +346,7 @@ def test_the_initial_delay_gathers_a_storm_of_joins_into_one_generation() -> Non
     d.advance(1_000)
     joins.append(new_member(d))  # extends the wait by another 3 s
     d.advance(2_500)
-    assert group(d).state == PREPARING_REBALANCE
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE
     d.advance(600)
     answers = [d.answer(parked.key) for _, parked in joins]
     assert {r.generation_id for r in answers} == {1}
@@ -364,7 +366,7 @@ def test_a_static_member_back_with_the_same_metadata_takes_its_place_without_a_r
     assert back.member_id == "a-2" and back.generation_id == 1 and back.leader == "a-2"
     # It leads, but must not assign; Kafka gives it the members all the same.
     assert back.skip_assignment and back.members == (JoinGroupMember("a-2", "host-a", b"icr-meta"),)
-    assert group(d).state == STABLE and sync(d, "a-2", 1).assignment == b"mine"
+    assert group(d).state == ClassicGroupState.STABLE and sync(d, "a-2", 1).assignment == b"mine"
     assert beat(d, a, 1) == ErrorCode.UNKNOWN_MEMBER_ID  # the old member id is gone
     assert d.log[-1].value.members[0].member_id == "a-2"
     with allow_fatal(ErrorCode.FENCED_INSTANCE_ID):  # the old process, still running, is fenced
@@ -384,7 +386,7 @@ def test_a_static_member_back_with_other_metadata_rebalances() -> None:
     back = d.join_group(
         join_request("", ClassicProtocol(ICR.name, b"new"), EAGER, instance_id="host-c"), RequestContext(fresh_id="c-2")
     )
-    assert isinstance(back, Parked) and group(d).state == PREPARING_REBALANCE
+    assert isinstance(back, Parked) and group(d).state == ClassicGroupState.PREPARING_REBALANCE
 
 
 # --- failover: the next coordinator replays the log -------------------------------------------------------
@@ -403,11 +405,11 @@ def failover(d: Driver) -> Driver:
 def test_failover_in_a_stable_group_needs_no_rejoin() -> None:
     d, a, b = stable_pair()
     new = failover(d)
-    assert group(new).state == STABLE and group(new).leader == a
+    assert group(new).state == ClassicGroupState.STABLE and group(new).leader == a
     assert beat(new, a, 2) == ErrorCode.NONE and beat(new, b, 2) == ErrorCode.NONE
     assert sync(new, b, 2).assignment == b"B2"
     new.advance(11_000)  # sessions run from the load: members that stop heartbeating go
-    assert group(new).state == EMPTY and group(new).generation == 3
+    assert group(new).state == ClassicGroupState.EMPTY and group(new).generation == 3
 
 
 def test_failover_while_the_leader_computes_accepts_its_sync() -> None:
@@ -415,7 +417,7 @@ def test_failover_while_the_leader_computes_accepts_its_sync() -> None:
     d.join_group(join_request(a), ctx())
     d.join_group(join_request(b), ctx())  # generation 3 written; nobody has synced
     new = failover(d)
-    assert group(new).state == COMPLETING_REBALANCE and group(new).generation == 3
+    assert group(new).state == ClassicGroupState.COMPLETING_REBALANCE and group(new).generation == 3
     waiting = sync(new, b, 3)
     assert sync(new, a, 3, {a: b"A3", b: b"B3"}).assignment == b"A3"
     assert new.answer(waiting.key).assignment == b"B3"
@@ -426,7 +428,7 @@ def test_failover_after_a_departure_resumes_the_rebalance() -> None:
     d, a, b = stable_pair()
     d.leave_group(LeaveGroupRequest(G, (LeaveMember(b),)))
     new = failover(d)
-    assert group(new).state == PREPARING_REBALANCE and b not in group(new).members
+    assert group(new).state == ClassicGroupState.PREPARING_REBALANCE and b not in group(new).members
     assert beat(new, a, 2) == ErrorCode.REBALANCE_IN_PROGRESS
     assert new.join_group(join_request(a), ctx()).generation_id == 3
 
@@ -435,7 +437,7 @@ def test_failover_before_a_join_phase_is_written_keeps_the_last_generation() -> 
     d, a, b = stable_pair()
     d.join_group(join_request(a), ctx())  # PreparingRebalance, not written (seed 004 case 1)
     new = failover(d)
-    assert group(new).state == STABLE and group(new).generation == 2
+    assert group(new).state == ClassicGroupState.STABLE and group(new).generation == 2
     # The members' parked requests failed with the old coordinator; they join again.
     parked = new.join_group(join_request(a), ctx())
     assert new.join_group(join_request(b), ctx()).generation_id == 3
@@ -447,7 +449,7 @@ def test_a_v0_record_is_read_as_stable_with_members() -> None:
     old = d.log[-1].value
     state = CoordinatorState()
     state.replay(Record(ClassicGroupMetadataKey(G), replace(old, state=None)))
-    assert state.classic_groups[G].state == STABLE
+    assert state.classic_groups[G].state == ClassicGroupState.STABLE
 
 
 # --- admin on a classic group -------------------------------------------------------------------------
@@ -457,7 +459,7 @@ def test_new_connectors_make_a_stable_classic_group_join_again() -> None:
     d, a, b = stable_pair()
     assert d.set_connectors(G, {"A": 2}).error_code == ErrorCode.NONE
     assert d.state.groups[G].connector_counts[0].name == "A" and not d.state.groups[G].members
-    assert group(d).state == PREPARING_REBALANCE
+    assert group(d).state == ClassicGroupState.PREPARING_REBALANCE
     assert beat(d, b, 2) == ErrorCode.REBALANCE_IN_PROGRESS
     assert_replay_equals_live(d)
 
@@ -466,7 +468,7 @@ def test_delete_group_refuses_members_and_tombstones_an_empty_classic_group() ->
     d, a, b = stable_pair()
     assert d.delete_group(G).error_code == ErrorCode.NON_EMPTY_GROUP
     d.leave_group(LeaveGroupRequest(G, (LeaveMember(a), LeaveMember("", instance_id=None), LeaveMember(b))))
-    assert group(d).state == EMPTY
+    assert group(d).state == ClassicGroupState.EMPTY
     d.set_connectors(G, {"A": 1})
     assert d.delete_group(G).error_code == ErrorCode.NONE
     assert G not in d.state.classic_groups and G not in d.state.groups

@@ -16,12 +16,12 @@ from records.connect_protocol import (
     encode_metadata,
 )
 
-from coordinator.core.classic_group import STABLE
 from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.driver import Driver, SimClassicWorker, step_all
 from coordinator.core.items import configured_work
 from coordinator.core.member import Assign, Lose, Revoke
 from coordinator.core.protocol import ErrorCode, ErrorResponse, JoinGroupMember, JoinGroupRequest, JoinGroupResponse
+from coordinator.core.states import ClassicGroupState
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}
@@ -63,7 +63,7 @@ def started(names: list[str], **options) -> tuple[Driver, list[SimClassicWorker]
     d.set_connectors(G, CONNECTORS)
     workers = fleet(d, names, **options)
     run(workers, 2_000)
-    assert converged(workers) and d.state.classic_groups[G].state == STABLE
+    assert converged(workers) and d.state.classic_groups[G].state == ClassicGroupState.STABLE
     return d, workers
 
 

@@ -15,7 +15,8 @@ from records import TaskId
 from coordinator.api import wire
 from coordinator.core import views
 from coordinator.core.driver import Driver, SimWorker, converge
-from coordinator.core.protocol import ASSIGNED, REVOKING, UNASSIGNED, ConnectorStatus, ErrorCode, ErrorResponse
+from coordinator.core.protocol import ConnectorStatus, ErrorCode, ErrorResponse
+from coordinator.core.states import TaskStatus
 
 G = "status-group"
 
@@ -44,7 +45,7 @@ def test_each_item_is_assigned_to_the_member_that_owns_it() -> None:
         status = _status(d, name)
         assert isinstance(status, ConnectorStatus) and [n for n, _ in status.tasks] == list(range(count))
         for item, place in _places(status).items():
-            assert place.state == ASSIGNED and place.member_id == owner[item].member_id
+            assert place.state == TaskStatus.ASSIGNED and place.member_id == owner[item].member_id
             assert place.instance_id == owner[item].instance_id and place.deferred_until_ms is None
     assert {p.instance_id for s in (_status(d, "A"), _status(d, "B")) for p in _places(s).values()} == {None, "i-2"}
 
@@ -70,12 +71,12 @@ def test_an_item_its_owner_gives_up_is_revoking_until_the_new_owner_has_it() -> 
             for item, place in _places(status).items():
                 if item in revoking:
                     seen_revoking = True
-                    assert place.state == REVOKING and place.member_id == revoking[item], (item, place)
-                elif place.state == REVOKING:
+                    assert place.state == TaskStatus.REVOKING and place.member_id == revoking[item], (item, place)
+                elif place.state == TaskStatus.REVOKING:
                     raise AssertionError(f"{item} is REVOKING but no member revokes it")
     assert seen_revoking
     converge(workers)
-    assert {p.state for p in _places(_status(d, "A")).values()} == {ASSIGNED}
+    assert {p.state for p in _places(_status(d, "A")).values()} == {TaskStatus.ASSIGNED}
     assert any(p.member_id == "W3" for p in _places(_status(d, "A")).values())
 
 
@@ -90,15 +91,17 @@ def test_deferred_work_is_unassigned_until_the_scheduled_rebalance() -> None:
         for item, place in _places(_status(d, name)).items():
             if item in gone:
                 assert (place.state, place.member_id, place.deferred_until_ms) == (
-                    UNASSIGNED,
+                    TaskStatus.UNASSIGNED,
                     None,
                     meta.scheduled_rebalance_at_ms,
                 ), (item, place)
             else:
-                assert (place.state, place.member_id) == (ASSIGNED, "W1")
+                assert (place.state, place.member_id) == (TaskStatus.ASSIGNED, "W1")
     d.advance(6_000)  # the scheduled rebalance gives the deferred work to W1
     converge([w1])
-    assert {(p.state, p.member_id) for n in ("A", "B") for p in _places(_status(d, n)).values()} == {(ASSIGNED, "W1")}
+    assert {(p.state, p.member_id) for n in ("A", "B") for p in _places(_status(d, n)).values()} == {
+        (TaskStatus.ASSIGNED, "W1")
+    }
 
 
 def test_a_connector_with_no_member_yet_is_unassigned_and_not_deferred() -> None:
@@ -107,10 +110,10 @@ def test_a_connector_with_no_member_yet_is_unassigned_and_not_deferred() -> None
     status = _status(d, "A")
     assert isinstance(status, ConnectorStatus)
     assert [(n, p.state, p.member_id, p.deferred_until_ms) for n, p in status.tasks] == [
-        (0, UNASSIGNED, None, None),
-        (1, UNASSIGNED, None, None),
+        (0, TaskStatus.UNASSIGNED, None, None),
+        (1, TaskStatus.UNASSIGNED, None, None),
     ]
-    assert status.connector.state == UNASSIGNED
+    assert status.connector.state == TaskStatus.UNASSIGNED
 
 
 def test_a_task_still_held_beyond_the_configured_count_is_shown() -> None:
@@ -121,10 +124,10 @@ def test_a_task_still_held_beyond_the_configured_count_is_shown() -> None:
         for w in workers:
             w.heartbeat()
         status = _status(d, "A")
-        if dict(status.tasks)[2].state == REVOKING:
+        if dict(status.tasks)[2].state == TaskStatus.REVOKING:
             break
     assert [n for n, _ in status.tasks] == [0, 1, 2]
-    assert dict(status.tasks)[2].state == REVOKING and dict(status.tasks)[2].member_id == holder.member_id
+    assert dict(status.tasks)[2].state == TaskStatus.REVOKING and dict(status.tasks)[2].member_id == holder.member_id
     converge(workers)
     assert [n for n, _ in _status(d, "A").tasks] == [0, 1]
 

@@ -196,3 +196,35 @@ def test_at_level_1_no_epoch_carries_a_time_and_the_records_stay_what_0_1_0_read
     assert int.from_bytes(raw[:2], "big") == 1
     coordinator.apply(join)
     assert coordinator.describe_group("g").rebalancing_since_ms is None
+
+
+@pytest.mark.integration
+def test_upgrade_format_is_refused_while_a_partition_has_no_instance(kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
+    """Raising the level only where instances serve would leave the rest behind: refused, nothing
+    written; an instance that does not answer is one clear line, never a traceback."""
+    import subprocess
+    import sys
+
+    from coordinator.tools.process import ServeProcess
+    from tests.topics import create_topic
+
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
+    server = ServeProcess(
+        kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--allow-anonymous", "--partitions", "0"
+    ).start()
+    try:
+
+        def upgrade(url: str) -> subprocess.CompletedProcess:
+            command = [sys.executable, "-m", "coordinator", "topic", "upgrade-format", "--url", url]
+            return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+        refused = upgrade(server.url)
+        assert refused.returncode == 1, refused
+        assert "refused: partitions 1 are served by no instance" in refused.stderr
+        _, health = server.request("GET", "/health")
+        assert health["FormatLevels"] == {"0": DEFAULT_FORMAT_LEVEL}  # nothing was written
+        gone = upgrade("http://127.0.0.1:9")  # nothing listens on the discard port
+        assert gone.returncode == 1 and "cannot reach the coordinator at" in gone.stderr
+        assert "Traceback" not in refused.stderr + gone.stderr
+    finally:
+        server.stop()

@@ -29,12 +29,12 @@ from coordinator.core.protocol import (
     InstallAssignmentRequest,
     InstallMember,
     LeaveReason,
-    MemberState,
     PrepareAssignmentRequest,
     Timer,
     leave_reason_text,
 )
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import MemberState
 
 G = "g"
 ICR = "incremental_cooperative"

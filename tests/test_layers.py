@@ -26,7 +26,8 @@ ALLOWED = {
     "records": set(),
     "coordinator.errors": set(),
     "coordinator.core": {"records"},
-    "coordinator.tools": {"coordinator.errors"},
+    # The topic's tooling knows the record format (the level record `topic describe` reads).
+    "coordinator.tools": {"records", "coordinator.errors"},
     "coordinator.api": {"records", "coordinator.core", "coordinator.tools"},
     "replay": {"records", "coordinator.core", "coordinator.api", "coordinator.tools", "coordinator.errors"},
     "coordinator.service": {

@@ -10,12 +10,12 @@ from collections import Counter
 
 from records import ClassicGroupMetadataKey, ConnectorTaskCount
 
-from coordinator.core.classic_group import PREPARING_REBALANCE, STABLE
 from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all
 from coordinator.core.items import configured_work
 from coordinator.core.member import Lose
 from coordinator.core.protocol import ClassicHeartbeatRequest, ErrorCode, HeartbeatRequest
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import ClassicGroupState
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}
@@ -78,7 +78,7 @@ def classic_fleet(names: list[str]) -> Mixed:
     for name in names:
         m.add_classic(name)
     m.run(3_000)
-    assert m.converged() and d.state.classic_groups[G].state == STABLE
+    assert m.converged() and d.state.classic_groups[G].state == ClassicGroupState.STABLE
     return m
 
 
@@ -155,7 +155,7 @@ def test_a_rolling_upgrade_then_a_rolling_downgrade() -> None:
         m.run(5_000)
         assert m.converged(), (name, m.owned())
     classic = d.state.classic_groups[G]
-    assert classic.state == STABLE and not d.state.groups[G].members
+    assert classic.state == ClassicGroupState.STABLE and not d.state.groups[G].members
     assert not [a for w in every_classic for a in w.log if isinstance(a, Lose)]  # no worker lost work on the way
     assert_replay_equals_live(d)
 
@@ -169,15 +169,17 @@ def test_the_last_connect_worker_leaving_turns_the_group_classic_and_the_rest_re
     epoch = d.state.groups[G].group_epoch
     m.connect.pop("n1").leave()
     classic = d.state.classic_groups[G]
-    assert classic.state == PREPARING_REBALANCE and classic.generation > epoch
+    assert classic.state == ClassicGroupState.PREPARING_REBALANCE and classic.generation > epoch
     # Their heartbeats carry their connect-era generation: they are told to join, not fenced.
     for w in m.classic.values():
         answer = d.classic_heartbeat(ClassicHeartbeatRequest(G, w.member_id, w.worker.generation))
         assert answer.error_code == ErrorCode.REBALANCE_IN_PROGRESS
-    assert d.log[-1].key == ClassicGroupMetadataKey(G) and d.log[-1].value.state == PREPARING_REBALANCE
+    assert (
+        d.log[-1].key == ClassicGroupMetadataKey(G) and d.log[-1].value.state == ClassicGroupState.PREPARING_REBALANCE
+    )
     assert not d.state.groups[G].members and d.state.groups[G].connector_counts  # the work stays
     m.run(6_000)
-    assert m.converged() and d.state.classic_groups[G].state == STABLE
+    assert m.converged() and d.state.classic_groups[G].state == ClassicGroupState.STABLE
     assert not [a for w in m.classic.values() for a in w.log if isinstance(a, Lose)]  # nothing was lost on the way
 
 
@@ -213,7 +215,7 @@ def test_a_classic_worker_taking_over_the_last_connect_workers_instance_turns_th
     m.add_classic("n1")
     m.run(4_000)
     assert G in d.state.classic_groups and not d.state.groups[G].members
-    assert m.converged() and d.state.classic_groups[G].state == STABLE
+    assert m.converged() and d.state.classic_groups[G].state == ClassicGroupState.STABLE
 
 
 def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_not_upgraded() -> None:
@@ -250,7 +252,7 @@ def test_a_classic_group_whose_connectors_the_coordinator_does_not_know_is_not_u
     m.run(3_000)
     before = {n: w.owned for n, w in m.classic.items()}
     classic = d.state.classic_groups[G]
-    assert classic.state == STABLE
+    assert classic.state == ClassicGroupState.STABLE
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "connectors set" in answer.error_message
     assert d.state.classic_groups[G] is classic

@@ -81,11 +81,11 @@ from coordinator.core.protocol import (
     HeartbeatRequest,
     InstallAssignmentRequest,
     InstallMember,
-    MemberState,
     PrepareAssignmentRequest,
 )
 from coordinator.core.selection import SERVER, group_assignor
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import MemberState
 
 # --- settings -------------------------------------------------------------------------------------
 

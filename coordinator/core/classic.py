@@ -41,10 +41,6 @@ from dataclasses import dataclass, field, replace
 
 from coordinator.core import record_helpers
 from coordinator.core.classic_group import (
-    COMPLETING_REBALANCE,
-    EMPTY,
-    PREPARING_REBALANCE,
-    STABLE,
     ClassicGroup,
     ClassicGroupUpdate,
     ClassicMember,
@@ -76,6 +72,7 @@ from coordinator.core.protocol import (
     timer_key,
 )
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import CLASSIC_GROUP_PREVIOUS, ClassicGroupState, check_transition
 
 # Kafka's group.max.session.timeout.ms default: a member may not ask for a longer session.
 MAX_SESSION_TIMEOUT_MS = 1_800_000
@@ -115,7 +112,10 @@ class ClassicChange:
         if member.synced:
             self.deliver(SYNC, member.member_id, SyncGroupResponse(code, message))
 
-    def set_state(self, state: str, **changes: object) -> None:
+    def set_state(self, state: ClassicGroupState, **changes: object) -> None:
+        """The one place a classic group changes state: only along `CLASSIC_GROUP_PREVIOUS`."""
+        if state is not self.group.state:
+            check_transition(CLASSIC_GROUP_PREVIOUS, self.group.state, state, f"classic group {self.group.group_id}")
         self.group = replace(self.group, state=state, **changes)
 
     def set_members(self, members: dict[str, ClassicMember], **changes: object) -> None:
@@ -209,10 +209,10 @@ def _accepts(group: ClassicGroup, member_id: str, max_size: int) -> bool:
     """Kafka's acceptJoiningMember: an empty group takes anyone; while members join, a member that
     has joined, else as long as fewer than `max_size` have; otherwise a member, else as long as the
     group has fewer than `max_size`."""
-    if group.state == EMPTY:
+    if group.state == ClassicGroupState.EMPTY:
         return True
     member = group.members.get(member_id) if member_id else None
-    if group.state == PREPARING_REBALANCE:
+    if group.state == ClassicGroupState.PREPARING_REBALANCE:
         return (member is not None and member.joined) or sum(m.joined for m in group.members.values()) < max_size
     return member is not None or len(group.members) < max_size
 
@@ -273,14 +273,14 @@ def _join(
     unchanged = (
         old is not None
         and old.protocols == member.protocols
-        and (group.state == COMPLETING_REBALANCE or group.leader != member_id)
+        and (group.state == ClassicGroupState.COMPLETING_REBALANCE or group.leader != member_id)
     )
-    if group.state in (STABLE, COMPLETING_REBALANCE) and unchanged:
+    if group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE) and unchanged:
         members[member_id] = replace(member, joined=False)
         change.set_members(members)
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, member_id)
         return change.result(_join_response(change.group, member_id))
-    if change.group.state != PREPARING_REBALANCE:
+    if change.group.state != ClassicGroupState.PREPARING_REBALANCE:
         _prepare_rebalance(change)
     else:
         _extend_initial_round(change)
@@ -292,7 +292,7 @@ def _join(
         # While its JoinGroup waits, the member does not heartbeat: its session waits too.
         change.timer(CLASSIC_SESSION, None, member_id)
     _maybe_complete_join(change)
-    if change.group.state == PREPARING_REBALANCE:
+    if change.group.state == ClassicGroupState.PREPARING_REBALANCE:
         # A member asking again replaces its waiting request (which is told to join again).
         if old is not None and old.joined:
             change.deliver(
@@ -331,7 +331,7 @@ def _static_return(
         old, ErrorCode.FENCED_INSTANCE_ID, f"instance {old.instance_id} joined again as member {new_id}"
     )
     offered = {p.name: p.metadata for p in request.protocols}
-    if group.state == STABLE and offered.get(group.protocol or "") == old.metadata(group.protocol):
+    if group.state == ClassicGroupState.STABLE and offered.get(group.protocol or "") == old.metadata(group.protocol):
         # Back with the same metadata in a stable group: no rebalance. It keeps its assignment and
         # takes its request's protocols and timeouts; if it led the group it is told so, with the
         # members as Kafka gives them, but must not assign (SkipAssignment).
@@ -341,7 +341,7 @@ def _static_return(
         change.persist = True
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, new_id)
         return change.result(replace(_join_response(change.group, new_id), skip_assignment=leader == new_id))
-    if group.state == COMPLETING_REBALANCE:
+    if group.state == ClassicGroupState.COMPLETING_REBALANCE:
         # The leader may be assigning to the old member id: everyone joins again (Kafka's).
         _prepare_rebalance(change)
     return _join(change, config, replace(request, member_id=new_id), context, new_id)
@@ -373,7 +373,7 @@ def _join_response(group: ClassicGroup, member_id: str) -> JoinGroupResponse:
 def _prepare_rebalance(change: ClassicChange) -> None:
     """Start a join phase. SyncGroups waiting for the leader are told to join again."""
     group = change.group
-    if group.state == COMPLETING_REBALANCE:
+    if group.state == ClassicGroupState.COMPLETING_REBALANCE:
         for member in group.members.values():
             change.answer_waiting(
                 member, ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again", sync_only=True
@@ -381,14 +381,14 @@ def _prepare_rebalance(change: ClassicChange) -> None:
     change.timer(CLASSIC_SYNC, None)
     members = {m: replace(v, synced=False) for m, v in group.members.items()}
     timeout = change.group.rebalance_timeout_ms()
-    if group.state == EMPTY:
+    if group.state == ClassicGroupState.EMPTY:
         delay = change.initial_delay_ms
         deadline = change.now + min(delay, timeout)
         change.set_members(members, initial_round_started_ms=change.now if delay else None)
     else:
         deadline = change.now + timeout
         change.set_members(members, initial_round_started_ms=None)
-    change.set_state(PREPARING_REBALANCE, join_deadline_ms=deadline, pending_sync=frozenset())
+    change.set_state(ClassicGroupState.PREPARING_REBALANCE, join_deadline_ms=deadline, pending_sync=frozenset())
     change.timer(CLASSIC_JOIN, deadline)
 
 
@@ -408,7 +408,11 @@ def _maybe_complete_join(change: ClassicChange) -> None:
     """The join phase ends as soon as every member, and every id handed out, has joined, except in
     an empty group's first round, which waits out its delay for members not known yet."""
     group = change.group
-    if group.state == PREPARING_REBALANCE and group.all_joined() and group.initial_round_started_ms is None:
+    if (
+        group.state == ClassicGroupState.PREPARING_REBALANCE
+        and group.all_joined()
+        and group.initial_round_started_ms is None
+    ):
         _complete_join(change)
 
 
@@ -451,7 +455,7 @@ def _complete_join(change: ClassicChange) -> None:
             initial_round_started_ms=None,
             pending_sync=frozenset(),
         )
-        change.set_state(EMPTY)
+        change.set_state(ClassicGroupState.EMPTY)
         return
     if group.leader in kept and kept[group.leader].joined:
         leader = group.leader
@@ -467,7 +471,7 @@ def _complete_join(change: ClassicChange) -> None:
         initial_round_started_ms=None,
         pending_sync=frozenset(members),
     )
-    change.set_state(COMPLETING_REBALANCE)
+    change.set_state(ClassicGroupState.COMPLETING_REBALANCE)
     for member_id, member in members.items():
         if kept[member_id].joined:
             change.deliver(JOIN, member_id, _join_response(change.group, member_id))
@@ -488,12 +492,12 @@ def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: Sync
         raise ProtocolError(
             ErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"group {group.group_id} uses {group.protocol_type}/{group.protocol}"
         )
-    if group.state == PREPARING_REBALANCE:
+    if group.state == ClassicGroupState.PREPARING_REBALANCE:
         raise ProtocolError(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again")
     change = ClassicChange(group, now)
     _synced(change, request.member_id)
     member = group.members[request.member_id]
-    if group.state == STABLE:
+    if group.state == ClassicGroupState.STABLE:
         return change.result(_sync_response(group, member))
     # CompletingRebalance: the leader's SyncGroup completes the generation; the others wait for it.
     members = dict(change.group.members)
@@ -506,7 +510,7 @@ def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: Sync
     given = {a.member_id: a.assignment for a in request.assignments}
     members = {m: replace(v, assignment=given.get(m, b""), synced=False) for m, v in members.items()}
     change.set_members(members)
-    change.set_state(STABLE)
+    change.set_state(ClassicGroupState.STABLE)
     change.persist = True
     for member_id, was in group.members.items():
         if was.synced:
@@ -559,7 +563,7 @@ def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: Class
         if e.code != ErrorCode.REBALANCE_IN_PROGRESS:
             raise
         return Result(ErrorResponse(e.code, e.message), timers=timers)
-    if group.state == PREPARING_REBALANCE:
+    if group.state == ClassicGroupState.PREPARING_REBALANCE:
         return Result(
             ErrorResponse(ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing: join again"), timers=timers
         )
@@ -631,9 +635,13 @@ def remove_members(change: ClassicChange, member_ids: Iterable[str], why: str) -
     change.set_members(members, leader=_successor(group.leader, members), pending_sync=group.pending_sync - removed)
     change.persist = True
     if not members:
-        _complete_join(change)  # an empty generation (Kafka's): nobody left to wait for
+        # An empty generation (Kafka's): nobody left to wait for. As Kafka's, through
+        # PreparingRebalance: a Stable group never becomes Empty directly.
+        if group.state != ClassicGroupState.PREPARING_REBALANCE:
+            change.set_state(ClassicGroupState.PREPARING_REBALANCE)
+        _complete_join(change)
         return
-    if group.state != PREPARING_REBALANCE:
+    if group.state != ClassicGroupState.PREPARING_REBALANCE:
         _prepare_rebalance(change)
     _maybe_complete_join(change)
 
@@ -641,7 +649,7 @@ def remove_members(change: ClassicChange, member_ids: Iterable[str], why: str) -
 def rebalance(change: ClassicChange) -> None:
     """The group's work changed (its connectors): every member joins again, the leader assigns.
     Written: nobody else would ask for this rebalance again after a failover."""
-    if change.group.state in (STABLE, COMPLETING_REBALANCE):
+    if change.group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
         _prepare_rebalance(change)
         change.persist = True
 
@@ -663,8 +671,8 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
             _forget_pending(change, [key[2]])  # handed an id, never joined with it
             return change.result(None)
         if not member.is_new and (
-            (group.state == PREPARING_REBALANCE and member.joined)
-            or (group.state == COMPLETING_REBALANCE and member.synced)
+            (group.state == ClassicGroupState.PREPARING_REBALANCE and member.joined)
+            or (group.state == ClassicGroupState.COMPLETING_REBALANCE and member.synced)
         ):
             return Result(None)  # it waits for our answer; its session starts again with it
         if member.is_new:
@@ -672,13 +680,16 @@ def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str,
         else:
             remove_members(change, [member.member_id], "timed out: no heartbeat within its session")
     elif kind == CLASSIC_JOIN:
-        if group.state != PREPARING_REBALANCE:
+        if group.state != ClassicGroupState.PREPARING_REBALANCE:
             return Result(None)
         if group.join_deadline_ms is not None and group.join_deadline_ms > now:
             return Result(None, timers=[Timer(key, group.join_deadline_ms)])  # extended, or early
         _complete_join(change)
     elif kind == CLASSIC_SYNC:
-        if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync:
+        if (
+            group.state not in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE)
+            or not group.pending_sync
+        ):
             return Result(None)
         # Members that did not send SyncGroup within the rebalance timeout of the join's end (the
         # leader among them, if it did not assign) are removed, and the others join again.
@@ -696,8 +707,8 @@ def after_load(state: CoordinatorState, config: CoordinatorConfig, now: int) -> 
         g = group.group_id
         for member_id, member in group.members.items():
             timers.append(Timer(timer_key(CLASSIC_SESSION, g, member_id), now + member.session_timeout_ms))
-        if group.state == PREPARING_REBALANCE:
+        if group.state == ClassicGroupState.PREPARING_REBALANCE:
             timers.append(Timer(timer_key(CLASSIC_JOIN, g), now + group.rebalance_timeout_ms()))
-        elif group.state == COMPLETING_REBALANCE:
+        elif group.state == ClassicGroupState.COMPLETING_REBALANCE:
             timers.append(Timer(timer_key(CLASSIC_SYNC, g), now + group.rebalance_timeout_ms()))
     return timers

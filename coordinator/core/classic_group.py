@@ -31,19 +31,9 @@ from records import ClassicGroupMember, ClassicGroupMetadataValue
 from records.connect_protocol import OFFERED, ConnectProtocolError, metadata_for
 
 from coordinator.core.protocol import ClassicProtocol
+from coordinator.core.states import ClassicGroupState, ClassicMemberState
 
-EMPTY = "Empty"
-PREPARING_REBALANCE = "PreparingRebalance"
-COMPLETING_REBALANCE = "CompletingRebalance"
-STABLE = "Stable"
-STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE)
-
-# The worker states of seed 000's "Migration To the New Protocol", as describe shows them: where
-# a classic member is in its own round of JoinGroup and SyncGroup.
-UNJOINED = "UNJOINED"
-PREPARING = "PREPARING_REBALANCE"
-COMPLETING = "COMPLETING_REBALANCE"
-MEMBER_STABLE = "STABLE"
+_BY_VALUE = {s.value: s for s in ClassicGroupState}
 
 
 @dataclass(slots=True, frozen=True)
@@ -76,7 +66,7 @@ def _frozen(members: Mapping[str, ClassicMember]) -> Mapping[str, ClassicMember]
 @dataclass(slots=True, frozen=True)
 class ClassicGroup:
     group_id: str
-    state: str = EMPTY
+    state: ClassicGroupState = ClassicGroupState.EMPTY
     generation: int = 0
     protocol_type: str | None = None
     protocol: str | None = None  # the protocol chosen for this generation
@@ -113,7 +103,7 @@ class ClassicGroup:
         """A group that a downgrade made and whose first classic round has not completed: its
         generation was never handed out (the downgrade writes no leader; a group that had one keeps
         one while it has members), so its members still carry their connect member epochs."""
-        return self.state == PREPARING_REBALANCE and self.leader is None and bool(self.members)
+        return self.state == ClassicGroupState.PREPARING_REBALANCE and self.leader is None and bool(self.members)
 
     def candidate_protocols(self) -> set[str]:
         """The protocols every member supports."""
@@ -137,16 +127,16 @@ class ClassicGroup:
             return None
         return min(votes, key=lambda name: (-votes[name], name))
 
-    def member_state(self, member_id: str) -> str:
+    def member_state(self, member_id: str) -> ClassicMemberState:
         """Seed 000's worker state of a classic member."""
         member = self.members.get(member_id)
         if member is None:
-            return UNJOINED
-        if self.state == PREPARING_REBALANCE:
-            return PREPARING if member.joined else UNJOINED
-        if self.state == COMPLETING_REBALANCE:
-            return COMPLETING
-        return MEMBER_STABLE
+            return ClassicMemberState.UNJOINED
+        if self.state == ClassicGroupState.PREPARING_REBALANCE:
+            return ClassicMemberState.PREPARING_REBALANCE if member.joined else ClassicMemberState.UNJOINED
+        if self.state == ClassicGroupState.COMPLETING_REBALANCE:
+            return ClassicMemberState.COMPLETING_REBALANCE
+        return ClassicMemberState.STABLE
 
     # --- changing (returns a new group) ----------------------------------------------------------
 
@@ -196,9 +186,10 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
         )
         for m in value.members
     }
-    state = value.state if value.state in STATES else (STABLE if members else EMPTY)
+    known = value.state in _BY_VALUE
+    state = _BY_VALUE[value.state] if known else (ClassicGroupState.STABLE if members else ClassicGroupState.EMPTY)
     if not members:
-        state = EMPTY
+        state = ClassicGroupState.EMPTY
     return ClassicGroup(
         group_id=group_id,
         state=state,
@@ -207,7 +198,7 @@ def from_record(group_id: str, value: ClassicGroupMetadataValue) -> ClassicGroup
         protocol=value.protocol,
         leader=value.leader if value.leader in members else None,
         members=_frozen(members),
-        pending_sync=frozenset(members) if state == COMPLETING_REBALANCE else frozenset(),
+        pending_sync=frozenset(members) if state == ClassicGroupState.COMPLETING_REBALANCE else frozenset(),
         record=value,
     )
 

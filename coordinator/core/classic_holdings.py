@@ -31,8 +31,9 @@ from records.connect_protocol import (
     version_of,
 )
 
-from coordinator.core.classic_group import PREPARING_REBALANCE, ClassicGroup, ClassicMember
+from coordinator.core.classic_group import ClassicGroup, ClassicMember
 from coordinator.core.items import connectors_and_tasks, items_of
+from coordinator.core.states import ClassicGroupState
 
 _NOTHING = ConnectorsAndTasks()
 
@@ -114,7 +115,7 @@ def live_member_holdings(classic: ClassicGroup, m: ClassicMember) -> ClassicHold
     subscription = m.metadata(protocol)
     if not subscription and m.protocols:
         protocol, subscription = m.protocols[0].name, m.protocols[0].metadata
-    fresh = classic.state == PREPARING_REBALANCE and m.joined
+    fresh = classic.state == ClassicGroupState.PREPARING_REBALANCE and m.joined
     return classic_member_holdings(protocol, subscription, b"" if fresh else m.assignment)
 
 

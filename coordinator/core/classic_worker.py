@@ -70,15 +70,11 @@ from coordinator.core.protocol import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from coordinator.core.states import CLASSIC_MEMBER_PREVIOUS, ClassicMemberState, check_transition
 
 PROTOCOL_TYPE = "connect"
 # After an answer that can be retried (the coordinator moving, loading), ask again this much later.
 RETRY_BACKOFF_MS = 200
-
-UNJOINED = "UNJOINED"
-PREPARING_REBALANCE = "PREPARING_REBALANCE"  # our JoinGroup is out
-COMPLETING_REBALANCE = "COMPLETING_REBALANCE"  # joined; our SyncGroup is due or out
-STABLE = "STABLE"
 
 
 class ClassicWorker:
@@ -114,7 +110,7 @@ class ClassicWorker:
         self.generation = UNKNOWN_GENERATION
         self.protocol: str | None = None  # the one the coordinator chose for this generation
         self.leader: str | None = None
-        self.state = UNJOINED
+        self.state = ClassicMemberState.UNJOINED
         self.owned: frozenset[Item] = frozenset()
         # Connect's assignment snapshot: the last assignment, with everything the worker runs in it,
         # which its JoinGroup metadata carries (None before a first assignment, and on `default`).
@@ -134,10 +130,15 @@ class ClassicWorker:
 
     # --- what to send ---------------------------------------------------------------------------------
 
+    def _enter(self, state: ClassicMemberState) -> None:
+        """The one place the worker changes state: only along `CLASSIC_MEMBER_PREVIOUS`."""
+        check_transition(CLASSIC_MEMBER_PREVIOUS, self.state, state, f"classic worker {self.member_id or '(no id)'}")
+        self.state = state
+
     @property
     def settled(self) -> bool:
         """In a generation with its assignment, and no rejoin waiting."""
-        return self.state == STABLE and self._join_at_ms is None
+        return self.state is ClassicMemberState.STABLE and self._join_at_ms is None
 
     @property
     def is_leader(self) -> bool:
@@ -154,7 +155,7 @@ class ClassicWorker:
             if self.protocol == DEFAULT:
                 actions += self._revoke(self.owned)  # Connect's eager onJoinPrepare: stop everything first
                 self.snapshot = None
-            self.state = PREPARING_REBALANCE
+            self._enter(ClassicMemberState.PREPARING_REBALANCE)
             return actions, self._sent(
                 now,
                 JoinGroupRequest(
@@ -229,7 +230,7 @@ class ClassicWorker:
             return []
         if code == ErrorCode.REBALANCE_IN_PROGRESS:
             # Not now (a newer JoinGroup replaced this one, or the instance is still held): again soon.
-            self.state = UNJOINED
+            self._enter(ClassicMemberState.UNJOINED)
             self._join_at_ms = now + RETRY_BACKOFF_MS
             return []
         if code != ErrorCode.NONE:
@@ -238,7 +239,7 @@ class ClassicWorker:
         self.generation = response.generation_id
         self.protocol = response.protocol_name
         self.leader = response.leader
-        self.state = COMPLETING_REBALANCE
+        self._enter(ClassicMemberState.COMPLETING_REBALANCE)
         self._join_at_ms = None
         self._heartbeat_at_ms = None
         self._sync_at_ms = now
@@ -264,7 +265,7 @@ class ClassicWorker:
             )
         except ConnectProtocolError as e:
             return self.refused(f"the leader's assignment cannot be read: {e}")
-        self.state = STABLE
+        self._enter(ClassicMemberState.STABLE)
         self._heartbeat_at_ms = now + self.heartbeat_interval_ms
         # Connect's onJoinComplete: stop what is revoked, then run what the protocol's rule says.
         runs = items_of(holdings(connectors_and_tasks(self.owned), assignment))
@@ -310,7 +311,7 @@ class ClassicWorker:
             self._join_at_ms = now
             self._sync_at_ms = None
             self._heartbeat_at_ms = None
-            self.state = UNJOINED
+            self._enter(ClassicMemberState.UNJOINED)
             return []
         if code in RETRIABLE:
             self._retry(now)
@@ -358,7 +359,7 @@ class ClassicWorker:
 
     def _reset_generation(self) -> None:
         self.generation = UNKNOWN_GENERATION
-        self.state = UNJOINED
+        self._enter(ClassicMemberState.UNJOINED)
         self._sync_at_ms = None
         self._heartbeat_at_ms = None
         self._last_answer_ms = None

@@ -26,7 +26,6 @@ from coordinator.core.protocol import (
     HeartbeatRequest,
     HeartbeatResponse,
     LeaveReason,
-    MemberState,
     ProtocolError,
     RequestContext,
     Result,
@@ -36,6 +35,7 @@ from coordinator.core.protocol import (
 from coordinator.core.reconciliation import next_current
 from coordinator.core.selection import assignor_conflict
 from coordinator.core.state import NEW_MEMBER_CURRENT, ConnectGroup, CoordinatorState
+from coordinator.core.states import MemberState
 from coordinator.core.target_assignment import assign_if_needed, note_join, remove_member
 from coordinator.core.validation import check_heartbeat
 

@@ -67,7 +67,6 @@ from records.connect_protocol import (
 from coordinator.core import record_helpers
 from coordinator.core.classic import ClassicChange
 from coordinator.core.classic_group import (
-    PREPARING_REBALANCE,
     ClassicGroup,
     ClassicGroupUpdate,
     ClassicMember,
@@ -81,13 +80,13 @@ from coordinator.core.protocol import (
     REBALANCE,
     SESSION,
     ErrorCode,
-    MemberState,
     ProtocolError,
     Result,
     Timer,
     timer_key,
 )
 from coordinator.core.state import ConnectGroup, CoordinatorState
+from coordinator.core.states import ClassicGroupState, MemberState
 
 CONNECT = "connect"
 CLASSIC = "classic"
@@ -261,7 +260,7 @@ def downgrade_if_only_classic(state: CoordinatorState, group_id: str, result: Re
     protocol = ClassicGroup(group_id).with_members(members).select_protocol()
     classic = ClassicGroup(
         group_id,
-        state=PREPARING_REBALANCE,
+        state=ClassicGroupState.PREPARING_REBALANCE,
         generation=group.group_epoch + 1,
         protocol_type=CONNECT,
         protocol=protocol,

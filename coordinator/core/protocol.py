@@ -94,14 +94,6 @@ def leave_reason_text(reason: str) -> str:
     return LEAVE_REASON_TEXT.get(reason, reason)
 
 
-class MemberState:
-    """The `State` of a current member assignment (type 8), as in Kafka's consumer groups."""
-
-    STABLE = "STABLE"  # at its target epoch, owning everything its target gives it
-    UNREVOKED = "UNREVOKED"  # must give up `pending_revocation` before it moves on
-    UNRELEASED = "UNRELEASED"  # at its target epoch, waiting for others to release the rest of its target
-
-
 class ProtocolError(Exception):
     """A request the protocol refuses, with the error code to answer (seed 000's error table).
 
@@ -414,13 +406,6 @@ class GroupListing:
     group_epoch: int
     state: str
     members: int
-
-
-# Where a connector or task is, as far as the coordinator knows (Kafka Connect's status words where
-# they fit; whether it runs or failed only the worker knows, so never RUNNING or FAILED).
-ASSIGNED = "ASSIGNED"  # a member owns it
-REVOKING = "REVOKING"  # its owner is revoking it, and no other member holds it yet
-UNASSIGNED = "UNASSIGNED"  # no member holds it (deferred, waiting for a target, or for its owner to release it)
 
 
 @dataclass(slots=True, frozen=True)

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from records import CurrentMemberAssignmentValue, TargetAssignmentMemberValue
 
 from coordinator.core.items import EMPTY, Item, connectors_and_tasks, items_of
-from coordinator.core.protocol import MemberState
+from coordinator.core.states import MemberState
 
 
 def next_current(

@@ -59,7 +59,7 @@ from records import (
 from coordinator.core.assignors import GroupSpec
 from coordinator.core.classic_group import ClassicGroup, ClassicGroupUpdate, from_record
 from coordinator.core.items import EMPTY, Item, configured_work, items_of
-from coordinator.core.protocol import MemberState
+from coordinator.core.states import MemberState
 
 # The current assignment of a member that has none recorded yet: it just joined and owns nothing.
 NEW_MEMBER_CURRENT = CurrentMemberAssignmentValue(

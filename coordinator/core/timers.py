@@ -22,7 +22,6 @@ from coordinator.core.protocol import (
     SERVER_ASSIGNMENT,
     SESSION,
     LeaveReason,
-    MemberState,
     Result,
     Timer,
     TimerKey,
@@ -30,6 +29,7 @@ from coordinator.core.protocol import (
 )
 from coordinator.core.selection import CLIENT, group_assignor
 from coordinator.core.state import CoordinatorState
+from coordinator.core.states import MemberState
 from coordinator.core.target_assignment import assign_if_needed, choose, remove_member
 
 

@@ -6,17 +6,13 @@ from dataclasses import dataclass
 
 from records import TaskId
 
-from coordinator.core.classic_group import COMPLETING_REBALANCE, PREPARING_REBALANCE, ClassicGroup
-from coordinator.core.classic_group import EMPTY as CLASSIC_EMPTY
+from coordinator.core.classic_group import ClassicGroup
 from coordinator.core.classic_holdings import live_member_holdings, worker_identity
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
 from coordinator.core.migration import settled
 from coordinator.core.protocol import (
-    ASSIGNED,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
-    REVOKING,
-    UNASSIGNED,
     ConnectorStatus,
     ErrorCode,
     ErrorResponse,
@@ -24,10 +20,10 @@ from coordinator.core.protocol import (
     GroupListing,
     ItemStatus,
     MemberDescription,
-    MemberState,
 )
 from coordinator.core.selection import group_assignor
 from coordinator.core.state import ConnectGroup, CoordinatorState
+from coordinator.core.states import ClassicMemberState, ConnectGroupState, MemberState, TaskStatus
 
 
 @dataclass(slots=True, frozen=True)
@@ -40,18 +36,18 @@ class ClassicMemberDescription(MemberDescription):
     note: str | None = None
 
 
-def group_state(group: ConnectGroup) -> str:
+def group_state(group: ConnectGroup) -> ConnectGroupState:
     """EMPTY, ASSIGNING (the target is behind the group epoch), RECONCILING or STABLE."""
     if not group.members:
-        return "EMPTY"
+        return ConnectGroupState.EMPTY
     if group.group_epoch > group.assignment_epoch:
-        return "ASSIGNING"
+        return ConnectGroupState.ASSIGNING
     epoch = group.assignment_epoch
     for member_id in group.members:
         current = group.current(member_id)
         if current.member_epoch not in (epoch, LEAVE_GROUP_STATIC_MEMBER_EPOCH) or current.state != MemberState.STABLE:
-            return "RECONCILING"
-    return "STABLE"
+            return ConnectGroupState.RECONCILING
+    return ConnectGroupState.STABLE
 
 
 def rebalance_converged(group: ConnectGroup | None) -> bool:
@@ -61,16 +57,7 @@ def rebalance_converged(group: ConnectGroup | None) -> bool:
     if group is None:
         return True
     state = group_state(group)
-    return state == "STABLE" or (state == "EMPTY" and not group.currents)
-
-
-# A classic group's state in Kafka's words, as `kafka-consumer-groups --describe --state` shows them.
-CLASSIC_STATES = {
-    CLASSIC_EMPTY: "EMPTY",
-    PREPARING_REBALANCE: "PREPARING_REBALANCE",
-    COMPLETING_REBALANCE: "COMPLETING_REBALANCE",
-    "Stable": "STABLE",
-}
+    return state is ConnectGroupState.STABLE or (state is ConnectGroupState.EMPTY and not group.currents)
 
 
 def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id: str) -> GroupDescription | None:
@@ -89,7 +76,7 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         state = (
             current.state
             if m.classic_member_metadata is None
-            else (MemberState.STABLE if settled(group, member_id) else "PREPARING_REBALANCE")
+            else (ClassicMemberState.STABLE if settled(group, member_id) else ClassicMemberState.PREPARING_REBALANCE)
         )
         fields = (
             member_id,
@@ -176,7 +163,7 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
         group_id=classic.group_id,
         group_epoch=classic.generation,
         assignment_epoch=classic.generation,
-        state=CLASSIC_STATES[classic.state],
+        state=classic.state.described,
         assignor=classic.protocol,
         assignor_kind="client" if classic.protocol else None,
         connectors=group.connector_counts if group is not None else (),
@@ -205,7 +192,7 @@ def list_groups(state: CoordinatorState) -> list[GroupListing]:
     for g in state.classic_groups.values():
         connect = state.groups.get(g.group_id)
         if connect is None or not connect.members:
-            listed[g.group_id] = GroupListing(g.group_id, g.generation, CLASSIC_STATES[g.state], len(g.members))
+            listed[g.group_id] = GroupListing(g.group_id, g.generation, g.state.described, len(g.members))
     return [listed[g] for g in sorted(listed)]
 
 
@@ -234,12 +221,12 @@ def connector_status(
     deferred = set(described.deferred.connectors) | set(described.deferred.tasks)
 
     def place(item: object) -> ItemStatus:
-        for held, status in ((owned, ASSIGNED), (revoking, REVOKING)):
+        for held, status in ((owned, TaskStatus.ASSIGNED), (revoking, TaskStatus.REVOKING)):
             m = held.get(item)
             if m is not None:
                 return ItemStatus(status, m.member_id, m.instance_id)
         return ItemStatus(
-            UNASSIGNED, deferred_until_ms=described.scheduled_rebalance_at_ms if item in deferred else None
+            TaskStatus.UNASSIGNED, deferred_until_ms=described.scheduled_rebalance_at_ms if item in deferred else None
         )
 
     numbers = sorted(tasks | set(range(configured or 0)))

@@ -24,13 +24,10 @@ import aiohttp
 import msgspec
 import orjson
 
-from records import MAX_FORMAT_LEVEL
-
 from coordinator.api import wire
-from coordinator.core.protocol import ASSIGNED, REVOKING, UNASSIGNED
+from coordinator.core.states import TaskStatus
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
-from coordinator.tools import topic
 from coordinator.tools.text import iso_time, table
 
 DEFAULT_URL = "http://127.0.0.1:8400"
@@ -124,24 +121,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         set_config.add_argument(flag, type=int, metavar="MS")
     _common(set_config)
     set_config.set_defaults(func=_runner(_set_config))
-
-    # `coordinator topic`: Kafka's side comes from coordinator.tools.topic; raising the record format
-    # level goes through the instances, which write it into the partitions they serve.
-    upgrade = topic.register(subparsers).add_parser(
-        "upgrade-format",
-        help="raise the topic's record format level, once every instance runs a release that reads it",
-        description="Raise the record format level of every partition (records.FORMAT_LEVELS): each instance "
-        "writes it into the partitions it serves. Refused while an instance that cannot read the level serves, "
-        "or while a partition has no instance. Levels are never lowered.",
-    )
-    upgrade.add_argument(
-        "--level",
-        type=int,
-        default=MAX_FORMAT_LEVEL,
-        help=f"the level to raise to (default {MAX_FORMAT_LEVEL}, the highest this release writes)",
-    )
-    _common(upgrade)
-    upgrade.set_defaults(func=_runner(_upgrade_format))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -587,8 +566,10 @@ def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
     items += sorted({*owner, *revoking} - set(items), key=lambda k: (k[0], -1 if k[1] is None else k[1]))
     rows = []
     for key in items:
-        status = ASSIGNED if key in owner else REVOKING if key in revoking else UNASSIGNED
-        waits = status == UNASSIGNED and key in deferred
+        status = (
+            TaskStatus.ASSIGNED if key in owner else TaskStatus.REVOKING if key in revoking else TaskStatus.UNASSIGNED
+        )
+        waits = status == TaskStatus.UNASSIGNED and key in deferred
         rows.append(
             {
                 "Connector": key[0],
@@ -693,52 +674,3 @@ async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> in
                 + (f"; the server's default for {', '.join(default)}" if default else "")
             )
     return code
-
-
-class _Release(msgspec.Struct, rename="pascal"):
-    """What `/health` says of an instance's release; instances from before record format levels
-    (0.1.0) say nothing, and read level 1 only."""
-
-    url: str
-    release: str = "0.1.0 or older"
-    max_format_level: int = 1
-
-
-async def _upgrade_format(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    """Raise the level: every partition must have an instance, every instance must read the level;
-    then each writes it into the partitions it serves (durable before it answers)."""
-    owners = await client.request("GET", "/v1/partitions", wire.PartitionOwnersResponse)
-    if isinstance(owners, wire.ErrorResponse):
-        return _protocol_error(owners)
-    unserved = [p.partition for p in owners.partitions if not p.url]
-    if unserved:
-        raise CliError(
-            f"refused: partitions {_numbers(unserved)} are served by no instance, which would leave them at "
-            "their level; start the instances and run this again"
-        )
-    urls = list(dict.fromkeys(p.url.rstrip("/") for p in owners.partitions if p.url))
-    releases = [await client.health(url, _Release) for url in urls]
-    behind = [r for r in releases if r.max_format_level < args.level]
-    if behind:
-        names = "; ".join(f"{r.url} runs {r.release}, which reads up to level {r.max_format_level}" for r in behind)
-        raise CliError(
-            f"refused: not every instance reads record format level {args.level}: {names}. Upgrade them first"
-        )
-    rows = []
-    failed = 0
-    for url in urls:
-        answer = await client.request(
-            "POST", "/v1/format-level", wire.FormatLevelResponse, wire.FormatLevelRequest(level=args.level), url=url
-        )
-        if isinstance(answer, wire.ErrorResponse):
-            return _protocol_error(answer)
-        for partition, outcome in sorted(answer.partitions.items(), key=lambda kv: int(kv[0])):
-            failed += outcome.error_code != 0
-            rows.append([int(partition), url, outcome.error_message or f"at level {args.level}"])
-    if args.format == "json":
-        _print_json([{"partition": p, "url": u, "outcome": o} for p, u, o in sorted(rows)])
-    else:
-        print(table(sorted(rows), ["PARTITION", "INSTANCE", "OUTCOME"]))
-        if not failed:
-            print(f"record format level {args.level} on every partition")
-    return 1 if failed else 0

@@ -131,15 +131,6 @@ class CoordinatorClient:
                 return wire.ErrorResponse(error_code=outcome.error_code, error_message=outcome.error_message)
             raise ApiError(response.status, f"not a {answer.__name__}: {e}") from None
 
-    async def health(self, url: str, answer: type[T]) -> T:
-        """An instance's `/health` as `answer`, degraded (503) or not: what it says of itself."""
-        async with self._http().get(url + "/health", headers=self.headers, ssl=self.ssl_context) as response:
-            raw = await response.read()
-        try:
-            return msgspec.json.decode(raw, type=answer)
-        except msgspec.MsgspecError:
-            raise ApiError(response.status, raw.decode(errors="replace")[:200]) from None
-
     async def coordinator_of(self, group_id: str) -> str:
         url = self._coordinators.get(group_id)
         if url is None:

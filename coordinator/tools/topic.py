@@ -41,7 +41,7 @@ from confluent_kafka.admin import (
 from records import DEFAULT_FORMAT_LEVEL, MAX_FORMAT_LEVEL, FormatLevelKey, RecordDecodeError, decode
 
 from coordinator.errors import CliError
-from coordinator.tools import kafka_config, partitions
+from coordinator.tools import format_levels, kafka_config, partitions
 
 DEFAULT_PARTITIONS = 16
 _INT16 = struct.Struct(">h")
@@ -503,9 +503,7 @@ def _validate(args: argparse.Namespace) -> int:
 # --- command line -------------------------------------------------------------------------------
 
 
-def register(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """Registers `topic` and its Kafka subcommands; returns them, so that `coordinator.sdk.admin`
-    adds `upgrade-format`, which asks the coordinator instances rather than Kafka."""
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "topic",
         description="The coordinator's topic must be compacted and keep its partition count forever.",
@@ -563,7 +561,8 @@ def register(subparsers: argparse._SubParsersAction) -> argparse._SubParsersActi
         help="a topic config to set instead of the coordinator's (repeatable), as create takes it",
     )
     alter.add_argument("--dry-run", action="store_true", help="show what would change and change nothing")
-    return commands
+    # Raising the record format level asks the coordinator instances, not Kafka.
+    format_levels.add_command(commands)
 
 
 def _table_or_json(text: str) -> str:
