@@ -31,7 +31,7 @@ group's, type 2, in `replay.derive_classic`):
                                     connect member that follows its deletion) and back (a classic
                                     record right after the connect group's epoch was deleted); per
                                     member, what it runs by Kafka Connect's rule over its bytes
-                                    (`coordinator.core.classic_holdings`): a member joined, left,
+                                    (`coordinator.core.classic.holdings`): a member joined, left,
                                     joined a new generation, was assigned or revoked work
 
 Every event carries what it changed in ownership (`gained`, `released`: see `replay.events`),

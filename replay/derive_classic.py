@@ -1,5 +1,5 @@
 """What a classic group's record (type 2) meant: its generation, state and members, and per member
-what it runs by Kafka Connect's rule over its bytes (`coordinator.core.classic_holdings`).
+what it runs by Kafka Connect's rule over its bytes (`coordinator.core.classic.holdings`).
 
 `replay.derive` calls `classic_group` with a record's slot before and after it, as it calls its
 own functions for the connect protocol's records (see its docstring for the rule): a member joined,
@@ -14,7 +14,7 @@ from typing import Any
 
 from records import ClassicGroupMetadataValue
 
-from coordinator.core.classic_holdings import ClassicHoldings, classic_member_holdings
+from coordinator.core.classic.holdings import ClassicHoldings, classic_member_holdings
 from coordinator.core.items import Item, items_of
 from replay.events import (
     CLASSIC_GROUP,

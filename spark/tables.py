@@ -27,7 +27,7 @@ The history rows are `replay.history`'s own JSON shapes (`rebalance_json`, `inte
 `events.event_json`) plus columns for SQL (timestamps, counts, connector and task): the audit and
 `coordinator replay` are one interpretation of the log, not two. Classic groups are in them too:
 who runs what is read from their type 2 records' Kafka Connect bytes on the driver, by the rule
-`coordinator.core.classic_holdings` states once (events of kind `classic-member-joined`,
+`coordinator.core.classic.holdings` states once (events of kind `classic-member-joined`,
 `classic-member` and `classic-member-left`, the worker's `url` and `config_offset` in `detail`;
 holdings in `ownership`; a classic rebalance's epochs are generations). No UDF: the JVM decoder's
 `records` rows keep the bytes, and the History that reads them runs in Python anyway.

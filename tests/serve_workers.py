@@ -26,8 +26,8 @@ import msgspec
 
 from coordinator.api import wire
 from coordinator.core.items import connectors_and_tasks, describe, items_of
-from coordinator.core.member import Member
 from coordinator.core.protocol import HeartbeatRequest, HeartbeatResponse
+from coordinator.core.worker.member import Member
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 

@@ -1,5 +1,5 @@
 """Who runs what in a classic group (issue 27, item 3): one rule over Kafka Connect's own bytes
-(`coordinator.core.classic_holdings`), and every view that shows it: describe, the admin CLI's table,
+(`coordinator.core.classic.holdings`), and every view that shows it: describe, the admin CLI's table,
 `coordinator replay timeline|who-owned|verify`. The group page and the Spark audit have their
 classic cases beside their other tests (test_pages.py, test_spark_audit.py), built from `classic_log`.
 
@@ -26,7 +26,7 @@ from records import (
 from records.connect_protocol import WorkerAssignment, WorkerMetadata, encode_assignment, encode_metadata
 
 from coordinator import cli
-from coordinator.core.classic_holdings import classic_member_holdings
+from coordinator.core.classic.holdings import classic_member_holdings
 from coordinator.core.driver import Driver
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import items_of

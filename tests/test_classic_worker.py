@@ -16,12 +16,12 @@ from records.connect_protocol import (
     encode_metadata,
 )
 
-from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.driver import Driver, SimClassicWorker, step_all
 from coordinator.core.items import configured_work
-from coordinator.core.member import Assign, Lose, Revoke
 from coordinator.core.protocol import ErrorCode, ErrorResponse, JoinGroupMember, JoinGroupRequest, JoinGroupResponse
 from coordinator.core.states import ClassicGroupState
+from coordinator.core.worker.classic import ClassicWorker
+from coordinator.core.worker.member import Assign, Lose, Revoke
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}

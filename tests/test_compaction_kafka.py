@@ -38,8 +38,8 @@ from records import decode
 
 from coordinator import cli
 from coordinator.api import wire
-from coordinator.core.member import Member
 from coordinator.core.state import CoordinatorState
+from coordinator.core.worker.member import Member
 from coordinator.tools.partitions import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess
 

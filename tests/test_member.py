@@ -1,4 +1,4 @@
-"""The worker's side of the protocol as one sans-I/O state machine (`coordinator.core.member`),
+"""The worker's side of the protocol as one sans-I/O state machine (`coordinator.core.worker.member`),
 against the coordinator's state machine on the in-memory driver. No broker, no network: time is
 an argument. Each test is one of the promises the module docstring lists."""
 
@@ -9,8 +9,8 @@ from records import ConnectorsAndTasks, TaskId
 from coordinator.core.assignors import MemberAssignment
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.items import items_of
-from coordinator.core.member import Assign, ComputeAssignment, GiveUp, Lose, Member, Revoke
 from coordinator.core.protocol import ErrorCode, HeartbeatResponse
+from coordinator.core.worker.member import Assign, ComputeAssignment, GiveUp, Lose, Member, Revoke
 
 
 def _group(connectors: dict[str, int], *names: str, **config: int) -> tuple[Driver, list[SimWorker]]:

@@ -13,8 +13,8 @@ from coordinator.api import wire
 from coordinator.core.assignors import MemberAssignment
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.items import items_of
-from coordinator.core.member import Lose, Member
 from coordinator.core.protocol import ErrorCode, HeartbeatRequest, HeartbeatResponse
+from coordinator.core.worker.member import Lose, Member
 
 GIVEN = ConnectorsAndTasks(("A",), (TaskId("A", 0),))
 

@@ -12,10 +12,10 @@ from records import ClassicGroupMetadataKey, ConnectorTaskCount
 
 from coordinator.core.driver import Driver, SimClassicWorker, SimWorker, step_all
 from coordinator.core.items import configured_work
-from coordinator.core.member import Lose
 from coordinator.core.protocol import ClassicHeartbeatRequest, ErrorCode, HeartbeatRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.core.states import ClassicGroupState
+from coordinator.core.worker.member import Lose
 
 G = "connect-cluster"
 CONNECTORS = {"A": 4, "B": 3}

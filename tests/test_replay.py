@@ -788,7 +788,7 @@ def test_the_timeline_tells_a_migration_both_ways() -> None:
     when the group changed protocol and because of whom, and replays without a broken invariant."""
     from test_migration import G, Mixed
 
-    from coordinator.core.member import Lose
+    from coordinator.core.worker.member import Lose
 
     d = StampedDriver()
     d.set_connectors(G, {"A": 4, "B": 3})

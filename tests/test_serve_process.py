@@ -25,8 +25,8 @@ from records import TaskId
 from coordinator.api import wire
 from coordinator.cli import main as coordinator
 from coordinator.core.items import describe
-from coordinator.core.member import Member
 from coordinator.core.protocol import HeartbeatResponse
+from coordinator.core.worker.member import Member
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import batches_to_end, partition_for
 from coordinator.tools.process import ServeProcess

@@ -48,9 +48,9 @@ from coordinator.api import wire
 from coordinator.core.assignors import GroupSpec, assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import Item, items_of
-from coordinator.core.member import Assign, ComputeAssignment, Lose, Member, Revoke
 from coordinator.core.protocol import SCHEDULED_REBALANCE, HeartbeatResponse, PrepareAssignmentResponse, Timer
 from coordinator.core.state import CoordinatorState
+from coordinator.core.worker.member import Assign, ComputeAssignment, Lose, Member, Revoke
 from coordinator.service.log import load_partition
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.partitions import partition_for

@@ -55,12 +55,16 @@ from records import (
     FormatLevelKey,
     FormatLevelValue,
     GroupConfigurationValue,
+    MemberMetadataKey,
     Record,
 )
 
-from coordinator.core import classic, classic_translation, migration, record_helpers, timers, views
+from coordinator.core import record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
-from coordinator.core.classic_group import ClassicGroupUpdate
+from coordinator.core.classic import handlers as classic
+from coordinator.core.classic import migration
+from coordinator.core.classic import translation as classic_translation
+from coordinator.core.classic.group import ClassicGroupUpdate
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
 from coordinator.core.heartbeat import connect_group_heartbeat
@@ -137,7 +141,7 @@ def _answers(
             except ProtocolError as e:
                 return Result(response(e.code, e.message))
             now = kwargs["now"] if "now" in kwargs else args[1]  # every handler takes (request, now, ...)
-            return self._timed(result, now)
+            return self._after(result, now)
 
         return answer
 
@@ -150,6 +154,16 @@ class GroupCoordinator:
     def __init__(self, state: CoordinatorState | None = None, config: CoordinatorConfig | None = None) -> None:
         self.state = state if state is not None else CoordinatorState()
         self.config = config if config is not None else CoordinatorConfig()
+
+    def _after(self, result: Result, now: int) -> Result:
+        """The steps after every handler and timer, in one place: a connect group left with classic
+        members only goes back to the classic protocol (seed 000's migration; only a member's removal,
+        its type 5 tombstone, can do that), then the epoch records are timed."""
+        for group_id in {
+            r.key.group_id for r in result.records if r.value is None and r.key.__class__ is MemberMetadataKey
+        }:
+            result = migration.downgrade_if_only_classic(self.state, group_id, result, now)
+        return self._timed(result, now)
 
     def _timed(self, result: Result, now: int) -> Result:
         """At record format level 2 and above, each connect group epoch record says when it was
@@ -187,8 +201,7 @@ class GroupCoordinator:
     def heartbeat(
         self, request: HeartbeatRequest, now: int, context: RequestContext = NO_CONTEXT
     ) -> Result[HeartbeatResponse]:
-        result = connect_group_heartbeat(self.state, self.config, request, now, context)
-        return migration.downgrade_if_only_classic(self.state, request.group_id, result, now)
+        return connect_group_heartbeat(self.state, self.config, request, now, context)
 
     @_answers(PrepareAssignmentResponse)
     def prepare_assignment(self, request: PrepareAssignmentRequest, now: int) -> Result[PrepareAssignmentResponse]:
@@ -257,8 +270,8 @@ class GroupCoordinator:
         )
         return change.result(ErrorResponse())
 
-    # --- the classic protocol (seed 004, `coordinator.core.classic`); in a connect group, its
-    # requests are translated (seed 000's migration, `coordinator.core.classic_translation`) -------
+    # --- the classic protocol (seed 004, `coordinator.core.classic.handlers`); in a connect group, its
+    # requests are translated (seed 000's migration, `coordinator.core.classic.translation`) -------
 
     def _translated(self, group_id: str) -> bool:
         group = self.state.groups.get(group_id)
@@ -270,9 +283,8 @@ class GroupCoordinator:
         classic.check_join(request, self.config)
         if self._translated(request.group_id):
             # A classic member taking over a static connect member's instance may leave no connect
-            # member behind: the group then goes back to the classic protocol.
-            result = classic_translation.join_group(self.state, self.config, request, now, context)
-            return migration.downgrade_if_only_classic(self.state, request.group_id, result, now)
+            # member behind: the group then goes back to the classic protocol (`_after`).
+            return classic_translation.join_group(self.state, self.config, request, now, context)
         return classic.join_group(self.state, self.config, request, now, context)
 
     @_answers(SyncGroupResponse)
@@ -439,11 +451,10 @@ class GroupCoordinator:
         return views.connector_status(self.state, self.config, group_id, connector)
 
     def on_timer(self, key: TimerKey, now: int) -> Result[None]:
-        """A timer fired (`coordinator.core.timers`, `coordinator.core.classic`)."""
+        """A timer fired (`coordinator.core.timers`, `coordinator.core.classic.handlers`)."""
         if key[0] in CLASSIC_TIMERS:
-            return self._timed(classic.on_timer(self.state, self.config, key, now), now)
-        result = timers.on_timer(self.state, self.config, key, now)
-        return self._timed(migration.downgrade_if_only_classic(self.state, key[1], result, now), now)
+            return self._after(classic.on_timer(self.state, self.config, key, now), now)
+        return self._after(timers.on_timer(self.state, self.config, key, now), now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""

@@ -12,8 +12,8 @@ from dataclasses import replace
 
 from records import CurrentMemberAssignmentValue, MemberMetadataValue
 
-from coordinator.core import migration
 from coordinator.core.assignors import ASSIGNORS, MemberAssignment
+from coordinator.core.classic import migration
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
 from coordinator.core.items import EMPTY, items_of
@@ -45,7 +45,7 @@ def connect_group_heartbeat(
 ) -> Result[HeartbeatResponse]:
     group_id, member_id, epoch = request.group_id, request.member_id, request.member_epoch
     # 1. The request is well formed. A classic group that a connect member joins becomes a
-    #    connect group first, in this same result (seed 000's migration, `coordinator.core.migration`).
+    #    connect group first, in this same result (seed 000's migration, `coordinator.core.classic.migration`).
     check_heartbeat(request)
     group = state.groups.get(group_id)
     conversion = None

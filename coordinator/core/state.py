@@ -57,7 +57,7 @@ from records import (
 )
 
 from coordinator.core.assignors import GroupSpec
-from coordinator.core.classic_group import ClassicGroup, ClassicGroupUpdate, from_record
+from coordinator.core.classic.group import ClassicGroup, ClassicGroupUpdate, from_record
 from coordinator.core.items import EMPTY, Item, configured_work, items_of
 from coordinator.core.states import MemberState
 
@@ -284,7 +284,7 @@ class CoordinatorState:
 
     def __init__(self) -> None:
         self.groups: dict[str, ConnectGroup] = {}
-        # Type 2: groups on the classic protocol (seed 004, `coordinator.core.classic`). A group id
+        # Type 2: groups on the classic protocol (seed 004, `coordinator.core.classic.handlers`). A group id
         # has connect slots (types 3-9) and a classic group at once only for its connectors and
         # configuration (types 4 and 9), which both protocols read.
         self.classic_groups: dict[str, ClassicGroup] = {}

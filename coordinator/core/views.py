@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from records import TaskId
 
-from coordinator.core.classic_group import ClassicGroup
-from coordinator.core.classic_holdings import live_member_holdings, worker_identity
+from coordinator.core.classic.group import ClassicGroup
+from coordinator.core.classic.holdings import live_member_holdings, worker_identity
+from coordinator.core.classic.migration import settled
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.items import EMPTY
-from coordinator.core.migration import settled
 from coordinator.core.protocol import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConnectorStatus,

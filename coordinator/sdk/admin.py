@@ -454,7 +454,7 @@ def _description_text(a: wire.GroupDescription) -> str:
 
 def _classic_members_table(a: wire.GroupDescription) -> str:
     """A classic group's members: who each worker is (its REST API's URL, the config offset it had
-    read to when it joined) and what it runs, by Kafka Connect's rule (coordinator.core.classic_holdings)."""
+    read to when it joined) and what it runs, by Kafka Connect's rule (coordinator.core.classic.holdings)."""
     if not a.members:
         return f"group {a.group_id} has no members"
     return table(

@@ -1,6 +1,6 @@
 """A classic worker over the HTTP API (seed 004): `Worker(..., protocol="classic")`.
 
-The protocol is `coordinator.core.classic_worker.ClassicWorker`'s; this is its asyncio shell, as
+The protocol is `coordinator.core.worker.classic.ClassicWorker`'s; this is its asyncio shell, as
 `Worker` is `Member`'s: it sends what the state machine asks when it asks, hands back the answer or
 the failure, and carries out the actions through the same `RebalanceListener`. JoinGroup and
 SyncGroup wait at the coordinator for the other members, so they are sent with a timeout of the
@@ -20,7 +20,6 @@ from records.connect_protocol import DEFAULT, SESSIONED
 
 from coordinator.api import wire
 from coordinator.core.assignors import ConnectAssignor
-from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.items import connectors_and_tasks
 from coordinator.core.protocol import (
     ErrorCode,
@@ -30,6 +29,7 @@ from coordinator.core.protocol import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from coordinator.core.worker.classic import ClassicWorker
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 from coordinator.sdk.shell import ListenerError, RebalanceListener, WorkerShell
 

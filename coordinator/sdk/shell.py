@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from records import ConnectorsAndTasks
 
 from coordinator.core.items import describe, items_of
-from coordinator.core.member import Action, Assign, GiveUp, Lose, Revoke
+from coordinator.core.worker.member import Action, Assign, GiveUp, Lose, Revoke
 
 log = logging.getLogger(__name__)
 

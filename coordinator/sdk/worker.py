@@ -1,6 +1,6 @@
 """The worker SDK: a member of a connect group, over the HTTP API (DESIGN §8, seeds 000 and 001).
 
-The protocol is `coordinator.core.member.Member`'s, the one state machine every worker of the
+The protocol is `coordinator.core.worker.member.Member`'s, the one state machine every worker of the
 project drives; this module is its asyncio shell. It sends the heartbeat the member asks for when
 the member asks, hands it back the answer or the failure, and carries out the actions it returns,
 in their order, through the `RebalanceListener`:
@@ -41,8 +41,8 @@ from records import Assignor, ConnectorsAndTasks
 from coordinator.api import wire
 from coordinator.core.assignors import ConnectAssignor, assignor
 from coordinator.core.items import connectors_and_tasks
-from coordinator.core.member import Action, ComputeAssignment, Member
 from coordinator.core.protocol import ErrorCode, HeartbeatResponse
+from coordinator.core.worker.member import Action, ComputeAssignment, Member
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 from coordinator.sdk.shell import ListenerError, RebalanceListener, RebalanceMetrics, WorkerError, WorkerShell
 

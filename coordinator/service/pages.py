@@ -193,7 +193,7 @@ def _member_table(m: MemberDescription) -> str:
     ]
     if m.protocol == "classic":
         # A Kafka Connect worker on the classic protocol: the config offset its JoinGroup said,
-        # and what it runs by Connect's rule (coordinator.core.classic_holdings), or why that is
+        # and what it runs by Connect's rule (coordinator.core.classic.holdings), or why that is
         # not known.
         offset = getattr(m, "config_offset", None)
         rows.append(("config offset", _esc(offset) if offset is not None else '<span class="none">-</span>'))

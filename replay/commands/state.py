@@ -96,7 +96,7 @@ def _print_description(d: GroupDescription, history: History) -> None:
 
 def _print_classic_description(d: GroupDescription) -> None:
     """A classic group: its generation, and who each worker is and what it runs by Kafka Connect's
-    rule over its bytes (coordinator.core.classic_holdings)."""
+    rule over its bytes (coordinator.core.classic.holdings)."""
     print(f"classic group, generation {d.generation}, {d.state}, protocol {d.protocol_name}, leader {d.leader or '-'}")
     print("connectors: " + (", ".join(f"{c.name} ({c.tasks} tasks)" for c in d.connectors) or "none"))
     print()

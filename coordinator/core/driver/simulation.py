@@ -17,10 +17,8 @@ from typing import Any
 from records import Assignor, ConnectorsAndTasks, ConnectorTaskCount, Record
 
 from coordinator.core.assignors import ASSIGNORS, ConnectAssignor
-from coordinator.core.classic_worker import ClassicWorker
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.items import connectors_and_tasks
-from coordinator.core.member import Action, Assign, ComputeAssignment, Member, Revoke
 from coordinator.core.protocol import (
     LEAVE_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
@@ -45,6 +43,8 @@ from coordinator.core.protocol import (
     TimerKey,
 )
 from coordinator.core.state import CoordinatorState
+from coordinator.core.worker.classic import ClassicWorker
+from coordinator.core.worker.member import Action, Assign, ComputeAssignment, Member, Revoke
 
 
 class Driver:

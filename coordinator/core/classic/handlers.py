@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from coordinator.core import record_helpers
-from coordinator.core.classic_group import (
+from coordinator.core.classic.group import (
     ClassicGroup,
     ClassicGroupUpdate,
     ClassicMember,

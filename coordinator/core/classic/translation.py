@@ -1,6 +1,6 @@
 """Classic members of a connect group: their JoinGroup, SyncGroup, Heartbeat and LeaveGroup,
 translated into the connect protocol's steps (seed 000, "Migration To the New Protocol"; the rules
-are in `coordinator.core.migration`'s docstring)."""
+are in `coordinator.core.classic.migration`'s docstring)."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from records.connect_protocol import (
     version_of,
 )
 
-from coordinator.core.classic_holdings import worker_identity
+from coordinator.core.classic.holdings import worker_identity
+from coordinator.core.classic.migration import CONNECT, is_classic, scratch_state, settled
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.heartbeat import connect_group_heartbeat
 from coordinator.core.items import connectors_and_tasks, items_of
-from coordinator.core.migration import CONNECT, is_classic, scratch_state, settled
 from coordinator.core.protocol import (
     JOIN_GROUP_MEMBER_EPOCH,
     LEAVE_GROUP_MEMBER_EPOCH,

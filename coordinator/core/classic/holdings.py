@@ -31,7 +31,7 @@ from records.connect_protocol import (
     version_of,
 )
 
-from coordinator.core.classic_group import ClassicGroup, ClassicMember
+from coordinator.core.classic.group import ClassicGroup, ClassicMember
 from coordinator.core.items import connectors_and_tasks, items_of
 from coordinator.core.states import ClassicGroupState
 

@@ -54,7 +54,6 @@ from records.connect_protocol import (
 from coordinator.core.assignors import MemberAssignment
 from coordinator.core.assignors.connect_leader import ConfigSnapshot, ConnectLeaderAssignor
 from coordinator.core.items import Item, configured_work, connectors_and_tasks, items_of
-from coordinator.core.member import RETRIABLE, Action, Assign, GiveUp, Lose, Revoke
 from coordinator.core.protocol import (
     UNKNOWN_GENERATION,
     ClassicHeartbeatRequest,
@@ -71,6 +70,7 @@ from coordinator.core.protocol import (
     SyncGroupResponse,
 )
 from coordinator.core.states import CLASSIC_MEMBER_PREVIOUS, ClassicMemberState, check_transition
+from coordinator.core.worker.member import RETRIABLE, Action, Assign, GiveUp, Lose, Revoke
 
 PROTOCOL_TYPE = "connect"
 # After an answer that can be retried (the coordinator moving, loading), ask again this much later.
