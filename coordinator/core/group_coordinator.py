@@ -63,7 +63,10 @@ from coordinator.core import record_helpers, timers, views
 from coordinator.core.assignors import GroupAssignment
 from coordinator.core.classic import handlers as classic
 from coordinator.core.classic import migration
+from coordinator.core.classic import phases as classic_phases
+from coordinator.core.classic import timers as classic_timers
 from coordinator.core.classic import translation as classic_translation
+from coordinator.core.classic.change import ClassicChange
 from coordinator.core.classic.group import ClassicGroupUpdate
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
@@ -348,8 +351,8 @@ class GroupCoordinator:
         classic_group = self.state.classic_groups.get(request.group_id)
         if classic_group is not None and classic_group.members:
             # A classic group's leader assigns the new work after every member joins again.
-            classic_change = classic.ClassicChange(classic_group, now)
-            classic.rebalance(classic_change)
+            classic_change = ClassicChange(classic_group, now)
+            classic_phases.rebalance(classic_change)
             result.merge(classic_change.result(None))
         return result
 
@@ -451,14 +454,14 @@ class GroupCoordinator:
         return views.connector_status(self.state, self.config, group_id, connector)
 
     def on_timer(self, key: TimerKey, now: int) -> Result[None]:
-        """A timer fired (`coordinator.core.timers`, `coordinator.core.classic.handlers`)."""
+        """A timer fired (`coordinator.core.timers`, `coordinator.core.classic.timers`)."""
         if key[0] in CLASSIC_TIMERS:
-            return self._after(classic.on_timer(self.state, self.config, key, now), now)
+            return self._after(classic_timers.on_timer(self.state, self.config, key, now), now)
         return self._after(timers.on_timer(self.state, self.config, key, now), now)
 
     def timers(self, now: int) -> list[Timer]:
         """The timers to arm after loading a partition (timers are never persisted, DESIGN §6)."""
-        return timers.after_load(self.state, self.config, now) + classic.after_load(self.state, self.config, now)
+        return timers.after_load(self.state, self.config, now) + classic_timers.after_load(self.state, self.config, now)
 
 
 __all__ = ["CoordinatorConfig", "GroupCoordinator", "group_state", "validate_assignment"]

@@ -32,22 +32,30 @@ stale member id with its instance id, else UNKNOWN_MEMBER_ID), then the generati
 (ILLEGAL_GENERATION), then the group's state (REBALANCE_IN_PROGRESS). One exception, for the
 downgrade: a group the downgrade made has never handed its generation out, and its members carry
 their connect member epochs; an older generation there is told to join again (`ClassicGroup.downgraded`).
+
+The handlers are here; the pending change they build is `change.ClassicChange`, the phases they start
+and complete (and departures) are in `phases`, the deadlines that end them in `timers`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
-from coordinator.core import record_helpers
+from coordinator.core.classic.change import ClassicChange
 from coordinator.core.classic.group import (
     ClassicGroup,
-    ClassicGroupUpdate,
     ClassicMember,
+)
+from coordinator.core.classic.phases import (
+    extend_initial_round,
+    forget_pending,
+    join_response,
+    maybe_complete_join,
+    prepare_rebalance,
+    remove_members,
 )
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.protocol import (
-    CLASSIC_JOIN,
     CLASSIC_SESSION,
     CLASSIC_SYNC,
     JOIN,
@@ -55,14 +63,12 @@ from coordinator.core.protocol import (
     ClassicHeartbeatRequest,
     ErrorCode,
     ErrorResponse,
-    JoinGroupMember,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
     LeaveMemberResponse,
     Parked,
-    ParkKey,
     ProtocolError,
     RequestContext,
     Result,
@@ -72,57 +78,13 @@ from coordinator.core.protocol import (
     timer_key,
 )
 from coordinator.core.state import CoordinatorState
-from coordinator.core.states import CLASSIC_GROUP_PREVIOUS, ClassicGroupState, check_transition
+from coordinator.core.states import ClassicGroupState
 
 # Kafka's group.max.session.timeout.ms default: a member may not ask for a longer session.
 MAX_SESSION_TIMEOUT_MS = 1_800_000
 
 
-@dataclass(slots=True)
-class ClassicChange:
-    """A handler's pending change to one classic group: the group as it will be, whether to write
-    it, the timers and the answers to parked requests."""
-
-    group: ClassicGroup
-    now: int
-    initial_delay_ms: int = 0  # the group's initial assignment delay (its type 9 record, else the server's)
-    persist: bool = False
-    timers: list[Timer] = field(default_factory=list)
-    deliveries: list[tuple[ParkKey, object]] = field(default_factory=list)
-
-    def result(self, response: object) -> Result:
-        group = self.group
-        records = []
-        if self.persist:
-            value = group.to_record(self.now)
-            group = replace(group, record=value)
-            records.append(record_helpers.classic_group(group.group_id, value))
-        return Result(response, records, self.timers, [ClassicGroupUpdate(group.group_id, group)], self.deliveries)
-
-    def timer(self, kind: str, deadline_ms: int | None, member_id: str | None = None) -> None:
-        self.timers.append(Timer(timer_key(kind, self.group.group_id, member_id), deadline_ms))
-
-    def deliver(self, kind: str, member_id: str, response: object) -> None:
-        self.deliveries.append(((kind, self.group.group_id, member_id), response))
-
-    def answer_waiting(self, member: ClassicMember, code: ErrorCode, message: str, *, sync_only: bool = False) -> None:
-        """Answer `member`'s JoinGroup and SyncGroup that still wait with an error."""
-        if member.joined and not sync_only:
-            self.deliver(JOIN, member.member_id, JoinGroupResponse(code, message, member_id=member.member_id))
-        if member.synced:
-            self.deliver(SYNC, member.member_id, SyncGroupResponse(code, message))
-
-    def set_state(self, state: ClassicGroupState, **changes: object) -> None:
-        """The one place a classic group changes state: only along `CLASSIC_GROUP_PREVIOUS`."""
-        if state is not self.group.state:
-            check_transition(CLASSIC_GROUP_PREVIOUS, self.group.state, state, f"classic group {self.group.group_id}")
-        self.group = replace(self.group, state=state, **changes)
-
-    def set_members(self, members: dict[str, ClassicMember], **changes: object) -> None:
-        self.group = self.group.with_members(members, **changes)
-
-
-# --- JoinGroup ----------------------------------------------------------------------------------
+# --- JoinGroup --------------------------------------------------------------------------------
 
 
 def join_group(
@@ -222,7 +184,7 @@ def _drop(change: ClassicChange, member_id: str) -> None:
     if member_id in change.group.members:
         remove_members(change, [member_id], "was refused: the group has its maximum size")
     elif member_id in change.group.pending:
-        _forget_pending(change, [member_id])
+        forget_pending(change, [member_id])
 
 
 def _validate_member(group: ClassicGroup, member_id: str, instance_id: str | None) -> None:
@@ -279,11 +241,11 @@ def _join(
         members[member_id] = replace(member, joined=False)
         change.set_members(members)
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, member_id)
-        return change.result(_join_response(change.group, member_id))
+        return change.result(join_response(change.group, member_id))
     if change.group.state != ClassicGroupState.PREPARING_REBALANCE:
-        _prepare_rebalance(change)
+        prepare_rebalance(change)
     else:
-        _extend_initial_round(change)
+        extend_initial_round(change)
     if old is None:
         # Kafka's new member join timeout: a new member's waiting JoinGroup does not keep it alive
         # for longer than this (a client that gave up and joins again would leave it behind).
@@ -291,7 +253,7 @@ def _join(
     elif not member.is_new:
         # While its JoinGroup waits, the member does not heartbeat: its session waits too.
         change.timer(CLASSIC_SESSION, None, member_id)
-    _maybe_complete_join(change)
+    maybe_complete_join(change)
     if change.group.state == ClassicGroupState.PREPARING_REBALANCE:
         # A member asking again replaces its waiting request (which is told to join again).
         if old is not None and old.joined:
@@ -340,146 +302,14 @@ def _static_return(
         change.set_members(members)
         change.persist = True
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, new_id)
-        return change.result(replace(_join_response(change.group, new_id), skip_assignment=leader == new_id))
+        return change.result(replace(join_response(change.group, new_id), skip_assignment=leader == new_id))
     if group.state == ClassicGroupState.COMPLETING_REBALANCE:
         # The leader may be assigning to the old member id: everyone joins again (Kafka's).
-        _prepare_rebalance(change)
+        prepare_rebalance(change)
     return _join(change, config, replace(request, member_id=new_id), context, new_id)
 
 
-def _join_response(group: ClassicGroup, member_id: str) -> JoinGroupResponse:
-    leader = group.leader == member_id
-    members = (
-        tuple(
-            JoinGroupMember(m.member_id, m.instance_id, m.metadata(group.protocol))
-            for m in sorted(group.members.values(), key=lambda m: m.member_id)
-        )
-        if leader
-        else ()
-    )
-    return JoinGroupResponse(
-        ErrorCode.NONE,
-        None,
-        group.generation,
-        group.protocol_type,
-        group.protocol,
-        group.leader or "",
-        False,
-        member_id,
-        members,
-    )
-
-
-def _prepare_rebalance(change: ClassicChange) -> None:
-    """Start a join phase. SyncGroups waiting for the leader are told to join again."""
-    group = change.group
-    if group.state == ClassicGroupState.COMPLETING_REBALANCE:
-        for member in group.members.values():
-            change.answer_waiting(
-                member, ErrorCode.REBALANCE_IN_PROGRESS, "the group is rebalancing again: join again", sync_only=True
-            )
-    change.timer(CLASSIC_SYNC, None)
-    members = {m: replace(v, synced=False) for m, v in group.members.items()}
-    timeout = change.group.rebalance_timeout_ms()
-    if group.state == ClassicGroupState.EMPTY:
-        delay = change.initial_delay_ms
-        deadline = change.now + min(delay, timeout)
-        change.set_members(members, initial_round_started_ms=change.now if delay else None)
-    else:
-        deadline = change.now + timeout
-        change.set_members(members, initial_round_started_ms=None)
-    change.set_state(ClassicGroupState.PREPARING_REBALANCE, join_deadline_ms=deadline, pending_sync=frozenset())
-    change.timer(CLASSIC_JOIN, deadline)
-
-
-def _extend_initial_round(change: ClassicChange) -> None:
-    """A join during an empty group's first round waits for more, up to the rebalance timeout."""
-    group = change.group
-    started = group.initial_round_started_ms
-    if started is None or group.join_deadline_ms is None:
-        return
-    deadline = min(change.now + change.initial_delay_ms, started + group.rebalance_timeout_ms())
-    if deadline > group.join_deadline_ms:
-        change.group = replace(group, join_deadline_ms=deadline)
-        change.timer(CLASSIC_JOIN, deadline)
-
-
-def _maybe_complete_join(change: ClassicChange) -> None:
-    """The join phase ends as soon as every member, and every id handed out, has joined, except in
-    an empty group's first round, which waits out its delay for members not known yet."""
-    group = change.group
-    if (
-        group.state == ClassicGroupState.PREPARING_REBALANCE
-        and group.all_joined()
-        and group.initial_round_started_ms is None
-    ):
-        _complete_join(change)
-
-
-def _successor(leader: str | None, members: Mapping[str, ClassicMember]) -> str | None:
-    """The leader once members left (Kafka's ClassicGroup.remove): the same, or the first member
-    left if it went. No leader stays none (a downgraded group's)."""
-    if leader is None or leader in members:
-        return leader
-    return next(iter(members), None)
-
-
-def _complete_join(change: ClassicChange) -> None:
-    """A new generation of whoever joined. Dynamic members that did not join are removed; static
-    ones stay, with their metadata (Kafka's). If only static members that did not join are left,
-    there is nobody to lead a generation: the phase waits another rebalance timeout (Kafka's)."""
-    group = change.group
-    change.timer(CLASSIC_JOIN, None)
-    gone = [m for m, v in group.members.items() if not v.joined and v.instance_id is None]
-    for member_id in gone:
-        change.timer(CLASSIC_SESSION, None, member_id)
-    kept = {m: v for m, v in group.members.items() if m not in gone}
-    if kept and not any(v.joined for v in kept.values()):
-        deadline = change.now + group.with_members(kept).rebalance_timeout_ms()
-        change.set_members(
-            kept, leader=_successor(group.leader, kept), join_deadline_ms=deadline, initial_round_started_ms=None
-        )
-        change.timer(CLASSIC_JOIN, deadline)
-        change.persist = change.persist or bool(gone)
-        return
-    change.persist = True
-    generation = group.generation + 1
-    if not kept:
-        change.timer(CLASSIC_SYNC, None)
-        change.set_members(
-            {},
-            generation=generation,
-            protocol=None,
-            leader=None,
-            join_deadline_ms=None,
-            initial_round_started_ms=None,
-            pending_sync=frozenset(),
-        )
-        change.set_state(ClassicGroupState.EMPTY)
-        return
-    if group.leader in kept and kept[group.leader].joined:
-        leader = group.leader
-    else:
-        leader = next(m for m, v in kept.items() if v.joined)
-    members = {m: replace(v, joined=False, synced=False, assignment=b"", is_new=False) for m, v in kept.items()}
-    change.set_members(
-        members,
-        generation=generation,
-        protocol=group.with_members(members).select_protocol(),
-        leader=leader,
-        join_deadline_ms=None,
-        initial_round_started_ms=None,
-        pending_sync=frozenset(members),
-    )
-    change.set_state(ClassicGroupState.COMPLETING_REBALANCE)
-    for member_id, member in members.items():
-        if kept[member_id].joined:
-            change.deliver(JOIN, member_id, _join_response(change.group, member_id))
-        change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, member_id)
-    change.timer(CLASSIC_SYNC, change.now + change.group.rebalance_timeout_ms())
-
-
-# --- SyncGroup ------------------------------------------------------------------------------------
+# --- SyncGroup --------------------------------------------------------------------------------
 
 
 def sync_group(state: CoordinatorState, config: CoordinatorConfig, request: SyncGroupRequest, now: int) -> Result:
@@ -549,7 +379,7 @@ def _check_generation(group: ClassicGroup, generation_id: int) -> None:
     )
 
 
-# --- Heartbeat ------------------------------------------------------------------------------------
+# --- Heartbeat --------------------------------------------------------------------------------
 
 
 def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: ClassicHeartbeatRequest, now: int) -> Result:
@@ -570,7 +400,7 @@ def heartbeat(state: CoordinatorState, config: CoordinatorConfig, request: Class
     return Result(ErrorResponse(), timers=timers)
 
 
-# --- LeaveGroup and departures ----------------------------------------------------------------
+# --- LeaveGroup -------------------------------------------------------------------------------
 
 
 def leave_group(state: CoordinatorState, config: CoordinatorConfig, request: LeaveGroupRequest, now: int) -> Result:
@@ -602,113 +432,9 @@ def leave_group(state: CoordinatorState, config: CoordinatorConfig, request: Lea
             answers.append(LeaveMemberResponse(m.member_id, m.instance_id, e.code, e.message))
     change = ClassicChange(group, now)
     if pending:
-        _forget_pending(change, pending)
+        forget_pending(change, pending)
     if leaving:
         remove_members(change, leaving, "left the group")
     if not (pending or leaving):
         return Result(LeaveGroupResponse(members=tuple(answers)))
     return change.result(LeaveGroupResponse(members=tuple(answers)))
-
-
-def _forget_pending(change: ClassicChange, member_ids: Iterable[str]) -> None:
-    """Ids handed out with MEMBER_ID_REQUIRED that will not join: the join phase stops waiting."""
-    gone = frozenset(member_ids)
-    change.group = replace(change.group, pending=change.group.pending - gone)
-    for member_id in gone:
-        change.timer(CLASSIC_SESSION, None, member_id)
-    _maybe_complete_join(change)
-
-
-def remove_members(change: ClassicChange, member_ids: Iterable[str], why: str) -> None:
-    """Members leave (or are removed): their waiting requests are answered, and the group
-    rebalances, or becomes empty. Written, so that a failover does not bring them back."""
-    group = change.group
-    members = dict(group.members)
-    removed = set()
-    for member_id in member_ids:
-        member = members.pop(member_id, None)
-        if member is None:
-            continue
-        removed.add(member_id)
-        change.timer(CLASSIC_SESSION, None, member_id)
-        change.answer_waiting(member, ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id} {why}")
-    change.set_members(members, leader=_successor(group.leader, members), pending_sync=group.pending_sync - removed)
-    change.persist = True
-    if not members:
-        # An empty generation (Kafka's): nobody left to wait for. As Kafka's, through
-        # PreparingRebalance: a Stable group never becomes Empty directly.
-        if group.state != ClassicGroupState.PREPARING_REBALANCE:
-            change.set_state(ClassicGroupState.PREPARING_REBALANCE)
-        _complete_join(change)
-        return
-    if group.state != ClassicGroupState.PREPARING_REBALANCE:
-        _prepare_rebalance(change)
-    _maybe_complete_join(change)
-
-
-def rebalance(change: ClassicChange) -> None:
-    """The group's work changed (its connectors): every member joins again, the leader assigns.
-    Written: nobody else would ask for this rebalance again after a failover."""
-    if change.group.state in (ClassicGroupState.STABLE, ClassicGroupState.COMPLETING_REBALANCE):
-        _prepare_rebalance(change)
-        change.persist = True
-
-
-# --- timers ---------------------------------------------------------------------------------------
-
-
-def on_timer(state: CoordinatorState, config: CoordinatorConfig, key: tuple[str, ...], now: int) -> Result[None]:
-    group = state.classic_groups.get(key[1])
-    if group is None:
-        return Result(None)
-    change = ClassicChange(group, now)
-    kind = key[0]
-    if kind == CLASSIC_SESSION:
-        member = group.members.get(key[2])
-        if member is None:
-            if key[2] not in group.pending:
-                return Result(None)
-            _forget_pending(change, [key[2]])  # handed an id, never joined with it
-            return change.result(None)
-        if not member.is_new and (
-            (group.state == ClassicGroupState.PREPARING_REBALANCE and member.joined)
-            or (group.state == ClassicGroupState.COMPLETING_REBALANCE and member.synced)
-        ):
-            return Result(None)  # it waits for our answer; its session starts again with it
-        if member.is_new:
-            remove_members(change, [member.member_id], "did not complete its join within the new member join timeout")
-        else:
-            remove_members(change, [member.member_id], "timed out: no heartbeat within its session")
-    elif kind == CLASSIC_JOIN:
-        if group.state != ClassicGroupState.PREPARING_REBALANCE:
-            return Result(None)
-        if group.join_deadline_ms is not None and group.join_deadline_ms > now:
-            return Result(None, timers=[Timer(key, group.join_deadline_ms)])  # extended, or early
-        _complete_join(change)
-    elif kind == CLASSIC_SYNC:
-        if (
-            group.state not in (ClassicGroupState.COMPLETING_REBALANCE, ClassicGroupState.STABLE)
-            or not group.pending_sync
-        ):
-            return Result(None)
-        # Members that did not send SyncGroup within the rebalance timeout of the join's end (the
-        # leader among them, if it did not assign) are removed, and the others join again.
-        remove_members(change, sorted(group.pending_sync), "did not send SyncGroup within the rebalance timeout")
-    else:
-        return Result(None)
-    return change.result(None)
-
-
-def after_load(state: CoordinatorState, config: CoordinatorConfig, now: int) -> list[Timer]:
-    """Timers of the classic groups of a partition just loaded: every member's session, and the
-    end of the phase the group was in."""
-    timers = []
-    for group in state.classic_groups.values():
-        g = group.group_id
-        for member_id, member in group.members.items():
-            timers.append(Timer(timer_key(CLASSIC_SESSION, g, member_id), now + member.session_timeout_ms))
-        if group.state == ClassicGroupState.PREPARING_REBALANCE:
-            timers.append(Timer(timer_key(CLASSIC_JOIN, g), now + group.rebalance_timeout_ms()))
-        elif group.state == ClassicGroupState.COMPLETING_REBALANCE:
-            timers.append(Timer(timer_key(CLASSIC_SYNC, g), now + group.rebalance_timeout_ms()))
-    return timers

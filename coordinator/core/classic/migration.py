@@ -65,12 +65,12 @@ from records.connect_protocol import (
 )
 
 from coordinator.core import record_helpers
+from coordinator.core.classic.change import ClassicChange
 from coordinator.core.classic.group import (
     ClassicGroup,
     ClassicGroupUpdate,
     ClassicMember,
 )
-from coordinator.core.classic.handlers import ClassicChange
 from coordinator.core.classic.holdings import ClassicHoldings, live_member_holdings
 from coordinator.core.items import Item, connectors_and_tasks, items_of
 from coordinator.core.protocol import (
