@@ -55,9 +55,19 @@ ERRORS: dict[ErrorCode, str] = {
 }
 
 
+# Where an operation finds the group it is authorized on (Operation.group).
+BODY = "body"  # the request's GroupId: authorized once the body is decoded
+PATH = "path"  # the path's {group_id}: authorized before the body is read
+EVERY_GROUP = "*"  # every group: an ACL whose pattern is `*`
+
+
 @dataclass(frozen=True)
 class Operation:
-    """One route: its request body type (None: no body), the answers at HTTP 200, and prose."""
+    """One route, declared once: the server routes it (`coordinator.service.server`), the SDK asks
+    it (`route`), this document describes it. Its request body type (None: no body), the answers at
+    HTTP 200 (the first is what the core's answer is sent as), prose, the ACL operation it needs
+    (`auth.Operation`'s value; None: any authenticated principal) on the group `group` says where to
+    find, and the Kafka API it is also served as on the Kafka listener (DESIGN §12)."""
 
     method: str
     path: str
@@ -68,6 +78,9 @@ class Operation:
     request: type | None = None
     example: dict | None = None
     tag: str = "connect-group"
+    acl: str | None = None
+    group: str | None = None
+    kafka_api: int | None = None
 
 
 _SERVING = "Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, "
@@ -94,6 +107,8 @@ OPERATIONS: tuple[Operation, ...] = (
             "Url": "http://worker-1:8083",
             "ConnectorsAndTasks": {"Connectors": [], "Tasks": []},
         },
+        acl="Read",
+        group=BODY,
     ),
     Operation(
         "post",
@@ -106,6 +121,8 @@ OPERATIONS: tuple[Operation, ...] = (
         (wire.PrepareAssignmentResponse, wire.PrepareAssignmentError, wire.ErrorResponse),
         wire.PrepareAssignmentRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1},
+        acl="Read",
+        group=BODY,
     ),
     Operation(
         "post",
@@ -130,6 +147,8 @@ OPERATIONS: tuple[Operation, ...] = (
                 }
             ],
         },
+        acl="Read",
+        group=BODY,
     ),
     Operation(
         "post",
@@ -152,6 +171,9 @@ OPERATIONS: tuple[Operation, ...] = (
             "RebalanceTimeoutMs": 60000,
         },
         tag="classic-group",
+        acl="Read",
+        group=BODY,
+        kafka_api=kafka_protocol.JOIN_GROUP,
     ),
     Operation(
         "post",
@@ -166,6 +188,9 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.SyncGroupRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1, "Assignments": []},
         tag="classic-group",
+        acl="Read",
+        group=BODY,
+        kafka_api=kafka_protocol.SYNC_GROUP,
     ),
     Operation(
         "post",
@@ -179,6 +204,9 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.ClassicHeartbeatRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1},
         tag="classic-group",
+        acl="Read",
+        group=BODY,
+        kafka_api=kafka_protocol.HEARTBEAT,
     ),
     Operation(
         "post",
@@ -192,6 +220,9 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.LeaveGroupRequest,
         {"GroupId": "connect-cluster", "Members": [{"MemberId": "worker-1-5f1c"}]},
         tag="classic-group",
+        acl="Read",
+        group=BODY,
+        kafka_api=kafka_protocol.LEAVE_GROUP,
     ),
     Operation(
         "post",
@@ -203,6 +234,9 @@ OPERATIONS: tuple[Operation, ...] = (
         (wire.FindCoordinatorResponse, wire.ErrorResponse),
         wire.FindCoordinatorRequest,
         {"GroupId": "connect-cluster"},
+        acl="Describe",
+        group=BODY,
+        kafka_api=kafka_protocol.FIND_COORDINATOR,
     ),
     Operation(
         "get",
@@ -213,6 +247,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "never refused).",
         (wire.ListGroupsResponse,),
         tag="admin",
+        kafka_api=kafka_protocol.LIST_GROUPS,
     ),
     Operation(
         "get",
@@ -235,6 +270,9 @@ OPERATIONS: tuple[Operation, ...] = (
         "GROUP_ID_NOT_FOUND.",
         (wire.GroupDescription, wire.ErrorResponse),
         tag="admin",
+        acl="Describe",
+        group=PATH,
+        kafka_api=kafka_protocol.DESCRIBE_GROUPS,
     ),
     Operation(
         "get",
@@ -248,6 +286,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "UNKNOWN_CONNECTOR.",
         (wire.ConnectorStatus, wire.ErrorResponse),
         tag="admin",
+        acl="Describe",
+        group=PATH,
     ),
     Operation(
         "delete",
@@ -259,6 +299,9 @@ OPERATIONS: tuple[Operation, ...] = (
         "INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP.",
         (wire.ErrorResponse,),
         tag="admin",
+        acl="Delete",
+        group=PATH,
+        kafka_api=kafka_protocol.DELETE_GROUPS,
     ),
     Operation(
         "put",
@@ -271,6 +314,8 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.SetConnectorsRequest,
         {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]},
         tag="admin",
+        acl="Alter",
+        group=PATH,
     ),
     Operation(
         "put",
@@ -289,6 +334,8 @@ OPERATIONS: tuple[Operation, ...] = (
             "ScheduledRebalanceMaxDelayMs": 300000,
         },
         tag="admin",
+        acl="Alter",
+        group=PATH,
     ),
     Operation(
         "post",
@@ -304,6 +351,8 @@ OPERATIONS: tuple[Operation, ...] = (
         wire.FormatLevelRequest,
         {"Level": 2},
         tag="admin",
+        acl="Alter",
+        group=EVERY_GROUP,
     ),
 )
 
@@ -322,20 +371,11 @@ _REFUSALS = {
 }
 
 
-# The Kafka API each operation is served as on the Kafka listener (`serve --kafka-listener`, DESIGN
-# §12), by operation id: the same call of the core behind both. ApiVersions, Kafka's handshake, has
-# no HTTP operation. `kafka_protocol.SUPPORTED` holds the versions; tests/test_kafka_listener.py
-# checks that the two name the same APIs.
-KAFKA_APIS: dict[str, int] = {
-    "joinGroup": kafka_protocol.JOIN_GROUP,
-    "syncGroup": kafka_protocol.SYNC_GROUP,
-    "classicHeartbeat": kafka_protocol.HEARTBEAT,
-    "leaveGroup": kafka_protocol.LEAVE_GROUP,
-    "findCoordinator": kafka_protocol.FIND_COORDINATOR,
-    "listGroups": kafka_protocol.LIST_GROUPS,
-    "describeGroup": kafka_protocol.DESCRIBE_GROUPS,
-    "deleteGroup": kafka_protocol.DELETE_GROUPS,
-}
+# The Kafka API each operation is also served as on the Kafka listener (`serve --kafka-listener`,
+# DESIGN §12), by operation id: the same call of the core behind both. ApiVersions, Kafka's
+# handshake, has no HTTP operation. `kafka_protocol.SUPPORTED` holds the versions;
+# tests/test_kafka_listener.py checks that the two name the same APIs.
+KAFKA_APIS: dict[str, int] = {op.operation_id: op.kafka_api for op in OPERATIONS if op.kafka_api is not None}
 
 
 def _ref(name: str) -> Schema:
@@ -394,15 +434,91 @@ def _operation(op: Operation) -> Schema:
     return out
 
 
-def _open(operation_id: str, summary: str, description: str, responses: Schema) -> Schema:
+def _open(op: ServiceOperation) -> Schema:
     return {
-        "operationId": operation_id,
-        "summary": summary,
-        "description": description,
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "description": op.description,
         "tags": ["service"],
         "security": [],
-        "responses": responses,
+        "responses": op.responses,
     }
+
+
+@dataclass(frozen=True)
+class ServiceOperation:
+    """A route open to everyone (health, metrics, this document): no credentials, no group."""
+
+    path: str
+    operation_id: str
+    summary: str
+    description: str
+    responses: Schema
+    method: str = "get"
+
+
+_HEALTH = {
+    "200": _json("Every partition is active.", _ref("Health")),
+    "503": _json("A partition is loading, failed or closed.", _ref("Health")),
+}
+
+SERVICE: tuple[ServiceOperation, ...] = (
+    ServiceOperation(
+        "/health", "health", "Health", "This process's partitions and their status; needs no credentials.", _HEALTH
+    ),
+    ServiceOperation(
+        "/health/ready",
+        "healthReady",
+        "Readiness",
+        "As /health, for a readiness probe: 200 once every partition this process holds "
+        "is active, 503 while one is loading, failed or closed; needs no credentials.",
+        _HEALTH,
+    ),
+    ServiceOperation(
+        "/health/live",
+        "healthLive",
+        "Liveness",
+        "For a liveness probe: 200 whenever the process's event loop answers, never 503 "
+        "because a partition loads; needs no credentials.",
+        {"200": _json("The process answers.", _ref("Liveness"))},
+    ),
+    ServiceOperation(
+        "/metrics",
+        "metrics",
+        "Prometheus metrics",
+        "Requests, errors, batches, commits, loads, rebalances, groups, members and "
+        "epochs in the Prometheus text exposition format; needs no credentials.",
+        {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
+    ),
+    ServiceOperation(
+        "/openapi.json",
+        "openapi",
+        "This document",
+        "The OpenAPI document of the API; needs no credentials.",
+        {"200": _json("The document.", {"type": "object"})},
+    ),
+)
+
+_BY_ID: dict[str, Operation | ServiceOperation] = {op.operation_id: op for op in (*OPERATIONS, *SERVICE)}
+
+
+def operation(operation_id: str) -> Operation:
+    """The declaration of an operation of the API (not a service route), by its operation id."""
+    op = _BY_ID[operation_id]
+    assert isinstance(op, Operation), operation_id
+    return op
+
+
+def route(operation_id: str, **parameters: str) -> tuple[str, str]:
+    """The method and path a client sends for `operation_id`, the path's `{parameters}` put in as
+    given (unencoded, as the SDK has always sent them)."""
+    op = _BY_ID[operation_id]
+    return op.method.upper(), op.path.format(**parameters)
+
+
+def path(operation_id: str, **parameters: str) -> str:
+    """The path of `operation_id` (see `route`)."""
+    return route(operation_id, **parameters)[1]
 
 
 def _refs(schema: Any) -> set[str]:
@@ -485,55 +601,8 @@ def _document() -> dict:
     paths: Schema = {}
     for op in OPERATIONS:
         paths.setdefault(op.path, {})[op.method] = _operation(op)
-    paths["/health"] = {
-        "get": _open(
-            "health",
-            "Health",
-            "This process's partitions and their status; needs no credentials.",
-            {
-                "200": _json("Every partition is active.", _ref("Health")),
-                "503": _json("A partition is loading, failed or closed.", _ref("Health")),
-            },
-        )
-    }
-    paths["/health/ready"] = {
-        "get": _open(
-            "healthReady",
-            "Readiness",
-            "As /health, for a readiness probe: 200 once every partition this process holds "
-            "is active, 503 while one is loading, failed or closed; needs no credentials.",
-            {
-                "200": _json("Every partition is active.", _ref("Health")),
-                "503": _json("A partition is loading, failed or closed.", _ref("Health")),
-            },
-        )
-    }
-    paths["/health/live"] = {
-        "get": _open(
-            "healthLive",
-            "Liveness",
-            "For a liveness probe: 200 whenever the process's event loop answers, never 503 "
-            "because a partition loads; needs no credentials.",
-            {"200": _json("The process answers.", _ref("Liveness"))},
-        )
-    }
-    paths["/metrics"] = {
-        "get": _open(
-            "metrics",
-            "Prometheus metrics",
-            "Requests, errors, batches, commits, loads, rebalances, groups, members and "
-            "epochs in the Prometheus text exposition format; needs no credentials.",
-            {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
-        )
-    }
-    paths["/openapi.json"] = {
-        "get": _open(
-            "openapi",
-            "This document",
-            "The OpenAPI document of the API; needs no credentials.",
-            {"200": _json("The document.", {"type": "object"})},
-        )
-    }
+    for service in SERVICE:
+        paths[service.path] = {service.method: _open(service)}
     return {
         "openapi": "3.1.0",
         "info": {

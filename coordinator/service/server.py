@@ -13,12 +13,13 @@ authorize themselves.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import orjson
 from aiohttp import web
@@ -34,6 +35,8 @@ from coordinator.core.protocol import (
     ErrorResponse,
     GroupDescription,
     GroupListing,
+    HeartbeatRequest,
+    HeartbeatResponse,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupRequest,
@@ -63,6 +66,9 @@ MAX_BODY_BYTES = 16 << 20
 # Served as bytes: the document is the same for every request.
 _DOCUMENT = orjson.dumps(openapi.DOCUMENT)
 T = TypeVar("T")
+# The call of the core `CoordinatorServer._serve` makes for an operation: (the protocol request, the
+# HTTP request) -> the core's answer.
+Call = Callable[[Any, web.Request], Awaitable[Any]]
 
 
 def _answer(body: wire.Body, status: int = 200) -> web.Response:
@@ -175,89 +181,91 @@ class CoordinatorServer:
     # --- the app -------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
+        """The routes, as `openapi.OPERATIONS` and `openapi.SERVICE` declare them: each operation
+        served by `_serve` with its call of the core (`_calls`), or by a handler of its own."""
         app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self._middleware])
-        app.add_routes(
-            [
-                web.post("/v1/connect-group/heartbeat", self.heartbeat),
-                web.post("/v1/connect-group/prepare-assignment", self.prepare_assignment),
-                web.post("/v1/connect-group/install-assignment", self.install_assignment),
-                web.post("/v1/classic-group/join", self.join_group),
-                web.post("/v1/classic-group/sync", self.sync_group),
-                web.post("/v1/classic-group/heartbeat", self.classic_heartbeat),
-                web.post("/v1/classic-group/leave", self.leave_group),
-                web.post("/v1/find-coordinator", self.find_coordinator),
-                web.get("/v1/groups", self.list_groups),
-                web.get("/v1/partitions", self.partition_owners),
-                web.get("/v1/groups/{group_id:[^/]+}", self.describe_group),
-                web.put("/v1/groups/{group_id:[^/]+}/connectors", self.set_connectors),
-                web.get("/v1/groups/{group_id:[^/]+}/connectors/{connector:[^/]+}/status", self.connector_status),
-                web.put("/v1/groups/{group_id:[^/]+}/config", self.set_config),
-                web.delete("/v1/groups/{group_id:[^/]+}", self.delete_group),
-                web.post("/v1/format-level", self.raise_format_level),
-                web.get("/health", self.health),
-                web.get("/health/live", self.live),
-                web.get("/health/ready", self.health),
-                web.get("/metrics", self.metrics_text),
-                web.get("/openapi.json", self.openapi_document),
-                *self.pages.routes(),
-            ]
-        )
+        calls = self._calls()
+        own = self._own_handlers()
+        routes = []
+        for op in openapi.OPERATIONS:
+            name = op.operation_id
+            handler = own[name] if name in own else functools.partial(self._serve, op, calls[name])
+            routes.append(getattr(web, op.method)(_pattern(op.path), handler))
+        routes += [getattr(web, op.method)(op.path, own[op.operation_id]) for op in openapi.SERVICE]
+        app.add_routes([*routes, *self.pages.routes()])
         return app
 
-    def _authorize(self, request: web.Request, operation: Operation, group_id: str) -> None:
-        self.authorizer.authorize(request[PRINCIPAL], operation, group_id)
+    def _own_handlers(self) -> dict[str, Callable[[web.Request], Awaitable[web.Response]]]:
+        """The operations that are not a decode, authorize, call, answer of one group's partition."""
+        return {
+            "findCoordinator": self.find_coordinator,
+            "listGroups": self.list_groups,
+            "listPartitions": self.partition_owners,
+            "describeGroup": self.describe_group,
+            "connectorStatus": self.connector_status,
+            "raiseFormatLevel": self.raise_format_level,
+            "health": self.health,
+            "healthReady": self.health,
+            "healthLive": self.live,
+            "metrics": self.metrics_text,
+            "openapi": self.openapi_document,
+        }
 
-    # --- the protocol (seed 000): a body in, the handler run in the group's partition ------------
+    def _calls(self) -> dict[str, Call]:
+        """What each operation `_serve` serves asks of the core, given its protocol request (a
+        path's group id for a route without a body) and the HTTP request."""
+        run = self._run
+        return {
+            "heartbeat": self._connect_heartbeat,
+            "prepareAssignment": lambda r, _: run(r.group_id, lambda c, now: c.prepare_assignment(r, now)),
+            "installAssignment": lambda r, _: run(r.group_id, lambda c, now: c.install_assignment(r, now)),
+            "joinGroup": self._join_group,
+            "syncGroup": lambda r, _: self.call_sync_group(r),
+            "classicHeartbeat": lambda r, _: self.call_classic_heartbeat(r),
+            "leaveGroup": lambda r, _: self.call_leave_group(r),
+            "setConnectors": lambda r, _: run(r.group_id, lambda c, now: c.set_connectors(r, now)),
+            "setConfig": lambda r, _: run(r.group_id, lambda c, now: c.set_config(r, now)),
+            "deleteGroup": lambda group_id, _: run(
+                group_id, lambda c, now: c.delete_group(DeleteGroupRequest(group_id), now)
+            ),
+        }
 
-    async def heartbeat(self, request: web.Request) -> web.Response:
-        heartbeat = (await _decode(request, wire.HeartbeatRequest)).protocol()
-        self._authorize(request, Operation.READ, heartbeat.group_id)
+    async def _serve(self, op: openapi.Operation, call: Call, request: web.Request) -> web.Response:
+        """The one handler of the operations on one group: decode, authorize, call, answer, as `op`
+        declares. A group named by the path is authorized before the body is read (a refusal
+        never depends on the body); one named by the body, once it is decoded."""
+        if op.group == openapi.PATH:
+            group_id = self._group_id(request, op.operation_id)
+            protocol = group_id if op.request is None else (await _decode(request, op.request)).protocol(group_id)
+        else:
+            assert op.group == openapi.BODY and op.request is not None, op.operation_id
+            protocol = (await _decode(request, op.request)).protocol()
+            self._authorize(request, op.operation_id, protocol.group_id)
+        return _answer(op.answers[0].of(await call(protocol, request)))
+
+    def _authorize(self, request: web.Request, operation_id: str, group_id: str) -> None:
+        """AuthError unless the principal may do on `group_id` what `operation_id` declares it needs."""
+        self.authorizer.authorize(request[PRINCIPAL], Operation(openapi.operation(operation_id).acl), group_id)
+
+    def _group_id(self, request: web.Request, operation_id: str) -> str:
+        """The group the route names, once the principal may do `operation_id` on it."""
+        group_id = request.match_info["group_id"]
+        self._authorize(request, operation_id, group_id)
+        return group_id
+
+    async def _run(self, group_id: str, operation: Callable[[GroupCoordinator, int], Result[T]]) -> T:
+        return await self.runtime_for(group_id).call(operation)
+
+    async def _connect_heartbeat(self, heartbeat: HeartbeatRequest, request: web.Request) -> HeartbeatResponse:
         context = RequestContext(_client_id(request), request.remote or "")
-        answer = await self.runtime_for(heartbeat.group_id).call(
-            lambda coordinator, now: coordinator.heartbeat(heartbeat, now, context)
-        )
-        return _answer(wire.HeartbeatResponse.of(answer))
+        return await self._run(heartbeat.group_id, lambda c, now: c.heartbeat(heartbeat, now, context))
 
-    async def prepare_assignment(self, request: web.Request) -> web.Response:
-        prepare = (await _decode(request, wire.PrepareAssignmentRequest)).protocol()
-        self._authorize(request, Operation.READ, prepare.group_id)
-        answer = await self.runtime_for(prepare.group_id).call(
-            lambda coordinator, now: coordinator.prepare_assignment(prepare, now)
-        )
-        return _answer(wire.PrepareAssignmentResponse.of(answer))
-
-    async def install_assignment(self, request: web.Request) -> web.Response:
-        install = (await _decode(request, wire.InstallAssignmentRequest)).protocol()
-        self._authorize(request, Operation.READ, install.group_id)
-        return await self._outcome(
-            install.group_id, lambda coordinator, now: coordinator.install_assignment(install, now)
-        )
-
-    # --- the classic protocol (seed 004): JoinGroup and SyncGroup may wait for the group -----------
-
-    async def join_group(self, request: web.Request) -> web.Response:
-        join = (await _decode(request, wire.JoinGroupRequest)).protocol()
-        self._authorize(request, Operation.READ, join.group_id)
+    async def _join_group(self, join: JoinGroupRequest, request: web.Request) -> JoinGroupResponse:
         # Kafka's coordinator makes a member id of the client id and a UUID; so do we, out here,
         # because the state machine has no randomness.
         client_id = _client_id(request)
         context = RequestContext(client_id, request.remote or "", f"{client_id}-{uuid.uuid4()}")
-        return _answer(wire.JoinGroupResponse.of(await self.call_join_group(join, context)))
-
-    async def sync_group(self, request: web.Request) -> web.Response:
-        sync = (await _decode(request, wire.SyncGroupRequest)).protocol()
-        self._authorize(request, Operation.READ, sync.group_id)
-        return _answer(wire.SyncGroupResponse.of(await self.call_sync_group(sync)))
-
-    async def classic_heartbeat(self, request: web.Request) -> web.Response:
-        heartbeat = (await _decode(request, wire.ClassicHeartbeatRequest)).protocol()
-        self._authorize(request, Operation.READ, heartbeat.group_id)
-        return _answer(wire.ErrorResponse.of(await self.call_classic_heartbeat(heartbeat)))
-
-    async def leave_group(self, request: web.Request) -> web.Response:
-        leave = (await _decode(request, wire.LeaveGroupRequest)).protocol()
-        self._authorize(request, Operation.READ, leave.group_id)
-        return _answer(wire.LeaveGroupResponse.of(await self.call_leave_group(leave)))
+        return await self.call_join_group(join, context)
 
     # --- the classic calls, one core for both transports (these routes and the Kafka listener) ---
     # Each raises NotServing (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, ...) for its transport
@@ -296,25 +304,11 @@ class CoordinatorServer:
 
     # --- admin -------------------------------------------------------------------------------------
 
-    async def set_connectors(self, request: web.Request) -> web.Response:
-        group_id = self._group_id(request, Operation.ALTER)
-        change = (await _decode(request, wire.SetConnectorsRequest)).protocol(group_id)
-        return await self._outcome(group_id, lambda coordinator, now: coordinator.set_connectors(change, now))
-
-    async def set_config(self, request: web.Request) -> web.Response:
-        group_id = self._group_id(request, Operation.ALTER)
-        change = (await _decode(request, wire.SetConfigRequest)).protocol(group_id)
-        return await self._outcome(group_id, lambda coordinator, now: coordinator.set_config(change, now))
-
-    async def delete_group(self, request: web.Request) -> web.Response:
-        delete = DeleteGroupRequest(self._group_id(request, Operation.DELETE))
-        return await self._outcome(delete.group_id, lambda coordinator, now: coordinator.delete_group(delete, now))
-
     async def raise_format_level(self, request: web.Request) -> web.Response:
         """Every partition served here writes the level (`coordinator topic upgrade-format`). Only a
         principal that may Alter every group may: the level decides how all of them are written."""
         level = (await _decode(request, wire.FormatLevelRequest)).level
-        self._authorize(request, Operation.ALTER, "*")
+        self._authorize(request, "raiseFormatLevel", openapi.EVERY_GROUP)
 
         async def one(runtime: PartitionRuntime) -> wire.ErrorResponse:
             try:
@@ -331,21 +325,9 @@ class CoordinatorServer:
             )
         )
 
-    def _group_id(self, request: web.Request, operation: Operation) -> str:
-        """The group the route names, once the principal may do `operation` on it."""
-        group_id = request.match_info["group_id"]
-        self._authorize(request, operation, group_id)
-        return group_id
-
-    async def _outcome(
-        self, group_id: str, operation: Callable[[GroupCoordinator, int], Result[ErrorResponse]]
-    ) -> web.Response:
-        """Run a handler whose whole answer is an outcome (ErrorCode, ErrorMessage)."""
-        return _answer(wire.ErrorResponse.of(await self.runtime_for(group_id).call(operation)))
-
     async def find_coordinator(self, request: web.Request) -> web.Response:
         group_id = (await _decode(request, wire.FindCoordinatorRequest)).group_id
-        self._authorize(request, Operation.DESCRIBE, group_id)
+        self._authorize(request, "findCoordinator", group_id)
         partition = partition_for(group_id, self.partitions)
         url = await self.owner_of(partition)
         if url is None:
@@ -389,7 +371,7 @@ class CoordinatorServer:
         return _answer(wire.ListGroupsResponse(error_code=0, groups=[wire.GroupListing.of(g) for g in groups]))
 
     async def describe_group(self, request: web.Request) -> web.Response:
-        group_id = self._group_id(request, Operation.DESCRIBE)
+        group_id = self._group_id(request, "describeGroup")
         runtime = self.runtime_for(group_id)
         description = await self.call_describe_group(group_id)
         if description is None:
@@ -404,7 +386,7 @@ class CoordinatorServer:
 
     async def connector_status(self, request: web.Request) -> web.Response:
         """Kafka Connect's status of one connector, as far as the coordinator knows (`views.connector_status`)."""
-        group_id = self._group_id(request, Operation.DESCRIBE)
+        group_id = self._group_id(request, "connectorStatus")
         connector = request.match_info["connector"]
         status = await self.runtime_for(group_id).query(lambda c: c.connector_status(group_id, connector))
         if isinstance(status, ErrorResponse):
@@ -492,6 +474,12 @@ def _client_id(request: web.Request) -> str:
     if not _CLIENT_ID.fullmatch(given):
         raise wire.WireError("the Client-Id header must be 1 to 255 printable ASCII characters")
     return given
+
+
+def _pattern(path: str) -> str:
+    """An OpenAPI path as aiohttp's route: each `{parameter}` one segment (the metrics label a
+    request by the route's canonical path, which is the OpenAPI path again)."""
+    return re.sub(r"\{(\w+)\}", r"{\1:[^/]+}", path)
 
 
 async def _decode(request: web.Request, body: type[T]) -> T:
