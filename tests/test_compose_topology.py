@@ -74,7 +74,7 @@ from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.cli import main as coordinator
-from coordinator.gateway.proxy import COORDINATOR_NODE_ID, parse_address
+from coordinator.gateway.rules import COORDINATOR_NODE_ID, parse_address
 from coordinator.service import auth
 from coordinator.service.ownership import owner_client_id
 from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until

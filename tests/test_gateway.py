@@ -24,7 +24,8 @@ from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.cli import main as coordinator
-from coordinator.gateway.proxy import ALLOWED, COORDINATOR_NODE_ID, Gateway, GatewayConfig, parse_address
+from coordinator.gateway.proxy import Gateway, GatewayConfig
+from coordinator.gateway.rules import ALLOWED, COORDINATOR_NODE_ID, parse_address
 from coordinator.tools.devbroker import free_port, free_port_block
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess

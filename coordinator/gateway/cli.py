@@ -134,7 +134,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _addresses(text: str | None, flag: str) -> list[tuple[str, int]]:
-    from coordinator.gateway.proxy import parse_address
+    from coordinator.gateway.rules import parse_address
 
     if not text:
         raise CliError(f"{flag} is required", exit_code=2)

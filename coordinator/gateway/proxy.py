@@ -25,6 +25,10 @@ when it cannot be reached); anything else (OffsetDelete, transactions) for our g
 connection.
 ListGroups on the coordinator node's port is
 every coordinator's groups, merged.
+
+Here: the gateway (its ports, the brokers it learned, our groups' owners) and a client connection
+(its upstreams, the routing of its requests, its answers in order). Beside it: `rules` (what is passed,
+`Refused`), `rewrites` (the answers that carry addresses), `sasl` (following a connection's SASL).
 """
 
 from __future__ import annotations
@@ -35,124 +39,27 @@ import ipaddress
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from coordinator.api import kafka_protocol as kp
+from coordinator.gateway import rewrites
 from coordinator.gateway.metrics import GatewayMetrics
+from coordinator.gateway.rules import (
+    ALLOWED,
+    COORDINATOR_NODE_ID,
+    GROUP_KEY_TYPE,
+    MAX_RESPONSE_BYTES,
+    NOT_COORDINATOR,
+    TO_COORDINATOR,
+    Refused,
+    Rewrite,
+    allowed,
+    read_frame,
+)
+from coordinator.gateway.sasl import SaslFollower
 from coordinator.tools import logs
 
 log = logging.getLogger(__name__)
-
-COORDINATOR_NODE_ID = 2_000_000_000  # the gateway's coordinator node: far above any broker id we expect
-GROUP_KEY_TYPE = 0
-NOT_COORDINATOR = 16
-MAX_RESPONSE_BYTES = 2**31 - 1
-
-# The APIs forwarded, with the versions the gateway allows (None: whatever the broker has).
-_PASSED = (
-    2,
-    17,
-    19,
-    20,
-    21,
-    22,
-    23,
-    24,
-    26,
-    29,
-    30,
-    31,
-    32,
-    33,
-    34,
-    35,
-    36,
-    37,
-    38,
-    39,
-    40,
-    41,
-    43,
-    44,
-    45,
-    46,
-    48,
-    49,
-    50,
-    51,
-    57,
-    61,
-    65,
-    66,
-    71,
-    72,
-    74,
-    75,
-)
-ALLOWED: dict[int, tuple[int, int] | None] = {key: None for key in _PASSED}
-ALLOWED[kp.PRODUCE] = (0, 9)  # v10+ answers may carry node endpoints (KIP-951)
-ALLOWED[kp.FETCH] = (0, 15)  # v16+ likewise
-for _key in (
-    kp.METADATA,
-    kp.DESCRIBE_CLUSTER,
-    kp.FIND_COORDINATOR,
-    kp.API_VERSIONS,
-    kp.OFFSET_COMMIT,
-    kp.OFFSET_FETCH,
-    kp.ADD_OFFSETS_TO_TXN,
-    kp.TXN_OFFSET_COMMIT,
-    kp.OFFSET_DELETE,
-):
-    ALLOWED[_key] = kp.library_versions(_key)
-ALLOWED[kp.SASL_HANDSHAKE] = (1, 1)  # v0 is followed by raw SASL tokens, which cannot be followed; clients send v1
-ALLOWED[kp.SASL_AUTHENTICATE] = kp.library_versions(kp.SASL_AUTHENTICATE)
-for _key in (
-    kp.JOIN_GROUP,
-    kp.SYNC_GROUP,
-    kp.HEARTBEAT,
-    kp.LEAVE_GROUP,
-    kp.DESCRIBE_GROUPS,
-    kp.LIST_GROUPS,
-    kp.DELETE_GROUPS,
-):
-    ALLOWED[_key] = kp.SUPPORTED[_key]
-# The coordinator answers OffsetCommit and OffsetFetch with an error (it keeps no offsets): a client
-# is told so rather than cut off.
-_TO_COORDINATOR = (
-    kp.JOIN_GROUP,
-    kp.SYNC_GROUP,
-    kp.HEARTBEAT,
-    kp.LEAVE_GROUP,
-    kp.DESCRIBE_GROUPS,
-    kp.DELETE_GROUPS,
-    kp.OFFSET_COMMIT,
-    kp.OFFSET_FETCH,
-)
-
-
-class Refused(Exception):
-    """A reason to close one client connection; `kind` names it in the closed-connections metric:
-    bad-input (the client's bytes), unauthenticated, refused (what the gateway will not pass on, an
-    answer it cannot rewrite), upstream (a broker or coordinator gone or unreachable)."""
-
-    def __init__(self, message: str, kind: str = "bad-input") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-def parse_address(text: str) -> tuple[str, int]:
-    host, _, port = text.strip().rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"not HOST:PORT: {text!r}")
-    return host.strip("[]"), int(port)
-
-
-def allowed(api_key: int, version: int) -> bool:
-    if api_key not in ALLOWED:
-        return False
-    span = ALLOWED[api_key]
-    return span is None or span[0] <= version <= span[1]
 
 
 @dataclass
@@ -170,18 +77,6 @@ class GatewayConfig:
     # The gateway's own principal and token at the coordinators (SASL PLAIN): set, it forwards our
     # groups' requests in Envelopes carrying each client's principal and address.
     coordinator_credentials: tuple[str, str] | None = None
-
-
-async def _read_frame(reader: asyncio.StreamReader, max_bytes: int) -> bytes | None:
-    """One frame's payload (`kafka_protocol.read_frame`); None at a clean end of stream; Refused for
-    a bad size or a truncation."""
-    try:
-        return await kp.read_frame(reader, max_bytes)
-    except kp.KafkaProtocolError as e:
-        raise Refused(str(e)) from None
-
-
-Rewrite = Callable[[bytes], Awaitable[bytes]]
 
 
 @dataclass
@@ -277,7 +172,7 @@ class Gateway:
                 topics=[], allow_auto_topic_creation=False, include_topic_authorized_operations=False
             )
             writer.write(kp.encode_request(body, 12, 1, "coordinator-gateway"))
-            payload = await _read_frame(reader, MAX_RESPONSE_BYTES)
+            payload = await read_frame(reader, MAX_RESPONSE_BYTES)
             if payload is None:
                 raise Refused("the broker closed the connection")
             _, answer = kp.decode_response(kp.METADATA, 12, payload)
@@ -323,7 +218,7 @@ class Gateway:
                 ),
             ):
                 writer.write(kp.encode_request(body, version, correlation, "coordinator-gateway"))
-                payload = await asyncio.wait_for(_read_frame(reader, MAX_RESPONSE_BYTES), timeout)
+                payload = await asyncio.wait_for(read_frame(reader, MAX_RESPONSE_BYTES), timeout)
                 if payload is None:
                     raise Refused("the connection closed")
                 _, answer = kp.decode_response(api_key, version, payload)
@@ -351,7 +246,7 @@ class Gateway:
             try:
                 body = kp.request_class(kp.FIND_COORDINATOR, 3)(key=group, key_type=GROUP_KEY_TYPE)
                 writer.write(kp.encode_request(body, 3, 3, "coordinator-gateway"))
-                payload = await asyncio.wait_for(_read_frame(reader, MAX_RESPONSE_BYTES), 10)
+                payload = await asyncio.wait_for(read_frame(reader, MAX_RESPONSE_BYTES), 10)
                 if payload is None:
                     continue
                 _, answer = kp.decode_response(kp.FIND_COORDINATOR, 3, payload)
@@ -409,14 +304,7 @@ class _ClientConnection:
         self.coordinators: dict[tuple[str, int], _Upstream] = {}
         self.answers: asyncio.Queue[asyncio.Future[bytes] | None] = asyncio.Queue()
         self.closing: str | None = None
-        # SASL, passed through to the broker, which decides; the gateway follows it to learn the
-        # principal (`_sasl`): the mechanism of a handshake whose authentication is pending, the user
-        # its first message named, the rounds answered, and the principal once the broker accepted.
-        self.mechanism: str | None = None
-        self.user: str | None = None
-        self.rounds = 0
-        self.principal: tuple[str, str] | None = None
-        self.opaque_mechanism: str | None = None  # authenticated with a mechanism whose principal we cannot read
+        self.sasl = SaslFollower()  # SASL, passed through to the broker, which decides; followed (`sasl`)
 
     async def run(self) -> None:
         sender = asyncio.create_task(self._send_answers())
@@ -490,7 +378,7 @@ class _ClientConnection:
         else:
             self.broker = await self._upstream(self.gw.config.bootstrap)
         while self.closing is None:
-            payload = await _read_frame(self.reader, self.gw.config.max_frame_bytes)
+            payload = await read_frame(self.reader, self.gw.config.max_frame_bytes)
             if payload is None:
                 return
             try:
@@ -507,68 +395,26 @@ class _ClientConnection:
                 self._sasl(header, payload)
                 continue
             if header.api_key != kp.API_VERSIONS:
-                self._check_authenticated(header)
+                self.sasl.check_authenticated(header, self.gw.config.require_sasl)
             await self._route(header, payload)
             for upstream in (self.broker, *self.coordinators.values()):  # a slow upstream slows its client
                 await upstream.writer.drain()
 
-    # --- authentication: SASL passed through, followed ---------------------------------------------
+    # --- authentication: SASL passed through, followed (`sasl`) ---------------------------------
 
     def _sasl(self, header: kp.RequestHeader, payload: bytes) -> None:
-        """A SaslHandshake or SaslAuthenticate, forwarded to the connection's broker (one client
-        connection, one upstream connection: the broker authenticates, and re-authenticates, the
-        client itself). For PLAIN and SCRAM the gateway reads the user the client's first message
-        names and, once the broker accepts the last round (PLAIN one, SCRAM two), takes `User:<user>`
-        as the connection's principal, Kafka's default principal for both."""
+        """A SaslHandshake or SaslAuthenticate, forwarded to the connection's broker, which decides;
+        `self.sasl` follows it."""
         try:
             body = kp.decode_any_request(payload).body
         except kp.KafkaProtocolError as e:
             raise Refused(str(e)) from None
         if header.api_key == kp.SASL_HANDSHAKE:
-            self.mechanism, self.user, self.rounds = body.mechanism, None, 0
+            self.sasl.handshake(body.mechanism)
             return self._forward(self.broker, header, payload, None)
-        if self.mechanism is None:
-            raise Refused("SaslAuthenticate without a SaslHandshake before it")
-        mechanism = self.mechanism
-        if self.rounds == 0 and mechanism in kp.SASL_MECHANISMS_WITH_NAMES:
-            try:
-                self.user = kp.sasl_username(mechanism, body.auth_bytes)
-            except kp.KafkaProtocolError as e:
-                raise Refused(f"SaslAuthenticate: {e}") from None
-        self.rounds += 1
-        rounds = self.rounds
+        self._forward(self.broker, header, payload, self.sasl.authenticate(header, body))
 
-        async def follow(answer: bytes) -> bytes:
-            _, decoded = kp.decode_response(kp.SASL_AUTHENTICATE, header.api_version, answer)
-            if decoded.error_code:
-                self.mechanism = None  # the broker closes the connection
-            elif mechanism not in kp.SASL_MECHANISMS_WITH_NAMES:
-                self.mechanism, self.principal, self.opaque_mechanism = None, None, mechanism
-            elif rounds == (1 if mechanism == "PLAIN" else 2):
-                self.mechanism, self.principal, self.opaque_mechanism = None, ("User", self.user), None
-            return kp.frame(answer)
-
-        self._forward(self.broker, header, payload, follow)
-
-    def _check_authenticated(self, header: kp.RequestHeader) -> None:
-        """As a Kafka SASL listener: nothing but ApiVersions and SASL while an authentication is
-        under way, or before one when authentication is required (--require-sasl)."""
-        if self.mechanism in kp.SASL_MECHANISMS_WITH_NAMES:
-            raise Refused(f"{header.api_name} before SASL authentication completed", "unauthenticated")
-        if self.gw.config.require_sasl and self.principal is None and self.opaque_mechanism is None:
-            raise Refused(f"{header.api_name} before SASL authentication (the gateway requires it)", "unauthenticated")
-
-    def _conveyed_principal(self, group: str) -> bytes:
-        """The principal an Envelope carries for this client: `User:<user>` after PLAIN or SCRAM,
-        `User:ANONYMOUS` without authentication; Refused after a mechanism whose principal the
-        gateway cannot read (GSSAPI, OAUTHBEARER): fail closed rather than act as somebody else."""
-        if self.opaque_mechanism is not None:
-            raise Refused(
-                f"group {group}: the principal of a {self.opaque_mechanism} client cannot be conveyed to "
-                "the coordinator (PLAIN and SCRAM only)",
-                "unauthenticated",
-            )
-        return kp.principal_bytes(*(self.principal or ("User", "ANONYMOUS")))
+    # --- routing: to the broker, or our groups to their coordinator ------------------------------
 
     async def _route(self, header: kp.RequestHeader, payload: bytes) -> None:
         key = header.api_key
@@ -587,19 +433,21 @@ class _ClientConnection:
             except kp.KafkaProtocolError as e:
                 raise Refused(str(e)) from None
             if key == kp.FIND_COORDINATOR:
-                return self._forward(self.broker, header, payload, self._find_coordinator_rewrite(request))
+                return self._forward(self.broker, header, payload, rewrites.find_coordinator_rewrite(self.gw, request))
             groups = kp.group_ids(request)
             ours = [g for g in groups if self.gw.ours(g)]
             if ours:
                 return await self._to_coordinator(header, payload, groups, ours)
         elif key == kp.LIST_GROUPS and self.port_name == "coordinator":
             return await self._list_our_groups(header, payload)
-        rewrite = {
-            kp.API_VERSIONS: self._api_versions_rewrite,
-            kp.METADATA: self._metadata_rewrite,
-            kp.DESCRIBE_CLUSTER: self._describe_cluster_rewrite,
-        }.get(key)
-        self._forward(self.broker, header, payload, rewrite(header) if rewrite else None)
+        rewrite = None
+        if key == kp.API_VERSIONS:
+            rewrite = rewrites.api_versions_rewrite(header)
+        elif key == kp.METADATA:
+            rewrite = rewrites.metadata_rewrite(self.gw, header)
+        elif key == kp.DESCRIBE_CLUSTER:
+            rewrite = rewrites.describe_cluster_rewrite(self.gw, header)
+        self._forward(self.broker, header, payload, rewrite)
 
     def _forward(
         self,
@@ -636,7 +484,7 @@ class _ClientConnection:
     async def _read_answers(self, upstream: _Upstream, coordinator: tuple[str, int] | None) -> None:
         try:
             while True:
-                payload = await _read_frame(upstream.reader, MAX_RESPONSE_BYTES)
+                payload = await read_frame(upstream.reader, MAX_RESPONSE_BYTES)
                 if payload is None:
                     raise ConnectionError("the upstream closed the connection")
                 correlation = kp.correlation_of(payload)
@@ -678,7 +526,7 @@ class _ClientConnection:
     ) -> None:
         if len(ours) != len(groups):
             raise Refused(f"{header.api_name} names our groups and others together: {groups}")
-        if header.api_key not in _TO_COORDINATOR:
+        if header.api_key not in TO_COORDINATOR:
             raise Refused(
                 f"{header.api_name} for our group {ours[0]} is not served (the coordinator has no offsets "
                 "or transactions)"
@@ -710,7 +558,7 @@ class _ClientConnection:
         self.gw.metrics.requests.labels(header.api_name, "coordinator").inc()
         if self.gw.config.coordinator_credentials is None:
             return self._forward(upstream, header, payload, rewrite, answer)
-        principal = self._conveyed_principal(group)
+        principal = self.sasl.conveyed_principal(group)
         try:
             address = ipaddress.ip_address(self.host).packed
         except ValueError:
@@ -776,7 +624,7 @@ class _ClientConnection:
 
         return check
 
-    # --- rewrites -----------------------------------------------------------------------------
+    # --- rewrites (`rewrites`) -------------------------------------------------------------------
 
     def _api_versions_fallback(self, header: kp.RequestHeader) -> None:
         """ApiVersions at a version we cannot read (a newer client): Kafka's answer, v0 with
@@ -784,88 +632,6 @@ class _ClientConnection:
         The broker is asked at v0 for its table."""
         request = kp.encode_request(kp.request_class(kp.API_VERSIONS, 0)(), 0, header.correlation_id, header.client_id)
         asked = kp.RequestHeader(kp.API_VERSIONS, 0, header.correlation_id, header.client_id)
-        self._forward(self.broker, asked, request[4:], self._api_versions_rewrite(asked, error=kp.UNSUPPORTED_VERSION))
-
-    def _api_versions_rewrite(self, header: kp.RequestHeader, error: int | None = None) -> Rewrite:
-        async def rewrite(payload: bytes) -> bytes:
-            version = header.api_version
-            try:
-                _, body = kp.decode_response(kp.API_VERSIONS, version, payload)
-            except kp.KafkaProtocolError:
-                version = 0  # Kafka answers a version it does not know with v0
-                _, body = kp.decode_response(kp.API_VERSIONS, 0, payload)
-            kept = []
-            for api in body.api_keys:
-                if api.api_key not in ALLOWED:
-                    continue
-                span = ALLOWED[api.api_key]
-                low, high = api.min_version, api.max_version
-                if span is not None:
-                    low, high = max(low, span[0]), min(high, span[1])
-                if low <= high:
-                    api.min_version, api.max_version = low, high
-                    kept.append(api)
-            body.api_keys = kept
-            if error is not None:
-                body.error_code = error
-            return kp.encode_response(kp.RequestHeader(kp.API_VERSIONS, version, header.correlation_id, None), body)
-
-        return rewrite
-
-    def _metadata_rewrite(self, header: kp.RequestHeader) -> Rewrite:
-        async def rewrite(payload: bytes) -> bytes:
-            _, body = kp.decode_response(kp.METADATA, header.api_version, payload)
-            for broker in body.brokers:
-                broker.port = await self.gw.gateway_port_of(broker.node_id, broker.host, broker.port)
-                broker.host = self.gw.advertised_host
-            cls = kp.response_class(kp.METADATA, header.api_version)
-            body.brokers = list(body.brokers) + [
-                cls.MetadataResponseBroker(
-                    node_id=COORDINATOR_NODE_ID, host=self.gw.advertised_host, port=self.gw.coordinator_port, rack=None
-                )
-            ]
-            return kp.encode_response(header, body)
-
-        return rewrite
-
-    def _describe_cluster_rewrite(self, header: kp.RequestHeader) -> Rewrite:
-        async def rewrite(payload: bytes) -> bytes:
-            _, body = kp.decode_response(kp.DESCRIBE_CLUSTER, header.api_version, payload)
-            if header.api_version >= 1 and body.endpoint_type != 1:
-                raise Refused("DescribeCluster of the controllers: their addresses are not rewritten")
-            for broker in body.brokers:
-                broker.port = await self.gw.gateway_port_of(broker.broker_id, broker.host, broker.port)
-                broker.host = self.gw.advertised_host
-            return kp.encode_response(header, body)
-
-        return rewrite
-
-    def _find_coordinator_rewrite(self, request: kp.Request) -> Rewrite:
-        header, body = request.header, request.body
-        version = header.api_version
-        key_type = body.key_type if version >= 1 else GROUP_KEY_TYPE
-        keys = list(body.coordinator_keys) if version >= 4 else [body.key]
-
-        async def place(key: str, node_id: int, host: str, port: int, code: int) -> tuple[int, str, int, int]:
-            if key_type == GROUP_KEY_TYPE and self.gw.ours(key):
-                return COORDINATOR_NODE_ID, self.gw.advertised_host, self.gw.coordinator_port, 0
-            if code == 0 and node_id >= 0:
-                return node_id, self.gw.advertised_host, await self.gw.gateway_port_of(node_id, host, port), code
-            return node_id, host, port, code
-
-        async def rewrite(payload: bytes) -> bytes:
-            _, answer = kp.decode_response(kp.FIND_COORDINATOR, version, payload)
-            if version >= 4:
-                for entry in answer.coordinators:
-                    node, h, p, code = await place(entry.key, entry.node_id, entry.host, entry.port, entry.error_code)
-                    if code != entry.error_code:
-                        entry.error_message = None
-                    entry.node_id, entry.host, entry.port, entry.error_code = node, h, p, code
-            else:
-                node, h, p, code = await place(keys[0], answer.node_id, answer.host, answer.port, answer.error_code)
-                if code != answer.error_code:
-                    answer.error_message = None
-                answer.node_id, answer.host, answer.port, answer.error_code = node, h, p, code
-            return kp.encode_response(header, answer)
-
-        return rewrite
+        self._forward(
+            self.broker, asked, request[4:], rewrites.api_versions_rewrite(asked, error=kp.UNSUPPORTED_VERSION)
+        )
