@@ -2,22 +2,20 @@
 
 Generated: the schemas come from the body declarations in `coordinator.api.wire` (msgspec writes
 them), so the document says exactly what the decoder takes and the server sends; this module adds
-the operations, each a row of `OPERATIONS`, and closes the answers (every declared property is sent,
+the operations, each a row of `coordinator.api.operations.OPERATIONS` or `SERVICE`, and closes the answers (every declared property is sent,
 and no other; requests stay open, unknown properties being ignored). `tests/test_openapi_http.py`
 holds the decoder and the server to it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
 from coordinator.api import kafka_protocol, wire
+from coordinator.api.operations import OPERATIONS, SERVICE, Operation, Schema, ServiceOperation, json_content, ref
 from coordinator.core.protocol import ErrorCode
-
-Schema = dict[str, Any]
 
 # What each code means, in the protocol's words (seed 000): the ErrorCode schema's description.
 ERRORS: dict[ErrorCode, str] = {
@@ -55,307 +53,6 @@ ERRORS: dict[ErrorCode, str] = {
 }
 
 
-# Where an operation finds the group it is authorized on (Operation.group).
-BODY = "body"  # the request's GroupId: authorized once the body is decoded
-PATH = "path"  # the path's {group_id}: authorized before the body is read
-EVERY_GROUP = "*"  # every group: an ACL whose pattern is `*`
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One route, declared once: the server routes it (`coordinator.service.server`), the SDK asks
-    it (`route`), this document describes it. Its request body type (None: no body), the answers at
-    HTTP 200 (the first is what the core's answer is sent as), prose, the ACL operation it needs
-    (`auth.Operation`'s value; None: any authenticated principal) on the group `group` says where to
-    find, and the Kafka API it is also served as on the Kafka listener (DESIGN §12)."""
-
-    method: str
-    path: str
-    operation_id: str
-    summary: str
-    description: str
-    answers: tuple[type, ...]
-    request: type | None = None
-    example: dict | None = None
-    tag: str = "connect-group"
-    acl: str | None = None
-    group: str | None = None
-    kafka_api: int | None = None
-
-
-_SERVING = "Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS, "
-
-OPERATIONS: tuple[Operation, ...] = (
-    Operation(
-        "post",
-        "/v1/connect-group/heartbeat",
-        "heartbeat",
-        "ConnectGroupHeartbeat",
-        "Workers advertise their state, assignors and owned connectors/tasks; the coordinator assigns and revokes "
-        "through the response. Also the liveness check. Required ACL: Read on the group. "
-        + _SERVING
-        + "INVALID_REQUEST, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, "
-        "UNSUPPORTED_ASSIGNOR, COMPUTE_ASSIGNMENT (the heartbeat took effect; call prepare-assignment).",
-        (wire.HeartbeatResponse, wire.ErrorResponse),
-        wire.HeartbeatRequest,
-        {
-            "GroupId": "connect-cluster",
-            "MemberId": "worker-1",
-            "MemberEpoch": 0,
-            "RebalanceTimeoutMs": 60000,
-            "ServerAssignor": "incremental_cooperative",
-            "Url": "http://worker-1:8083",
-            "ConnectorsAndTasks": {"Connectors": [], "Tasks": []},
-        },
-        acl="Read",
-        group=BODY,
-    ),
-    Operation(
-        "post",
-        "/v1/connect-group/prepare-assignment",
-        "prepareAssignment",
-        "ConnectGroupPrepareAssignment",
-        "The member chosen by COMPUTE_ASSIGNMENT gets the group state to feed its client-side assignor. Required "
-        "ACL: Read. " + _SERVING + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID (absent or not "
-        "chosen), FENCED_MEMBER_EPOCH.",
-        (wire.PrepareAssignmentResponse, wire.PrepareAssignmentError, wire.ErrorResponse),
-        wire.PrepareAssignmentRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1},
-        acl="Read",
-        group=BODY,
-    ),
-    Operation(
-        "post",
-        "/v1/connect-group/install-assignment",
-        "installAssignment",
-        "ConnectGroupInstallAssignment",
-        "The chosen member installs the new target assignment its assignor computed; the coordinator validates it "
-        "against the group epoch it was computed at and persists it. Required ACL: Read. "
-        + _SERVING
-        + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, INVALID_ASSIGNMENT.",
-        (wire.ErrorResponse,),
-        wire.InstallAssignmentRequest,
-        {
-            "GroupId": "connect-cluster",
-            "MemberId": "worker-1",
-            "MemberEpoch": 1,
-            "GroupEpoch": 2,
-            "Members": [
-                {
-                    "MemberId": "worker-1",
-                    "ConnectorsAndTasks": {"Connectors": ["A"], "Tasks": [{"Connector": "A", "Task": 0}]},
-                }
-            ],
-        },
-        acl="Read",
-        group=BODY,
-    ),
-    Operation(
-        "post",
-        "/v1/classic-group/join",
-        "joinGroup",
-        "JoinGroup (classic, seed 004)",
-        "A classic member joins, or joins again when told REBALANCE_IN_PROGRESS. The answer waits until every "
-        "member has joined or the rebalance timeout passes; the leader's carries every member's metadata. "
-        "Required ACL: Read. " + _SERVING + "INVALID_REQUEST, INVALID_GROUP_ID, INCONSISTENT_GROUP_PROTOCOL, "
-        "INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, "
-        "REBALANCE_IN_PROGRESS (a newer JoinGroup of the member replaced this one).",
-        (wire.JoinGroupResponse, wire.ErrorResponse),
-        wire.JoinGroupRequest,
-        {
-            "GroupId": "connect-cluster",
-            "MemberId": "",
-            "ProtocolType": "connect",
-            "Protocols": [{"Name": "incremental_cooperative", "Metadata": ""}],
-            "SessionTimeoutMs": 10000,
-            "RebalanceTimeoutMs": 60000,
-        },
-        tag="classic-group",
-        acl="Read",
-        group=BODY,
-        kafka_api=kafka_protocol.JOIN_GROUP,
-    ),
-    Operation(
-        "post",
-        "/v1/classic-group/sync",
-        "syncGroup",
-        "SyncGroup (classic, seed 004)",
-        "The leader sends every member's assignment; the others' SyncGroup waits for it. Required ACL: Read. "
-        + _SERVING
-        + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, "
-        "REBALANCE_IN_PROGRESS, INVALID_REQUEST (assignments for members outside the generation).",
-        (wire.SyncGroupResponse, wire.ErrorResponse),
-        wire.SyncGroupRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1, "Assignments": []},
-        tag="classic-group",
-        acl="Read",
-        group=BODY,
-        kafka_api=kafka_protocol.SYNC_GROUP,
-    ),
-    Operation(
-        "post",
-        "/v1/classic-group/heartbeat",
-        "classicHeartbeat",
-        "Heartbeat (classic, seed 004)",
-        "Keeps a classic member's session; REBALANCE_IN_PROGRESS tells it to join again. Required ACL: Read. "
-        + _SERVING
-        + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS.",
-        (wire.ErrorResponse,),
-        wire.ClassicHeartbeatRequest,
-        {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1},
-        tag="classic-group",
-        acl="Read",
-        group=BODY,
-        kafka_api=kafka_protocol.HEARTBEAT,
-    ),
-    Operation(
-        "post",
-        "/v1/classic-group/leave",
-        "leaveGroup",
-        "LeaveGroup (classic, seed 004)",
-        "Members leave at once; the rest rebalance. Required ACL: Read. "
-        + _SERVING
-        + "INVALID_REQUEST, UNKNOWN_MEMBER_ID (no such group); per member UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.",
-        (wire.LeaveGroupResponse, wire.ErrorResponse),
-        wire.LeaveGroupRequest,
-        {"GroupId": "connect-cluster", "Members": [{"MemberId": "worker-1-5f1c"}]},
-        tag="classic-group",
-        acl="Read",
-        group=BODY,
-        kafka_api=kafka_protocol.LEAVE_GROUP,
-    ),
-    Operation(
-        "post",
-        "/v1/find-coordinator",
-        "findCoordinator",
-        "FindCoordinator",
-        "Which coordinator serves the group: any instance answers. Required ACL: Describe. Errors at HTTP 200: "
-        "COORDINATOR_NOT_AVAILABLE (no coordinator known for the partition).",
-        (wire.FindCoordinatorResponse, wire.ErrorResponse),
-        wire.FindCoordinatorRequest,
-        {"GroupId": "connect-cluster"},
-        acl="Describe",
-        group=BODY,
-        kafka_api=kafka_protocol.FIND_COORDINATOR,
-    ),
-    Operation(
-        "get",
-        "/v1/groups",
-        "listGroups",
-        "List groups",
-        "The groups of the partitions this process serves and that the caller may Describe (others are left out, "
-        "never refused).",
-        (wire.ListGroupsResponse,),
-        tag="admin",
-        kafka_api=kafka_protocol.LIST_GROUPS,
-    ),
-    Operation(
-        "get",
-        "/v1/partitions",
-        "listPartitions",
-        "Where each partition is served",
-        "Every partition of the topic and the URL of the instance serving it, as this process knows it (its own, "
-        "and in group mode or static mode with peers the others'; null when no one is known to serve it): "
-        "`coordinator groups list` asks each instance named here. Needs an authenticated principal; no group "
-        "ACL.",
-        (wire.PartitionOwnersResponse,),
-        tag="admin",
-    ),
-    Operation(
-        "get",
-        "/v1/groups/{group_id}",
-        "describeGroup",
-        "Describe a group",
-        "Required ACL: Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, "
-        "GROUP_ID_NOT_FOUND.",
-        (wire.GroupDescription, wire.ErrorResponse),
-        tag="admin",
-        acl="Describe",
-        group=PATH,
-        kafka_api=kafka_protocol.DESCRIBE_GROUPS,
-    ),
-    Operation(
-        "get",
-        "/v1/groups/{group_id}/connectors/{connector}/status",
-        "connectorStatus",
-        "A connector's status",
-        "Shaped like Kafka Connect's `GET /connectors/{name}/status`, claiming only what the coordinator knows: "
-        "which worker holds the connector and each task (ASSIGNED), is giving it up (REVOKING) or that none does "
-        "(UNASSIGNED, with when the coordinator rebalances for it if the target deferred it). Required ACL: "
-        "Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, "
-        "UNKNOWN_CONNECTOR.",
-        (wire.ConnectorStatus, wire.ErrorResponse),
-        tag="admin",
-        acl="Describe",
-        group=PATH,
-    ),
-    Operation(
-        "delete",
-        "/v1/groups/{group_id}",
-        "deleteGroup",
-        "Delete a group",
-        "Deletes a group that has no members (a tombstone for each of its records). Required ACL: Delete. Errors "
-        "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST (empty id), "
-        "INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP.",
-        (wire.ErrorResponse,),
-        tag="admin",
-        acl="Delete",
-        group=PATH,
-        kafka_api=kafka_protocol.DELETE_GROUPS,
-    ),
-    Operation(
-        "put",
-        "/v1/groups/{group_id}/connectors",
-        "setConnectors",
-        "Set the connectors a group runs",
-        "Creates the group if needed and bumps the group epoch when the set changes. Required ACL: Alter. Errors "
-        "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
-        (wire.ErrorResponse,),
-        wire.SetConnectorsRequest,
-        {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]},
-        tag="admin",
-        acl="Alter",
-        group=PATH,
-    ),
-    Operation(
-        "put",
-        "/v1/groups/{group_id}/config",
-        "setConfig",
-        "Set a group's timeouts",
-        "Per-group session timeout, heartbeat interval, rebalance timeout and scheduled rebalance delay. Creates "
-        "the group if needed. Required ACL: Alter. Errors at HTTP 200: NOT_COORDINATOR, "
-        "COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
-        (wire.ErrorResponse,),
-        wire.SetConfigRequest,
-        {
-            "SessionTimeoutMs": 10000,
-            "HeartbeatIntervalMs": 3000,
-            "RebalanceTimeoutMs": None,
-            "ScheduledRebalanceMaxDelayMs": 300000,
-        },
-        tag="admin",
-        acl="Alter",
-        group=PATH,
-    ),
-    Operation(
-        "post",
-        "/v1/format-level",
-        "raiseFormatLevel",
-        "Raise the record format level",
-        "Raises the record format level of every partition this process serves (a type 10 record in each, "
-        "durable before the answer); `coordinator topic upgrade-format` asks every instance. Required ACL: Alter "
-        "on every group (an ACL whose pattern is `*`). Errors per partition: NOT_COORDINATOR, "
-        "COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, UNSUPPORTED_VERSION (a level this release does "
-        "not know), INVALID_REQUEST (lower than the partition's).",
-        (wire.FormatLevelResponse,),
-        wire.FormatLevelRequest,
-        {"Level": 2},
-        tag="admin",
-        acl="Alter",
-        group=EVERY_GROUP,
-    ),
-)
-
 # Answers every operation may give besides its own, by HTTP status.
 _REFUSALS = {
     "400": (
@@ -371,32 +68,33 @@ _REFUSALS = {
 }
 
 
-# The Kafka API each operation is also served as on the Kafka listener (`serve --kafka-listener`,
-# DESIGN §12), by operation id: the same call of the core behind both. ApiVersions, Kafka's
-# handshake, has no HTTP operation. `kafka_protocol.SUPPORTED` holds the versions;
-# tests/test_kafka_listener.py checks that the two name the same APIs.
-KAFKA_APIS: dict[str, int] = {op.operation_id: op.kafka_api for op in OPERATIONS if op.kafka_api is not None}
-
-
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _json(about: str, schema: Schema) -> Schema:
-    return {"description": about, "content": {"application/json": {"schema": schema}}}
+# The Kafka API each operation is served as on the Kafka listener (`serve --kafka-listener`, DESIGN
+# §12), by operation id: the same call of the core behind both. ApiVersions, Kafka's handshake, has
+# no HTTP operation. `kafka_protocol.SUPPORTED` holds the versions; tests/test_kafka_listener.py
+# checks that the two name the same APIs.
+KAFKA_APIS: dict[str, int] = {
+    "joinGroup": kafka_protocol.JOIN_GROUP,
+    "syncGroup": kafka_protocol.SYNC_GROUP,
+    "classicHeartbeat": kafka_protocol.HEARTBEAT,
+    "leaveGroup": kafka_protocol.LEAVE_GROUP,
+    "findCoordinator": kafka_protocol.FIND_COORDINATOR,
+    "listGroups": kafka_protocol.LIST_GROUPS,
+    "describeGroup": kafka_protocol.DESCRIBE_GROUPS,
+    "deleteGroup": kafka_protocol.DELETE_GROUPS,
+}
 
 
 def _operation(op: Operation) -> Schema:
-    answers = [_ref(t.__name__) for t in op.answers]
+    answers = [ref(t.__name__) for t in op.answers]
     responses: Schema = {
-        "200": _json("The answer, or a protocol error.", answers[0] if len(answers) == 1 else {"anyOf": answers})
+        "200": json_content("The answer, or a protocol error.", answers[0] if len(answers) == 1 else {"anyOf": answers})
     }
     for status, (schema, about) in _REFUSALS.items():
         if status in ("400", "413") and op.request is None:
             continue
         if status == "403" and op.operation_id in ("listGroups", "listPartitions"):
             continue  # groups the caller may not describe are left out, never refused; partitions are no group's
-        responses[status] = _json(about, _ref(schema))
+        responses[status] = json_content(about, ref(schema))
     responses["401"]["headers"] = {"WWW-Authenticate": {"description": "Bearer.", "schema": {"type": "string"}}}
     out: Schema = {
         "operationId": op.operation_id,
@@ -427,7 +125,7 @@ def _operation(op: Operation) -> Schema:
             }
         )
     if op.request is not None:
-        media: Schema = {"schema": _ref(op.request.__name__)}
+        media: Schema = {"schema": ref(op.request.__name__)}
         if op.example is not None:
             media["example"] = op.example
         out["requestBody"] = {"required": True, "content": {"application/json": media}}
@@ -443,82 +141,6 @@ def _open(op: ServiceOperation) -> Schema:
         "security": [],
         "responses": op.responses,
     }
-
-
-@dataclass(frozen=True)
-class ServiceOperation:
-    """A route open to everyone (health, metrics, this document): no credentials, no group."""
-
-    path: str
-    operation_id: str
-    summary: str
-    description: str
-    responses: Schema
-    method: str = "get"
-
-
-_HEALTH = {
-    "200": _json("Every partition is active.", _ref("Health")),
-    "503": _json("A partition is loading, failed or closed.", _ref("Health")),
-}
-
-SERVICE: tuple[ServiceOperation, ...] = (
-    ServiceOperation(
-        "/health", "health", "Health", "This process's partitions and their status; needs no credentials.", _HEALTH
-    ),
-    ServiceOperation(
-        "/health/ready",
-        "healthReady",
-        "Readiness",
-        "As /health, for a readiness probe: 200 once every partition this process holds "
-        "is active, 503 while one is loading, failed or closed; needs no credentials.",
-        _HEALTH,
-    ),
-    ServiceOperation(
-        "/health/live",
-        "healthLive",
-        "Liveness",
-        "For a liveness probe: 200 whenever the process's event loop answers, never 503 "
-        "because a partition loads; needs no credentials.",
-        {"200": _json("The process answers.", _ref("Liveness"))},
-    ),
-    ServiceOperation(
-        "/metrics",
-        "metrics",
-        "Prometheus metrics",
-        "Requests, errors, batches, commits, loads, rebalances, groups, members and "
-        "epochs in the Prometheus text exposition format; needs no credentials.",
-        {"200": {"description": "The metrics.", "content": {"text/plain": {"schema": {"type": "string"}}}}},
-    ),
-    ServiceOperation(
-        "/openapi.json",
-        "openapi",
-        "This document",
-        "The OpenAPI document of the API; needs no credentials.",
-        {"200": _json("The document.", {"type": "object"})},
-    ),
-)
-
-_BY_ID: dict[str, Operation | ServiceOperation] = {op.operation_id: op for op in (*OPERATIONS, *SERVICE)}
-
-
-def operation(operation_id: str) -> Operation:
-    """The declaration of an operation of the API (not a service route), by its operation id."""
-    op = _BY_ID[operation_id]
-    assert isinstance(op, Operation), operation_id
-    return op
-
-
-def route(operation_id: str, **parameters: str) -> tuple[str, str]:
-    """The method and path a client sends for `operation_id`, the path's `{parameters}` put in as
-    given (unencoded, as the SDK has always sent them)."""
-    op = _BY_ID[operation_id]
-    return op.method.upper(), op.path.format(**parameters)
-
-
-def path(operation_id: str, **parameters: str) -> str:
-    """The path of `operation_id` (see `route`)."""
-    return route(operation_id, **parameters)[1]
 
 
 def _refs(schema: Any) -> set[str]:
@@ -581,7 +203,7 @@ def _document() -> dict:
         if "description" in schema:
             schema["description"] = " ".join(schema["description"].split())
     for name in ("ErrorResponse", "HeartbeatResponse", "PrepareAssignmentError"):
-        components[name]["properties"]["ErrorCode"] = _ref("ErrorCode")
+        components[name]["properties"]["ErrorCode"] = ref("ErrorCode")
     # The server always sends SessionTimeoutMs; its default is there for a worker reading an older
     # coordinator's answer, not an absence the server may choose.
     heartbeat = components["HeartbeatResponse"]

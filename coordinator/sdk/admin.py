@@ -24,7 +24,7 @@ import aiohttp
 import msgspec
 import orjson
 
-from coordinator.api import wire
+from coordinator.api import operations, wire
 from coordinator.core.states import TaskStatus
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
@@ -267,7 +267,7 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
     instance named lists its own; a group seen twice (a partition moving meanwhile) is listed once,
     at its newest epoch."""
     try:
-        owners = await client.request("GET", "/v1/partitions", wire.PartitionOwnersResponse)
+        owners = await client.request(*operations.route("listPartitions"), wire.PartitionOwnersResponse)
     except ApiError as e:
         if e.status != 404:
             raise
@@ -279,7 +279,7 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
     for url in urls:
         try:
             answer = await client.request(
-                "GET", "/v1/groups", wire.ListGroupsResponse, url=None if url == this else url
+                *operations.route("listGroups"), wire.ListGroupsResponse, url=None if url == this else url
             )
         except (aiohttp.ClientError, TimeoutError, OSError, ApiError) as e:
             if url is None:
@@ -352,7 +352,7 @@ async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
 
 async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[str | None, str | None, int]:
     """One rendering of the group: (standard output, standard error, exit code)."""
-    a = await client.call(args.group, "GET", f"/v1/groups/{args.group}", _Described)
+    a = await client.call(args.group, *operations.route("describeGroup", group_id=args.group), _Described)
     if isinstance(a, wire.ErrorResponse):
         return None, f"error {a.error_code}: {a.error_message}", 1
     if args.format == "json":
@@ -628,7 +628,7 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
         raise CliError("a connector is named twice", exit_code=2)
     body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in args.connectors])
     code = _protocol_error(
-        await client.call(args.group, "PUT", f"/v1/groups/{args.group}/connectors", wire.ErrorResponse, body)
+        await client.call(args.group, *operations.route("setConnectors", group_id=args.group), wire.ErrorResponse, body)
     )
     if code == 0:  # one line of what is now true, so that success is not silence
         if args.format == "json":
@@ -653,7 +653,7 @@ async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> in
         initial_assignment_delay_ms=args.initial_assignment_delay_ms,
     )
     code = _protocol_error(
-        await client.call(args.group, "PUT", f"/v1/groups/{args.group}/config", wire.ErrorResponse, body)
+        await client.call(args.group, *operations.route("setConfig", group_id=args.group), wire.ErrorResponse, body)
     )
     if code == 0:  # the whole config is replaced: say so, the defaults included
         if args.format == "json":

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from records import ConnectorsAndTasks
 from records.connect_protocol import DEFAULT, SESSIONED
 
-from coordinator.api import wire
+from coordinator.api import operations, wire
 from coordinator.core.assignors import ConnectAssignor
 from coordinator.core.items import connectors_and_tasks
 from coordinator.core.protocol import (
@@ -35,10 +35,10 @@ from coordinator.sdk.shell import ListenerError, RebalanceListener, WorkerShell
 
 log = logging.getLogger(__name__)
 
-JOIN = "/v1/classic-group/join"
-SYNC = "/v1/classic-group/sync"
-HEARTBEAT = "/v1/classic-group/heartbeat"
-LEAVE = "/v1/classic-group/leave"
+JOIN = operations.route("joinGroup")
+SYNC = operations.route("syncGroup")
+HEARTBEAT = operations.route("classicHeartbeat")
+LEAVE = operations.route("leaveGroup")
 # A waiting JoinGroup or SyncGroup is answered within the rebalance timeout; allow this much more.
 WAIT_MARGIN_S = 5.0
 
@@ -132,7 +132,7 @@ class ClassicGroupWorker(WorkerShell):
                 ],
             )
             try:
-                await self.client.call(self.group_id, "POST", LEAVE, wire.LeaveGroupResponse, body)
+                await self.client.call(self.group_id, *LEAVE, wire.LeaveGroupResponse, body)
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", request.members[0].member_id, self.group_id, e)
 
@@ -172,8 +172,7 @@ class ClassicGroupWorker(WorkerShell):
             if isinstance(request, JoinGroupRequest):
                 answer = await self.client.call(
                     self.group_id,
-                    "POST",
-                    JOIN,
+                    *JOIN,
                     wire.JoinGroupResponse,
                     wire.JoinGroupRequest.of(request),
                     timeout_s=wait_s,
@@ -192,8 +191,7 @@ class ClassicGroupWorker(WorkerShell):
             if isinstance(request, SyncGroupRequest):
                 answer = await self.client.call(
                     self.group_id,
-                    "POST",
-                    SYNC,
+                    *SYNC,
                     wire.SyncGroupResponse,
                     wire.SyncGroupRequest.of(request),
                     timeout_s=wait_s,
@@ -212,7 +210,7 @@ class ClassicGroupWorker(WorkerShell):
                 generation_id=request.generation_id,
                 group_instance_id=request.instance_id,
             )
-            answer = await self.client.call(self.group_id, "POST", HEARTBEAT, wire.ErrorResponse, body)
+            answer = await self.client.call(self.group_id, *HEARTBEAT, wire.ErrorResponse, body)
             return c.heartbeat_answered(ErrorResponse(answer.error_code, answer.error_message), self._now())
         except (TimeoutError, Unavailable) as e:
             log.warning("%s: no answer: %s", c.member_id, e or "timed out")
@@ -224,7 +222,9 @@ class ClassicGroupWorker(WorkerShell):
         """The group's connectors, as a Connect worker reads them from its config topic (an empty
         group has none; None: they could not be read)."""
         try:
-            answer = await self.client.call(self.group_id, "GET", f"/v1/groups/{self.group_id}", wire.GroupDescription)
+            answer = await self.client.call(
+                self.group_id, *operations.route("describeGroup", group_id=self.group_id), wire.GroupDescription
+            )
         except (TimeoutError, Unavailable, ApiError) as e:
             log.warning("%s: reading the connectors failed: %s", self.member_id, e)
             return None

@@ -17,7 +17,7 @@ import aiohttp
 import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
-from coordinator.api import wire
+from coordinator.api import operations, wire
 from coordinator.core.protocol import ErrorCode
 
 T = TypeVar("T")
@@ -135,8 +135,7 @@ class CoordinatorClient:
         url = self._coordinators.get(group_id)
         if url is None:
             found = await self.request(
-                "POST",
-                "/v1/find-coordinator",
+                *operations.route("findCoordinator"),
                 wire.FindCoordinatorResponse,
                 wire.FindCoordinatorRequest(group_id=group_id),
             )

@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from coordinator.api import operations
 from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
@@ -43,7 +44,8 @@ class Watch:
         return self
 
     def holders(self) -> dict[str, list[str]] | None:
-        status, body = http("GET", f"{self.serve[-1].url}/v1/groups/{self.group}")
+        method, path = operations.route("describeGroup", group_id=self.group)
+        status, body = http(method, self.serve[-1].url + path)
         if status != 200 or not isinstance(body, dict):
             return None
         return {

@@ -50,7 +50,7 @@ import orjson
 
 from records import ConnectorsAndTasks
 
-from coordinator.api import wire
+from coordinator.api import operations, wire
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.items import Item, describe, items_of
 from coordinator.errors import CliError
@@ -255,7 +255,7 @@ class Fleet:
         )
         try:
             answer = await self.client.call(
-                self.group_id, "PUT", f"/v1/groups/{self.group_id}/connectors", wire.ErrorResponse, body
+                self.group_id, *operations.route("setConnectors", group_id=self.group_id), wire.ErrorResponse, body
             )
         except (ApiError, Unavailable) as e:  # a 403 without the Alter ACL, no coordinator: the caller's one line
             raise CliError(f"setting the connectors of group {self.group_id}: {e}") from None

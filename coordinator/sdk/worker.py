@@ -38,7 +38,7 @@ from dataclasses import replace
 
 from records import Assignor, ConnectorsAndTasks
 
-from coordinator.api import wire
+from coordinator.api import operations, wire
 from coordinator.core.assignors import ConnectAssignor, assignor
 from coordinator.core.items import connectors_and_tasks
 from coordinator.core.protocol import ErrorCode, HeartbeatResponse
@@ -48,9 +48,9 @@ from coordinator.sdk.shell import ListenerError, RebalanceListener, RebalanceMet
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT = "/v1/connect-group/heartbeat"
-PREPARE = "/v1/connect-group/prepare-assignment"
-INSTALL = "/v1/connect-group/install-assignment"
+HEARTBEAT = operations.route("heartbeat")
+PREPARE = operations.route("prepareAssignment")
+INSTALL = operations.route("installAssignment")
 
 
 def _assignor(value: str | ConnectAssignor) -> ConnectAssignor:
@@ -157,7 +157,7 @@ class Worker(WorkerShell):
         if request is not None:
             try:
                 await self.client.call(
-                    self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)
+                    self.group_id, *HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)
                 )
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
@@ -216,9 +216,7 @@ class Worker(WorkerShell):
         epoch, owned = self.member.member_epoch, self.member.owned
         try:
             answer = await asyncio.wait_for(
-                self.client.call(
-                    self.group_id, "POST", HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)
-                ),
+                self.client.call(self.group_id, *HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)),
                 self._answer_within_s(),
             )
         except (TimeoutError, Unavailable) as e:
@@ -256,8 +254,7 @@ class Worker(WorkerShell):
         try:
             prepared = await self.client.call(
                 self.group_id,
-                "POST",
-                PREPARE,
+                *PREPARE,
                 wire.PrepareAssignmentResponse,
                 wire.PrepareAssignmentRequest(
                     group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch
@@ -273,8 +270,7 @@ class Worker(WorkerShell):
             result = chosen.assign(spec)
             answer = await self.client.call(
                 self.group_id,
-                "POST",
-                INSTALL,
+                *INSTALL,
                 wire.ErrorResponse,
                 wire.InstallAssignmentRequest.of(
                     self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result

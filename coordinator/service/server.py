@@ -26,7 +26,7 @@ from aiohttp import web
 
 from records import MAX_FORMAT_LEVEL
 
-from coordinator.api import openapi, wire
+from coordinator.api import openapi, operations, wire
 from coordinator.core.group_coordinator import CoordinatorConfig, GroupCoordinator
 from coordinator.core.protocol import (
     ClassicHeartbeatRequest,
@@ -181,17 +181,17 @@ class CoordinatorServer:
     # --- the app -------------------------------------------------------------------------------
 
     def app(self) -> web.Application:
-        """The routes, as `openapi.OPERATIONS` and `openapi.SERVICE` declare them: each operation
+        """The routes, as `operations.OPERATIONS` and `operations.SERVICE` declare them: each operation
         served by `_serve` with its call of the core (`_calls`), or by a handler of its own."""
         app = web.Application(client_max_size=self.max_body_bytes, middlewares=[self._middleware])
         calls = self._calls()
         own = self._own_handlers()
         routes = []
-        for op in openapi.OPERATIONS:
+        for op in operations.OPERATIONS:
             name = op.operation_id
             handler = own[name] if name in own else functools.partial(self._serve, op, calls[name])
             routes.append(getattr(web, op.method)(_pattern(op.path), handler))
-        routes += [getattr(web, op.method)(op.path, own[op.operation_id]) for op in openapi.SERVICE]
+        routes += [getattr(web, op.method)(op.path, own[op.operation_id]) for op in operations.SERVICE]
         app.add_routes([*routes, *self.pages.routes()])
         return app
 
@@ -230,22 +230,22 @@ class CoordinatorServer:
             ),
         }
 
-    async def _serve(self, op: openapi.Operation, call: Call, request: web.Request) -> web.Response:
+    async def _serve(self, op: operations.Operation, call: Call, request: web.Request) -> web.Response:
         """The one handler of the operations on one group: decode, authorize, call, answer, as `op`
         declares. A group named by the path is authorized before the body is read (a refusal
         never depends on the body); one named by the body, once it is decoded."""
-        if op.group == openapi.PATH:
+        if op.group == operations.PATH:
             group_id = self._group_id(request, op.operation_id)
             protocol = group_id if op.request is None else (await _decode(request, op.request)).protocol(group_id)
         else:
-            assert op.group == openapi.BODY and op.request is not None, op.operation_id
+            assert op.group == operations.BODY and op.request is not None, op.operation_id
             protocol = (await _decode(request, op.request)).protocol()
             self._authorize(request, op.operation_id, protocol.group_id)
         return _answer(op.answers[0].of(await call(protocol, request)))
 
     def _authorize(self, request: web.Request, operation_id: str, group_id: str) -> None:
         """AuthError unless the principal may do on `group_id` what `operation_id` declares it needs."""
-        self.authorizer.authorize(request[PRINCIPAL], Operation(openapi.operation(operation_id).acl), group_id)
+        self.authorizer.authorize(request[PRINCIPAL], Operation(operations.operation(operation_id).acl), group_id)
 
     def _group_id(self, request: web.Request, operation_id: str) -> str:
         """The group the route names, once the principal may do `operation_id` on it."""
@@ -308,7 +308,7 @@ class CoordinatorServer:
         """Every partition served here writes the level (`coordinator topic upgrade-format`). Only a
         principal that may Alter every group may: the level decides how all of them are written."""
         level = (await _decode(request, wire.FormatLevelRequest)).level
-        self._authorize(request, "raiseFormatLevel", openapi.EVERY_GROUP)
+        self._authorize(request, "raiseFormatLevel", operations.EVERY_GROUP)
 
         async def one(runtime: PartitionRuntime) -> wire.ErrorResponse:
             try:
