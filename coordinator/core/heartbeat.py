@@ -47,13 +47,7 @@ def connect_group_heartbeat(
     # 1. The request is well formed. A classic group that a connect member joins becomes a
     #    connect group first, in this same result (seed 000's migration, `coordinator.core.classic.migration`).
     check_heartbeat(request)
-    group = state.groups.get(group_id)
-    conversion = None
-    classic = state.classic_groups.get(group_id)
-    if classic is not None:
-        if epoch != JOIN_GROUP_MEMBER_EPOCH:
-            raise _unknown_member(request)
-        group, conversion = migration.upgrade(state, classic, now)
+    group, conversion = _group_of(state, request, now)
     # 2. A member that leaves takes its own path.
     if epoch < 0:
         return _leave(group, config, request, now)
@@ -71,16 +65,7 @@ def connect_group_heartbeat(
         )
     # 4. The steady heartbeat: nothing changed, nothing to reconcile. No records, no work.
     if _steady(group, member, current, request, context):
-        return Result(
-            HeartbeatResponse(
-                ErrorCode.NONE,
-                None,
-                epoch,
-                _steady_interval(group, settings, now),
-                session_timeout_ms=settings.member_session_timeout_ms(member),
-            ),
-            timers=[Timer(timer_key(SESSION, group_id, member_id), now + settings.member_session_timeout_ms(member))],
-        )
+        return _steady_answer(group, settings, member, request, now)
     # 5. A join (perhaps a static member taking its instance back), the seed's lost response, or
     #    an epoch the member has left behind, which fences it. Epoch 0 is a join, except from a
     #    member still at epoch 0 (no target has included it yet): that is its ordinary heartbeat.
@@ -105,19 +90,7 @@ def connect_group_heartbeat(
     # 8. Reconcile towards the target, revoking before assigning. A (re)joining member owns
     #    nothing (seed 000: a fenced worker abandons everything and rejoins with epoch 0).
     reported = frozenset() if joining else None if request.owned is None else items_of(request.owned)
-    if lost_response:
-        # Tell the member again what the lost response said, and nothing more: it holds only
-        # part of that, so a reconciliation step now could look to it like a revocation and an
-        # assignment at once. The next heartbeat reconciles.
-        updated = current
-    else:
-        updated = next_current(
-            NEW_MEMBER_CURRENT if joining else current,
-            change.assignment_epoch,
-            change.target(member_id),
-            lambda item: change.held_by_other(item, member_id),
-            reported,
-        )
+    updated = current if lost_response else _reconciled(change, member_id, current, joining, reported)
     if updated != current or member is None:
         change.set_current(member_id, updated)
     # 9. The session timer, and the deadline to revoke while the member has something to give up.
@@ -125,15 +98,7 @@ def connect_group_heartbeat(
     # 10. The response: the assignment when it changed (or the member's report differs from it),
     #     COMPUTE_ASSIGNMENT to the member chosen to compute the target, and the session timeout
     #     step 9 armed, so that the member stops its work before the timer can give it away.
-    send = (
-        joining
-        or lost_response
-        or updated.assignment != current.assignment
-        or (reported is not None and reported != items_of(updated.assignment))
-    )
-    assignment = (
-        MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send else None
-    )
+    assignment = _assignment_to_send(current, updated, joining or lost_response, reported)
     error_code, message = _compute_assignment(change, member_id)
     result = change.result(
         HeartbeatResponse(
@@ -150,6 +115,77 @@ def connect_group_heartbeat(
         conversion.response = result.response
         return conversion
     return result
+
+
+def _group_of(
+    state: CoordinatorState, request: HeartbeatRequest, now: int
+) -> tuple[ConnectGroup | None, Result | None]:
+    """The connect group the heartbeat is for (None: none yet), and, when a connect member joins a
+    classic group, the group converted to a connect group and the conversion's result."""
+    group = state.groups.get(request.group_id)
+    classic = state.classic_groups.get(request.group_id)
+    if classic is None:
+        return group, None
+    if request.member_epoch != JOIN_GROUP_MEMBER_EPOCH:
+        raise _unknown_member(request)
+    return migration.upgrade(state, classic, now)
+
+
+def _steady_answer(
+    group: ConnectGroup,
+    settings: GroupSettings,
+    member: MemberMetadataValue | None,
+    request: HeartbeatRequest,
+    now: int,
+) -> Result[HeartbeatResponse]:
+    """Step 4's answer: the member's epoch again and its session timer armed again."""
+    session_ms = settings.member_session_timeout_ms(member)
+    return Result(
+        HeartbeatResponse(
+            ErrorCode.NONE,
+            None,
+            request.member_epoch,
+            _steady_interval(group, settings, now),
+            session_timeout_ms=session_ms,
+        ),
+        timers=[Timer(timer_key(SESSION, request.group_id, request.member_id), now + session_ms)],
+    )
+
+
+def _reconciled(
+    change: GroupChange,
+    member_id: str,
+    current: CurrentMemberAssignmentValue,
+    joining: bool,
+    reported: frozenset | None,
+) -> CurrentMemberAssignmentValue:
+    """Step 8's next current assignment, from nothing for a (re)joining member. (After a lost
+    response the member is told again what it said, and nothing more: it holds only part of that,
+    so a reconciliation step now could look to it like a revocation and an assignment at once. The
+    next heartbeat reconciles.)"""
+    return next_current(
+        NEW_MEMBER_CURRENT if joining else current,
+        change.assignment_epoch,
+        change.target(member_id),
+        lambda item: change.held_by_other(item, member_id),
+        reported,
+    )
+
+
+def _assignment_to_send(
+    current: CurrentMemberAssignmentValue,
+    updated: CurrentMemberAssignmentValue,
+    always: bool,
+    reported: frozenset | None,
+) -> MemberAssignment | None:
+    """Step 10's assignment: sent when it changed, when the member's report differs from it, and
+    `always` (a join, a lost response); else None."""
+    send = (
+        always
+        or updated.assignment != current.assignment
+        or (reported is not None and reported != items_of(updated.assignment))
+    )
+    return MemberAssignment(updated.assignment, updated.error, updated.version, updated.metadata) if send else None
 
 
 # While its assignment is about to change, a member heartbeats this many times more often.

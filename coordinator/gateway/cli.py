@@ -25,6 +25,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "is the bootstrap port, P+1 the gateway's coordinator node, P+2+N the broker "
         "of node id N.",
     )
+    _where_flags(parser)
+    _security_flags(parser)
+    _output_flags(parser)
+    # `coordinator` writes the gateway's errors, bad flags included, as JSON where its logs are JSON.
+    parser.set_defaults(func=run, error_line=logs.error_line)
+
+
+def _where_flags(parser: argparse.ArgumentParser) -> None:
+    """The brokers, the gateway's ports, our groups and their coordinators."""
     env = os.environ.get
     parser.add_argument(
         "--bootstrap-server",
@@ -60,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="HOST:PORT[,...]",
         help="the coordinators' Kafka listeners (serve --kafka-listener)",
     )
+
+
+def _security_flags(parser: argparse.ArgumentParser) -> None:
+    """TLS on every side, SASL required of clients, the gateway's own log-in at the coordinators."""
+    env = os.environ.get
     security = parser.add_argument_group("security (DESIGN §12)")
     security.add_argument(
         "--tls-cert",
@@ -108,6 +122,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="a file holding the principal's token (env COORDINATOR_GATEWAY_COORDINATOR_PASSWORD_FILE)",
     )
+
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
+    """Metrics and logs."""
+    env = os.environ.get
     parser.add_argument(
         "--metrics-listen",
         default=env("COORDINATOR_GATEWAY_METRICS_LISTEN"),
@@ -129,8 +148,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="json: one JSON object per line; text: for people; auto: text on a terminal, json "
         "otherwise (env COORDINATOR_LOG_FORMAT, default auto); start-up errors follow it",
     )
-    # `coordinator` writes the gateway's errors, bad flags included, as JSON where its logs are JSON.
-    parser.set_defaults(func=run, error_line=logs.error_line)
 
 
 def _addresses(text: str | None, flag: str) -> list[tuple[str, int]]:

@@ -98,7 +98,18 @@ def _error_name(code: int) -> str:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        # Registered in this order, which is the order a scrape lists them in.
+        self._request_metrics(self.registry)
+        self._kafka_listener_metrics(self.registry)
+        self._process_metrics(self.registry)
+        self._partition_metrics(self.registry)
+        for api, codes in documented_codes().items():
+            self.request_seconds.labels(api)
+            for code in codes:
+                (self.signals if code in SIGNALS else self.errors).labels(api, code.name)
+
+    def _request_metrics(self, r: CollectorRegistry) -> None:
+        """Every request's time and error code, by API (both transports)."""
         self.request_seconds = Histogram(
             "coordinator_request_seconds",
             "Time to answer a request, by API",
@@ -120,6 +131,9 @@ class Metrics:
             ["api", "signal"],
             registry=r,
         )
+
+    def _kafka_listener_metrics(self, r: CollectorRegistry) -> None:
+        """The Kafka listener's connections, requests and errors."""
         self.kafka_bad_input = Counter(
             "coordinator_kafka_bad_input",
             "Kafka listener connections closed for bad input (frame-size, truncated, malformed, unsupported)",
@@ -144,10 +158,17 @@ class Metrics:
             ["api", "error"],
             registry=r,
         )
+
+    @staticmethod
+    def _process_metrics(r: CollectorRegistry) -> None:
+        """The process's, Python's and the build's."""
         ProcessCollector(registry=r)  # process_*: CPU, RSS, open file descriptors, start time
         PlatformCollector(registry=r)  # python_info
         GCCollector(registry=r)  # python_gc_*
         Info("coordinator_build", "The coordinator's version", registry=r).info({"version": release()})
+
+    def _partition_metrics(self, r: CollectorRegistry) -> None:
+        """Each partition's writes, loads and rebalances."""
         self.batch_records = Histogram(
             "coordinator_batch_records",
             "Records per committed transaction",
@@ -186,10 +207,6 @@ class Metrics:
             buckets=_REBALANCE_BUCKETS,
             registry=r,
         )
-        for api, codes in documented_codes().items():
-            self.request_seconds.labels(api)
-            for code in codes:
-                (self.signals if code in SIGNALS else self.errors).labels(api, code.name)
 
     def watch(self, partitions: Callable[[], Mapping[int, Any]]) -> None:
         """Report the status of the partitions (runtimes) `partitions()` returns when scraped, and the

@@ -78,6 +78,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Serve the connect group protocol over HTTP for the partitions of the topic this instance owns.",
     )
     kafka_config.add_arguments(parser)
+    _http_flags(parser)
+    _kafka_listener_flags(parser)
+    _ownership_flags(parser)
+    _security_flags(parser)
+    _group_default_flags(parser)
+    _classic_flags(parser)
+    _output_flags(parser)
+    # `coordinator` writes serve's errors, bad flags included, as JSON where its logs are JSON.
+    parser.set_defaults(func=run, error_line=logs.error_line)
+
+
+def _http_flags(parser: argparse.ArgumentParser) -> None:
+    """The HTTP listener: its address, TLS and the largest request."""
     http = parser.add_argument_group("HTTP")
     http.add_argument(
         "--listen",
@@ -112,6 +125,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"COORDINATOR_MAX_REQUEST_BYTES, default {MAX_BODY_BYTES}: an install of 50,000 tasks "
         "with long names is about 4 MB)",
     )
+
+
+def _kafka_listener_flags(parser: argparse.ArgumentParser) -> None:
+    """The Kafka listener (Kafka's binary protocol for the classic group APIs)."""
     kafka = parser.add_argument_group("Kafka listener (Kafka's binary protocol for the classic group APIs)")
     kafka.add_argument(
         "--kafka-listener",
@@ -136,6 +153,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "requests with the clients' principals: our gateways (env "
         "COORDINATOR_KAFKA_GATEWAY_PRINCIPALS)",
     )
+
+
+def _ownership_flags(parser: argparse.ArgumentParser) -> None:
+    """Which partitions this instance serves: static or shared through a consumer group."""
     own = parser.add_argument_group("ownership")
     own.add_argument(
         "--ownership",
@@ -174,6 +195,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "ownership finds owners through the consumer group and refuses --peer (repeatable; "
         "env COORDINATOR_PEERS, comma-separated)",
     )
+
+
+def _security_flags(parser: argparse.ArgumentParser) -> None:
+    """Tokens, ACLs, anonymous requests."""
     sec = parser.add_argument_group("security")
     sec.add_argument(
         "--tokens",
@@ -194,6 +219,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=env_flag("COORDINATOR_ALLOW_ANONYMOUS"),
         help="requests without a token act as principal ANONYMOUS (env COORDINATOR_ALLOW_ANONYMOUS)",
     )
+
+
+def _group_default_flags(parser: argparse.ArgumentParser) -> None:
+    """The groups' defaults (a group's own config overrides them)."""
     defaults = CoordinatorConfig()
     groups = parser.add_argument_group("group defaults (a group's own config overrides them)")
     for flag, field, help_ in (
@@ -236,6 +265,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=env("COORDINATOR_SERVER_ASSIGNOR", defaults.default_server_assignor),
         help="the server-side assignor when no member names one (env COORDINATOR_SERVER_ASSIGNOR)",
     )
+
+
+def _classic_flags(parser: argparse.ArgumentParser) -> None:
+    """Kafka's group coordinator settings for the classic protocol."""
+    defaults = CoordinatorConfig()
     classic = parser.add_argument_group("the classic protocol (Kafka's group coordinator settings)")
     for flag, field, default, metavar, help_ in (
         (
@@ -267,6 +301,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             metavar=metavar,
             help=f"{help_} (env {name}, default {default})",
         )
+
+
+def _output_flags(parser: argparse.ArgumentParser) -> None:
+    """How long to wait for Kafka, and the logs."""
     parser.add_argument(
         "--connect-timeout",
         type=_number(float),
@@ -297,8 +335,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="log every HTTP request (method, path, status, milliseconds, client) as an "
         "`http-request` event (env COORDINATOR_ACCESS_LOG)",
     )
-    # `coordinator` writes serve's errors, bad flags included, as JSON where its logs are JSON.
-    parser.set_defaults(func=run, error_line=logs.error_line)
 
 
 def _env_list(name: str) -> list[str]:

@@ -286,14 +286,7 @@ class ConnectLeaderAssignor:
         for items in member_assignments.values():
             active.add_all(items)
 
-        # Last round's revocations did not take effect: start again from what members run.
-        revocation = self._previous_revocation
-        if not revocation.is_empty():
-            if any(c in active.connectors for c in revocation.connectors) or any(
-                t in active.tasks for t in revocation.tasks
-            ):
-                self._previous_assignment = active.copy()
-            revocation.clear()
+        self._check_previous_revocation(active)
 
         previous = self._previous_assignment
         deleted = _difference(previous, configured)
@@ -321,7 +314,49 @@ class ConnectLeaderAssignor:
         lost_to_reassign = _Items()
         self._handle_lost_assignments(lost, lost_to_reassign, loads, now)
 
-        # No balancing revocation while a scheduled rebalance is pending.
+        self._revoke_to_balance(configured, loads, to_revoke, now)
+
+        to_assign = _Items()
+        to_assign.add_all(created)
+        to_assign.add_all(lost_to_reassign)
+        _deal(loads, list(to_assign.connectors), "connectors")
+        _deal(loads, list(to_assign.tasks), "tasks")
+
+        newly_assigned = {
+            load.worker: _Items(
+                (c for c in load.items.connectors if c not in current[load.worker][0]),
+                (t for t in load.items.tasks if t not in current[load.worker][1]),
+            )
+            for load in loads
+        }
+
+        self._remember(loads, to_revoke, lost, generation, member_assignments)
+
+        all_assigned = {}
+        for load in loads:
+            stopped = to_revoke.get(load.worker)
+            kept = load.items.copy()
+            if stopped is not None:
+                kept.remove_all(stopped)
+            all_assigned[load.worker] = kept
+        return newly_assigned, to_revoke, all_assigned
+
+    def _check_previous_revocation(self, active: _Items) -> None:
+        """Last round's revocations did not take effect (members still run what they were told to
+        give up): start again from what members run."""
+        revocation = self._previous_revocation
+        if not revocation.is_empty():
+            if any(c in active.connectors for c in revocation.connectors) or any(
+                t in active.tasks for t in revocation.tasks
+            ):
+                self._previous_assignment = active.copy()
+            revocation.clear()
+
+    def _revoke_to_balance(
+        self, configured: _Items, loads: list[_Load], to_revoke: dict[str, _Items], now: int
+    ) -> None:
+        """The load-balancing revocations, into `to_revoke` and out of `loads`: none while a
+        scheduled rebalance is pending, and after two revoking rounds in a row, a backoff first."""
         if self._delay == 0:
             balancing = self._load_balancing_revocations(len(configured.connectors), len(configured.tasks), loads)
             if self._revoked_in_previous and balancing:
@@ -344,22 +379,16 @@ class ConnectLeaderAssignor:
         else:
             self._revoked_in_previous = False
 
-        to_assign = _Items()
-        to_assign.add_all(created)
-        to_assign.add_all(lost_to_reassign)
-        _deal(loads, list(to_assign.connectors), "connectors")
-        _deal(loads, list(to_assign.tasks), "tasks")
-
-        newly_assigned = {
-            load.worker: _Items(
-                (c for c in load.items.connectors if c not in current[load.worker][0]),
-                (t for t in load.items.tasks if t not in current[load.worker][1]),
-            )
-            for load in loads
-        }
-
-        # computePreviousAssignment: everything assigned, minus what is revoked, plus lost work
-        # (assigned now or still waiting); the revocations are remembered to check next round.
+    def _remember(
+        self,
+        loads: list[_Load],
+        to_revoke: dict[str, _Items],
+        lost: _Items,
+        generation: int,
+        member_assignments: dict[str, _Items],
+    ) -> None:
+        """computePreviousAssignment: everything assigned, minus what is revoked, plus lost work
+        (assigned now or still waiting); the revocations are remembered to check next round."""
         remembered = _Items()
         for load in loads:
             remembered.add_all(load.items)
@@ -370,15 +399,6 @@ class ConnectLeaderAssignor:
         self._previous_assignment = remembered
         self._previous_generation = generation
         self._previous_members = frozenset(member_assignments)
-
-        all_assigned = {}
-        for load in loads:
-            stopped = to_revoke.get(load.worker)
-            kept = load.items.copy()
-            if stopped is not None:
-                kept.remove_all(stopped)
-            all_assigned[load.worker] = kept
-        return newly_assigned, to_revoke, all_assigned
 
     def _handle_lost_assignments(self, lost: _Items, to_reassign: _Items, loads: list[_Load], now: int) -> None:
         """handleLostAssignments: reassign lost work now, later, or to the members that waited."""
