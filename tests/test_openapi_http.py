@@ -51,7 +51,7 @@ from schemathesis.checks import (
 )
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
-from coordinator.api import openapi, wire
+from coordinator.api import openapi, operations, wire
 from coordinator.core.assignors import assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ErrorCode
@@ -173,8 +173,8 @@ def test_served_document_is_valid_openapi_and_names_every_route(live: Live) -> N
     # Schemathesis loads it and finds every operation well formed (it leaves out the document's own route).
     loaded = schemathesis.openapi.from_url(f"{live.url}/openapi.json")
     assert all(result.ok() for result in loaded.get_all_operations())
-    operations = {(method.upper(), path) for path, item in served["paths"].items() for method in item}
-    assert len(list(loaded.get_all_operations())) == len(operations) - 1
+    documented = {(method.upper(), path) for path, item in served["paths"].items() for method in item}
+    assert len(list(loaded.get_all_operations())) == len(documented) - 1
 
     registered = set()
     for route in live.app.router.routes():
@@ -184,7 +184,7 @@ def test_served_document_is_valid_openapi_and_names_every_route(live: Live) -> N
         path = info.get("path") or info["formatter"]
         if path.split("/")[1] != "ui":  # the HTML pages (/ui, /ui/...) are for people, not part of the API
             registered.add((route.method, path))
-    assert operations == registered
+    assert documented == registered
 
 
 def _resolve(schema: Any) -> Any:
@@ -251,6 +251,18 @@ PARSERS = {
 
 def _body_operations() -> list[Any]:
     return [op for op in (r.ok() for r in SCHEMA.get_all_operations()) if op.body]
+
+
+def test_each_operation_declares_the_acl_its_description_names() -> None:
+    """The declaration the server authorizes by (`acl`, `group`) says what the document tells."""
+    for op in operations.OPERATIONS:
+        named = re.search(r"Required ACL: (\w+)", op.description)
+        assert op.acl == (named.group(1) if named else None), op.operation_id
+        assert (op.acl is None) == (op.group is None), op.operation_id
+        if op.group == operations.PATH:
+            assert op.path.startswith("/v1/groups/{group_id}"), op.operation_id
+        elif op.group == operations.BODY:
+            assert op.request is not None and "group_id" in op.request.__struct_fields__, op.operation_id
 
 
 def test_every_body_operation_has_a_parser() -> None:

@@ -34,6 +34,12 @@ DEFAULT_URL = "http://127.0.0.1:8400"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    _register_groups(subparsers)
+    _register_changes(subparsers)
+
+
+def _register_groups(subparsers: argparse._SubParsersAction) -> None:
+    """`groups list` and `groups describe`."""
     groups = subparsers.add_parser("groups")
     groups_sub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = groups_sub.add_parser(
@@ -89,6 +95,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _common(describe)
     describe.set_defaults(func=_runner(_describe))
 
+
+def _register_changes(subparsers: argparse._SubParsersAction) -> None:
+    """`connectors set` and `config set`."""
     connectors = subparsers.add_parser("connectors")
     connectors_sub = connectors.add_subparsers(dest="action", metavar="ACTION", required=True)
     set_connectors = connectors_sub.add_parser(
