@@ -259,6 +259,7 @@ def test_each_operation_declares_the_acl_its_description_names() -> None:
         named = re.search(r"Required ACL: (\w+)", op.description)
         assert op.acl == (named.group(1) if named else None), op.operation_id
         assert (op.acl is None) == (op.group is None), op.operation_id
+        assert op.path.startswith(operations.API_PREFIX), op.operation_id  # authenticated, measured
         if op.group == operations.PATH:
             assert op.path.startswith("/v1/groups/{group_id}"), op.operation_id
         elif op.group == operations.BODY:

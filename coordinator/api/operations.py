@@ -26,6 +26,9 @@ def json_content(about: str, schema: Schema) -> Schema:
     return {"description": about, "content": {"application/json": {"schema": schema}}}
 
 
+# Every operation's path starts so: the server authenticates these requests and labels their metrics.
+API_PREFIX = "/v1/"
+
 # Where an operation finds the group it is authorized on (Operation.group).
 BODY = "body"  # the request's GroupId: authorized once the body is decoded
 PATH = "path"  # the path's {group_id}: authorized before the body is read

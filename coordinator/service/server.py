@@ -432,7 +432,7 @@ class CoordinatorServer:
         started = time.perf_counter()
         response = await self._answer(request, handler)
         route = request.match_info.route.resource
-        if route is not None and request.path.startswith("/v1/"):
+        if route is not None and request.path.startswith(operations.API_PREFIX):
             self.metrics.observe_request(route.canonical, time.perf_counter() - started, response.get(ERROR_CODE, 0))
         return response
 
@@ -440,7 +440,7 @@ class CoordinatorServer:
         self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
     ) -> web.StreamResponse:
         try:
-            if request.path.startswith("/v1/"):
+            if request.path.startswith(operations.API_PREFIX):
                 request[PRINCIPAL] = self.authorizer.authenticate(request.headers.get("Authorization"))
             return await handler(request)
         except AuthError as e:
