@@ -47,6 +47,7 @@ from coordinator.core.views import connector_status
 from coordinator.sdk.fleet import parse_scenario
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
+from tests.signals import default_sigint
 
 G = "connect-cluster"
 
@@ -532,6 +533,7 @@ def test_watch_redraws_until_ctrl_c_and_exits_0(fleet: Fleet, fmt: str) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,
     )
     try:
         if fmt == "table":
@@ -561,6 +563,7 @@ def test_watch_on_a_terminal_clears_the_screen_for_each_frame(fleet: Fleet) -> N
         [*CONSOLE, "groups", "describe", "--group", WATCHED, "--state", "--watch", "0.3", "--url", fleet.a.url],
         stdout=child,
         stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
     )
     os.close(child)
     try:

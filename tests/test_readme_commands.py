@@ -43,6 +43,7 @@ from replay_scenarios import on_call_story
 
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import partition_for
+from tests.signals import default_sigint
 
 pytestmark = pytest.mark.integration
 
@@ -489,7 +490,14 @@ def _holds_in_order(output: str, shown: list[str]) -> None:
 
 def _run_watch(stage: Stage, argv: list[str]) -> None:
     """`--watch 5` redraws every 5 s until Ctrl-C: two draws, then SIGINT, exit 0."""
-    process = subprocess.Popen(argv, cwd=stage.cwd, env=stage.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        argv,
+        cwd=stage.cwd,
+        env=stage.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=default_sigint,
+    )
     try:
         deadline = time.monotonic() + 20
         seen = b""
