@@ -34,6 +34,7 @@ from records import Record, encode
 from records.model import ConnectGroupMetadataKey, ConnectGroupMetadataValue
 
 from coordinator import cli
+from coordinator.core.protocol import LEAVE_REASON_TEXT
 from coordinator.core.state import held_items
 from coordinator.service.log import PartitionWriter
 from coordinator.tools.kafka_config import java_client_config
@@ -305,7 +306,9 @@ def test_the_tables_tell_the_story(capsys, audited) -> None:  # noqa: ANN001
     w3 = sql(
         capsys, warehouse, f"SELECT item, until, ended_by FROM ownership WHERE `group` = '{GROUP}' AND member = 'W3'"
     )
-    before = {r["item"] for r in w3 if r["ended_by"] == "member left the group"}
+    # Ended by its leaving, in the words of why it left (type 3 v1), or "member left the group".
+    departed = {*LEAVE_REASON_TEXT.values(), "member left the group"}
+    before = {r["item"] for r in w3 if r["ended_by"] in departed}
     now = {r["item"] for r in w3 if r["until"] is None}
     assert before and before <= now
 
