@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import ssl
 import sys
 from collections.abc import Awaitable, Callable
@@ -28,9 +27,8 @@ from coordinator.api import operations, wire
 from coordinator.core.states import TaskStatus
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
+from coordinator.tools import coordinator_args
 from coordinator.tools.text import iso_time, table
-
-DEFAULT_URL = "http://127.0.0.1:8400"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -133,20 +131,7 @@ def _register_changes(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--url",
-        default=os.environ.get("COORDINATOR_URL", DEFAULT_URL),
-        help=f"any coordinator instance (env COORDINATOR_URL, default {DEFAULT_URL})",
-    )
-    parser.add_argument(
-        "--token", default=os.environ.get("COORDINATOR_TOKEN"), help="bearer token (env COORDINATOR_TOKEN)"
-    )
-    parser.add_argument(
-        "--ca-file",
-        default=os.environ.get("COORDINATOR_CA_FILE"),
-        metavar="FILE",
-        help="CA certificates to verify an HTTPS coordinator (env COORDINATOR_CA_FILE)",
-    )
+    coordinator_args.add_arguments(parser)
     parser.add_argument(
         "--timeout",
         type=float,

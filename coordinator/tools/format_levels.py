@@ -12,7 +12,6 @@ Plain HTTP from the standard library: the `topic` command stays Kafka tooling, w
 from __future__ import annotations
 
 import argparse
-import os
 import urllib.error
 import urllib.request
 from typing import Any
@@ -22,10 +21,8 @@ import orjson
 from records import MAX_FORMAT_LEVEL
 
 from coordinator.errors import CliError
-from coordinator.tools import tls
+from coordinator.tools import coordinator_args, tls
 from coordinator.tools.text import table
-
-DEFAULT_URL = "http://127.0.0.1:8400"
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -43,20 +40,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
         default=MAX_FORMAT_LEVEL,
         help=f"the level to raise to (default {MAX_FORMAT_LEVEL}, the highest this release writes)",
     )
-    parser.add_argument(
-        "--url",
-        default=os.environ.get("COORDINATOR_URL", DEFAULT_URL),
-        help=f"any coordinator instance (env COORDINATOR_URL, default {DEFAULT_URL})",
-    )
-    parser.add_argument(
-        "--token", default=os.environ.get("COORDINATOR_TOKEN"), help="bearer token (env COORDINATOR_TOKEN)"
-    )
-    parser.add_argument(
-        "--ca-file",
-        default=os.environ.get("COORDINATOR_CA_FILE"),
-        metavar="FILE",
-        help="CA certificates to verify an HTTPS coordinator (env COORDINATOR_CA_FILE)",
-    )
+    coordinator_args.add_arguments(parser)
     parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS", help="per request (default 30)")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(func=upgrade_format)
