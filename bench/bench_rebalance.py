@@ -173,7 +173,7 @@ class CountingClient(CoordinatorClient):
         self.other_calls: list[tuple[float, str]] = []
 
     async def call(self, group_id: str, method: str, path: str, answer: type, body: Any = None) -> Any:
-        if path == HEARTBEAT:
+        if (method, path) == HEARTBEAT:
             self.heartbeats.append(clock())
         else:
             self.other_calls.append((clock(), path))

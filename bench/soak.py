@@ -84,7 +84,7 @@ class TimedClient(CoordinatorClient):
         url: str | None = None,
         timeout_s: float | None = None,
     ) -> Any:
-        if path != HEARTBEAT:
+        if (method, path) != HEARTBEAT:
             return await super().request(method, path, answer, body, url, timeout_s)
         started = time.perf_counter()
         try:
