@@ -65,6 +65,7 @@ from coordinator.core.protocol import (
     SyncGroupAssignment,
     SyncGroupRequest,
 )
+from coordinator.core.states import ClassicGroupState, ConnectGroupState
 from coordinator.service.auth import ANONYMOUS, Operation
 from coordinator.service.runtime import NotServing, Status
 from coordinator.service.server import CoordinatorServer
@@ -76,12 +77,9 @@ log = logging.getLogger(__name__)
 # Kafka's group states as its tools spell them: the classic states, and the consumer group states
 # (KIP-848) for our connect groups; a group that does not exist is Dead.
 KAFKA_STATES = {
-    "EMPTY": "Empty",
-    "PREPARING_REBALANCE": "PreparingRebalance",
-    "COMPLETING_REBALANCE": "CompletingRebalance",
-    "STABLE": "Stable",
-    "ASSIGNING": "Assigning",
-    "RECONCILING": "Reconciling",
+    **{state.described: state.value for state in ClassicGroupState},  # EMPTY -> Empty, ..., STABLE -> Stable
+    ConnectGroupState.ASSIGNING: "Assigning",
+    ConnectGroupState.RECONCILING: "Reconciling",
 }
 DEAD = "Dead"
 # ListGroups' type of a group served with our connect protocol (seed 000 over HTTP). Kafka 4.x's
@@ -577,7 +575,7 @@ class KafkaListener:
             state = KAFKA_STATES.get(described.state, described.state)
             # As Kafka's describeGroups: the chosen protocol and each member's metadata for it only
             # when the group is Stable; its assignment bytes always (empty until its SyncGroup).
-            stable = state == "Stable"
+            stable = state == ClassicGroupState.STABLE
             groups.append(
                 cls.DescribedGroup(
                     error_code=ErrorCode.NONE,
