@@ -43,7 +43,7 @@ from coordinator.cli import main as coordinator
 from coordinator.core.items import items_of
 from coordinator.core.protocol import ErrorCode, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
-from coordinator.service.log import load_partition
+from coordinator.service.log import KafkaPartitionLog
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.tools.devbroker import Cluster
 from coordinator.tools.partitions import batches_to_end
@@ -465,8 +465,17 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
             assert (await runtime.call(set_connectors(connectors("after")))).error_code == ErrorCode.NONE
         finally:
             await runtime.close()
+        # What the next owner replays, taken over as a failover does: commit_transaction returns once
+        # the transaction coordinator has logged the commit, and its markers reach the partition
+        # after (slowly, with brokers just back); a plain read_committed load may not see "after"
+        # yet, but open() (init_transactions) waits for those markers before the load.
         state = CoordinatorState()
-        load_partition({"bootstrap.servers": cluster.bootstrap_servers}, unique_topic, 0, state)
+        successor = KafkaPartitionLog({"bootstrap.servers": cluster.bootstrap_servers}, unique_topic, 0)
+        try:
+            await asyncio.to_thread(successor.open)
+            await asyncio.to_thread(successor.load, state)
+        finally:
+            successor.close()
         assert [c.name for c in state.groups[group].connector_counts] == ["after"]
 
     try:
