@@ -51,6 +51,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -583,7 +584,61 @@ def print_broker_commits(
     )
 
 
-def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, float]:
+@contextmanager
+def profiled(pid: int, output: Path | None):
+    """py-spy samples `pid` meanwhile (only threads holding the GIL: CPU, not waits) into `output`
+    (collapsed stacks), then prints where the time went; nothing without `output`."""
+    if output is None:
+        yield
+        return
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        print("  --profile: py-spy is not installed (pip install py-spy); not profiled")
+        yield
+        return
+    command = [spy, "record", "--pid", str(pid), "--gil", "--rate", "250", "--format", "raw", "--output", str(output)]
+    recorder = subprocess.Popen([*command, "--nonblocking"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        yield
+    finally:
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(timeout=60)
+    print_profile(output)
+
+
+def print_profile(collapsed: Path, top: int = 18) -> None:
+    """The functions that held the GIL longest: inclusive (with what they call) and self, as a share of
+    the samples in `collapsed` (py-spy's raw format: `frame;frame;... count`)."""
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in collapsed.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [_frame(f) for f in stack.split(";")]
+        total += int(count)
+        for frame in {f for f in frames if f.rsplit(" ", 1)[-1] not in _PLUMBING}:
+            inclusive[frame] += int(count)
+        own[frames[-1]] += int(count)
+    if not total:
+        print(f"  profile: no samples in {collapsed}")
+        return
+    print(f"  profile ({total:,} samples holding the GIL, {collapsed}): inclusive | self")
+    for (name, n), (own_name, m) in zip(inclusive.most_common(top), own.most_common(top), strict=False):
+        print(f"    {n / total:6.1%} {name:<58} {m / total:6.1%} {own_name}")
+
+
+# The frames under every stack (the interpreter, the event loop, the thread pool), left out of the
+# inclusive column: they would fill it with 100%s. Self time in them still shows.
+_PLUMBING = {"<frozen runpy>", "runners.py", "base_events.py", "events.py", "threading.py", "thread.py", "__main__.py"}
+
+
+def _frame(frame: str) -> str:
+    """`function (path/file.py:line)` as `function file.py`."""
+    name, _, where = frame.partition(" (")
+    return f"{name} {where.split(':')[0].rsplit('/', 1)[-1]}".strip()
+
+
+def bench_churn(server: Serve, sizes: Sizes, partitions: int, profile: Path | None = None) -> tuple[float, float]:
     """Join/leave churn; returns (records per commit, changes per commit) as the server reported them."""
     from coordinator.tools.partitions import partition_for
 
@@ -600,7 +655,8 @@ def bench_churn(server: Serve, sizes: Sizes, partitions: int) -> tuple[float, fl
     spread = Counter(partition_for(g, partitions) for g in groups)
     before = server.metrics()
     cpu_before, busy_before, wall_before = cpu_seconds(server.process.pid), machine_busy_seconds(), time.perf_counter()
-    result = run_loadgen(f"http://127.0.0.1:{server.port}{HEARTBEAT}", sequences, sizes)
+    with profiled(server.process.pid, profile):
+        result = run_loadgen(f"http://127.0.0.1:{server.port}{HEARTBEAT}", sequences, sizes)
     wall = time.perf_counter() - wall_before
     server_cores = (cpu_seconds(server.process.pid) - cpu_before) / wall
     machine_cores = (machine_busy_seconds() - busy_before) / wall
@@ -962,6 +1018,13 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="small and short: check that it works")
     parser.add_argument("--seconds", type=float, help="length of each HTTP measurement")
     parser.add_argument("--no-cluster3", action="store_true", help="skip 5., the churn on a three-node cluster")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="record the server with py-spy during 2. (the churn) into FILE (collapsed stacks) and print its top",
+    )
+    parser.add_argument("--only-churn", action="store_true", help="run 2. (the churn) alone")
     parser.add_argument("--keep-logs", action="store_true", help="keep the servers' logs (printed at the end)")
     args = parser.parse_args()
     sizes = replace(QUICK) if args.quick else Sizes()
@@ -985,11 +1048,14 @@ def main() -> int:
             topics.append(topic)
         server = Serve(args.bootstrap_servers, http_topic, log_dir, "--log-level", "WARNING").start()
         server.wait_healthy()
-        print(f"1. steady heartbeats over HTTP ({sizes.steady_groups * sizes.steady_members:,} members)")
-        bench_steady(server, sizes)
+        if not args.only_churn:
+            print(f"1. steady heartbeats over HTTP ({sizes.steady_groups * sizes.steady_members:,} members)")
+            bench_steady(server, sizes)
         print("2. writing heartbeats (join/leave churn)")
-        records, changes = bench_churn(server, sizes, args.partitions)
+        records, changes = bench_churn(server, sizes, args.partitions, args.profile)
         server.stop()
+        if args.only_churn:
+            return 0
         topics.append(f"{http_topic}-broker")
         print_broker_commits(
             args.bootstrap_servers, f"{http_topic}-broker", args.partitions, max(1, round(records)), changes, sizes
