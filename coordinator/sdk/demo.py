@@ -108,10 +108,9 @@ def _step(title: str) -> None:
     print(f"\n=== {title} ===", flush=True)
 
 
-async def story(
-    bootstrap: str, topic: str, group: str, workers: int, timing: Timing, log_dir: Path, kafka_args: list[str] = ()
-) -> Outcome:
-    flags = [
+def _serve_flags(timing: Timing, kafka_args: list[str]) -> list[str]:
+    """`coordinator serve`'s flags for the story: its timing, the Kafka settings it was given."""
+    return [
         "--allow-anonymous",
         "--heartbeat-interval-ms",
         str(timing.heartbeat_interval_ms),
@@ -121,6 +120,12 @@ async def story(
         str(timing.scheduled_rebalance_max_delay_ms),
         *kafka_args,
     ]
+
+
+async def story(
+    bootstrap: str, topic: str, group: str, workers: int, timing: Timing, log_dir: Path, kafka_args: list[str] = ()
+) -> Outcome:
+    flags = _serve_flags(timing, kafka_args)
     first = ServeProcess(bootstrap, topic, log_dir, *flags)
     second = ServeProcess(bootstrap, topic, log_dir, *flags, port=first.port)
     outcome = Outcome()

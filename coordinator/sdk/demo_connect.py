@@ -78,32 +78,39 @@ def _show(what: str, watch: Watch, workers: dict[str, ConnectWorker]) -> None:
         print(f"   {names.get(url, url):<10} {url:<26} runs {', '.join(sorted(items)) or 'nothing'}")
 
 
+def _gateway(bootstrap: str, listener: str, run_dir: Path) -> tuple[str, subprocess.Popen]:
+    """`coordinator gateway` in front of `bootstrap`, sending GROUP's requests to `listener`: its
+    address and its process."""
+    gateway = f"127.0.0.1:{free_port()}"
+    args = ["--bootstrap-server", bootstrap, "--listen", gateway, "--groups", GROUP, "--coordinator", listener]
+    with (run_dir / "gateway.log").open("wb") as log:
+        proxy = subprocess.Popen(
+            [sys.executable, "-m", "coordinator", "gateway", *args], stdout=log, stderr=subprocess.STDOUT
+        )
+    return gateway, proxy
+
+
+def _timeline(bootstrap: str, topic: str) -> list[str]:
+    """Print `coordinator replay timeline` of GROUP; what went wrong."""
+    args = ["--bootstrap-servers", bootstrap, "--topic", topic, "--group", GROUP]
+    timeline = subprocess.run(
+        [sys.executable, "-m", "coordinator", "replay", "timeline", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    print("\n== coordinator replay timeline --group", GROUP)
+    print(timeline.stdout[-6000:])
+    return [] if timeline.returncode == 0 else [f"replay timeline failed: {timeline.stderr.strip()[-500:]}"]
+
+
 def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
     """The story; what went wrong (nothing: an empty list)."""
     listener = f"127.0.0.1:{free_port()}"
     flags = ("--allow-anonymous", "--kafka-listener", listener, "--heartbeat-interval-ms", "1000")
     serves = [ServeProcess(bootstrap, topic, run_dir, *flags).start()]
-    gateway_port = free_port()
-    gateway = f"127.0.0.1:{gateway_port}"
-    with (run_dir / "gateway.log").open("wb") as log:
-        proxy = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "coordinator",
-                "gateway",
-                "--bootstrap-server",
-                bootstrap,
-                "--listen",
-                gateway,
-                "--groups",
-                GROUP,
-                "--coordinator",
-                listener,
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    gateway, proxy = _gateway(bootstrap, listener, run_dir)
     print(f"coordinator {serves[0].url} (Kafka listener {listener}), gateway {gateway} in front of {bootstrap}")
     workers = {n: ConnectWorker(run_dir, n, gateway, bootstrap, GROUP) for n in ("connect-1", "connect-2", "connect-3")}
     watch = Watch(serves, GROUP)
@@ -160,29 +167,7 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         )
         watch.stop()
         problems = list(watch.problems) + [f"worker {n} exited" for n in exited]
-        timeline = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "coordinator",
-                "replay",
-                "timeline",
-                "--bootstrap-servers",
-                bootstrap,
-                "--topic",
-                topic,
-                "--group",
-                GROUP,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        print("\n== coordinator replay timeline --group", GROUP)
-        print(timeline.stdout[-6000:])
-        if timeline.returncode != 0:
-            problems.append(f"replay timeline failed: {timeline.stderr.strip()[-500:]}")
+        problems += _timeline(bootstrap, topic)
         print(f"({watch.looks} looks at the group, twice a second)")
         return problems
     finally:
