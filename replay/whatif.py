@@ -55,16 +55,24 @@ class Extracted:
 
 def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) -> Extracted:
     """The group's happenings from its events; a crash is placed a session (`settings`') before
-    the removal that recorded it."""
+    the removal that recorded it, or at the last record that showed the member alive if later."""
     out = Extracted(group_id)
     away: set[str] = set()  # static members gone for a while: their removal is the coordinator's
     names: dict[str, str] = {}  # member id -> its instance id: the worker's name, across restarts
+    seen: dict[str, int] = {}  # member id -> when a record last showed it alive
+    held: dict[str, set] = {}  # member id -> what it holds
     first = True
     for e in events:
         if first:
             out.start_ms, first = e.at.timestamp_ms, False
         out.end_ms = e.at.timestamp_ms
         at, m, d = e.at.timestamp_ms, e.member_id, e.detail
+        if m is not None and e.kind != ev.MEMBER_LEFT:
+            seen[m] = at
+        if m is not None and (e.gained or e.released):
+            mine = held.setdefault(m, set())
+            mine -= e.released
+            mine |= e.gained
         if e.kind == ev.MEMBER_JOINED:
             if d.get("protocol") == "classic":
                 out.not_reconstructed.append(f"{_clock(at)} {m} joined on the classic protocol (left out)")
@@ -81,7 +89,7 @@ def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) ->
             away.add(m)
             out.happenings.append(Happening(Leave(at, m, static=True), f"{names.get(m, m)}'s static leave"))
         elif e.kind == ev.MEMBER_LEFT:
-            _left(out, e, away, settings, names.get(m, m))
+            _left(out, e, away, settings, names.get(m, m), seen.get(m, out.start_ms), frozenset(held.get(m, ())))
         elif e.kind == ev.CONNECTORS:
             out.happenings.append(Happening(SetConnectors(at, dict(d["connectors"])), "the connectors' change"))
         elif e.kind == ev.GROUP_DELETED:
@@ -92,7 +100,9 @@ def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) ->
     return out
 
 
-def _left(out: Extracted, e: Event, away: set[str], settings: ScriptSettings, name: str) -> None:
+def _left(
+    out: Extracted, e: Event, away: set[str], settings: ScriptSettings, name: str, alive_at: int, held: frozenset
+) -> None:
     at, m = e.at.timestamp_ms, e.member_id
     reason = e.detail.get("reason", LeaveReason.LEAVE)
     if m in away:  # went away for a while (-2) and did not come back: the coordinator removed it
@@ -103,8 +113,10 @@ def _left(out: Extracted, e: Event, away: set[str], settings: ScriptSettings, na
     if reason == LeaveReason.LEAVE:
         out.happenings.append(Happening(Leave(at, m), f"{name}'s leave"))
         return
-    crashed_at = max(out.start_ms, at - settings.session_timeout_ms)
-    out.happenings.append(Happening(Crash(crashed_at, m), f"{name}'s crash"))
+    # A session before its removal, but not before a record showed it alive (the session is a
+    # server's default or a bound where no configuration record says it).
+    crashed_at = max(alive_at, at - settings.session_timeout_ms)
+    out.happenings.append(Happening(Crash(crashed_at, m, held), f"{name}'s crash"))
     if reason != LeaveReason.SESSION_TIMEOUT:
         out.not_reconstructed.append(
             f"{_clock(at)} {m} removed ({reason}): re-run as a crash, its session timing out instead"

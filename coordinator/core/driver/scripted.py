@@ -59,10 +59,14 @@ class Leave:
 
 @dataclass(frozen=True, slots=True)
 class Crash:
-    """The worker stops heartbeating at `at_ms`; the coordinator removes it when its session ends."""
+    """The worker stops heartbeating at `at_ms`; the coordinator removes it when its session ends.
+    `held`: what it ran when it was last seen alive (None: unknown). A worker that has not got
+    there yet heartbeats first, with the workers the group waits for, a few rounds at most: it was
+    alive to get it (its last heartbeats fell between the rounds this run steps it at)."""
 
     at_ms: int
     member_id: str
+    held: frozenset | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +103,8 @@ class ScriptRun:
 
 
 # --- the run ---------------------------------------------------------------------------------------
+
+_LAST_HEARTBEATS = 3  # a revocation, its acknowledgement, the new work
 
 
 class _QuietDriver(Driver):
@@ -170,6 +176,11 @@ class _Run:
                 if step.static:
                     self.away.add(step.member_id)
             else:
+                for _ in range(_LAST_HEARTBEATS):
+                    if step.held is None or worker.owned == step.held:
+                        break
+                    for w in [worker, *self._behind()]:  # the target may wait for another's heartbeat
+                        self._heartbeat(w)
                 worker.lose_everything()  # its last heartbeat was now: its session runs from here
                 d.timers[timer_key(SESSION, self.group_id, step.member_id)] = d.now + self.settings.session_timeout_ms
         self._plan()
