@@ -25,6 +25,8 @@ worker per event (about 6.5 ms an event with 100 workers). Here:
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from dataclasses import dataclass, field
 
 from records import Record
@@ -154,9 +156,11 @@ class _Run:
         self.group_id = group_id
         self.settings = settings
         self.heartbeats = 0
-        self.round_at: int | None = None  # when the next round of heartbeats runs
+        self.queue: list[tuple[int, int, str]] = []  # (when, order, member id): heartbeats due
+        self.queued: set[str] = set()
+        self.order = itertools.count()
+        self.seen: tuple | None = None  # the group's epochs when the workers were last looked at
         self.away: set[str] = set()  # static members that left for a while
-        self.gap = max(1, settings.heartbeat_interval_ms // 2)
         self.assignor_impl = None
         if settings.max_moves is not None:
             self.assignor_impl = IncrementalCooperativeAssignor(max_moves=settings.max_moves)
@@ -176,14 +180,16 @@ class _Run:
                 if step.static:
                     self.away.add(step.member_id)
             else:
+                alive[step.member_id] = worker  # alive until its last heartbeats are in
                 for _ in range(_LAST_HEARTBEATS):
                     if step.held is None or worker.owned == step.held:
                         break
                     for w in [worker, *self._behind()]:  # the target may wait for another's heartbeat
                         self._heartbeat(w)
+                del alive[step.member_id]
                 worker.lose_everything()  # its last heartbeat was now: its session runs from here
                 d.timers[timer_key(SESSION, self.group_id, step.member_id)] = d.now + self.settings.session_timeout_ms
-        self._plan()
+        self._changed()
 
     def _join(self, step: Join) -> None:
         d, alive = self.d, self.d.alive
@@ -212,71 +218,88 @@ class _Run:
     def _heartbeat(self, worker: SimWorker) -> None:
         self.heartbeats += 1
         worker.heartbeat()
+        self._changed()
+        group = self.d.state.groups.get(self.group_id)
+        if worker.member_id not in self.queued and _behind(worker, group):
+            self._push(worker.member.heartbeat_due(), worker.member_id)
 
-    def _plan(self) -> None:
-        """A round of heartbeats half an interval from now, if the group has something to do."""
-        if self.round_at is None and not rebalance_converged(self.d.state.groups.get(self.group_id)):
-            self.round_at = self.d.now + self.gap
+    def _push(self, when: int, member_id: str) -> None:
+        heapq.heappush(self.queue, (max(when, self.d.now), next(self.order), member_id))
+        self.queued.add(member_id)
+
+    def _changed(self) -> None:
+        """Whether the group has something new for its workers: when its epochs move, each worker
+        it has something for is due at its next heartbeat (its own phase: the last one it sent,
+        plus whole intervals); once it has converged, nobody is."""
+        group = self.d.state.groups.get(self.group_id)
+        if group is None or rebalance_converged(group):
+            self.queue.clear()
+            self.queued.clear()
+            self.seen = None
+            return
+        seen = (group.group_epoch, group.assignment_epoch)
+        if seen == self.seen:
+            return
+        self.seen = seen
+        now = self.d.now
+        for w in self._behind():
+            if w.member_id in self.queued:
+                continue
+            due, interval = w.member.heartbeat_due(), w.member.heartbeat_interval_ms
+            if due < now:
+                due += -(-(now - due) // interval) * interval
+            self._push(due, w.member_id)
 
     def until(self, at_ms: int) -> None:
-        """Run rounds and timers up to `at_ms` (exclusive of what happens at it: the step's)."""
+        """Run heartbeats and timers due before `at_ms` (what happens at it is the step's)."""
         d = self.d
         while True:
             timer = d.next_timer()
-            nxt = min(t for t in (timer, self.round_at, at_ms) if t is not None)
+            beat = self.queue[0][0] if self.queue else None
+            nxt = min(t for t in (timer, beat, at_ms) if t is not None)
             if nxt >= at_ms:
                 break
-            if timer is not None and timer == nxt and (self.round_at is None or timer <= self.round_at):
+            if timer is not None and timer == nxt:  # the coordinator's timers first, at a tie
                 d.advance(timer - d.now)
-                self._plan()
+                self._changed()
                 continue
-            d.advance(self.round_at - d.now)
-            self.round_at = None
-            self._round()
-        d.advance(max(0, at_ms - d.now))
-        if self.round_at is not None and self.round_at <= d.now:
-            self.round_at = None
-            self._round()
-
-    def _round(self) -> None:
-        for worker in self._behind():
-            if worker.member_id in self.d.alive:
+            d.advance(beat - d.now)
+            _, _, member_id = heapq.heappop(self.queue)
+            self.queued.discard(member_id)
+            worker = d.alive.get(member_id)
+            if worker is not None and _behind(worker, d.state.groups.get(self.group_id)):
                 self._heartbeat(worker)
-        group = self.d.state.groups.get(self.group_id)
-        if not rebalance_converged(group) and self._behind():
-            self.round_at = self.d.now + self.settings.heartbeat_interval_ms
-        else:
-            self._plan()
+        d.advance(max(0, at_ms - d.now))
 
     def _behind(self) -> list[SimWorker]:
-        """The alive workers the group has something for (all of them while the target is being
-        computed: the coordinator asks one of them to compute it, or computes it on a heartbeat)."""
         group = self.d.state.groups.get(self.group_id)
-        alive = list(self.d.alive.values())
-        if group is None or rebalance_converged(group):
-            return []
-        if group.group_epoch > group.assignment_epoch:
-            return alive
-        epoch = group.assignment_epoch
-        out = []
-        for w in alive:
-            current = group.currents.get(w.member_id)
-            if current is None or current.member_epoch != epoch or current.state != MemberState.STABLE:
-                out.append(w)
-            elif w.member.acknowledgement_due:
-                out.append(w)
-        return out
+        return [w for w in self.d.alive.values() if _behind(w, group)]
 
     def settle(self) -> None:
-        """After the last step: on until no round is due and no timer is left (a crashed worker's
-        session, a scheduled rebalance), the clock never running past a day of quiet. A static
-        member that left for a while is not waited for: where the history ends, it may be back."""
+        """After the last step: on until no heartbeat is due and no timer is left (a crashed
+        worker's session, a scheduled rebalance), the clock never running past a day of quiet. A
+        static member that left for a while is not waited for: where the history ends, it may be back."""
         d = self.d
         horizon = d.now + 86_400_000
-        while self.round_at is not None or any(
-            not (k[0] == SESSION and len(k) == 3 and k[2] in self.away) for k in d.timers
-        ):
-            nxt = min(t for t in (d.next_timer(), self.round_at) if t is not None)
+        while self.queue or any(not (k[0] == SESSION and len(k) == 3 and k[2] in self.away) for k in d.timers):
+            nxt = min(t for t in (d.next_timer(), self.queue[0][0] if self.queue else None) if t is not None)
             if nxt > horizon:
                 break
             self.until(nxt + 1)
+
+
+def _behind(worker: SimWorker, group) -> bool:  # noqa: ANN001 - a ConnectGroup
+    """Whether the group has something for the worker: it is not converged, and the target is still
+    to be computed (the coordinator asks a worker to compute it, or computes it on a heartbeat), or
+    the worker is behind the assignment epoch, not stable, or has a revocation to acknowledge."""
+    if group is None or rebalance_converged(group):
+        return False
+    if group.group_epoch > group.assignment_epoch:
+        return True
+    current = group.currents.get(worker.member_id)
+    return (
+        current is None
+        or current.member_epoch != group.assignment_epoch
+        or current.state != MemberState.STABLE
+        or worker.member.acknowledgement_due
+    )
