@@ -40,7 +40,7 @@ from coordinator.core.driver.scripted import (  # noqa: E402
 from coordinator.core.group_coordinator import CoordinatorConfig  # noqa: E402
 from replay.history import History  # noqa: E402
 from replay.positions import RawRecord  # noqa: E402
-from replay.simulate import faithfulness, measure, rerun  # noqa: E402
+from replay.simulate import faithfulness, measure, own_settings, rerun  # noqa: E402
 from replay.whatif import extract, recorded_settings  # noqa: E402
 
 T0 = 1_772_334_000_000
@@ -102,7 +102,7 @@ def simulate_once(raw: list[RawRecord]) -> tuple[float, dict]:
     history.run(raw)
     settings = recorded_settings(history.events)
     extracted = extract(history.events, GROUP, settings.settings)
-    simulated, heartbeats = rerun(extracted, settings.settings, history.last.timestamp_ms)
+    simulated, heartbeats = rerun(extracted, own_settings(extracted, settings), history.last.timestamp_ms)
     end = max(history.last.timestamp_ms, simulated.last.timestamp_ms)
     a = measure("recorded", history, extracted, end)
     b = measure("re-run", simulated, extracted, end)

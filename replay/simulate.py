@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from records import TaskId, encode
 
@@ -31,7 +31,7 @@ from coordinator.core.items import Item
 from replay import events as ev
 from replay.history import History, Interval, Rebalance
 from replay.positions import RawRecord
-from replay.whatif import Extracted
+from replay.whatif import Extracted, Recorded
 
 TOLERANCE = 0.05  # the issue's "within 5%"
 
@@ -70,6 +70,12 @@ def rerun(extracted: Extracted, settings: ScriptSettings, until_ms: int) -> tupl
     history = History(extracted.group_id)
     history.run(RawRecord(0, n, stamp, *encode(r)) for n, (r, stamp) in enumerate(zip(run.log, run.stamps)))
     return history, run.heartbeats
+
+
+def own_settings(extracted: Extracted, recorded: Recorded) -> ScriptSettings:
+    """The settings the group had, for its faithful re-run: as recorded, with the assignor its
+    members named."""
+    return replace(recorded.settings, server_side=extracted.server_side, assignor=extracted.assignor)
 
 
 def measure(name: str, history: History, extracted: Extracted, end_ms: int) -> Outcome:

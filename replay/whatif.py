@@ -216,8 +216,18 @@ def _measured_initial_delay(events: list[Event]) -> int | None:
 
 
 def _measured_interval(events: list[Event]) -> int | None:
-    """Twice the mean time members took to move to a newly installed target's epoch: a member
-    hears of it at its next heartbeat, on average half an interval later."""
+    """Twice the mean time members took to move to a newly installed target's epoch: a member hears
+    of it at its next heartbeat. A rough measure: while a target is computed or work waits, the
+    coordinator shortens a member's interval (to a tenth, at least 100 ms), so the gaps of a group
+    with a short interval say little more than that it is short."""
+    gaps = follow_gaps(events)
+    if len(gaps) < 3:
+        return None
+    return max(10, round(2 * mean(gaps)))
+
+
+def follow_gaps(events: Iterable[Event]) -> list[int]:
+    """How long after each target was installed each member moved to its epoch."""
     installed: dict[int, int] = {}
     gaps = []
     for e in events:
@@ -226,9 +236,7 @@ def _measured_interval(events: list[Event]) -> int | None:
         elif e.kind == ev.MEMBER_EPOCH and e.previous_epoch is not None and e.epoch in installed:
             if e.epoch != e.previous_epoch:
                 gaps.append(e.at.timestamp_ms - installed[e.epoch])
-    if len(gaps) < 3:
-        return None
-    return max(10, round(2 * mean(gaps)))
+    return gaps
 
 
 # --- the alternatives' settings ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from replay.commands.reading import Read, print_json, read_summary, report_corru
 from replay.errors import ReplayError
 from replay.history import History
 from replay.positions import format_clock, format_duration, format_time, parse_time
-from replay.simulate import Outcome, differences, faithfulness, measure, rerun
+from replay.simulate import Outcome, differences, faithfulness, measure, own_settings, rerun
 from replay.whatif import PROTOCOLS, Recorded, check_settings, extract, recorded_settings
 
 # The topic keeps every record for min.compaction.lag.ms (an hour by default); older ones may be
@@ -106,7 +106,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     history.run(read)
     report_corrupt(history, args)
     if history.first is None:
-        raise ReplayError(f"no records of group {args.group} in {read.description}")
+        window = ""
+        if args.from_time is not None or args.to_time is not None:
+            since = format_time(args.from_time) if args.from_time is not None else "the start"
+            until = format_time(args.to_time) if args.to_time is not None else "the end"
+            window = f" between {since} and {until}"
+        raise ReplayError(f"no records of group {args.group}{window} in {read.description}")
     if not args.file and history.first.timestamp_ms < time.time() * 1000 - _COMPACTION_LAG_MS:
         print(
             f"warning: the read starts at {format_time(history.first.timestamp_ms)} UTC, more than "
@@ -118,14 +123,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     extracted = extract(history.events, args.group, recorded.settings)
     if not extracted.happenings:
         raise ReplayError(f"no membership events of group {args.group} in {read.description} (the range read)")
-    own = replace(recorded.settings, server_side=extracted.server_side, assignor=extracted.assignor)
+    own = own_settings(extracted, recorded)
     runs = [("re-run", own), *alternatives(args, own)]
     recorded_outcome, outcomes, histories = _run_all(history, extracted, runs)
     if args.format == "json":
-        _print_json(extracted, recorded, recorded_outcome, outcomes)
+        _print_json(extracted, recorded, own, recorded_outcome, outcomes)
     else:
         print(f"group {args.group}: {read_summary(history, read)}")
-        _print_report(extracted, recorded, recorded_outcome, outcomes)
+        _print_report(extracted, recorded, own, recorded_outcome, outcomes)
     if args.plot:
         _plot(args.plot, args.group, [("recorded", history), *zip([n for n, _ in runs], histories)])
         print(f"plot written to {args.plot}", file=sys.stderr)
@@ -156,8 +161,8 @@ def _stable(o: Outcome) -> tuple[str, str]:
     return format_duration(round(statistics.median(known))), format_duration(max(known))
 
 
-def _print_report(extracted, recorded: Recorded, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
-    s = recorded.settings
+def _print_report(extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
+    s = own
     print(
         f"{len(extracted.happenings)} happenings re-run; settings as recorded: "
         f"session {format_duration(s.session_timeout_ms)} ({recorded.how['session_timeout_ms']}), "
@@ -207,7 +212,7 @@ def _said(d, name: str) -> str:  # noqa: ANN001
     return f"re-run {moved(d.base_moved, d.base_last_ms)}; with {name} {moved(d.other_moved, d.other_last_ms)}"
 
 
-def _print_json(extracted, recorded: Recorded, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
+def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
     for o in [base, *outcomes]:
         print_json(
             {
@@ -234,14 +239,13 @@ def _print_json(extracted, recorded: Recorded, base: Outcome, outcomes: list[Out
             "unowned_off": f.unowned_off,
             "within_tolerance": f.within_tolerance,
             "not_reconstructed": extracted.not_reconstructed,
-            "settings": _settings_json(recorded),
+            "settings": _settings_json(own),
             "settings_how": recorded.how,
         }
     )
 
 
-def _settings_json(recorded: Recorded) -> dict:
-    s = recorded.settings
+def _settings_json(s: ScriptSettings) -> dict:
     return {
         "session_timeout_ms": s.session_timeout_ms,
         "heartbeat_interval_ms": s.heartbeat_interval_ms,
