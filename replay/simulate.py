@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from records import TaskId, encode
 
-from coordinator.core.driver.scripted import ScriptSettings, run_script
+from coordinator.core.driver.scripted import Crash, Leave, ScriptSettings, run_script
 from coordinator.core.items import Item
 from replay import events as ev
 from replay.history import History, Interval, Rebalance
@@ -242,17 +242,35 @@ class Difference:
 
 
 def differences(extracted: Extracted, base: Outcome, other: Outcome, shown: int = 3) -> list[Difference]:
-    """The happenings after which `other` moved most differently from `base`: how many items moved
-    before the next happening, and when the last of them did."""
+    """The happenings whose moves differ most between `base` and `other`: how many items moved
+    for each, and when the last of them did. A move of a worker's work after it crashed or left is
+    that departure's doing (work a crash deferred and moved minutes later is the crash's); else the
+    latest happening to the worker it left or went to (a join) is, else the latest one before it."""
     times = [h.step.at_ms for h in extracted.happenings]
+    a, b = _attributed(extracted, base.moves), _attributed(extracted, other.moves)
     out = []
     for n, h in enumerate(extracted.happenings):
-        until = times[n + 1] if n + 1 < len(times) else None
-        a = [m for m in base.moves if m.at_ms >= times[n] and (until is None or m.at_ms < until)]
-        b = [m for m in other.moves if m.at_ms >= times[n] and (until is None or m.at_ms < until)]
-        a_last = max((m.at_ms for m in a), default=None)
-        b_last = max((m.at_ms for m in b), default=None)
-        score = abs(len(a) - len(b)) * 1_000_000 + abs((a_last or times[n]) - (b_last or times[n]))
+        mine_a, mine_b = a.get(n, []), b.get(n, [])
+        a_last = max((m.at_ms for m in mine_a), default=None)
+        b_last = max((m.at_ms for m in mine_b), default=None)
+        score = abs(len(mine_a) - len(mine_b)) * 1_000_000 + abs((a_last or times[n]) - (b_last or times[n]))
         if score:
-            out.append(Difference(n, times[n], h.text, len(a), a_last, len(b), b_last, score))
+            out.append(Difference(n, times[n], h.text, len(mine_a), a_last, len(mine_b), b_last, score))
     return sorted(out, key=lambda d: -d.score)[:shown]
+
+
+def _attributed(extracted: Extracted, moves: list[Move]) -> dict[int, list[Move]]:
+    times = [h.step.at_ms for h in extracted.happenings]
+    out: dict[int, list[Move]] = {}
+    for m in moves:
+        last = bisect.bisect_right(times, m.at_ms) - 1
+        if last < 0:
+            continue
+        happenings = extracted.happenings
+        source = next((k for k in range(last, -1, -1) if happenings[k].worker == m.source), None)
+        if source is not None and isinstance(happenings[source].step, (Crash, Leave)):
+            n = source  # work of a worker that was gone
+        else:
+            n = next((k for k in range(last, -1, -1) if happenings[k].worker in (m.source, m.target)), last)
+        out.setdefault(n, []).append(m)
+    return out

@@ -36,10 +36,12 @@ _DEFAULTS = CoordinatorConfig()
 
 @dataclass(slots=True)
 class Happening:
-    """One extracted event, with what a person reads about it ("W2's crash")."""
+    """One extracted event, with what a person reads about it ("W2's crash") and the worker it
+    happened to (its instance id, else its member id; None: the connectors)."""
 
     step: Step
     text: str
+    worker: str | None = None
 
 
 @dataclass(slots=True)
@@ -84,10 +86,12 @@ def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) ->
                 out.assignor = name
             names[m] = d["instance_id"] or m
             step = Join(at, m, d["instance_id"], d.get("rebalance_timeout_ms") or 60_000)
-            out.happenings.append(Happening(step, f"{names[m]}'s join"))
+            out.happenings.append(Happening(step, f"{names[m]}'s join", names[m]))
         elif e.kind == ev.STATIC_LEAVE:
             away.add(m)
-            out.happenings.append(Happening(Leave(at, m, static=True), f"{names.get(m, m)}'s static leave"))
+            out.happenings.append(
+                Happening(Leave(at, m, static=True), f"{names.get(m, m)}'s static leave", names.get(m, m))
+            )
         elif e.kind == ev.MEMBER_LEFT:
             _left(out, e, away, settings, names.get(m, m), seen.get(m, out.start_ms), frozenset(held.get(m, ())))
         elif e.kind == ev.CONNECTORS:
@@ -111,12 +115,12 @@ def _left(
     if reason == LeaveReason.REPLACED:
         return  # a join under its instance id took it over: the join is the happening
     if reason == LeaveReason.LEAVE:
-        out.happenings.append(Happening(Leave(at, m), f"{name}'s leave"))
+        out.happenings.append(Happening(Leave(at, m), f"{name}'s leave", name))
         return
     # A session before its removal, but not before a record showed it alive (the session is a
     # server's default or a bound where no configuration record says it).
     crashed_at = max(alive_at, at - settings.session_timeout_ms)
-    out.happenings.append(Happening(Crash(crashed_at, m, held), f"{name}'s crash"))
+    out.happenings.append(Happening(Crash(crashed_at, m, held), f"{name}'s crash", name))
     if reason != LeaveReason.SESSION_TIMEOUT:
         out.not_reconstructed.append(
             f"{_clock(at)} {m} removed ({reason}): re-run as a crash, its session timing out instead"

@@ -289,5 +289,5 @@ def test_the_report_names_the_differences(dump: Path, tmp_path: Path) -> None:
     ).stdout
     assert "faithfulness: the re-run with the group's own settings made 13 of the 13 recorded moves" in out
     # W3's absence was shorter than the recorded delay: with none, its work moved when it was removed.
-    assert "W3's crash: re-run nothing moved; with delay 0 ms 4 items moved" in out
+    assert "W3's crash: as recorded (re-run) nothing moved; with delay 0 ms 4 items moved" in out
     assert page.read_text().count("<svg") == 3  # recorded, re-run, delay 0

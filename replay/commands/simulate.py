@@ -199,7 +199,7 @@ def _print_report(extracted, recorded: Recorded, own: ScriptSettings, base: Outc
     for line in extracted.not_reconstructed:
         print(f"not reconstructed: {line}")
     for o in outcomes[1:]:
-        for d in differences(extracted, outcomes[0], o):
+        for d in differences(extracted, outcomes[0], o):  # against the re-run: the setting's doing alone
             print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, o.name))
 
 
@@ -209,7 +209,7 @@ def _said(d, name: str) -> str:  # noqa: ANN001
             return "nothing moved"
         return f"{n} item{'s' if n != 1 else ''} moved" + (f", the last at {format_clock(last)}" if last else "")
 
-    return f"re-run {moved(d.base_moved, d.base_last_ms)}; with {name} {moved(d.other_moved, d.other_last_ms)}"
+    return f"as recorded (re-run) {moved(d.base_moved, d.base_last_ms)}; with {name} {moved(d.other_moved, d.other_last_ms)}"
 
 
 def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
