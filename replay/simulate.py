@@ -21,16 +21,17 @@ happenings where an alternative differs most. All pure: events in, numbers out.
 from __future__ import annotations
 
 import bisect
+import gc
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
-from records import TaskId, encode
+from records import TaskId
 
 from coordinator.core.driver.scripted import Crash, Leave, ScriptSettings, run_script
 from coordinator.core.items import Item
 from replay import events as ev
 from replay.history import History, Interval, Rebalance
-from replay.positions import RawRecord
+from replay.positions import Position
 from replay.whatif import Extracted, Recorded
 
 TOLERANCE = 0.05  # the "within 5%"
@@ -68,7 +69,14 @@ def rerun(extracted: Extracted, settings: ScriptSettings, until_ms: int) -> tupl
     steps = [h.step for h in extracted.happenings]
     run = run_script(extracted.group_id, steps, settings, extracted.start_ms, until_ms)
     history = History(extracted.group_id)
-    history.run(RawRecord(0, n, stamp, *encode(r)) for n, (r, stamp) in enumerate(zip(run.log, run.stamps)))
+    paused = gc.isenabled()
+    gc.disable()  # as History.run: what is replayed stays alive
+    try:
+        for n, (record, stamp) in enumerate(zip(run.log, run.stamps)):
+            history.apply(record, Position(0, n, stamp))  # no encoding and decoding: the records are at hand
+    finally:
+        if paused:
+            gc.enable()
     return history, run.heartbeats
 
 

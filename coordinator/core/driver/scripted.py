@@ -37,7 +37,6 @@ from coordinator.core.driver.simulation import Driver, SimWorker
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import SESSION, timer_key
 from coordinator.core.states import MemberState
-from coordinator.core.views import rebalance_converged
 
 # --- the script ------------------------------------------------------------------------------------
 
@@ -160,6 +159,7 @@ class _Run:
         self.queued: set[str] = set()
         self.order = itertools.count()
         self.seen: tuple | None = None  # the group's epochs when the workers were last looked at
+        self.waiting: set[str] = set()  # workers waiting for others to release their new work
         self.away: set[str] = set()  # static members that left for a while
         self.assignor_impl = None
         if settings.max_moves is not None:
@@ -217,33 +217,48 @@ class _Run:
 
     def _heartbeat(self, worker: SimWorker) -> None:
         self.heartbeats += 1
+        acknowledging = worker.member.acknowledgement_due  # a revocation: what it gave up is released now
         worker.heartbeat()
-        self._changed()
         group = self.d.state.groups.get(self.group_id)
-        if worker.member_id not in self.queued and _behind(worker, group):
+        current = group.currents.get(worker.member_id) if group is not None else None
+        if current is not None and current.state == MemberState.UNRELEASED:
+            self.waiting.add(worker.member_id)
+        else:
+            self.waiting.discard(worker.member_id)
+        self._changed(released=acknowledging or worker.member_id not in self.d.alive)
+        if worker.member_id not in self.queued and _behind(worker, group, self.d.now):
             self._push(worker.member.heartbeat_due(), worker.member_id)
 
     def _push(self, when: int, member_id: str) -> None:
         heapq.heappush(self.queue, (max(when, self.d.now), next(self.order), member_id))
         self.queued.add(member_id)
 
-    def _changed(self) -> None:
-        """Whether the group has something new for its workers: when its epochs move, each worker
-        it has something for is due at its next heartbeat (its own phase: the last one it sent,
-        plus whole intervals); once it has converged, nobody is."""
+    def _changed(self, released: bool = False) -> None:
+        """Whether the group has something new for its workers: when its epochs move or the
+        computation changes hands, each worker it has something for is due at its next heartbeat
+        (its own phase: the last one it sent, plus whole intervals); when work is released, the
+        workers waiting for released work are. (Whether the whole group has converged is not asked
+        here: that walks every member; a converged group has nothing for any of them.)"""
         group = self.d.state.groups.get(self.group_id)
-        if group is None or rebalance_converged(group):
-            self.queue.clear()
-            self.queued.clear()
-            self.seen = None
+        if group is None:
             return
-        seen = (group.group_epoch, group.assignment_epoch)
-        if seen == self.seen:
+        computation = group.computation
+        seen = (
+            group.group_epoch,
+            group.assignment_epoch,
+            None if computation is None else computation.member_id,
+            self.d.now >= group.server_assignment_not_before_ms,
+        )
+        if seen != self.seen:
+            self.seen = seen
+            candidates = list(self.d.alive.values())
+        elif released and self.waiting:
+            candidates = [self.d.alive[m] for m in self.waiting if m in self.d.alive]
+        else:
             return
-        self.seen = seen
         now = self.d.now
-        for w in self._behind():
-            if w.member_id in self.queued:
+        for w in candidates:
+            if w.member_id in self.queued or not (_behind(w, group, now) or w.member_id in self.waiting):
                 continue
             due, interval = w.member.heartbeat_due(), w.member.heartbeat_interval_ms
             if due < now:
@@ -267,13 +282,15 @@ class _Run:
             _, _, member_id = heapq.heappop(self.queue)
             self.queued.discard(member_id)
             worker = d.alive.get(member_id)
-            if worker is not None and _behind(worker, d.state.groups.get(self.group_id)):
+            if worker is not None and (
+                member_id in self.waiting or _behind(worker, d.state.groups.get(self.group_id), d.now)
+            ):
                 self._heartbeat(worker)
         d.advance(max(0, at_ms - d.now))
 
     def _behind(self) -> list[SimWorker]:
         group = self.d.state.groups.get(self.group_id)
-        return [w for w in self.d.alive.values() if _behind(w, group)]
+        return [w for w in self.d.alive.values() if _behind(w, group, self.d.now) or w.member_id in self.waiting]
 
     def settle(self) -> None:
         """After the last step: on until no heartbeat is due and no timer is left (a crashed
@@ -288,18 +305,26 @@ class _Run:
             self.until(nxt + 1)
 
 
-def _behind(worker: SimWorker, group) -> bool:  # noqa: ANN001 - a ConnectGroup
-    """Whether the group has something for the worker: it is not converged, and the target is still
-    to be computed (the coordinator asks a worker to compute it, or computes it on a heartbeat), or
-    the worker is behind the assignment epoch, not stable, or has a revocation to acknowledge."""
-    if group is None or rebalance_converged(group):
+def _behind(worker: SimWorker, group, now: int) -> bool:  # noqa: ANN001 - a ConnectGroup
+    """Whether the group has something for the worker's next heartbeat (in a converged group, none
+    of these holds: every member is at the assignment epoch and stable). While the target is
+    computed: the member asked to compute it (or any, until one is asked), or on a server-side
+    assignor any, once the coordinator may compute again (before that, its timer computes).
+    Then: a worker behind the assignment epoch, with a revocation to make or acknowledge. A worker
+    waiting for others to release its new work is not: it is woken when a worker releases some."""
+    if group is None:
         return False
     if group.group_epoch > group.assignment_epoch:
+        computation = group.computation
+        if computation is not None:
+            return computation.member_id == worker.member_id
+        if worker.member.server_assignor is not None:
+            return now >= group.server_assignment_not_before_ms
         return True
     current = group.currents.get(worker.member_id)
     return (
         current is None
         or current.member_epoch != group.assignment_epoch
-        or current.state != MemberState.STABLE
+        or current.state == MemberState.UNREVOKED
         or worker.member.acknowledgement_due
     )
