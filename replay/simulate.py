@@ -169,14 +169,13 @@ def _tasks(connector: str, n: int) -> list[Item]:
 
 def _stable_after(extracted: Extracted, rebalances: list[Rebalance]) -> list[int | None]:
     times = [h.step.at_ms for h in extracted.happenings]
+    by_start = sorted(rebalances, key=lambda r: r.start.timestamp_ms)
+    starts = [r.start.timestamp_ms for r in by_start]
     out: list[int | None] = []
     for n, at in enumerate(times):
-        until = times[n + 1] if n + 1 < len(times) else None
-        ends = [
-            r.end.timestamp_ms if r.end is not None else None
-            for r in rebalances
-            if r.start.timestamp_ms >= at and (until is None or r.start.timestamp_ms < until)
-        ]
+        first = bisect.bisect_left(starts, at)
+        last = bisect.bisect_left(starts, times[n + 1]) if n + 1 < len(times) else len(starts)
+        ends = [r.end.timestamp_ms if r.end is not None else None for r in by_start[first:last]]
         out.append(None if not ends or None in ends else max(ends) - at)
     return out
 

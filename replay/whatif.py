@@ -143,9 +143,10 @@ class Recorded:
     how: dict[str, str]  # setting -> "configured", "measured" or "server default"
 
 
-def recorded_settings(events: list[Event]) -> Recorded:
+def recorded_settings(events: list[Event], given: dict[str, int] | None = None) -> Recorded:
     """The group's settings, read from its configuration record, measured from its history, or the
-    server's defaults (the topic does not hold a server's flags)."""
+    server's defaults (the topic does not hold a server's flags); `given` (setting -> value) says
+    what the person asking knows better, such as the flags its coordinator ran with."""
     how: dict[str, str] = {}
     configured: dict = {}
     for e in events:
@@ -172,6 +173,8 @@ def recorded_settings(events: list[Event]) -> Recorded:
     for name, value in configured.items():
         if name in how:
             settings, how[name] = replace(settings, **{name: value}), "configured"
+    for name, value in (given or {}).items():
+        settings, how[name] = replace(settings, **{name: value}), "given"
     return Recorded(settings, how)
 
 

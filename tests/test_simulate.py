@@ -136,6 +136,23 @@ def test_the_on_call_story_re_runs_with_the_same_moves() -> None:
     assert f.same_moves and f.matched_moves == f.recorded_moves > 0, f.first_difference
 
 
+def test_a_generated_week_re_runs_exactly_when_told_the_interval_the_topic_does_not_hold() -> None:
+    """A busy group (20 workers; crashes, restarts, leaves, connector changes) that the driver
+    wrote with a 3 s interval and no configuration record."""
+    from bench.bench_simulate import GROUP as WEEK_GROUP  # the benchmark's own generator
+    from bench.bench_simulate import SETTINGS, recorded, week
+
+    history = History(WEEK_GROUP)
+    history.run(recorded(week(20, 150)))
+    given = recorded_settings(history.events, {"heartbeat_interval_ms": SETTINGS.heartbeat_interval_ms})
+    assert given.how["heartbeat_interval_ms"] == "given" and given.how["session_timeout_ms"] == "server default"
+    extracted = extract(history.events, WEEK_GROUP, given.settings)
+    run, _ = rerun(extracted, own_settings(extracted, given), history.last.timestamp_ms)
+    end = max(history.last.timestamp_ms, run.last.timestamp_ms)
+    f = faithfulness(measure("recorded", history, extracted, end), measure("re-run", run, extracted, end))
+    assert f.recorded_moves > 20 and f.same_moves and f.unowned_off < 0.01, f.first_difference
+
+
 # --- real processes -----------------------------------------------------------------------------------
 
 
@@ -249,6 +266,7 @@ def dump(tmp_path_factory) -> Path:  # noqa: ANN001
         (["--group", GROUP, "--from", "2030-01-01T00:00Z"], "no records of group connect-prod between 2030-01-01", 1),
         (["--group", GROUP, "--session-timeout", "5ms"], "--session-timeout must be between 100 ms and", 2),
         (["--group", GROUP, "--max-moves", "0"], "--max-moves must be at least 1, not 0", 2),
+        (["--group", GROUP, "--recorded-heartbeat-interval", "0"], "--recorded-heartbeat-interval must be between", 2),
         (["--group", GROUP, "--assignor", "round-robin"], "--assignor round-robin: not an assignor", 2),
         (["--group", GROUP, "--scheduled-delay", "soon"], "expected a duration such as 60s", 2),
         (["--group", GROUP, "--plot", "x.png"], "--plot x.png: the timelines are drawn on an .html page", 2),

@@ -50,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what_if.add_argument("--initial-delay", action="append", type=duration, default=[], metavar="DURATION")
     what_if.add_argument("--max-moves", action="append", type=int, default=[], metavar="N")
     what_if.add_argument("--protocol", action="append", choices=PROTOCOLS, default=[])
+    recorded = parser.add_argument_group(
+        "as recorded (what the topic does not hold: the flags the group's coordinator ran with)"
+    )
+    recorded.add_argument("--recorded-heartbeat-interval", type=duration, metavar="DURATION")
+    recorded.add_argument("--recorded-session-timeout", type=duration, metavar="DURATION")
     parser.add_argument("--plot", metavar="FILE.html", help="draw every history's timeline, one above the other")
 
 
@@ -101,6 +106,12 @@ def run_simulate(args: argparse.Namespace) -> int:
         args.to_time = args.range_to
     if args.from_time is not None and args.to_time is not None and args.from_time > args.to_time:
         raise ReplayError("--from is after --to", invalid_input=True)
+    for flag, value, minimum in (
+        ("--recorded-heartbeat-interval", args.recorded_heartbeat_interval, 1),
+        ("--recorded-session-timeout", args.recorded_session_timeout, 100),
+    ):
+        if value is not None and not minimum <= value <= 2**31 - 1:
+            raise ReplayError(f"{flag} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
     read = Read(args, args.group)
     history = History(args.group, strict=args.strict)
     history.run(read)
@@ -119,7 +130,15 @@ def run_simulate(args: argparse.Namespace) -> int:
             "history may miss events; the audit's tables (spark/, `coordinator audit`) keep every event",
             file=sys.stderr,
         )
-    recorded = recorded_settings(history.events)
+    given = {
+        name: value
+        for name, value in (
+            ("heartbeat_interval_ms", args.recorded_heartbeat_interval),
+            ("session_timeout_ms", args.recorded_session_timeout),
+        )
+        if value is not None
+    }
+    recorded = recorded_settings(history.events, given)
     extracted = extract(history.events, args.group, recorded.settings)
     if not extracted.happenings:
         raise ReplayError(f"no membership events of group {args.group} in {read.description} (the range read)")
