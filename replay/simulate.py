@@ -64,10 +64,13 @@ class Outcome:
         return sum(1 for m in self.moves if not isinstance(m.item, str))
 
 
-def rerun(extracted: Extracted, settings: ScriptSettings, until_ms: int) -> tuple[History, int]:
-    """The script through the coordinator with `settings`: its history, and the heartbeats sent."""
+def rerun(
+    extracted: Extracted, settings: ScriptSettings, until_ms: int, switch: tuple[int, ScriptSettings] | None = None
+) -> tuple[History, int]:
+    """The script through the coordinator with `settings` (and from `switch`'s time on, its
+    settings): its history, and the heartbeats sent."""
     steps = [h.step for h in extracted.happenings]
-    run = run_script(extracted.group_id, steps, settings, extracted.start_ms, until_ms)
+    run = run_script(extracted.group_id, steps, settings, extracted.start_ms, until_ms, switch)
     history = History(extracted.group_id)
     paused = gc.isenabled()
     gc.disable()  # as History.run: what is replayed stays alive
@@ -86,11 +89,13 @@ def own_settings(extracted: Extracted, recorded: Recorded) -> ScriptSettings:
     return replace(recorded.settings, server_side=extracted.server_side, assignor=extracted.assignor)
 
 
-def measure(name: str, history: History, extracted: Extracted, end_ms: int) -> Outcome:
-    """The history's numbers over [its start, `end_ms`] (a holding open at its end ends there)."""
+def measure(name: str, history: History, extracted: Extracted, end_ms: int, from_ms: int | None = None) -> Outcome:
+    """The history's numbers over [`from_ms` (default: its start), `end_ms`] (a holding open at
+    its end ends there); the history before `from_ms` is only what the group was by then."""
+    start = extracted.start_ms if from_ms is None else from_ms
     workers = _worker_names(history.events)
     intervals = history.all_intervals()
-    rebalances = history.all_rebalances()
+    rebalances = [r for r in history.all_rebalances() if r.start.timestamp_ms >= start]
     out = Outcome(name, rebalances=len(rebalances))
     by_item: dict[Item, list[Interval]] = {}
     for i in intervals:
@@ -99,13 +104,15 @@ def measure(name: str, history: History, extracted: Extracted, end_ms: int) -> O
         last = None
         for i in held:
             holder = workers.get(i.member_id, i.member_id)
-            if last is not None and holder != last:
+            if last is not None and holder != last and i.start.timestamp_ms >= start:
                 out.moves.append(Move(i.start.timestamp_ms, i.start.offset, item, last, holder))
             last = holder
     out.moves.sort(key=lambda m: (m.offset, ev.item_order(m.item)))
     out.rebalance_moves = _per_rebalance(out.moves, rebalances)
-    _unowned(out, history.events, by_item, end_ms)
-    out.stable_after_ms = _stable_after(extracted, rebalances)
+    _unowned(out, history.events, by_item, start, end_ms)
+    out.stable_after_ms = [
+        None if h.step.at_ms < start else t for h, t in zip(extracted.happenings, _stable_after(extracted, rebalances))
+    ]
     return out
 
 
@@ -128,8 +135,11 @@ def _per_rebalance(moves: list[Move], rebalances: list[Rebalance]) -> list[froze
     return [frozenset(groups[n]) for n in sorted(groups)]
 
 
-def _unowned(out: Outcome, events: list[ev.Event], by_item: dict[Item, list[Interval]], end_ms: int) -> None:
-    """Each task's configured time minus its held time, and its longest unheld stretch."""
+def _unowned(
+    out: Outcome, events: list[ev.Event], by_item: dict[Item, list[Interval]], start_ms: int, end_ms: int
+) -> None:
+    """Each task's configured time minus its held time within [start_ms, end_ms], and its longest
+    unheld stretch."""
     configured: dict[Item, list[list[int]]] = {}  # task -> [since, until] periods
     current: set[Item] = set()
     for e in events:
@@ -147,7 +157,7 @@ def _unowned(out: Outcome, events: list[ev.Event], by_item: dict[Item, list[Inte
             (i.start.timestamp_ms, end_ms if i.end is None else i.end.timestamp_ms) for i in by_item.get(task, ())
         )
         for since, until in periods:
-            cursor = since
+            cursor = max(since, start_ms)
             for start, end in held:
                 if end <= cursor or start >= until:
                     continue
@@ -248,13 +258,16 @@ class Difference:
     score: float
 
 
-def differences(extracted: Extracted, base: Outcome, other: Outcome, shown: int = 3) -> list[Difference]:
+def differences(
+    extracted: Extracted, base: Outcome, other: Outcome, shown: int = 3, from_ms: int | None = None
+) -> list[Difference]:
     """The happenings whose moves differ most between `base` and `other`: how many items moved
     for each, and when the last of them did. A move of a worker's work after it crashed or left is
     that departure's doing (work a crash deferred and moved minutes later is the crash's); else the
     latest happening to the worker it left or went to (a join) is, else the latest one before it."""
     times = [h.step.at_ms for h in extracted.happenings]
-    a, b = _attributed(extracted, base.moves), _attributed(extracted, other.moves)
+    first = 0 if from_ms is None else bisect.bisect_left(times, from_ms)  # the happenings compared
+    a, b = _attributed(extracted, base.moves, first), _attributed(extracted, other.moves, first)
     out = []
     for n, h in enumerate(extracted.happenings):
         mine_a, mine_b = a.get(n, []), b.get(n, [])
@@ -266,18 +279,18 @@ def differences(extracted: Extracted, base: Outcome, other: Outcome, shown: int 
     return sorted(out, key=lambda d: -d.score)[:shown]
 
 
-def _attributed(extracted: Extracted, moves: list[Move]) -> dict[int, list[Move]]:
+def _attributed(extracted: Extracted, moves: list[Move], first: int) -> dict[int, list[Move]]:
     times = [h.step.at_ms for h in extracted.happenings]
     out: dict[int, list[Move]] = {}
     for m in moves:
         last = bisect.bisect_right(times, m.at_ms) - 1
-        if last < 0:
+        if last < first:
             continue
         happenings = extracted.happenings
-        source = next((k for k in range(last, -1, -1) if happenings[k].worker == m.source), None)
+        source = next((k for k in range(last, first - 1, -1) if happenings[k].worker == m.source), None)
         if source is not None and isinstance(happenings[source].step, (Crash, Leave)):
             n = source  # work of a worker that was gone
         else:
-            n = next((k for k in range(last, -1, -1) if happenings[k].worker in (m.source, m.target)), last)
+            n = next((k for k in range(last, first - 1, -1) if happenings[k].worker in (m.source, m.target)), last)
         out.setdefault(n, []).append(m)
     return out

@@ -39,10 +39,12 @@ from tests.topics import create_topic
 COORDINATOR = str(Path(sys.executable).with_name("coordinator"))
 
 
-def simulated(history: History, group: str, **alternative: int) -> tuple[Extracted, Outcome, Outcome]:
-    """The recorded history's outcome and a re-run's: with the group's own settings, or with
-    `alternative` settings changed."""
-    recorded = recorded_settings(history.events)
+def simulated(
+    history: History, group: str, given: dict[str, int] | None = None, **alternative: int
+) -> tuple[Extracted, Outcome, Outcome]:
+    """The recorded history's outcome and a re-run's: with the group's own settings (`given`: those
+    the topic does not hold, as --recorded-* gives them), or with `alternative` settings changed."""
+    recorded = recorded_settings(history.events, given)
     extracted = extract(history.events, group, recorded.settings)
     own = own_settings(extracted, recorded)
     run, _ = rerun(extracted, replace(own, **alternative), history.last.timestamp_ms)
@@ -50,14 +52,14 @@ def simulated(history: History, group: str, **alternative: int) -> tuple[Extract
     return extracted, measure("recorded", history, extracted, end), measure("re-run", run, extracted, end)
 
 
-def assert_faithful(history: History, group: str) -> None:
-    _, recorded, again = simulated(history, group)
+def assert_faithful(history: History, group: str, given: dict[str, int]) -> None:
+    _, recorded, again = simulated(history, group, given)
     f = faithfulness(recorded, again)
     assert recorded.moves, "a story that moves nothing checks nothing"
     assert f.same_moves, f.first_difference
     assert f.matched_moves == f.recorded_moves
-    # The report's own bar is 5%; the topic does not hold the heartbeat interval, and the measured
-    # one is rough (docs/replay.md), which on a story of a few task-seconds is worth a few percent.
+    # The report's bar is 5%; these stories hold a few task-seconds (the tests' coordinators assign
+    # at once: no initial delay), where a heartbeat's phase is worth a few percent.
     assert f.unowned_off <= 2 * TOLERANCE, (recorded.unowned_task_ms, again.unowned_task_ms)
 
 
@@ -169,7 +171,11 @@ def test_the_main_jobs_story_re_runs_as_recorded(kafka_broker, unique_topic, tmp
         story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4, Timing(150, 1_500, 2_500, 0.5), tmp_path)
     )
     assert outcome.problems == []
-    assert_faithful(read_history(kafka_broker.bootstrap_servers, unique_topic, "demo"), "demo")
+    assert_faithful(
+        read_history(kafka_broker.bootstrap_servers, unique_topic, "demo"),
+        "demo",
+        {"heartbeat_interval_ms": 150, "session_timeout_ms": 1_500},  # the story's flags, as Timing says
+    )
     # The command says so, from a dump of the same topic.
     dump = tmp_path / "demo.jsonl"
     with dump.open("wb") as out:
@@ -204,7 +210,8 @@ CONNECTORS = {"A": 6, "B": 5, "C": 4}
 
 
 async def join_storm(bootstrap: str, topic: str, log_dir: Path, server_side: bool) -> None:
-    """Twelve workers start together, three more join, one crashes, everyone leaves."""
+    """Twelve workers start together (assigned once, after the initial delay), three more join,
+    one crashes, everyone leaves."""
     everything = configured_work(tuple(ConnectorTaskCount(n, t) for n, t in CONNECTORS.items())).items
     serve = ServeProcess(
         bootstrap,
@@ -217,6 +224,8 @@ async def join_storm(bootstrap: str, topic: str, log_dir: Path, server_side: boo
         "2000",
         "--scheduled-rebalance-max-delay-ms",
         "3000",
+        "--initial-assignment-delay-ms",
+        "3000",  # serve's default (the tests' environment says 0): the storm is assigned once
     )
     await asyncio.to_thread(serve.start)
     try:
@@ -245,7 +254,7 @@ def test_a_join_storm_through_serve_re_runs_as_recorded(
     asyncio.run(join_storm(kafka_broker.bootstrap_servers, unique_topic, tmp_path, server_side))
     history = read_history(kafka_broker.bootstrap_servers, unique_topic, "storm")
     assert sum(e.kind == ev.MEMBER_JOINED for e in history.events) == 15
-    assert_faithful(history, "storm")
+    assert_faithful(history, "storm", {"heartbeat_interval_ms": 200, "session_timeout_ms": 2_000})  # serve's flags
 
 
 # --- bad input -----------------------------------------------------------------------------------------
@@ -263,7 +272,11 @@ def dump(tmp_path_factory) -> Path:  # noqa: ANN001
     ("arguments", "said", "code"),
     [
         (["--group", "nope"], "no records of group nope in dump", 1),
-        (["--group", GROUP, "--from", "2030-01-01T00:00Z"], "no records of group connect-prod between 2030-01-01", 1),
+        (
+            ["--group", GROUP, "--from", "2030-01-01T00:00Z"],
+            "no membership events of group connect-prod between 2030-01-01",
+            1,
+        ),
         (["--group", GROUP, "--session-timeout", "5ms"], "--session-timeout must be between 100 ms and", 2),
         (["--group", GROUP, "--max-moves", "0"], "--max-moves must be at least 1, not 0", 2),
         (["--group", GROUP, "--recorded-heartbeat-interval", "0"], "--recorded-heartbeat-interval must be between", 2),
@@ -309,3 +322,41 @@ def test_the_report_names_the_differences(dump: Path, tmp_path: Path) -> None:
     # W3's absence was shorter than the recorded delay: with none, its work moved when it was removed.
     assert "W3's crash: as recorded (re-run) nothing moved; with delay 0 ms 4 items moved" in out
     assert page.read_text().count("<svg") == 3  # recorded, re-run, delay 0
+
+
+def test_from_compares_from_a_time_with_the_group_as_it_was_then(dump: Path) -> None:
+    """From just before W2's crash: what moved before (the first balance, W4's share) is the group
+    as it was; the delay of 0 takes over there, and moves W2's work when W2 is removed."""
+    story = on_call_story()
+    since = story.times["scaled_out"]
+    out = subprocess.run(
+        [
+            COORDINATOR,
+            "replay",
+            "simulate",
+            "--file",
+            str(dump),
+            "--no-progress",
+            "--group",
+            GROUP,
+            "--from",
+            str(since),
+            "--scheduled-delay",
+            "0",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    recorded, again, none = (line for line in lines if line["type"] == "outcome")
+    moved = [(m["item"], m["from"], m["to"]) for m in recorded["moves"]]
+    assert moved and {source for _, source, _ in moved} == {"W2"}  # only W2's work, after its delay
+    assert all(m["at_ms"] >= since for m in recorded["moves"])
+    assert sorted((m["item"], m["from"], m["to"]) for m in again["moves"]) == sorted(moved)
+    removed = story.times["w2_removed"]  # a mark taken once W2 had been removed
+    w2 = [m for m in none["moves"] if m["from"] == "W2"]
+    assert {m["item"] for m in w2} == {item for item, _, _ in moved}
+    assert all(m["at_ms"] <= removed for m in w2)  # at once, not a minute later

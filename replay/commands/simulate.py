@@ -36,10 +36,14 @@ _UNITS = {"ms": 1, "s": 1_000, "min": 60_000, "h": 3_600_000, None: 1}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", required=True, help="the group id")
     parser.add_argument(
-        "--from", dest="range_from", type=_time_arg, metavar="TIME", help="re-run from this time (as --from-time)"
+        "--from",
+        dest="range_from",
+        type=_time_arg,
+        metavar="TIME",
+        help="compare from this time (the group as it was then; alternatives take over then)",
     )
     parser.add_argument(
-        "--to", dest="range_to", type=_time_arg, metavar="TIME", help="re-run to this time (as --to-time)"
+        "--to", dest="range_to", type=_time_arg, metavar="TIME", help="read and re-run to this time (as --to-time)"
     )
     what_if = parser.add_argument_group("alternatives (each value is one re-run beside the recorded one)")
     what_if.add_argument("--assignor", action="append", default=[], metavar="NAME")
@@ -98,38 +102,8 @@ def alternatives(args: argparse.Namespace, recorded: ScriptSettings) -> list[tup
 
 
 def run_simulate(args: argparse.Namespace) -> int:
-    if args.plot and Path(args.plot).suffix.lower() not in (".html", ".htm"):
-        raise ReplayError(f"--plot {args.plot}: the timelines are drawn on an .html page", invalid_input=True)
-    if args.range_from is not None:
-        args.from_time = args.range_from
-    if args.range_to is not None:
-        args.to_time = args.range_to
-    if args.from_time is not None and args.to_time is not None and args.from_time > args.to_time:
-        raise ReplayError("--from is after --to", invalid_input=True)
-    for flag, value, minimum in (
-        ("--recorded-heartbeat-interval", args.recorded_heartbeat_interval, 1),
-        ("--recorded-session-timeout", args.recorded_session_timeout, 100),
-    ):
-        if value is not None and not minimum <= value <= 2**31 - 1:
-            raise ReplayError(f"{flag} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
-    read = Read(args, args.group)
-    history = History(args.group, strict=args.strict)
-    history.run(read)
-    report_corrupt(history, args)
-    if history.first is None:
-        window = ""
-        if args.from_time is not None or args.to_time is not None:
-            since = format_time(args.from_time) if args.from_time is not None else "the start"
-            until = format_time(args.to_time) if args.to_time is not None else "the end"
-            window = f" between {since} and {until}"
-        raise ReplayError(f"no records of group {args.group}{window} in {read.description}")
-    if not args.file and history.first.timestamp_ms < time.time() * 1000 - _COMPACTION_LAG_MS:
-        print(
-            f"warning: the read starts at {format_time(history.first.timestamp_ms)} UTC, more than "
-            "min.compaction.lag.ms (1 h by default) ago: compaction may have removed records of it, so the "
-            "history may miss events; the audit's tables (spark/, `coordinator audit`) keep every event",
-            file=sys.stderr,
-        )
+    _check(args)
+    history, read = _read(args)
     given = {
         name: value
         for name, value in (
@@ -140,37 +114,91 @@ def run_simulate(args: argparse.Namespace) -> int:
     }
     recorded = recorded_settings(history.events, given)
     extracted = extract(history.events, args.group, recorded.settings)
-    if not extracted.happenings:
-        raise ReplayError(f"no membership events of group {args.group} in {read.description} (the range read)")
+    since = args.range_from
+    if not any(since is None or h.step.at_ms >= since for h in extracted.happenings):
+        raise ReplayError(f"no membership events of group {args.group}{_between(args)} in {read.description}")
     own = own_settings(extracted, recorded)
     runs = [("re-run", own), *alternatives(args, own)]
-    recorded_outcome, outcomes, histories = _run_all(history, extracted, runs)
+    recorded_outcome, outcomes, histories = _run_all(history, extracted, runs, since)
     if args.format == "json":
         _print_json(extracted, recorded, own, recorded_outcome, outcomes)
     else:
-        print(f"group {args.group}: {read_summary(history, read)}")
-        _print_report(extracted, recorded, own, recorded_outcome, outcomes)
+        print(
+            f"group {args.group}: {read_summary(history, read)}"
+            + (f"; re-run from {format_time(since)}" if since else "")
+        )
+        _print_report(extracted, recorded, own, recorded_outcome, outcomes, since)
     if args.plot:
         _plot(args.plot, args.group, [("recorded", history), *zip([n for n, _ in runs], histories)])
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
 
 
-def _run_all(history: History, extracted, runs):  # noqa: ANN001, ANN202
+def _check(args: argparse.Namespace) -> None:
+    """What can be refused before anything is read."""
+    if args.plot and Path(args.plot).suffix.lower() not in (".html", ".htm"):
+        raise ReplayError(f"--plot {args.plot}: the timelines are drawn on an .html page", invalid_input=True)
+    if args.range_to is not None:
+        args.to_time = args.range_to
+    if args.range_from is not None and args.to_time is not None and args.range_from > args.to_time:
+        raise ReplayError("--from is after --to", invalid_input=True)
+    for flag, value, minimum in (
+        ("--recorded-heartbeat-interval", args.recorded_heartbeat_interval, 1),
+        ("--recorded-session-timeout", args.recorded_session_timeout, 100),
+    ):
+        if value is not None and not minimum <= value <= 2**31 - 1:
+            raise ReplayError(f"{flag} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
+
+
+def _read(args: argparse.Namespace) -> tuple[History, Read]:
+    """The group's history up to --to. From its start, not from --from: the re-runs start from
+    what the group was at --from, which the records before it say."""
+    read = Read(args, args.group)
+    history = History(args.group, strict=args.strict)
+    history.run(read)
+    report_corrupt(history, args)
+    if history.first is None:
+        raise ReplayError(f"no records of group {args.group}{_between(args)} in {read.description}")
+    oldest = history.first.timestamp_ms if args.range_from is None else args.range_from
+    if not args.file and oldest < time.time() * 1000 - _COMPACTION_LAG_MS:
+        print(
+            f"warning: {format_time(oldest)} UTC is more than min.compaction.lag.ms (1 h by default) ago: "
+            "compaction may have removed records of it, so the history may miss events; the audit's tables "
+            "(spark/, `coordinator audit`) keep every event",
+            file=sys.stderr,
+        )
+    return history, read
+
+
+def _between(args: argparse.Namespace) -> str:
+    since = args.range_from if args.range_from is not None else args.from_time
+    if since is None and args.to_time is None:
+        return ""
+    return (
+        f" between {format_time(since) if since is not None else 'the start'} and "
+        f"{format_time(args.to_time) if args.to_time is not None else 'the end'}"
+    )
+
+
+def _run_all(history: History, extracted, runs, since: int | None):  # noqa: ANN001, ANN202
+    """Each run from the start; an alternative takes over at `since` (before it, the group as it was)."""
     end = history.last.timestamp_ms
     reruns = []
-    for name, settings in runs:
-        started = time.perf_counter()
-        simulated, heartbeats = rerun(extracted, settings, end)
-        reruns.append((name, simulated, heartbeats, time.perf_counter() - started))
-    end = max([end, *(h.last.timestamp_ms for _, h, _, _ in reruns if h.last is not None)])
-    recorded = measure("recorded", history, extracted, end)
+    own = runs[0][1]
+    for n, (name, settings) in enumerate(runs):
+        if since is None or n == 0:
+            simulated, heartbeats = rerun(extracted, settings, end)
+        else:
+            simulated, heartbeats = rerun(extracted, own, end, switch=(since, settings))
+        reruns.append((name, simulated, heartbeats))
+    end = max([end, *(h.last.timestamp_ms for _, h, _ in reruns if h.last is not None)])
+    recorded = measure("recorded", history, extracted, end, since)
     outcomes = []
-    for name, simulated, heartbeats, _ in reruns:
-        outcome = measure(name, simulated, extracted, end)
+    for name, simulated, heartbeats in reruns:
+        outcome = measure(name, simulated, extracted, end, since)
         outcome.heartbeats = heartbeats
         outcomes.append(outcome)
-    return recorded, outcomes, [h for _, h, _, _ in reruns]
+    return recorded, outcomes, [h for _, h, _ in reruns]
 
 
 def _stable(o: Outcome) -> tuple[str, str]:
@@ -180,7 +208,9 @@ def _stable(o: Outcome) -> tuple[str, str]:
     return format_duration(round(statistics.median(known))), format_duration(max(known))
 
 
-def _print_report(extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
+def _print_report(  # noqa: ANN001
+    extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome], since: int | None
+) -> None:
     s = own
     print(
         f"{len(extracted.happenings)} happenings re-run; settings as recorded: "
@@ -218,7 +248,7 @@ def _print_report(extracted, recorded: Recorded, own: ScriptSettings, base: Outc
     for line in extracted.not_reconstructed:
         print(f"not reconstructed: {line}")
     for o in outcomes[1:]:
-        for d in differences(extracted, outcomes[0], o):  # against the re-run: the setting's doing alone
+        for d in differences(extracted, outcomes[0], o, from_ms=since):  # against the re-run: the setting's doing alone
             print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, o.name))
 
 

@@ -29,9 +29,9 @@ import heapq
 import itertools
 from dataclasses import dataclass, field
 
-from records import Record
+from records import Assignor, Record
 
-from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.assignors import ASSIGNORS, ConnectAssignor
 from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
 from coordinator.core.driver.simulation import Driver, SimWorker
 from coordinator.core.group_coordinator import CoordinatorConfig
@@ -101,6 +101,7 @@ class ScriptRun:
     stamps: list[int] = field(default_factory=list)
     heartbeats: int = 0
     end_ms: int = 0
+    given_up: dict[str, str] = field(default_factory=dict)  # workers refused for good, and why
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -129,9 +130,18 @@ class _QuietDriver(Driver):
         return min(self.timers.values(), default=None)
 
 
-def run_script(group_id: str, steps: list[Step], settings: ScriptSettings, start_ms: int, until_ms: int) -> ScriptRun:
+def run_script(
+    group_id: str,
+    steps: list[Step],
+    settings: ScriptSettings,
+    start_ms: int,
+    until_ms: int,
+    switch: tuple[int, ScriptSettings] | None = None,
+) -> ScriptRun:
     """Drive `steps` (in time order) through a coordinator with `settings` from `start_ms`; after
-    the last step, go on until the group is quiet or `until_ms`, whichever is later."""
+    the last step, go on until the group is quiet or `until_ms`, whichever is later. `switch`
+    (at, other settings): from then on the other settings hold, as an operator would change them
+    (the group's configuration set; the workers restarted with the other assignor)."""
     config = CoordinatorConfig(
         session_timeout_ms=settings.session_timeout_ms,
         heartbeat_interval_ms=settings.heartbeat_interval_ms,
@@ -142,11 +152,18 @@ def run_script(group_id: str, steps: list[Step], settings: ScriptSettings, start
     d = _QuietDriver(config, start_ms)
     run = _Run(d, group_id, settings)
     for step in steps:
+        if switch is not None and switch[0] <= step.at_ms:
+            run.until(switch[0])
+            run.switch(switch[1])
+            switch = None
         run.until(step.at_ms)
         run.apply(step)
+    if switch is not None:
+        run.until(switch[0])
+        run.switch(switch[1])
     run.until(until_ms)
     run.settle()
-    return ScriptRun(d.log, d.stamps, run.heartbeats, d.now)
+    return ScriptRun(d.log, d.stamps, run.heartbeats, d.now, run.given_up)
 
 
 class _Run:
@@ -160,12 +177,35 @@ class _Run:
         self.order = itertools.count()
         self.seen: tuple | None = None  # the group's epochs when the workers were last looked at
         self.waiting: set[str] = set()  # workers waiting for others to release their new work
+        self.given_up: dict[str, str] = {}  # workers the coordinator refused for good, and why
         self.away: set[str] = set()  # static members that left for a while
-        self.assignor_impl = None
-        if settings.max_moves is not None:
-            self.assignor_impl = IncrementalCooperativeAssignor(max_moves=settings.max_moves)
-        elif not settings.server_side:
-            self.assignor_impl = ASSIGNORS[settings.assignor]
+        self.assignor_impl = _assignor_impl(settings)
+
+    def switch(self, settings: ScriptSettings) -> None:
+        """Other settings from now on: the group's timeouts as a configuration record, and the
+        assignor on every worker (a change of it is a change of the members' metadata)."""
+        d = self.d
+        d.set_config(
+            self.group_id,
+            session_timeout_ms=settings.session_timeout_ms,
+            heartbeat_interval_ms=settings.heartbeat_interval_ms,
+            scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
+            initial_assignment_delay_ms=settings.initial_assignment_delay_ms,
+        )
+        before = (self.settings.assignor, self.settings.server_side, self.settings.max_moves)
+        self.settings = settings
+        self.assignor_impl = _assignor_impl(settings)
+        if (settings.assignor, settings.server_side, settings.max_moves) != before:
+            for w in list(d.alive.values()):
+                w.assignor_impl = self.assignor_impl
+                server, client = _assignors(settings, self.assignor_impl)
+                if server is None and w.member.server_assignor is None:
+                    # The new one first, the old one still offered: the group keeps the old one
+                    # until every member offers the new one, as in a rolling change.
+                    client += tuple(a for a in w.member.client_assignors if a.name != client[0].name)
+                w.member.set_assignors(server, client)
+                self._heartbeat(w)
+        self._changed()
 
     def apply(self, step: Step) -> None:
         d, alive = self.d, self.d.alive
@@ -216,6 +256,10 @@ class _Run:
         self._heartbeat(worker)
 
     def _heartbeat(self, worker: SimWorker) -> None:
+        if worker.member.given_up is not None:  # refused for good (run_script's `given_up` says why)
+            self.d.alive.pop(worker.member_id, None)
+            self.given_up.setdefault(worker.member_id, worker.member.given_up)
+            return
         self.heartbeats += 1
         acknowledging = worker.member.acknowledgement_due  # a revocation: what it gave up is released now
         worker.heartbeat()
@@ -303,6 +347,20 @@ class _Run:
             if nxt > horizon:
                 break
             self.until(nxt + 1)
+
+
+def _assignor_impl(settings: ScriptSettings) -> ConnectAssignor | None:
+    """The assignor the workers run (None: the coordinator runs it, server-side)."""
+    if settings.max_moves is not None:
+        return IncrementalCooperativeAssignor(max_moves=settings.max_moves)
+    return None if settings.server_side else ASSIGNORS[settings.assignor]
+
+
+def _assignors(settings: ScriptSettings, impl: ConnectAssignor | None) -> tuple[str | None, tuple[Assignor, ...]]:
+    """What a member names: a server-side assignor, or its client-side one's version range."""
+    if impl is None:
+        return settings.assignor, ()
+    return None, (Assignor(impl.name, impl.minimum_version, impl.maximum_version, 0, impl.maximum_version, b""),)
 
 
 def _behind(worker: SimWorker, group, now: int) -> bool:  # noqa: ANN001 - a ConnectGroup
