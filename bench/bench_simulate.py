@@ -105,7 +105,7 @@ def simulate_once(raw: list[RawRecord]) -> tuple[float, dict]:
     # which changes fall into one rebalance).
     settings = recorded_settings(history.events, {"heartbeat_interval_ms": SETTINGS.heartbeat_interval_ms})
     extracted = extract(history.events, GROUP, settings.settings)
-    simulated, heartbeats = rerun(extracted, own_settings(extracted, settings), history.last.timestamp_ms)
+    simulated, run = rerun(extracted, own_settings(extracted, settings), history.last.timestamp_ms)
     end = max(history.last.timestamp_ms, simulated.last.timestamp_ms)
     a = measure("recorded", history, extracted, end)
     b = measure("re-run", simulated, extracted, end)
@@ -114,7 +114,7 @@ def simulate_once(raw: list[RawRecord]) -> tuple[float, dict]:
     return elapsed, {
         "records": history.records,
         "happenings": len(extracted.happenings),
-        "heartbeats": heartbeats,
+        "heartbeats": run.heartbeats,
         "moves": f"{f.matched_moves}/{f.recorded_moves}",
         "same": f.same_moves,
         "unowned_off": f.unowned_off,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from records import TaskId
 
-from coordinator.core.driver.scripted import Crash, Leave, ScriptSettings, run_script
+from coordinator.core.driver.scripted import Crash, Leave, ScriptRun, ScriptSettings, run_script
 from coordinator.core.items import Item
 from replay import events as ev
 from replay.history import History, Interval, Rebalance
@@ -58,6 +58,7 @@ class Outcome:
     stable_after_ms: list[int | None] = field(default_factory=list)  # per happening
     rebalance_moves: list[frozenset] = field(default_factory=list)  # per rebalance that moved anything
     heartbeats: int = 0  # a re-run's, sent in all
+    given_up: dict[str, str] = field(default_factory=dict)  # a re-run's workers refused for good, and why
 
     @property
     def tasks_moved(self) -> int:
@@ -66,9 +67,9 @@ class Outcome:
 
 def rerun(
     extracted: Extracted, settings: ScriptSettings, until_ms: int, switch: tuple[int, ScriptSettings] | None = None
-) -> tuple[History, int]:
+) -> tuple[History, ScriptRun]:
     """The script through the coordinator with `settings` (and from `switch`'s time on, its
-    settings): its history, and the heartbeats sent."""
+    settings): its history, and the run (its records, heartbeats, workers refused for good)."""
     steps = [h.step for h in extracted.happenings]
     run = run_script(extracted.group_id, steps, settings, extracted.start_ms, until_ms, switch)
     history = History(extracted.group_id)
@@ -80,7 +81,7 @@ def rerun(
     finally:
         if paused:
             gc.enable()
-    return history, run.heartbeats
+    return history, run
 
 
 def own_settings(extracted: Extracted, recorded: Recorded) -> ScriptSettings:

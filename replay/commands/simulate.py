@@ -187,16 +187,16 @@ def _run_all(history: History, extracted, runs, since: int | None):  # noqa: ANN
     own = runs[0][1]
     for n, (name, settings) in enumerate(runs):
         if since is None or n == 0:
-            simulated, heartbeats = rerun(extracted, settings, end)
+            simulated, run = rerun(extracted, settings, end)
         else:
-            simulated, heartbeats = rerun(extracted, own, end, switch=(since, settings))
-        reruns.append((name, simulated, heartbeats))
+            simulated, run = rerun(extracted, own, end, switch=(since, settings))
+        reruns.append((name, simulated, run))
     end = max([end, *(h.last.timestamp_ms for _, h, _ in reruns if h.last is not None)])
     recorded = measure("recorded", history, extracted, end, since)
     outcomes = []
-    for name, simulated, heartbeats in reruns:
+    for name, simulated, run in reruns:
         outcome = measure(name, simulated, extracted, end, since)
-        outcome.heartbeats = heartbeats
+        outcome.heartbeats, outcome.given_up = run.heartbeats, run.given_up
         outcomes.append(outcome)
     return recorded, outcomes, [h for _, h, _ in reruns]
 
@@ -247,6 +247,9 @@ def _print_report(  # noqa: ANN001
     )
     for line in extracted.not_reconstructed:
         print(f"not reconstructed: {line}")
+    for o in outcomes:
+        for member_id, why in sorted(o.given_up.items()):
+            print(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
     for o in outcomes[1:]:
         for d in differences(extracted, outcomes[0], o, from_ms=since):  # against the re-run: the setting's doing alone
             print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, o.name))

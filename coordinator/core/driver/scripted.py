@@ -14,11 +14,14 @@ worker per event (about 6.5 ms an event with 100 workers). Here:
 - an alive worker's heartbeats are taken as arriving in time: its session timer never fires (it is
   dropped as it is armed). A crashed worker is one that stopped heartbeating at the step's time: its
   session timer is armed from there, and fires on the virtual clock as the coordinator's would;
-- a worker heartbeats only while the group has something for it: the group is not converged
-  (`rebalance_converged`) and the worker is behind the assignment epoch, not stable, or the target
-  is still to be computed. Rounds of such heartbeats run half a heartbeat interval after the change
-  that opened them (a worker hears of a change at its next heartbeat: on average half an interval
-  later), then every interval, until the group converges;
+- a worker heartbeats only when the group has something for its next heartbeat (`_behind`): while
+  the target is computed, the member asked to compute it (server-side: any, once the coordinator
+  may compute again); then a worker behind the assignment epoch or with a revocation to make or
+  acknowledge; a worker waiting for released work, when a revocation is acknowledged. It
+  heartbeats when its `Member` says (`heartbeat_due`: its own phase, whole intervals after the
+  last heartbeat it sent, at once to acknowledge a revocation), as the SDK's workers do, with the
+  intervals the coordinator gives it (shorter while a target is computed or work waits). The
+  heartbeats it would have sent in between change nothing and are not sent;
 - timers (scheduled rebalances, the initial assignment delay, the server-side assignment
   interval, crashed workers' sessions) fire in order as the clock passes them, between steps.
 """
