@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway soak promtool chromium clean
+.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate soak promtool chromium clean
 
 install: $(STAMP)
 
@@ -111,6 +111,9 @@ bench-records: install
 # and conversion) against the hand parser they replaced, both in one run (no broker).
 bench-wire: install
 	$(BIN)/python bench/bench_wire.py
+
+bench-simulate: install
+	$(BIN)/python bench/bench_simulate.py $(SIMULATE_ARGS)
 
 bench-state: install
 	$(BIN)/python bench/bench_state.py

@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 from coordinator.errors import CliError
 from coordinator.tools import kafka_config
+from replay.commands import simulate
 from replay.commands.dump import run_dump
 from replay.commands.state import run_diff, run_state
 from replay.commands.timeline import run_timeline
@@ -79,6 +80,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "check the log's invariants: no item held twice, epochs never going back, valid targets",
     )
     verify.add_argument("--group", help="only this group (default: every group)")
+
+    simulate.add_arguments(
+        _command(
+            commands,
+            "simulate",
+            simulate.run_simulate,
+            "re-run a group's history through the coordinator, as recorded and with other settings",
+        )
+    )
 
     dump = subparsers.add_parser(
         "dump",

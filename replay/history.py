@@ -43,6 +43,7 @@ from records import (
     ClassicGroupMetadataKey,
     ConnectGroupMetadataKey,
     FormatLevelKey,
+    Record,
     RecordDecodeError,
     decode,
 )
@@ -223,12 +224,16 @@ class History:
                     f"corrupt record at partition {at.partition} offset {at.offset}: {e}"
                 ) from None
             return []
+        return self.apply(record, at)
+
+    def apply(self, record: Record, at: Position) -> list[Event]:
+        """Replay one record, decoded, written at `at` (a re-run's records: `replay.simulate`)."""
         key = record.key
         group_id = key.group_id
         if (self.group_id is not None and group_id != self.group_id) or key.__class__ is FormatLevelKey:
             self.skipped += 1  # another group's, or the partition's record format level (no group's history)
             return []
-        self._partition = raw.partition
+        self._partition = at.partition
         if self.first is None:
             self.first = at
         self.last = at

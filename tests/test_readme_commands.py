@@ -319,6 +319,11 @@ EXPECTED = {
             r"before: W2 held clicks-source-1 until 2026-03-01 03:01:39\.000",
         )
     ),
+    "coordinator replay simulate --group connect-prod --file offsets.bin --scheduled-delay 0 "
+    "--scheduled-delay 5min": Expect(
+        stdout=(r"^faithfulness: the re-run with the group's own settings made 13 of the 13 recorded moves; the same",),
+        shown=True,
+    ),
     # docs/replay.md's comment says what a log with a fault gives (exit 1); this one has none.
     "coordinator replay verify --bootstrap-servers kafka:9092": Expect(
         stdout=(r"^verified \d+ records of 2 groups from topic \S+: no violations$",)

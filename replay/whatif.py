@@ -1,0 +1,270 @@
+"""What a group lived through, as a script the coordinator can be driven through again (issue 32).
+
+`extract` reads a group's events (`replay.history.History`'s) and says what happened to the group
+from outside the coordinator: workers joining, leaving gracefully or for a while (static), crashing
+(a departure by session timeout: the worker stopped heartbeating a session before), the
+connectors changing. What the coordinator did about them (epochs, targets, revocations) is left
+out: that is what a re-run computes again, with the group's own settings or others.
+
+`recorded_settings` says which settings the group had: its configuration record where it has one;
+else the scheduled delay read from its deferrals (a deferred target's deadline minus the departure
+that caused it), the heartbeat interval from how soon members followed a new target (on average
+half an interval), and the server's defaults for the rest, each marked as read, measured or
+assumed.
+
+Both are pure functions of the events: the group page's "what if" view and the Spark tables can
+feed them events of their own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from statistics import mean
+
+from coordinator.core.assignors import ASSIGNORS
+from coordinator.core.driver.scripted import Crash, Join, Leave, ScriptSettings, SetConnectors, Step
+from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.protocol import LeaveReason
+from replay import events as ev
+from replay.errors import ReplayError
+from replay.events import Event
+from replay.positions import format_clock
+
+_DEFAULTS = CoordinatorConfig()
+
+
+@dataclass(slots=True)
+class Happening:
+    """One extracted event, with what a person reads about it ("W2's crash") and the worker it
+    happened to (its instance id, else its member id; None: the connectors)."""
+
+    step: Step
+    text: str
+    worker: str | None = None
+
+
+@dataclass(slots=True)
+class Extracted:
+    group_id: str
+    happenings: list[Happening] = field(default_factory=list)
+    start_ms: int = 0
+    end_ms: int = 0
+    not_reconstructed: list[str] = field(default_factory=list)  # events the script can only approximate
+    server_side: bool = False
+    assignor: str = "incremental_cooperative"
+
+
+def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) -> Extracted:
+    """The group's happenings from its events; a crash is placed a session (`settings`') before
+    the removal that recorded it, or at the last record that showed the member alive if later."""
+    out = Extracted(group_id)
+    away: set[str] = set()  # static members gone for a while: their removal is the coordinator's
+    names: dict[str, str] = {}  # member id -> its instance id: the worker's name, across restarts
+    seen: dict[str, int] = {}  # member id -> when a record last showed it alive
+    held: dict[str, set] = {}  # member id -> what it holds
+    first = True
+    for e in events:
+        if first:
+            out.start_ms, first = e.at.timestamp_ms, False
+        out.end_ms = e.at.timestamp_ms
+        at, m, d = e.at.timestamp_ms, e.member_id, e.detail
+        if m is not None and e.kind != ev.MEMBER_LEFT:
+            seen[m] = at
+        if m is not None and (e.gained or e.released):
+            mine = held.setdefault(m, set())
+            mine -= e.released
+            mine |= e.gained
+        if e.kind == ev.MEMBER_JOINED:
+            if d.get("protocol") == "classic":
+                out.not_reconstructed.append(f"{_clock(at)} {m} joined on the classic protocol (left out)")
+                continue
+            assignors = d["assignors"]
+            out.server_side = assignors.startswith("server-side ")
+            name = assignors.removeprefix("server-side ").split(" ")[0]
+            if name in _ASSIGNOR_NAMES:
+                out.assignor = name
+            names[m] = d["instance_id"] or m
+            step = Join(at, m, d["instance_id"], d.get("rebalance_timeout_ms") or 60_000)
+            out.happenings.append(Happening(step, f"{names[m]}'s join", names[m]))
+        elif e.kind == ev.STATIC_LEAVE:
+            away.add(m)
+            out.happenings.append(
+                Happening(Leave(at, m, static=True), f"{names.get(m, m)}'s static leave", names.get(m, m))
+            )
+        elif e.kind == ev.MEMBER_LEFT:
+            _left(out, e, away, settings, names.get(m, m), seen.get(m, out.start_ms), frozenset(held.get(m, ())))
+        elif e.kind == ev.CONNECTORS:
+            out.happenings.append(Happening(SetConnectors(at, dict(d["connectors"])), "the connectors' change"))
+        elif e.kind == ev.GROUP_DELETED:
+            out.not_reconstructed.append(f"{_clock(at)} the group was deleted (what follows is a new group)")
+        elif e.kind in (ev.CONVERTED, ev.CLASSIC_MEMBER_JOINED):
+            out.not_reconstructed.append(f"{_clock(at)} {ev.text(e)} (classic members are left out)")
+    out.happenings.sort(key=lambda h: h.step.at_ms)  # a crash moved back a session
+    return out
+
+
+def _left(
+    out: Extracted, e: Event, away: set[str], settings: ScriptSettings, name: str, alive_at: int, held: frozenset
+) -> None:
+    at, m = e.at.timestamp_ms, e.member_id
+    reason = e.detail.get("reason", LeaveReason.LEAVE)
+    if m in away:  # went away for a while (-2) and did not come back: the coordinator removed it
+        away.discard(m)
+        return
+    if reason == LeaveReason.REPLACED:
+        return  # a join under its instance id took it over: the join is the happening
+    if reason == LeaveReason.LEAVE:
+        out.happenings.append(Happening(Leave(at, m), f"{name}'s leave", name))
+        return
+    # A session before its removal, but not before a record showed it alive (the session is a
+    # server's default or a bound where no configuration record says it).
+    crashed_at = max(alive_at, at - settings.session_timeout_ms)
+    out.happenings.append(Happening(Crash(crashed_at, m, held), f"{name}'s crash", name))
+    if reason != LeaveReason.SESSION_TIMEOUT:
+        out.not_reconstructed.append(
+            f"{_clock(at)} {m} removed ({reason}): re-run as a crash, its session timing out instead"
+        )
+
+
+_ASSIGNOR_NAMES = frozenset(ASSIGNORS)
+
+
+def _clock(ms: int) -> str:
+    return format_clock(ms)
+
+
+# --- the settings the group had ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Recorded:
+    settings: ScriptSettings
+    how: dict[str, str]  # setting -> "configured", "measured" or "server default"
+
+
+def recorded_settings(events: list[Event], given: dict[str, int] | None = None) -> Recorded:
+    """The group's settings, read from its configuration record, measured from its history, or the
+    server's defaults (the topic does not hold a server's flags); `given` (setting -> value) says
+    what the person asking knows better, such as the flags its coordinator ran with."""
+    how: dict[str, str] = {}
+    configured: dict = {}
+    for e in events:
+        if e.kind == ev.CONFIGURATION and e.detail:
+            configured = {k: v for k, v in e.detail.items() if v is not None}
+    settings = ScriptSettings(
+        session_timeout_ms=_DEFAULTS.session_timeout_ms,
+        heartbeat_interval_ms=_DEFAULTS.heartbeat_interval_ms,
+        scheduled_rebalance_max_delay_ms=_DEFAULTS.scheduled_rebalance_max_delay_ms,
+        initial_assignment_delay_ms=_DEFAULTS.initial_assignment_delay_ms,
+    )
+    for name in ("session_timeout_ms", "heartbeat_interval_ms", "scheduled_rebalance_max_delay_ms"):
+        how[name] = "server default"
+    how["initial_assignment_delay_ms"] = "server default"
+    measured = {
+        "scheduled_rebalance_max_delay_ms": _measured_delay(events),
+        "heartbeat_interval_ms": _measured_interval(events),
+        "initial_assignment_delay_ms": _measured_initial_delay(events),
+        "session_timeout_ms": _measured_session(events, settings.session_timeout_ms),
+    }
+    for name, value in measured.items():
+        if value is not None:
+            settings, how[name] = replace(settings, **{name: value}), "measured"
+    for name, value in configured.items():
+        if name in how:
+            settings, how[name] = replace(settings, **{name: value}), "configured"
+    for name, value in (given or {}).items():
+        settings, how[name] = replace(settings, **{name: value}), "given"
+    return Recorded(settings, how)
+
+
+def _measured_delay(events: list[Event]) -> int | None:
+    """A deferred target's deadline minus the latest departure before it (the assignor's rule 2b)."""
+    departed_at = None
+    candidates = []
+    for e in events:
+        if e.kind == ev.MEMBER_LEFT:
+            departed_at = e.at.timestamp_ms
+        elif e.kind == ev.TARGET_INSTALLED and e.detail["deferred"] and departed_at is not None:
+            due = e.detail["scheduled_rebalance_at_ms"]
+            if due is not None:
+                candidates.append(due - departed_at)
+    return max(candidates) if candidates else None
+
+
+def _measured_session(events: list[Event], default: int) -> int | None:
+    """At most the time from a crashed member's last record to its removal by session timeout (it
+    heartbeated at least until its last record); the server's default when that says nothing."""
+    last: dict[str, int] = {}
+    bounds = []
+    for e in events:
+        if e.member_id is None:
+            continue
+        if e.kind == ev.MEMBER_LEFT and e.detail.get("reason") == LeaveReason.SESSION_TIMEOUT and e.member_id in last:
+            bounds.append(e.at.timestamp_ms - last[e.member_id])
+        last[e.member_id] = e.at.timestamp_ms
+    if not bounds or min(bounds) >= default:
+        return None
+    return max(_DEFAULTS.min_timeout_ms, min(bounds))
+
+
+def _measured_initial_delay(events: list[Event]) -> int | None:
+    """The first target after the group's first members joined, minus the last of those joins:
+    each join of an empty group's first members extends the wait by the delay."""
+    joined = None
+    for e in events:
+        if e.kind == ev.MEMBER_JOINED:
+            joined = e.at.timestamp_ms
+        elif e.kind in (ev.TARGET_INSTALLED, ev.TARGET_FAILED) and joined is not None:
+            return e.at.timestamp_ms - joined
+        elif e.kind == ev.MEMBER_EPOCH and joined is None:
+            return None  # the group had members before the read began
+    return None
+
+
+def _measured_interval(events: list[Event]) -> int | None:
+    """Twice the mean time members took to move to a newly installed target's epoch: a member hears
+    of it at its next heartbeat. A rough measure: while a target is computed or work waits, the
+    coordinator shortens a member's interval (to a tenth, at least 100 ms), so the gaps of a group
+    with a short interval say little more than that it is short."""
+    gaps = follow_gaps(events)
+    if len(gaps) < 3:
+        return None
+    return max(10, round(2 * mean(gaps)))
+
+
+def follow_gaps(events: Iterable[Event]) -> list[int]:
+    """How long after each target was installed each member moved to its epoch."""
+    installed: dict[int, int] = {}
+    gaps = []
+    for e in events:
+        if e.kind == ev.TARGET_INSTALLED:
+            installed[e.epoch] = e.at.timestamp_ms
+        elif e.kind == ev.MEMBER_EPOCH and e.previous_epoch is not None and e.epoch in installed:
+            if e.epoch != e.previous_epoch:
+                gaps.append(e.at.timestamp_ms - installed[e.epoch])
+    return gaps
+
+
+# --- the alternatives' settings ---------------------------------------------------------------------
+
+PROTOCOLS = ("connect", "classic")
+
+
+def check_settings(settings: ScriptSettings) -> None:
+    """A setting out of range is said in one line, before anything runs."""
+    low = _DEFAULTS.min_timeout_ms
+    for name, value, minimum in (
+        ("--session-timeout", settings.session_timeout_ms, low),
+        ("--scheduled-delay", settings.scheduled_rebalance_max_delay_ms, 0),
+        ("--initial-delay", settings.initial_assignment_delay_ms, 0),
+    ):
+        if value < minimum or value > 2**31 - 1:
+            raise ReplayError(f"{name} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
+    if settings.max_moves is not None and settings.max_moves < 1:
+        raise ReplayError(f"--max-moves must be at least 1, not {settings.max_moves}", invalid_input=True)
+    if settings.assignor not in _ASSIGNOR_NAMES:
+        raise ReplayError(
+            f"--assignor {settings.assignor}: not an assignor; choose from {', '.join(sorted(_ASSIGNOR_NAMES))}",
+            invalid_input=True,
+        )

@@ -1,0 +1,362 @@
+"""`coordinator replay simulate` (issue 32): a group's history re-run through the coordinator, as
+recorded and with other settings.
+
+Faithfulness is checked on histories real processes recorded: the main job's story (`coordinator
+demo`'s, tests/test_demo.py) and a join storm the SDK's fleet drives through `coordinator serve`,
+with the assignor on a worker and on the coordinator; and on the on-call story the state machine
+wrote (tests/replay_scenarios.py). The alternatives are checked against what a crash and return
+must give, worked out by hand: a delay longer than the absence moves nothing; a delay of 0 moves
+the crashed worker's whole share to the only other worker as soon as it is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from records import ConnectorTaskCount
+
+from coordinator.core.driver import SimWorker
+from coordinator.core.items import configured_work
+from coordinator.sdk.client import CoordinatorClient
+from coordinator.sdk.demo import Timing, story
+from coordinator.sdk.fleet import Fleet
+from coordinator.tools.process import ServeProcess
+from replay import events as ev
+from replay.history import History
+from replay.simulate import TOLERANCE, Outcome, faithfulness, measure, own_settings, rerun
+from replay.source import dump_header, read_topic, write_dump
+from replay.whatif import Extracted, extract, recorded_settings
+from tests.replay_scenarios import GROUP, StampedDriver, on_call_story, raw_records
+from tests.topics import create_topic
+
+COORDINATOR = str(Path(sys.executable).with_name("coordinator"))
+
+
+def simulated(
+    history: History, group: str, given: dict[str, int] | None = None, **alternative: int
+) -> tuple[Extracted, Outcome, Outcome]:
+    """The recorded history's outcome and a re-run's: with the group's own settings (`given`: those
+    the topic does not hold, as --recorded-* gives them), or with `alternative` settings changed."""
+    recorded = recorded_settings(history.events, given)
+    extracted = extract(history.events, group, recorded.settings)
+    own = own_settings(extracted, recorded)
+    run, _ = rerun(extracted, replace(own, **alternative), history.last.timestamp_ms)
+    end = max(history.last.timestamp_ms, run.last.timestamp_ms)
+    return extracted, measure("recorded", history, extracted, end), measure("re-run", run, extracted, end)
+
+
+def assert_faithful(history: History, group: str, given: dict[str, int]) -> None:
+    _, recorded, again = simulated(history, group, given)
+    f = faithfulness(recorded, again)
+    assert recorded.moves, "a story that moves nothing checks nothing"
+    assert f.same_moves, f.first_difference
+    assert f.matched_moves == f.recorded_moves
+    # The report's bar is 5%; these stories hold a few task-seconds (the tests' coordinators assign
+    # at once: no initial delay), where a heartbeat's phase is worth a few percent.
+    assert f.unowned_off <= 2 * TOLERANCE, (recorded.unowned_task_ms, again.unowned_task_ms)
+
+
+# --- a crash and a return, by hand -------------------------------------------------------------------
+
+SESSION_MS, INTERVAL_MS, DELAY_MS = 10_000, 1_000, 60_000
+
+
+def crash_and_return() -> tuple[History, frozenset, int]:
+    """W1 and W2 share connector A's four tasks; W2 crashes, is removed after its session, and is
+    back (the same member id) within the delay. Returns the history, what W2 ran when it crashed,
+    and when the coordinator removed it."""
+    d = StampedDriver()
+    d.set_config(
+        "g",
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=INTERVAL_MS,
+        scheduled_rebalance_max_delay_ms=DELAY_MS,
+        initial_assignment_delay_ms=0,
+    )
+    d.set_connectors("g", {"A": 4})
+    live = {name: SimWorker(d, "g", name) for name in ("W1", "W2")}
+
+    def run(seconds: int) -> None:  # every worker heartbeats when its member says it is due
+        for _ in range(seconds * 10):
+            d.advance(100)
+            for w in live.values():
+                if w.member.heartbeat_due() <= d.now:
+                    w.heartbeat()
+
+    for w in live.values():
+        w.heartbeat()
+    run(20)
+    crashed = live.pop("W2")
+    held = crashed.owned
+    crashed.lose_everything()
+    run(20)  # removed after its session; its work waits for it
+    live["W2"] = SimWorker(d, "g", "W2")
+    live["W2"].heartbeat()
+    run(20)
+    history = History("g")
+    history.run(raw_records(d.log, d.stamps))
+    removed = next(e.at.timestamp_ms for e in history.events if e.kind == ev.MEMBER_LEFT)
+    return history, held, removed
+
+
+def test_a_crash_and_return_moves_nothing_with_a_longer_delay_and_everything_at_once_with_none() -> None:
+    history, held, removed = crash_and_return()
+    assert held and len(held) < 5  # W2 ran a share, not everything
+    recorded = recorded_settings(history.events)
+    assert (
+        recorded.settings.scheduled_rebalance_max_delay_ms == DELAY_MS
+        and recorded.how["session_timeout_ms"] == "configured"
+    )
+
+    extracted, base, longer = simulated(history, "g", scheduled_rebalance_max_delay_ms=2 * DELAY_MS)
+    crash = next(h.step.at_ms for h in extracted.happenings if h.text == "W2's crash")
+    assert [m for m in base.moves if m.at_ms >= crash] == []  # as recorded: W2's work waited for it
+    assert [m for m in longer.moves if m.at_ms >= crash] == []
+
+    _, _, none = simulated(history, "g", scheduled_rebalance_max_delay_ms=0)
+    back = next(h.step.at_ms for h in extracted.happenings if h.text == "W2's join" and h.step.at_ms > crash)
+    moved = [m for m in none.moves if crash <= m.at_ms < back]
+    assert {(m.item, m.source, m.target) for m in moved} == {(item, "W2", "W1") for item in held}
+    # At once: W1 takes it at its first heartbeat after the removal.
+    assert all(removed <= m.at_ms <= removed + INTERVAL_MS for m in moved)
+    assert none.unowned_task_ms < base.unowned_task_ms
+
+
+def test_the_on_call_story_re_runs_with_the_same_moves() -> None:
+    s = on_call_story()
+    history = History(GROUP)
+    history.run(s.raw())
+    _, recorded, again = simulated(history, GROUP)
+    f = faithfulness(recorded, again)
+    assert f.same_moves and f.matched_moves == f.recorded_moves > 0, f.first_difference
+
+
+def test_a_generated_week_re_runs_exactly_when_told_the_interval_the_topic_does_not_hold() -> None:
+    """A busy group (20 workers; crashes, restarts, leaves, connector changes) that the driver
+    wrote with a 3 s interval and no configuration record."""
+    from bench.bench_simulate import GROUP as WEEK_GROUP  # the benchmark's own generator
+    from bench.bench_simulate import SETTINGS, recorded, week
+
+    history = History(WEEK_GROUP)
+    history.run(recorded(week(20, 150)))
+    given = recorded_settings(history.events, {"heartbeat_interval_ms": SETTINGS.heartbeat_interval_ms})
+    assert given.how["heartbeat_interval_ms"] == "given" and given.how["session_timeout_ms"] == "server default"
+    extracted = extract(history.events, WEEK_GROUP, given.settings)
+    run, _ = rerun(extracted, own_settings(extracted, given), history.last.timestamp_ms)
+    end = max(history.last.timestamp_ms, run.last.timestamp_ms)
+    f = faithfulness(measure("recorded", history, extracted, end), measure("re-run", run, extracted, end))
+    assert f.recorded_moves > 20 and f.same_moves and f.unowned_off < 0.01, f.first_difference
+
+
+# --- real processes -----------------------------------------------------------------------------------
+
+
+def read_history(bootstrap: str, topic: str, group: str) -> History:
+    history = History(group)
+    history.run(read_topic({"bootstrap.servers": bootstrap}, topic, timeout_s=30))
+    return history
+
+
+@pytest.mark.integration
+def test_the_main_jobs_story_re_runs_as_recorded(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 4)
+    outcome = asyncio.run(
+        story(kafka_broker.bootstrap_servers, unique_topic, "demo", 4, Timing(150, 1_500, 2_500, 0.5), tmp_path)
+    )
+    assert outcome.problems == []
+    assert_faithful(
+        read_history(kafka_broker.bootstrap_servers, unique_topic, "demo"),
+        "demo",
+        {"heartbeat_interval_ms": 150, "session_timeout_ms": 1_500},  # the story's flags, as Timing says
+    )
+    # The command says so, from a dump of the same topic.
+    dump = tmp_path / "demo.jsonl"
+    with dump.open("wb") as out:
+        records = read_topic({"bootstrap.servers": kafka_broker.bootstrap_servers}, unique_topic, timeout_s=30)
+        write_dump(out, records, "jsonl", dump_header("test", unique_topic, None))
+    out = subprocess.run(
+        [
+            COORDINATOR,
+            "replay",
+            "simulate",
+            "--group",
+            "demo",
+            "--file",
+            str(dump),
+            "--no-progress",
+            "--scheduled-delay",
+            "0",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert [line["name"] for line in lines if line["type"] == "outcome"] == ["recorded", "re-run", "delay 0 ms"]
+    f = next(line for line in lines if line["type"] == "faithfulness")
+    assert f["same_moves"] and f["items_moved_off"] == 0 and f["not_reconstructed"] == []
+
+
+CONNECTORS = {"A": 6, "B": 5, "C": 4}
+
+
+async def join_storm(bootstrap: str, topic: str, log_dir: Path, server_side: bool) -> None:
+    """Twelve workers start together (assigned once, after the initial delay), three more join,
+    one crashes, everyone leaves."""
+    everything = configured_work(tuple(ConnectorTaskCount(n, t) for n, t in CONNECTORS.items())).items
+    serve = ServeProcess(
+        bootstrap,
+        topic,
+        log_dir,
+        "--allow-anonymous",
+        "--heartbeat-interval-ms",
+        "200",
+        "--session-timeout-ms",
+        "2000",
+        "--scheduled-rebalance-max-delay-ms",
+        "3000",
+        "--initial-assignment-delay-ms",
+        "3000",  # serve's default (the tests' environment says 0): the storm is assigned once
+    )
+    await asyncio.to_thread(serve.start)
+    try:
+        async with CoordinatorClient(serve.url, retry_for_s=30) as client:
+            fleet = Fleet(client, "storm", server_side=server_side, quiet=True)
+            await fleet.set_connectors(CONNECTORS)
+            await fleet.join(12)
+            await fleet.wait_stable(everything)
+            await fleet.join(3)
+            # Stable with the three in it: each runs something (a share moved to it) before the crash.
+            while not all(w.owned for w in fleet.workers.values()):
+                await fleet.wait_stable(everything, settle_s=0.5)
+            await fleet.crash("worker-3")
+            await fleet.wait_stable(everything, timeout=60)
+            await fleet.stop()
+    finally:
+        await asyncio.to_thread(serve.stop)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("server_side", [False, True], ids=["assignor-on-a-worker", "server-side-assignor"])
+def test_a_join_storm_through_serve_re_runs_as_recorded(
+    kafka_broker, unique_topic, tmp_path: Path, server_side: bool
+) -> None:  # noqa: ANN001
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 1)
+    asyncio.run(join_storm(kafka_broker.bootstrap_servers, unique_topic, tmp_path, server_side))
+    history = read_history(kafka_broker.bootstrap_servers, unique_topic, "storm")
+    assert sum(e.kind == ev.MEMBER_JOINED for e in history.events) == 15
+    assert_faithful(history, "storm", {"heartbeat_interval_ms": 200, "session_timeout_ms": 2_000})  # serve's flags
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory) -> Path:  # noqa: ANN001
+    path = tmp_path_factory.mktemp("simulate") / "on-call.jsonl"
+    with path.open("wb") as out:
+        write_dump(out, on_call_story().raw(), "jsonl", dump_header("test", None, [0]))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("arguments", "said", "code"),
+    [
+        (["--group", "nope"], "no records of group nope in dump", 1),
+        (
+            ["--group", GROUP, "--from", "2030-01-01T00:00Z"],
+            "no membership events of group connect-prod between 2030-01-01",
+            1,
+        ),
+        (["--group", GROUP, "--session-timeout", "5ms"], "--session-timeout must be between 100 ms and", 2),
+        (["--group", GROUP, "--max-moves", "0"], "--max-moves must be at least 1, not 0", 2),
+        (["--group", GROUP, "--recorded-heartbeat-interval", "0"], "--recorded-heartbeat-interval must be between", 2),
+        (["--group", GROUP, "--assignor", "round-robin"], "--assignor round-robin: not an assignor", 2),
+        (["--group", GROUP, "--scheduled-delay", "soon"], "expected a duration such as 60s", 2),
+        (["--group", GROUP, "--plot", "x.png"], "--plot x.png: the timelines are drawn on an .html page", 2),
+    ],
+)
+def test_bad_input_is_one_line(dump: Path, arguments: list[str], said: str, code: int) -> None:
+    done = subprocess.run(
+        [COORDINATOR, "replay", "simulate", "--file", str(dump), "--no-progress", *arguments],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and said in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_report_names_the_differences(dump: Path, tmp_path: Path) -> None:
+    page = tmp_path / "what-if.html"
+    out = subprocess.run(
+        [
+            COORDINATOR,
+            "replay",
+            "simulate",
+            "--file",
+            str(dump),
+            "--no-progress",
+            "--group",
+            GROUP,
+            "--scheduled-delay",
+            "0",
+            "--plot",
+            str(page),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "faithfulness: the re-run with the group's own settings made 13 of the 13 recorded moves" in out
+    # W3's absence was shorter than the recorded delay: with none, its work moved when it was removed.
+    assert "W3's crash: as recorded (re-run) nothing moved; with delay 0 ms 4 items moved" in out
+    assert page.read_text().count("<svg") == 3  # recorded, re-run, delay 0
+
+
+def test_from_compares_from_a_time_with_the_group_as_it_was_then(dump: Path) -> None:
+    """From just before W2's crash: what moved before (the first balance, W4's share) is the group
+    as it was; the delay of 0 takes over there, and moves W2's work when W2 is removed."""
+    story = on_call_story()
+    since = story.times["scaled_out"]
+    out = subprocess.run(
+        [
+            COORDINATOR,
+            "replay",
+            "simulate",
+            "--file",
+            str(dump),
+            "--no-progress",
+            "--group",
+            GROUP,
+            "--from",
+            str(since),
+            "--scheduled-delay",
+            "0",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    recorded, again, none = (line for line in lines if line["type"] == "outcome")
+    moved = [(m["item"], m["from"], m["to"]) for m in recorded["moves"]]
+    assert moved and {source for _, source, _ in moved} == {"W2"}  # only W2's work, after its delay
+    assert all(m["at_ms"] >= since for m in recorded["moves"])
+    assert sorted((m["item"], m["from"], m["to"]) for m in again["moves"]) == sorted(moved)
+    removed = story.times["w2_removed"]  # a mark taken once W2 had been removed
+    w2 = [m for m in none["moves"] if m["from"] == "W2"]
+    assert {m["item"] for m in w2} == {item for item, _, _ in moved}
+    assert all(m["at_ms"] <= removed for m in w2)  # at once, not a minute later
