@@ -90,6 +90,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         )
     )
 
+    _register_dump(subparsers)
+
+
+def _register_dump(subparsers: argparse._SubParsersAction) -> None:
+    """`coordinator dump`: the records read, as bytes to replay later or decoded to read."""
     dump = subparsers.add_parser(
         "dump",
         description="Writes partition, offset, timestamp, key and value bytes of every record read, as JSON "
