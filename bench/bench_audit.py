@@ -26,6 +26,12 @@ Python workers, the producer and the broker).
    the producer's create time), and batch durations. Goal: newest record's lag median <= 2 s, max
    <= 4 s.
 
+6. Restart (`--restart`, on its own, no broker): how long a new Audit takes to rebuild the History
+   a batch starts from, after N records (default 1,000,000 and 10,000,000, generated as in 1.) in
+   the records table in batches of coordinator audit's maxOffsetsPerTrigger: from the newest
+   snapshot and the records after it (spark.audit's Bounded restarts) against replaying every
+   record (what every restart did before snapshots). The two Histories must agree.
+
 `--quick` runs everything small and short, to check that it works.
 """
 
@@ -435,6 +441,79 @@ def bench_lag(
     print_phases(phases, f"{len(reports)} batches with records", len(reports), "batch")
 
 
+def bench_restart(spark: Any, counts: list[int], every: int) -> None:
+    """Section 6: the restart of an audit of `count` records, from a snapshot and from nothing."""
+    import pyarrow as pa
+
+    from replay.history import History, interval_json, rebalance_json
+    from spark import tables as t
+    from spark.audit import SNAPSHOTS, Audit
+    from spark.cli import MAX_OFFSETS_PER_TRIGGER
+    from spark.decode import SCHEMA
+
+    def audit(database: str) -> Any:
+        a = Audit(spark, {"bootstrap.servers": "127.0.0.1:9"}, "restart", database=database)
+        a.snapshot_every_records = every
+        a.prepare()
+        return a
+
+    def state(history: History) -> bytes:
+        import orjson
+
+        return orjson.dumps(
+            [[rebalance_json(r) for r in history.all_rebalances()], [interval_json(i) for i in history.all_intervals()]]
+        )
+
+    for count in counts:
+        t0 = time.perf_counter()
+        records = records_for(count)
+        database = f"restart_{count}_{os.getpid()}"
+        writer = audit(database)
+        # As after a query's first batch: the audit's id stays (without a checkpoint, prepare() makes
+        # a new one and drops the snapshots, another audit's).
+        (writer.directory / "checkpoint").mkdir()
+        history, since, batches = History(), 0, 0
+        for start in range(0, count, MAX_OFFSETS_PER_TRIGGER):
+            chunk = sorted(records[start : start + MAX_OFFSETS_PER_TRIGGER], key=lambda r: (r.partition, r.offset))
+            # The raw columns as the audit writes them; the decoded ones null (a restart reads only the raw).
+            columns = {
+                "partition": pa.array([r.partition for r in chunk], pa.int32()),
+                "offset": pa.array([r.offset for r in chunk], pa.int64()),
+                "timestamp": pa.array([r.timestamp_ms * 1000 for r in chunk], SCHEMA.field("timestamp").type),
+                "key": pa.array([r.key for r in chunk], pa.binary()),
+                "value": pa.array([r.value for r in chunk], pa.binary()),
+            }
+            rows = pa.table([columns.get(f.name, pa.nulls(len(chunk), f.type)) for f in SCHEMA], schema=SCHEMA)
+            writer._write(t.RECORDS, spark.createDataFrame(rows), batches)
+            history.run(chunk)
+            history.take()
+            since += len(chunk)
+            if since >= every:
+                writer._write_snapshot(history, batches)
+                since = 0
+            batches += 1
+        del records
+        print(f"  {count:,} records in {batches} batches written in {time.perf_counter() - t0:.0f} s")
+        snapshots = writer.directory / SNAPSHOTS
+        hidden = snapshots.with_name("snapshots-hidden")
+        snapshots.rename(hidden)
+        t0 = time.perf_counter()
+        full = audit(database)._history_before(batches)
+        full_s = time.perf_counter() - t0
+        hidden.rename(snapshots)
+        t0 = time.perf_counter()
+        restarted = audit(database)
+        from_snapshot = restarted._history_before(batches)
+        snapshot_s = time.perf_counter() - t0
+        after, replayed = restarted.restored
+        same = "the same History" if state(full) == state(from_snapshot) else "!! the Histories differ"
+        print(
+            f"  restart after {count:,}: replay everything {full_s:7.1f} s; from the snapshot of batch {after} "
+            f"and {replayed:,} records after it {snapshot_s:7.1f} s ({full_s / snapshot_s:.1f}x faster; {same})"
+        )
+        spark.sql(f"DROP DATABASE {database} CASCADE")
+
+
 # --- main ---------------------------------------------------------------------------------------------------
 
 
@@ -451,7 +530,15 @@ def main() -> int:
     parser.add_argument("--lag-trigger", help="processing-time trigger of the lag measurement (default 1s)")
     parser.add_argument("--lag-rate", type=int, help="records/s produced during the lag measurement (default 2,000)")
     parser.add_argument("--lag-seconds", type=float, help="how long records are produced (default 30; --quick 10)")
+    parser.add_argument("--restart", action="store_true", help="only section 6, restart times (no broker)")
+    parser.add_argument(
+        "--restart-records",
+        default="1000000,10000000",
+        help="records before the restart, comma-separated (default 1,000,000 and 10,000,000)",
+    )
     args = parser.parse_args()
+    if args.restart:
+        return restart_main(args)
     sizes = replace(QUICK) if args.quick else Sizes()
     for name in ("records", "rounds", "lag_trigger", "lag_rate", "lag_seconds"):
         if getattr(args, name) is not None:
@@ -573,6 +660,26 @@ def main() -> int:
         if topics:
             delete_topics(bootstrap, topics)
     print(f"done in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def restart_main(args: argparse.Namespace) -> int:
+    from spark.audit import DEFAULT_SNAPSHOT_EVERY_RECORDS
+    from spark.session import session
+
+    try:
+        counts = [int(n.replace("_", "")) for n in args.restart_records.split(",")]
+    except ValueError:
+        print(f"--restart-records {args.restart_records!r}: comma-separated record counts", file=sys.stderr)
+        return 2
+    every = DEFAULT_SNAPSHOT_EVERY_RECORDS
+    print(f"6. restart: the History a new Audit starts from, snapshot every {every:,} records (the default)")
+    with tempfile.TemporaryDirectory(prefix="bench-audit-restart-") as tmp:
+        spark = session(Path(tmp) / "spark", warehouse=Path(tmp) / "warehouse")
+        try:
+            bench_restart(spark, counts, every)
+        finally:
+            spark.stop()
     return 0
 
 

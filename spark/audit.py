@@ -23,8 +23,21 @@ same offsets, so it reads the same records. Every write of batch N is a Delta tr
 with (the audit's id, N) (`txnAppId`/`txnVersion`): Delta skips a write whose tag the table already
 holds, so a batch that runs again after a crash writes to each table only what its first run did
 not. The History a batch starts from is the state after batch N-1: the one in memory if this
-process ran N-1, else rebuilt by replaying the `records` table's rows of batches before N (the
-records table is the log; the state is derived, never stored in a form only this code can read).
+process ran N-1, else rebuilt from the `records` table (the log; the tables are derived from it).
+
+Bounded restarts. Rebuilding from the whole records table costs a replay of everything audited (27 s
+a million records here), so every `snapshot_every_records` records the History after a batch is
+kept beside the checkpoint (`<warehouse>/_audit/<database>/snapshots/<batch>.history`: a header
+naming the batch, the audit's id and the code it was made by, then the pickled History). A restart
+before batch N takes the newest snapshot of a batch S < N and replays the records table's rows of
+batches S+1 .. N-1 only. Why S < N is enough: Spark commits batch N-1 in its checkpoint only after
+`Audit.batch` returned, so every table holds every batch before N; a snapshot of N itself may be on
+disk from a run killed before N's other writes committed, and is not used for N's rerun (its rows
+come again from the same records). A snapshot made by other code (another release: the pickled
+classes may differ) or another audit is passed over: the restart replays from further back, never
+reads a state it cannot trust. This snapshots the audit's own records table, which keeps every
+record, never the compacted topic (DESIGN §3: over a compacted log a snapshot would resurrect keys
+whose tombstones compaction removed).
 
 Kafka. The source's own handling is what we rely on: it reads each offset range until the consumer's
 position passes its end, so offsets that compaction removed and transaction markers (which take an
@@ -36,17 +49,25 @@ is normal, not a loss.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import records as records_package
+
+import coordinator.core
+import replay as replay_package
 from coordinator.tools.kafka_config import java_client_config
 from replay.history import History
 from replay.positions import RawRecord
@@ -61,6 +82,11 @@ _RAW = ["partition", "offset", "timestamp", "key", "value"]
 # What `Audit.start` passes to DataStreamWriter.trigger unless told otherwise: a micro-batch every 10 s.
 DEFAULT_TRIGGER = {"processingTime": "10000 milliseconds"}
 DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a database name Spark SQL takes unquoted
+# A restart replays at most about this many records from the records table (spark.audit's Bounded restarts).
+DEFAULT_SNAPSHOT_EVERY_RECORDS = 500_000
+SNAPSHOTS = "snapshots"
+_SNAPSHOT_FORMAT = 1
+_SNAPSHOTS_KEPT = 2  # the newest may be of a batch killed half written, and is then not the one used
 
 
 class AuditError(Exception):
@@ -126,6 +152,7 @@ class Audit:
         max_offsets_per_trigger: int | None = None,
         min_partitions: int | None = None,
         optimize_every_ms: int = 600_000,
+        snapshot_every_records: int = DEFAULT_SNAPSHOT_EVERY_RECORDS,
         report: Callable[[BatchReport], None] | None = None,
     ) -> None:
         if not DATABASE_NAME.fullmatch(database):
@@ -143,15 +170,19 @@ class Audit:
             min_partitions=min_partitions,
         )
         self.optimize_every_ms = optimize_every_ms
+        self.snapshot_every_records = snapshot_every_records  # 0: never (a restart replays every batch)
         self.report = report
         self.reports: list[BatchReport] = []
         self.app_id: str | None = None
         self._locations: dict[str, str] = {}
         self._history: History | None = None
         self._history_batch = -1  # the batch after which self._history is the state
+        self._since_snapshot = 0  # records the History replayed since its last snapshot (or restart)
+        # How the last restart rebuilt the History: (the snapshot's batch or -1, records replayed after it).
+        self.restored: tuple[int, int] | None = None
         self._optimized_at = time.monotonic()
         self._open_written: dict[str, pa.Table] = {}
-        self._pool = ThreadPoolExecutor(len(t.TABLES) - 1, thread_name_prefix="audit-write")
+        self._pool = ThreadPoolExecutor(len(t.TABLES), thread_name_prefix="audit-write")
 
     def name(self, table: str) -> str:
         return f"{self.database}.{table}"
@@ -198,6 +229,8 @@ class Audit:
         if not checkpoint.exists() or not id_file.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
             id_file.write_text(f"coordinator-audit-{uuid.uuid4()}")
+            for stale in (self.directory / SNAPSHOTS).glob("*"):  # another audit's states
+                stale.unlink()
         self.app_id = id_file.read_text().strip()
         self._locations = {
             table: spark.sql(f"DESCRIBE DETAIL {self.name(table)}").first()["location"] for table in t.TABLES
@@ -244,9 +277,13 @@ class Audit:
             finally:
                 records_written.result()  # the records go in first: a restart rebuilds the History from them
             # Five commits to five tables: a Delta commit is mostly waiting (on the log, on a small
-            # job), so they go at once.
+            # job), so they go at once; the History's snapshot, when due, with them.
             writes = [self._pool.submit(self._append, table, r, batch_id) for table, r in rows]
             writes += [self._pool.submit(self._replace, table, r, batch_id) for table, r in snapshots]
+            self._since_snapshot += records.num_rows
+            if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
+                writes.append(self._pool.submit(self._write_snapshot, history, batch_id))
+                self._since_snapshot = 0
             for write in writes:
                 write.result()
         except BaseException:
@@ -276,17 +313,60 @@ class Audit:
     def _history_before(self, batch_id: int) -> History:
         if self._history is not None and self._history_batch == batch_id - 1:
             return self._history
-        history = History()
-        history.run(_raw(self._records_before(batch_id)))
+        snapshot_batch, history = self._read_snapshot(batch_id)
+        records = self._records_between(snapshot_batch, batch_id)
+        history.run(_raw(records))
         history.take()  # written when those batches ran
         self._history, self._history_batch = history, batch_id - 1
+        self._since_snapshot = records.num_rows
+        self.restored = (snapshot_batch, records.num_rows)
         return history
 
-    def _records_before(self, batch_id: int) -> pa.Table:
-        """The raw records of the batches before `batch_id`, from the records table."""
+    def _records_between(self, after: int, before: int) -> pa.Table:
+        """The raw records of the batches after `after` and before `before`, from the records table
+        (batch_id is in each file's statistics: Delta reads only the files of those batches)."""
         from pyspark.sql import functions as F
 
-        return self.spark.table(self.name(t.RECORDS)).where(F.col("batch_id") < batch_id).select(*_RAW).toArrow()
+        batch = F.col("batch_id")
+        rows = self.spark.table(self.name(t.RECORDS)).where((batch > after) & (batch < before))
+        return rows.select(*_RAW).toArrow()
+
+    # --- the History's snapshots ------------------------------------------------------------------------
+
+    def _snapshot_header(self, batch_id: int) -> bytes:
+        return f"{_SNAPSHOT_FORMAT} {batch_id} {self.app_id} {_code_version()}\n".encode()
+
+    def _write_snapshot(self, history: History, batch_id: int) -> None:
+        """The History after `batch_id`, written whole under a temporary name and renamed: a reader
+        finds a complete snapshot or none."""
+        directory = self.directory / SNAPSHOTS
+        directory.mkdir(exist_ok=True)
+        path = directory / f"{batch_id:012d}.history"
+        partial = path.with_suffix(".partial")
+        with partial.open("wb") as f:
+            f.write(self._snapshot_header(batch_id))
+            pickle.dump(history, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        partial.replace(path)
+        for old in sorted(directory.glob("*.history"))[:-_SNAPSHOTS_KEPT]:
+            old.unlink(missing_ok=True)
+
+    def _read_snapshot(self, batch_id: int) -> tuple[int, History]:
+        """The newest usable snapshot of a batch before `batch_id` as (its batch, its History);
+        (-1, an empty History) when there is none."""
+        for path in sorted((self.directory / SNAPSHOTS).glob("*.history"), reverse=True):
+            snapshot_batch = int(path.stem)
+            if snapshot_batch >= batch_id:
+                continue  # written by a run of that batch that did not commit: its records come again
+            with path.open("rb") as f:
+                if f.readline() != self._snapshot_header(snapshot_batch):
+                    continue  # another audit's, or other code's
+                try:
+                    return snapshot_batch, pickle.load(f)
+                except Exception:  # noqa: BLE001 - unreadable is as good as absent: replay further back
+                    continue
+        return -1, History()
 
     # --- writing ---------------------------------------------------------------------------------------
 
@@ -331,6 +411,22 @@ class Audit:
             newest = int((now_us - bounds["max"].value) / 1000)
             oldest = int((now_us - bounds["min"].value) / 1000)
         return BatchReport(batch_id, records.num_rows, corrupt, rebalances, intervals, seconds, newest, oldest)
+
+
+_CODE_PACKAGES = (coordinator.core, records_package, replay_package)  # what a pickled History is made of
+
+
+@cache
+def _code_version() -> str:
+    """A digest of the code that defines a History's state: a snapshot is read only by the code
+    that wrote it (a release that changed a pickled class would read it wrong, or not at all)."""
+    digest = hashlib.sha256()
+    for package in _CODE_PACKAGES:
+        root = Path(package.__file__).parent
+        for source in sorted(root.rglob("*.py")):
+            digest.update(str(source.relative_to(root)).encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _raw(records: pa.Table) -> list[RawRecord]:
