@@ -16,7 +16,8 @@ Python workers, the producer and the broker).
 3. Raw table: the same query writing the records table's rows: decoded in the JVM
    (`spark.decode.decode_avro`, what the audit uses) and, for the comparison the issue asked for,
    by our Python decoder over Arrow batches (`decode_arrow`, mapInArrow). The progress reports'
-   numInputRows must add up to N. Goals: >= 150,000 records/s, and >= 0.5 of the baseline.
+   numInputRows must add up to N. Goal (issue 31): >= 0.9 of the baseline with the decoder the audit
+   uses (the JVM's); the Python decoder's figure is for comparison.
 4. Full audit: spark.audit.Audit, available-now, a fresh database each round: the records table
    and the history tables; records/s, the BatchReports' record count, and where a batch's time
    goes. Goal: >= 50,000 records/s.
@@ -60,8 +61,7 @@ from bench_service import create_topic, delete_topics  # noqa: E402
 
 from replay.positions import RawRecord  # noqa: E402
 
-RAW_GOAL = 150_000  # records/s into the raw records table
-RAW_RATIO_GOAL = 0.5  # of the no-decoding baseline
+RAW_RATIO_GOAL = 0.9  # of the no-decoding baseline, with the decoder the audit uses
 AUDIT_GOAL = 50_000  # records/s, every table
 LAG_GOALS_MS = (2_000, 4_000)  # newest record's lag: median, max
 LAG_TICK_S = 0.05  # the lag measurement's producer sends what is due this often
@@ -223,10 +223,12 @@ def audit_phases() -> Iterator[Phases]:
     phases.wrap(Audit, "batch", "foreachBatch itself (Kafka read into the cache; waits on the writes)")
     phases.wrap(Audit, "_write", "Delta writes (records: read + decode + write; history tables)")
     phases.wrap(audit_module, "_raw", "records -> RawRecord list")
+    phases.wrap(Audit, "_write_snapshot", "History snapshot (pickle, fsync)")
+    phases.wrap(Audit, "_records_between", "restart: records read back from the records table")
     phases.wrap(History, "run", "History.run (decode + replay, Python)")
     phases.wrap(History, "all_rebalances", "open rebalances/holdings (whole state)")
     phases.wrap(History, "open_intervals", "open rebalances/holdings (whole state)")
-    for name in ("event_rows", "rebalance_rows", "ownership_rows"):
+    for name in ("event_rows", "rebalance_rows", "ownership_rows", "history_rows"):
         phases.wrap(tables, name, "history rows (replay JSON shapes, pa.Table.from_pylist)")
     try:
         yield phases
@@ -608,11 +610,14 @@ def main() -> int:
                 print(f"  decoded in {label}:")
                 rates[label] = bench_stream(spark, options, scratch, count, sizes.rounds, label.split()[0], decode)
             for label, rate in rates.items():
-                ok = rate >= RAW_GOAL and rate / base_rate >= RAW_RATIO_GOAL
+                goal = (
+                    f"goal >= {RAW_RATIO_GOAL}x -> {_met(rate / base_rate >= RAW_RATIO_GOAL)}"
+                    if label.startswith("JVM")  # spark.decode: the one the audit uses
+                    else "(comparison)"
+                )
                 print(
                     f"  raw table, {label:20}: {rate:10,.0f} records/s (median of {sizes.rounds}; "
-                    f"{rate / base_rate:.2f}x the baseline); goals >= {RAW_GOAL:,}/s and >= {RAW_RATIO_GOAL}x -> "
-                    f"{_met(ok)}"
+                    f"{rate / base_rate:.2f}x the baseline); {goal}"
                 )
 
             from spark.cli import MAX_OFFSETS_PER_TRIGGER

@@ -9,8 +9,8 @@ hands each micro-batch to `Audit.batch` (foreachBatch), which
    (`spark.decode.decode_avro`) and appends it to the `records` table (the one distributed write),
 2. feeds its raw records, in offset order per partition, to a `replay.history.History` on the
    driver, the same object `coordinator replay` uses;
-3. appends what the History reports (events, rebalances that converged, holdings that ended) and
-   replaces the snapshots of what is still open when they changed;
+3. appends what the History reports (events, rebalances that converged, holdings that ended) to
+   the `history_rows` table and, in the same commit, replaces what is still open when it changed;
 4. every so often compacts the tables' small files (Delta's OPTIMIZE) and drops replaced snapshot
    files (VACUUM).
 
@@ -49,6 +49,7 @@ is normal, not a loss.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import os
 import pickle
@@ -56,10 +57,11 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -182,7 +184,7 @@ class Audit:
         self.restored: tuple[int, int] | None = None
         self._optimized_at = time.monotonic()
         self._open_written: dict[str, pa.Table] = {}
-        self._pool = ThreadPoolExecutor(len(t.TABLES), thread_name_prefix="audit-write")
+        self._pool = ThreadPoolExecutor(len(t.TABLES) + 1, thread_name_prefix="audit-write")  # and a snapshot
 
     def name(self, table: str) -> str:
         return f"{self.database}.{table}"
@@ -206,6 +208,15 @@ class Audit:
         """The database, its tables and views (created when missing), and the audit's id."""
         spark = self.spark
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        for view in t.VIEWS:
+            if (
+                spark.catalog.tableExists(self.name(view))
+                and spark.catalog.getTable(self.name(view)).tableType != "VIEW"
+            ):
+                raise AuditError(
+                    f"{self.name(view)} is a table: the database was written by an earlier release of the "
+                    "audit (one table per view); audit into another --database"
+                )
         created = []
         for table in t.TABLES:
             if not spark.catalog.tableExists(self.name(table)):
@@ -213,6 +224,9 @@ class Audit:
                 created.append(table)
         for view in t.VIEWS:
             spark.sql(f"CREATE OR REPLACE VIEW {self.name(view)} AS {t.view_sql(view, self.name)}")
+        # The history's one commit a batch both appends and replaces the `_open` kinds: Delta's
+        # replaceWhere would otherwise refuse rows outside its condition (the appended kinds).
+        spark.conf.set("spark.databricks.delta.replaceWhere.constraintCheck.enabled", "false")
         checkpoint = self.directory / "checkpoint"
         id_file = self.directory / "id"
         if checkpoint.exists() and t.RECORDS in created:
@@ -237,18 +251,23 @@ class Audit:
         }
 
     def _create(self, table: str) -> None:
+        from pyspark.sql import functions as F
+
         schema = spark_schema(t.SCHEMAS[table].append(pa.field("batch_id", pa.int64())))
         properties = (
             {"delta.appendOnly": "true"}
-            if table in t.APPENDED
+            if table == t.RECORDS
             else {
-                # Replaced snapshots are worth keeping an hour, for readers still on an older one.
+                # Replaced snapshots of what is open are worth keeping an hour, for readers still on an older one.
                 "delta.deletedFileRetentionDuration": "interval 1 hours"
             }
         )
-        self.spark.catalog.createTable(self.name(table), source="delta", schema=schema)
-        settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
-        self.spark.sql(f"ALTER TABLE {self.name(table)} SET TBLPROPERTIES ({settings})")
+        writer = self.spark.createDataFrame([], schema=schema).writeTo(self.name(table)).using("delta")
+        for key, value in properties.items():
+            writer = writer.tableProperty(key, value)
+        if table in t.PARTITIONED:
+            writer = writer.partitionedBy(F.col(t.PARTITIONED[table]))
+        writer.create()
 
     # --- one micro-batch -------------------------------------------------------------------------------
 
@@ -259,31 +278,32 @@ class Audit:
         df.persist()
         try:
             records = df.select(*_RAW).toArrow()
-            records_written = self._pool.submit(self._write, t.RECORDS, decode_avro(df), batch_id)
+            # Each table's write is one commit, mostly waiting (on the log, on a small job): they go
+            # at once. The history's may commit before the records': the rows of a batch that did
+            # not commit come again from the same records when it runs again, and a restart rebuilds
+            # the History from the batches that did (spark.audit's Exactly once).
+            writes = [self._pool.submit(self._write, t.RECORDS, decode_avro(df), batch_id)]
             try:
                 history = self._history_before(batch_id)
                 history.run(_raw(records))
                 corrupt = len(history.corrupt)
                 events, rebalances, intervals = history.take()  # corrupt records: the records table has them
-                rows = [
-                    (t.EVENTS, t.event_rows(events)),
-                    (t.REBALANCES_CONVERGED, t.rebalance_rows(rebalances)),
-                    (t.OWNERSHIP_ENDED, t.ownership_rows(intervals)),
-                ]
-                snapshots = [
-                    (t.REBALANCES_OPEN, t.rebalance_rows(history.all_rebalances())),
-                    (t.OWNERSHIP_OPEN, t.ownership_rows(history.open_intervals())),
-                ]
+                kinds = {
+                    t.EVENTS: t.event_rows(events),
+                    t.REBALANCES_CONVERGED: t.rebalance_rows(rebalances),
+                    t.OWNERSHIP_ENDED: t.ownership_rows(intervals),
+                }
+                still_open = {
+                    t.REBALANCES_OPEN: t.rebalance_rows(history.all_rebalances()),
+                    t.OWNERSHIP_OPEN: t.ownership_rows(history.open_intervals()),
+                }
+                writes.append(self._pool.submit(self._write_history, kinds, still_open, batch_id))
+                self._since_snapshot += records.num_rows
+                if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
+                    writes.append(self._pool.submit(self._write_snapshot, history, batch_id))
+                    self._since_snapshot = 0
             finally:
-                records_written.result()  # the records go in first: a restart rebuilds the History from them
-            # Five commits to five tables: a Delta commit is mostly waiting (on the log, on a small
-            # job), so they go at once; the History's snapshot, when due, with them.
-            writes = [self._pool.submit(self._append, table, r, batch_id) for table, r in rows]
-            writes += [self._pool.submit(self._replace, table, r, batch_id) for table, r in snapshots]
-            self._since_snapshot += records.num_rows
-            if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
-                writes.append(self._pool.submit(self._write_snapshot, history, batch_id))
-                self._since_snapshot = 0
+                wait(writes)  # none left running into the next batch, or past a failure
             for write in writes:
                 write.result()
         except BaseException:
@@ -304,8 +324,7 @@ class Audit:
         """Compact the tables' small files (one per batch) and drop snapshot files replaced long ago."""
         for table in t.TABLES:
             self.spark.sql(f"OPTIMIZE {self.name(table)}")
-        for table in t.REPLACED:
-            self.spark.sql(f"VACUUM {self.name(table)}")
+        self.spark.sql(f"VACUUM {self.name(t.HISTORY)}")  # replaced snapshots of what was open
         self._optimized_at = time.monotonic()
 
     # --- the History a batch starts from ------------------------------------------------------------------
@@ -363,43 +382,50 @@ class Audit:
                 if f.readline() != self._snapshot_header(snapshot_batch):
                     continue  # another audit's, or other code's
                 try:
-                    return snapshot_batch, pickle.load(f)
+                    return snapshot_batch, _unpickle(f)
                 except Exception:  # noqa: BLE001 - unreadable is as good as absent: replay further back
                     continue
         return -1, History()
 
     # --- writing ---------------------------------------------------------------------------------------
 
-    def _write(self, table: str, rows, batch_id: int, mode: str = "append") -> None:  # noqa: ANN001 - a DataFrame
+    def _write(self, table: str, rows, batch_id: int, replace_where: str | None = None) -> None:  # noqa: ANN001 - a DataFrame
         """One Delta transaction tagged (audit id, batch): skipped when the table already holds it.
+        With `replace_where`, the rows it selects are replaced by the rows written (all of them).
         Written by path: the catalog's entry does not change, and an overwrite through the catalog
         would have the Hive metastore check (and refuse to record) the unchanged schema."""
         from pyspark.sql import functions as F
 
-        (
+        writer = (
             rows.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
             .write.format("delta")
-            .mode(mode)
+            .mode("append")
             .option("txnAppId", self.app_id)
             .option("txnVersion", batch_id)
-            .save(self._locations[table])
         )
+        if replace_where is not None:
+            writer = writer.mode("overwrite").option("replaceWhere", replace_where)
+        writer.save(self._locations[table])
 
-    def _append(self, table: str, rows: pa.Table, batch_id: int) -> None:
+    def _write_history(self, kinds: dict[str, pa.Table], still_open: dict[str, pa.Table], batch_id: int) -> None:
+        """The batch's history rows in one commit: the new events, converged rebalances and ended
+        holdings, and what is open now in place of what was, when that changed."""
+        changed = any(
+            kind not in self._open_written or not self._open_written[kind].equals(rows)
+            for kind, rows in still_open.items()
+        )
+        rows = t.history_rows({**kinds, **still_open} if changed else kinds)
+        if changed:
+            replaced = ", ".join(f"'{kind}'" for kind in t.REPLACED)
+            self._write(t.HISTORY, self._frame(rows), batch_id, replace_where=f"kind IN ({replaced})")
+            self._open_written = still_open
+        elif rows.num_rows:
+            self._write(t.HISTORY, self._frame(rows), batch_id)
+
+    def _frame(self, rows: pa.Table):  # noqa: ANN202 - a DataFrame
         if rows.num_rows:
-            self._write(table, self.spark.createDataFrame(rows), batch_id)
-
-    def _replace(self, table: str, rows: pa.Table, batch_id: int) -> None:
-        """A new snapshot of what is still open, when it changed since the last one written."""
-        if table in self._open_written and self._open_written[table].equals(rows):
-            return
-        frame = (
-            self.spark.createDataFrame(rows)
-            if rows.num_rows
-            else self.spark.createDataFrame([], schema=spark_schema(t.SCHEMAS[table]))
-        )
-        self._write(table, frame, batch_id, mode="overwrite")
-        self._open_written[table] = rows
+            return self.spark.createDataFrame(rows)
+        return self.spark.createDataFrame([], schema=spark_schema(rows.schema))
 
     def _report(
         self, batch_id: int, records: pa.Table, corrupt: int, rebalances: int, intervals: int, seconds: float
@@ -411,6 +437,18 @@ class Audit:
             newest = int((now_us - bounds["max"].value) / 1000)
             oldest = int((now_us - bounds["min"].value) / 1000)
         return BatchReport(batch_id, records.num_rows, corrupt, rebalances, intervals, seconds, newest, oldest)
+
+
+def _unpickle(f: BinaryIO) -> History:
+    """A pickled History, the cyclic collector paused as `History.run` pauses it: every object
+    loaded stays alive, and collections would walk them again and again (measured 3-5x slower)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.load(f)
+    finally:
+        if paused:
+            gc.enable()
 
 
 _CODE_PACKAGES = (coordinator.core, records_package, replay_package)  # what a pickled History is made of
