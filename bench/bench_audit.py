@@ -454,8 +454,10 @@ def bench_restart(spark: Any, counts: list[int], every: int) -> None:
     from spark.decode import SCHEMA
 
     def audit(database: str) -> Any:
-        a = Audit(spark, {"bootstrap.servers": "127.0.0.1:9"}, "restart", database=database)
-        a.snapshot_every_records = every
+        # No query runs: the broker is never asked.
+        a = Audit(
+            spark, {"bootstrap.servers": "127.0.0.1:9"}, "restart", database=database, snapshot_every_records=every
+        )
         a.prepare()
         return a
 
