@@ -16,7 +16,8 @@ Python workers, the producer and the broker).
 3. Raw table: the same query writing the records table's rows: decoded in the JVM
    (`spark.decode.decode_avro`, what the audit uses) and, for the comparison the issue asked for,
    by our Python decoder over Arrow batches (`decode_arrow`, mapInArrow). The progress reports'
-   numInputRows must add up to N. Goals: >= 150,000 records/s, and >= 0.5 of the baseline.
+   numInputRows must add up to N. Goal (issue 31): >= 0.9 of the baseline with the decoder the audit
+   uses (the JVM's); the Python decoder's figure is for comparison.
 4. Full audit: spark.audit.Audit, available-now, a fresh database each round: the records table
    and the history tables; records/s, the BatchReports' record count, and where a batch's time
    goes. Goal: >= 50,000 records/s.
@@ -25,6 +26,12 @@ Python workers, the producer and the broker).
    the newest and oldest record's age when the batch had written every table (Kafka timestamps are
    the producer's create time), and batch durations. Goal: newest record's lag median <= 2 s, max
    <= 4 s.
+
+6. Restart (`--restart`, on its own, no broker): how long a new Audit takes to rebuild the History
+   a batch starts from, after N records (default 1,000,000 and 10,000,000, generated as in 1.) in
+   the records table in batches of coordinator audit's maxOffsetsPerTrigger: from the newest
+   snapshot and the records after it (spark.audit's Bounded restarts) against replaying every
+   record (what every restart did before snapshots). The two Histories must agree.
 
 `--quick` runs everything small and short, to check that it works.
 """
@@ -54,8 +61,7 @@ from bench_service import create_topic, delete_topics  # noqa: E402
 
 from replay.positions import RawRecord  # noqa: E402
 
-RAW_GOAL = 150_000  # records/s into the raw records table
-RAW_RATIO_GOAL = 0.5  # of the no-decoding baseline
+RAW_RATIO_GOAL = 0.9  # of the no-decoding baseline, with the decoder the audit uses
 AUDIT_GOAL = 50_000  # records/s, every table
 LAG_GOALS_MS = (2_000, 4_000)  # newest record's lag: median, max
 LAG_TICK_S = 0.05  # the lag measurement's producer sends what is due this often
@@ -217,10 +223,12 @@ def audit_phases() -> Iterator[Phases]:
     phases.wrap(Audit, "batch", "foreachBatch itself (Kafka read into the cache; waits on the writes)")
     phases.wrap(Audit, "_write", "Delta writes (records: read + decode + write; history tables)")
     phases.wrap(audit_module, "_raw", "records -> RawRecord list")
+    phases.wrap(Audit, "_write_snapshot", "History snapshot (pickle, fsync)")
+    phases.wrap(Audit, "_records_between", "restart: records read back from the records table")
     phases.wrap(History, "run", "History.run (decode + replay, Python)")
     phases.wrap(History, "all_rebalances", "open rebalances/holdings (whole state)")
     phases.wrap(History, "open_intervals", "open rebalances/holdings (whole state)")
-    for name in ("event_rows", "rebalance_rows", "ownership_rows"):
+    for name in ("event_rows", "rebalance_rows", "ownership_rows", "history_rows"):
         phases.wrap(tables, name, "history rows (replay JSON shapes, pa.Table.from_pylist)")
     try:
         yield phases
@@ -435,6 +443,81 @@ def bench_lag(
     print_phases(phases, f"{len(reports)} batches with records", len(reports), "batch")
 
 
+def bench_restart(spark: Any, counts: list[int], every: int) -> None:
+    """Section 6: the restart of an audit of `count` records, from a snapshot and from nothing."""
+    import pyarrow as pa
+
+    from replay.history import History, interval_json, rebalance_json
+    from spark import tables as t
+    from spark.audit import SNAPSHOTS, Audit
+    from spark.cli import MAX_OFFSETS_PER_TRIGGER
+    from spark.decode import SCHEMA
+
+    def audit(database: str) -> Any:
+        # No query runs: the broker is never asked.
+        a = Audit(
+            spark, {"bootstrap.servers": "127.0.0.1:9"}, "restart", database=database, snapshot_every_records=every
+        )
+        a.prepare()
+        return a
+
+    def state(history: History) -> bytes:
+        import orjson
+
+        return orjson.dumps(
+            [[rebalance_json(r) for r in history.all_rebalances()], [interval_json(i) for i in history.all_intervals()]]
+        )
+
+    for count in counts:
+        t0 = time.perf_counter()
+        records = records_for(count)
+        database = f"restart_{count}_{os.getpid()}"
+        writer = audit(database)
+        # As after a query's first batch: the audit's id stays (without a checkpoint, prepare() makes
+        # a new one and drops the snapshots, another audit's).
+        (writer.directory / "checkpoint").mkdir()
+        history, since, batches = History(), 0, 0
+        for start in range(0, count, MAX_OFFSETS_PER_TRIGGER):
+            chunk = sorted(records[start : start + MAX_OFFSETS_PER_TRIGGER], key=lambda r: (r.partition, r.offset))
+            # The raw columns as the audit writes them; the decoded ones null (a restart reads only the raw).
+            columns = {
+                "partition": pa.array([r.partition for r in chunk], pa.int32()),
+                "offset": pa.array([r.offset for r in chunk], pa.int64()),
+                "timestamp": pa.array([r.timestamp_ms * 1000 for r in chunk], SCHEMA.field("timestamp").type),
+                "key": pa.array([r.key for r in chunk], pa.binary()),
+                "value": pa.array([r.value for r in chunk], pa.binary()),
+            }
+            rows = pa.table([columns.get(f.name, pa.nulls(len(chunk), f.type)) for f in SCHEMA], schema=SCHEMA)
+            writer._write(t.RECORDS, spark.createDataFrame(rows), batches)
+            history.run(chunk)
+            history.take()
+            since += len(chunk)
+            if since >= every:
+                writer._write_snapshot(history, batches)
+                since = 0
+            batches += 1
+        del records
+        print(f"  {count:,} records in {batches} batches written in {time.perf_counter() - t0:.0f} s")
+        snapshots = writer.directory / SNAPSHOTS
+        hidden = snapshots.with_name("snapshots-hidden")
+        snapshots.rename(hidden)
+        t0 = time.perf_counter()
+        full = audit(database)._history_before(batches)
+        full_s = time.perf_counter() - t0
+        hidden.rename(snapshots)
+        t0 = time.perf_counter()
+        restarted = audit(database)
+        from_snapshot = restarted._history_before(batches)
+        snapshot_s = time.perf_counter() - t0
+        after, replayed = restarted.restored
+        same = "the same History" if state(full) == state(from_snapshot) else "!! the Histories differ"
+        print(
+            f"  restart after {count:,}: replay everything {full_s:7.1f} s; from the snapshot of batch {after} "
+            f"and {replayed:,} records after it {snapshot_s:7.1f} s ({full_s / snapshot_s:.1f}x faster; {same})"
+        )
+        spark.sql(f"DROP DATABASE {database} CASCADE")
+
+
 # --- main ---------------------------------------------------------------------------------------------------
 
 
@@ -451,7 +534,15 @@ def main() -> int:
     parser.add_argument("--lag-trigger", help="processing-time trigger of the lag measurement (default 1s)")
     parser.add_argument("--lag-rate", type=int, help="records/s produced during the lag measurement (default 2,000)")
     parser.add_argument("--lag-seconds", type=float, help="how long records are produced (default 30; --quick 10)")
+    parser.add_argument("--restart", action="store_true", help="only section 6, restart times (no broker)")
+    parser.add_argument(
+        "--restart-records",
+        default="1000000,10000000",
+        help="records before the restart, comma-separated (default 1,000,000 and 10,000,000)",
+    )
     args = parser.parse_args()
+    if args.restart:
+        return restart_main(args)
     sizes = replace(QUICK) if args.quick else Sizes()
     for name in ("records", "rounds", "lag_trigger", "lag_rate", "lag_seconds"):
         if getattr(args, name) is not None:
@@ -521,11 +612,14 @@ def main() -> int:
                 print(f"  decoded in {label}:")
                 rates[label] = bench_stream(spark, options, scratch, count, sizes.rounds, label.split()[0], decode)
             for label, rate in rates.items():
-                ok = rate >= RAW_GOAL and rate / base_rate >= RAW_RATIO_GOAL
+                goal = (
+                    f"goal >= {RAW_RATIO_GOAL}x -> {_met(rate / base_rate >= RAW_RATIO_GOAL)}"
+                    if label.startswith("JVM")  # spark.decode: the one the audit uses
+                    else "(comparison)"
+                )
                 print(
                     f"  raw table, {label:20}: {rate:10,.0f} records/s (median of {sizes.rounds}; "
-                    f"{rate / base_rate:.2f}x the baseline); goals >= {RAW_GOAL:,}/s and >= {RAW_RATIO_GOAL}x -> "
-                    f"{_met(ok)}"
+                    f"{rate / base_rate:.2f}x the baseline); {goal}"
                 )
 
             from spark.cli import MAX_OFFSETS_PER_TRIGGER
@@ -573,6 +667,26 @@ def main() -> int:
         if topics:
             delete_topics(bootstrap, topics)
     print(f"done in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+def restart_main(args: argparse.Namespace) -> int:
+    from spark.audit import DEFAULT_SNAPSHOT_EVERY_RECORDS
+    from spark.session import session
+
+    try:
+        counts = [int(n.replace("_", "")) for n in args.restart_records.split(",")]
+    except ValueError:
+        print(f"--restart-records {args.restart_records!r}: comma-separated record counts", file=sys.stderr)
+        return 2
+    every = DEFAULT_SNAPSHOT_EVERY_RECORDS
+    print(f"6. restart: the History a new Audit starts from, snapshot every {every:,} records (the default)")
+    with tempfile.TemporaryDirectory(prefix="bench-audit-restart-") as tmp:
+        spark = session(Path(tmp) / "spark", warehouse=Path(tmp) / "warehouse")
+        try:
+            bench_restart(spark, counts, every)
+        finally:
+            spark.stop()
     return 0
 
 

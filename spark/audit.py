@@ -9,8 +9,8 @@ hands each micro-batch to `Audit.batch` (foreachBatch), which
    (`spark.decode.decode_avro`) and appends it to the `records` table (the one distributed write),
 2. feeds its raw records, in offset order per partition, to a `replay.history.History` on the
    driver, the same object `coordinator replay` uses;
-3. appends what the History reports (events, rebalances that converged, holdings that ended) and
-   replaces the snapshots of what is still open when they changed;
+3. appends what the History reports (events, rebalances that converged, holdings that ended) to
+   the `history_rows` table and, in the same commit, replaces what is still open when it changed;
 4. every so often compacts the tables' small files (Delta's OPTIMIZE) and drops replaced snapshot
    files (VACUUM).
 
@@ -23,8 +23,21 @@ same offsets, so it reads the same records. Every write of batch N is a Delta tr
 with (the audit's id, N) (`txnAppId`/`txnVersion`): Delta skips a write whose tag the table already
 holds, so a batch that runs again after a crash writes to each table only what its first run did
 not. The History a batch starts from is the state after batch N-1: the one in memory if this
-process ran N-1, else rebuilt by replaying the `records` table's rows of batches before N (the
-records table is the log; the state is derived, never stored in a form only this code can read).
+process ran N-1, else rebuilt from the `records` table (the log; the tables are derived from it).
+
+Bounded restarts. Rebuilding from the whole records table costs a replay of everything audited (27 s
+a million records here), so every `snapshot_every_records` records the History after a batch is
+kept beside the checkpoint (`<warehouse>/_audit/<database>/snapshots/<batch>.history`: a header
+naming the batch, the audit's id and the code it was made by, then the pickled History). A restart
+before batch N takes the newest snapshot of a batch S < N and replays the records table's rows of
+batches S+1 .. N-1 only. Why S < N is enough: Spark commits batch N-1 in its checkpoint only after
+`Audit.batch` returned, so every table holds every batch before N; a snapshot of N itself may be on
+disk from a run killed before N's other writes committed, and is not used for N's rerun (its rows
+come again from the same records). A snapshot made by other code (another release: the pickled
+classes may differ) or another audit is passed over: the restart replays from further back, never
+reads a state it cannot trust. This snapshots the audit's own records table, which keeps every
+record, never the compacted topic (DESIGN §3: over a compacted log a snapshot would resurrect keys
+whose tombstones compaction removed).
 
 Kafka. The source's own handling is what we rely on: it reads each offset range until the consumer's
 position passes its end, so offsets that compaction removed and transaction markers (which take an
@@ -36,17 +49,27 @@ is normal, not a loss.
 
 from __future__ import annotations
 
+import gc
+import hashlib
+import os
+import pickle
 import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+from typing import BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+import records as records_package
+
+import coordinator.core
+import replay as replay_package
 from coordinator.tools.kafka_config import java_client_config
 from replay.history import History
 from replay.positions import RawRecord
@@ -61,6 +84,11 @@ _RAW = ["partition", "offset", "timestamp", "key", "value"]
 # What `Audit.start` passes to DataStreamWriter.trigger unless told otherwise: a micro-batch every 10 s.
 DEFAULT_TRIGGER = {"processingTime": "10000 milliseconds"}
 DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a database name Spark SQL takes unquoted
+# A restart replays at most about this many records from the records table (spark.audit's Bounded restarts).
+DEFAULT_SNAPSHOT_EVERY_RECORDS = 500_000
+SNAPSHOTS = "snapshots"
+_SNAPSHOT_FORMAT = 1
+_SNAPSHOTS_KEPT = 2  # the newest may be of a batch killed half written, and is then not the one used
 
 
 class AuditError(Exception):
@@ -126,6 +154,7 @@ class Audit:
         max_offsets_per_trigger: int | None = None,
         min_partitions: int | None = None,
         optimize_every_ms: int = 600_000,
+        snapshot_every_records: int = DEFAULT_SNAPSHOT_EVERY_RECORDS,
         report: Callable[[BatchReport], None] | None = None,
     ) -> None:
         if not DATABASE_NAME.fullmatch(database):
@@ -143,15 +172,19 @@ class Audit:
             min_partitions=min_partitions,
         )
         self.optimize_every_ms = optimize_every_ms
+        self.snapshot_every_records = snapshot_every_records  # 0: never (a restart replays every batch)
         self.report = report
         self.reports: list[BatchReport] = []
         self.app_id: str | None = None
         self._locations: dict[str, str] = {}
         self._history: History | None = None
         self._history_batch = -1  # the batch after which self._history is the state
+        self._since_snapshot = 0  # records the History replayed since its last snapshot (or restart)
+        # How the last restart rebuilt the History: (the snapshot's batch or -1, records replayed after it).
+        self.restored: tuple[int, int] | None = None
         self._optimized_at = time.monotonic()
         self._open_written: dict[str, pa.Table] = {}
-        self._pool = ThreadPoolExecutor(len(t.TABLES) - 1, thread_name_prefix="audit-write")
+        self._pool = ThreadPoolExecutor(len(t.TABLES) + 1, thread_name_prefix="audit-write")  # and a snapshot
 
     def name(self, table: str) -> str:
         return f"{self.database}.{table}"
@@ -175,6 +208,15 @@ class Audit:
         """The database, its tables and views (created when missing), and the audit's id."""
         spark = self.spark
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        for view in t.VIEWS:
+            if (
+                spark.catalog.tableExists(self.name(view))
+                and spark.catalog.getTable(self.name(view)).tableType != "VIEW"
+            ):
+                raise AuditError(
+                    f"{self.name(view)} is a table: the database was written by an earlier release of the "
+                    "audit (one table per view); audit into another --database"
+                )
         created = []
         for table in t.TABLES:
             if not spark.catalog.tableExists(self.name(table)):
@@ -182,6 +224,9 @@ class Audit:
                 created.append(table)
         for view in t.VIEWS:
             spark.sql(f"CREATE OR REPLACE VIEW {self.name(view)} AS {t.view_sql(view, self.name)}")
+        # The history's one commit a batch both appends and replaces the `_open` kinds: Delta's
+        # replaceWhere would otherwise refuse rows outside its condition (the appended kinds).
+        spark.conf.set("spark.databricks.delta.replaceWhere.constraintCheck.enabled", "false")
         checkpoint = self.directory / "checkpoint"
         id_file = self.directory / "id"
         if checkpoint.exists() and t.RECORDS in created:
@@ -198,24 +243,31 @@ class Audit:
         if not checkpoint.exists() or not id_file.exists():
             self.directory.mkdir(parents=True, exist_ok=True)
             id_file.write_text(f"coordinator-audit-{uuid.uuid4()}")
+            for stale in (self.directory / SNAPSHOTS).glob("*"):  # another audit's states
+                stale.unlink()
         self.app_id = id_file.read_text().strip()
         self._locations = {
             table: spark.sql(f"DESCRIBE DETAIL {self.name(table)}").first()["location"] for table in t.TABLES
         }
 
     def _create(self, table: str) -> None:
+        from pyspark.sql import functions as F
+
         schema = spark_schema(t.SCHEMAS[table].append(pa.field("batch_id", pa.int64())))
         properties = (
             {"delta.appendOnly": "true"}
-            if table in t.APPENDED
+            if table == t.RECORDS
             else {
-                # Replaced snapshots are worth keeping an hour, for readers still on an older one.
+                # Replaced snapshots of what is open are worth keeping an hour, for readers still on an older one.
                 "delta.deletedFileRetentionDuration": "interval 1 hours"
             }
         )
-        self.spark.catalog.createTable(self.name(table), source="delta", schema=schema)
-        settings = ", ".join(f"'{k}' = '{v}'" for k, v in properties.items())
-        self.spark.sql(f"ALTER TABLE {self.name(table)} SET TBLPROPERTIES ({settings})")
+        writer = self.spark.createDataFrame([], schema=schema).writeTo(self.name(table)).using("delta")
+        for key, value in properties.items():
+            writer = writer.tableProperty(key, value)
+        if table in t.PARTITIONED:
+            writer = writer.partitionedBy(F.col(t.PARTITIONED[table]))
+        writer.create()
 
     # --- one micro-batch -------------------------------------------------------------------------------
 
@@ -226,27 +278,32 @@ class Audit:
         df.persist()
         try:
             records = df.select(*_RAW).toArrow()
-            records_written = self._pool.submit(self._write, t.RECORDS, decode_avro(df), batch_id)
+            # Each table's write is one commit, mostly waiting (on the log, on a small job): they go
+            # at once. The history's may commit before the records': the rows of a batch that did
+            # not commit come again from the same records when it runs again, and a restart rebuilds
+            # the History from the batches that did (spark.audit's Exactly once).
+            writes = [self._pool.submit(self._write, t.RECORDS, decode_avro(df), batch_id)]
             try:
                 history = self._history_before(batch_id)
                 history.run(_raw(records))
                 corrupt = len(history.corrupt)
                 events, rebalances, intervals = history.take()  # corrupt records: the records table has them
-                rows = [
-                    (t.EVENTS, t.event_rows(events)),
-                    (t.REBALANCES_CONVERGED, t.rebalance_rows(rebalances)),
-                    (t.OWNERSHIP_ENDED, t.ownership_rows(intervals)),
-                ]
-                snapshots = [
-                    (t.REBALANCES_OPEN, t.rebalance_rows(history.all_rebalances())),
-                    (t.OWNERSHIP_OPEN, t.ownership_rows(history.open_intervals())),
-                ]
+                kinds = {
+                    t.EVENTS: t.event_rows(events),
+                    t.REBALANCES_CONVERGED: t.rebalance_rows(rebalances),
+                    t.OWNERSHIP_ENDED: t.ownership_rows(intervals),
+                }
+                still_open = {
+                    t.REBALANCES_OPEN: t.rebalance_rows(history.all_rebalances()),
+                    t.OWNERSHIP_OPEN: t.ownership_rows(history.open_intervals()),
+                }
+                writes.append(self._pool.submit(self._write_history, kinds, still_open, batch_id))
+                self._since_snapshot += records.num_rows
+                if self.snapshot_every_records and self._since_snapshot >= self.snapshot_every_records:
+                    writes.append(self._pool.submit(self._write_snapshot, history, batch_id))
+                    self._since_snapshot = 0
             finally:
-                records_written.result()  # the records go in first: a restart rebuilds the History from them
-            # Five commits to five tables: a Delta commit is mostly waiting (on the log, on a small
-            # job), so they go at once.
-            writes = [self._pool.submit(self._append, table, r, batch_id) for table, r in rows]
-            writes += [self._pool.submit(self._replace, table, r, batch_id) for table, r in snapshots]
+                wait(writes)  # none left running into the next batch, or past a failure
             for write in writes:
                 write.result()
         except BaseException:
@@ -267,8 +324,7 @@ class Audit:
         """Compact the tables' small files (one per batch) and drop snapshot files replaced long ago."""
         for table in t.TABLES:
             self.spark.sql(f"OPTIMIZE {self.name(table)}")
-        for table in t.REPLACED:
-            self.spark.sql(f"VACUUM {self.name(table)}")
+        self.spark.sql(f"VACUUM {self.name(t.HISTORY)}")  # replaced snapshots of what was open
         self._optimized_at = time.monotonic()
 
     # --- the History a batch starts from ------------------------------------------------------------------
@@ -276,50 +332,100 @@ class Audit:
     def _history_before(self, batch_id: int) -> History:
         if self._history is not None and self._history_batch == batch_id - 1:
             return self._history
-        history = History()
-        history.run(_raw(self._records_before(batch_id)))
+        snapshot_batch, history = self._read_snapshot(batch_id)
+        records = self._records_between(snapshot_batch, batch_id)
+        history.run(_raw(records))
         history.take()  # written when those batches ran
         self._history, self._history_batch = history, batch_id - 1
+        self._since_snapshot = records.num_rows
+        self.restored = (snapshot_batch, records.num_rows)
         return history
 
-    def _records_before(self, batch_id: int) -> pa.Table:
-        """The raw records of the batches before `batch_id`, from the records table."""
+    def _records_between(self, after: int, before: int) -> pa.Table:
+        """The raw records of the batches after `after` and before `before`, from the records table
+        (batch_id is in each file's statistics: Delta reads only the files of those batches)."""
         from pyspark.sql import functions as F
 
-        return self.spark.table(self.name(t.RECORDS)).where(F.col("batch_id") < batch_id).select(*_RAW).toArrow()
+        batch = F.col("batch_id")
+        rows = self.spark.table(self.name(t.RECORDS)).where((batch > after) & (batch < before))
+        return rows.select(*_RAW).toArrow()
+
+    # --- the History's snapshots ------------------------------------------------------------------------
+
+    def _snapshot_header(self, batch_id: int) -> bytes:
+        return f"{_SNAPSHOT_FORMAT} {batch_id} {self.app_id} {_code_version()}\n".encode()
+
+    def _write_snapshot(self, history: History, batch_id: int) -> None:
+        """The History after `batch_id`, written whole under a temporary name and renamed: a reader
+        finds a complete snapshot or none."""
+        directory = self.directory / SNAPSHOTS
+        directory.mkdir(exist_ok=True)
+        path = directory / f"{batch_id:012d}.history"
+        partial = path.with_suffix(".partial")
+        with partial.open("wb") as f:
+            f.write(self._snapshot_header(batch_id))
+            pickle.dump(history, f, protocol=pickle.HIGHEST_PROTOCOL)
+            f.flush()
+            os.fsync(f.fileno())
+        partial.replace(path)
+        for old in sorted(directory.glob("*.history"))[:-_SNAPSHOTS_KEPT]:
+            old.unlink(missing_ok=True)
+
+    def _read_snapshot(self, batch_id: int) -> tuple[int, History]:
+        """The newest usable snapshot of a batch before `batch_id` as (its batch, its History);
+        (-1, an empty History) when there is none."""
+        for path in sorted((self.directory / SNAPSHOTS).glob("*.history"), reverse=True):
+            snapshot_batch = int(path.stem)
+            if snapshot_batch >= batch_id:
+                continue  # written by a run of that batch that did not commit: its records come again
+            with path.open("rb") as f:
+                if f.readline() != self._snapshot_header(snapshot_batch):
+                    continue  # another audit's, or other code's
+                try:
+                    return snapshot_batch, _unpickle(f)
+                except Exception:  # noqa: BLE001 - unreadable is as good as absent: replay further back
+                    continue
+        return -1, History()
 
     # --- writing ---------------------------------------------------------------------------------------
 
-    def _write(self, table: str, rows, batch_id: int, mode: str = "append") -> None:  # noqa: ANN001 - a DataFrame
+    def _write(self, table: str, rows, batch_id: int, replace_where: str | None = None) -> None:  # noqa: ANN001 - a DataFrame
         """One Delta transaction tagged (audit id, batch): skipped when the table already holds it.
+        With `replace_where`, the rows it selects are replaced by the rows written (all of them).
         Written by path: the catalog's entry does not change, and an overwrite through the catalog
         would have the Hive metastore check (and refuse to record) the unchanged schema."""
         from pyspark.sql import functions as F
 
-        (
+        writer = (
             rows.withColumn("batch_id", F.lit(batch_id).cast("bigint"))
             .write.format("delta")
-            .mode(mode)
+            .mode("append")
             .option("txnAppId", self.app_id)
             .option("txnVersion", batch_id)
-            .save(self._locations[table])
         )
+        if replace_where is not None:
+            writer = writer.mode("overwrite").option("replaceWhere", replace_where)
+        writer.save(self._locations[table])
 
-    def _append(self, table: str, rows: pa.Table, batch_id: int) -> None:
+    def _write_history(self, kinds: dict[str, pa.Table], still_open: dict[str, pa.Table], batch_id: int) -> None:
+        """The batch's history rows in one commit: the new events, converged rebalances and ended
+        holdings, and what is open now in place of what was, when that changed."""
+        changed = any(
+            kind not in self._open_written or not self._open_written[kind].equals(rows)
+            for kind, rows in still_open.items()
+        )
+        rows = t.history_rows({**kinds, **still_open} if changed else kinds)
+        if changed:
+            replaced = ", ".join(f"'{kind}'" for kind in t.REPLACED)
+            self._write(t.HISTORY, self._frame(rows), batch_id, replace_where=f"kind IN ({replaced})")
+            self._open_written = still_open
+        elif rows.num_rows:
+            self._write(t.HISTORY, self._frame(rows), batch_id)
+
+    def _frame(self, rows: pa.Table):  # noqa: ANN202 - a DataFrame
         if rows.num_rows:
-            self._write(table, self.spark.createDataFrame(rows), batch_id)
-
-    def _replace(self, table: str, rows: pa.Table, batch_id: int) -> None:
-        """A new snapshot of what is still open, when it changed since the last one written."""
-        if table in self._open_written and self._open_written[table].equals(rows):
-            return
-        frame = (
-            self.spark.createDataFrame(rows)
-            if rows.num_rows
-            else self.spark.createDataFrame([], schema=spark_schema(t.SCHEMAS[table]))
-        )
-        self._write(table, frame, batch_id, mode="overwrite")
-        self._open_written[table] = rows
+            return self.spark.createDataFrame(rows)
+        return self.spark.createDataFrame([], schema=spark_schema(rows.schema))
 
     def _report(
         self, batch_id: int, records: pa.Table, corrupt: int, rebalances: int, intervals: int, seconds: float
@@ -331,6 +437,34 @@ class Audit:
             newest = int((now_us - bounds["max"].value) / 1000)
             oldest = int((now_us - bounds["min"].value) / 1000)
         return BatchReport(batch_id, records.num_rows, corrupt, rebalances, intervals, seconds, newest, oldest)
+
+
+def _unpickle(f: BinaryIO) -> History:
+    """A pickled History, the cyclic collector paused as `History.run` pauses it: every object
+    loaded stays alive, and collections would walk them again and again (measured 3-5x slower)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return pickle.load(f)
+    finally:
+        if paused:
+            gc.enable()
+
+
+_CODE_PACKAGES = (coordinator.core, records_package, replay_package)  # what a pickled History is made of
+
+
+@cache
+def _code_version() -> str:
+    """A digest of the code that defines a History's state: a snapshot is read only by the code
+    that wrote it (a release that changed a pickled class would read it wrong, or not at all)."""
+    digest = hashlib.sha256()
+    for package in _CODE_PACKAGES:
+        root = Path(package.__file__).parent
+        for source in sorted(root.rglob("*.py")):
+            digest.update(str(source.relative_to(root)).encode())
+            digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _raw(records: pa.Table) -> list[RawRecord]:

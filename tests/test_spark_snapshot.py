@@ -1,0 +1,148 @@
+"""The audit's History snapshots (spark.audit's Bounded restarts): a restart reads the newest
+snapshot of a batch before the one it runs and the records after it, and ends in exactly the tables
+an audit that replays everything ends in, even when killed (-9) between a snapshot's write and the
+history rows' commit of the same batch.
+
+The killed audit runs in processes of its own (a kill -9 must kill a real process; its warehouse's
+Derby catalog admits one JVM); the audit it is compared with runs in the test session's Spark.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from replay_scenarios import random_story
+from test_spark_audit import Where, Writers, assert_agrees_with_replay, assert_every_record_once, make_topic, sql
+
+from spark import tables as t
+from spark.audit import Audit, warehouse_of
+
+pytestmark = pytest.mark.integration
+
+KILLED_AT = 3  # the batch whose snapshot is written and whose history rows are not
+PER_TRIGGER = 80  # maxOffsetsPerTrigger: several batches from a few stories
+
+# One run of the audit in its own process. With a batch to kill at: a snapshot after every odd
+# batch only (so that the restart has a batch to replay after the snapshot it reads), the history
+# table's write of that batch held back, and the process killed (-9) once its snapshot is on disk.
+_AUDIT_PROCESS = """
+import os, signal, sys, threading
+from pathlib import Path
+import orjson
+from spark.audit import Audit
+from spark.session import session
+
+bootstrap, topic, warehouse, kill_at, per_trigger = sys.argv[1:6]
+kill_at, warehouse = int(kill_at), Path(warehouse)
+if kill_at >= 0:
+    never = threading.Event()
+
+    real_write = Audit._write
+
+    def held(self, table, rows, batch_id, **options):
+        if batch_id == kill_at and table != "records":
+            never.wait()
+        return real_write(self, table, rows, batch_id, **options)
+
+    real_snapshot = Audit._write_snapshot
+
+    def snapshot(self, history, batch_id):
+        if batch_id % 2 == 0:
+            return
+        real_snapshot(self, history, batch_id)
+        if batch_id == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    Audit._write, Audit._write_snapshot = held, snapshot
+spark = session(warehouse.parent / "scratch", warehouse=warehouse)
+audit = Audit(
+    spark, {"bootstrap.servers": bootstrap}, topic, max_offsets_per_trigger=int(per_trigger),
+    snapshot_every_records=1 if kill_at >= 0 else 0,
+    report=lambda r: print(orjson.dumps({"batch": r.batch_id, "records": r.records}).decode(), flush=True),
+)
+query = audit.start({"availableNow": True})
+query.awaitTermination()
+print(orjson.dumps({"restored": audit.restored}).decode(), flush=True)
+"""
+
+
+def _audit_process(broker, topic: str, warehouse: Path, kill_at: int) -> tuple[int, list[dict]]:  # noqa: ANN001
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _AUDIT_PROCESS,
+            broker.bootstrap_servers,
+            topic,
+            str(warehouse),
+            str(kill_at),
+            str(PER_TRIGGER),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    lines = [orjson.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    return done.returncode, lines
+
+
+def _history_tables(capsys, where: Where) -> dict[str, list[bytes]]:  # noqa: ANN001
+    """Every history table's rows without the batch that wrote them, in one order."""
+    return {
+        table: sorted(
+            orjson.dumps({k: v for k, v in r.items() if k != "batch_id"}, option=orjson.OPT_SORT_KEYS)
+            for r in sql(capsys, where, f"SELECT * FROM {table}")
+        )
+        for table in t.KINDS
+    }
+
+
+@pytest.mark.timeout(1500)
+def test_a_restart_from_a_snapshot_killed_after_it_gives_the_tables_of_a_full_replay(
+    capsys, kafka_broker, spark_session, unique_topic, tmp_path
+) -> None:  # noqa: ANN001
+    make_topic(kafka_broker, unique_topic)
+    w = Writers(kafka_broker, unique_topic)
+    for seed in range(51, 54):
+        random_story(seed, f"snapshot-{seed}", w.driver)
+    w.close()
+
+    killed = Where(tmp_path / "warehouse")
+    code, lines = _audit_process(kafka_broker, unique_topic, killed.warehouse, KILLED_AT)
+    assert code == -9, f"the audit was to be killed in batch {KILLED_AT}; it ended with {code}"
+    done = {line["batch"]: line["records"] for line in lines if "batch" in line}
+    assert sorted(done) == list(range(KILLED_AT)), "batches before the killed one ran whole"
+    snapshots = sorted(p.name for p in (killed.warehouse / "_audit" / killed.database / "snapshots").iterdir())
+    assert snapshots == [f"{b:012d}.history" for b in (KILLED_AT - 2, KILLED_AT)]
+    # Killed in between: batch 3's snapshot is written, none of its history rows.
+    assert sql(capsys, killed, f"SELECT count(*) AS n FROM history_rows WHERE batch_id = {KILLED_AT}") == [{"n": 0}]
+
+    code, lines = _audit_process(kafka_broker, unique_topic, killed.warehouse, -1)
+    assert code == 0
+    resumed = [line["batch"] for line in lines if "batch" in line]
+    assert resumed[0] == KILLED_AT
+    # Not batch 3's own snapshot (its tables had not committed): batch 1's, then batch 2's records.
+    assert lines[-1]["restored"] == [KILLED_AT - 2, done[KILLED_AT - 1]]
+
+    full = Where(warehouse_of(spark_session), f"t_full_{unique_topic[-8:]}")
+    audit = Audit(
+        spark_session,
+        kafka_broker.client_config(),
+        unique_topic,
+        database=full.database,
+        max_offsets_per_trigger=PER_TRIGGER,
+        snapshot_every_records=0,
+    )
+    query = audit.start({"availableNow": True})
+    query.awaitTermination(600)
+    assert query.exception() is None
+
+    assert _history_tables(capsys, killed) == _history_tables(capsys, full)
+    assert_every_record_once(capsys, kafka_broker, unique_topic, killed)
+    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, killed)
