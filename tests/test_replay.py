@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from replay_scenarios import GROUP, T0, StampedDriver, Story, on_call_story, random_story, raw_records, replayed
@@ -458,7 +459,7 @@ def test_verify_catches_an_item_held_twice(capsys, story, tmp_path) -> None:  # 
     w1 = slots[CurrentMemberAssignmentKey(GROUP, "W1")]
     w4 = slots[CurrentMemberAssignmentKey(GROUP, "W4")]
     stolen = w1.assignment.tasks[0]
-    forged = replace(w4, assignment=replace(w4.assignment, tasks=(*w4.assignment.tasks, stolen)))
+    forged = replace(w4, assignment=msgspec.structs.replace(w4.assignment, tasks=(*w4.assignment.tasks, stolen)))
     raw = _inject(story.raw(), at, [Record(CurrentMemberAssignmentKey(GROUP, "W4"), forged)])
     path = tmp_path / "bad.bin"
     with path.open("wb") as out:
@@ -495,11 +496,13 @@ def test_verify_catches_epochs_going_back_and_invalid_targets(story) -> None:  #
         Record(ConnectGroupMetadataKey(GROUP), ConnectGroupMetadataValue(epoch + 1)),
         Record(
             TargetAssignmentMemberKey(GROUP, "W3"),
-            TargetAssignmentMemberValue(replace(w3, tasks=(*w3.tasks, w1.tasks[0]))),
+            TargetAssignmentMemberValue(msgspec.structs.replace(w3, tasks=(*w3.tasks, w1.tasks[0]))),
         ),
         Record(
             TargetAssignmentMemberKey(GROUP, "W4"),
-            TargetAssignmentMemberValue(replace(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment, tasks=())),
+            TargetAssignmentMemberValue(
+                msgspec.structs.replace(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment, tasks=())
+            ),
         ),
         Record(TargetAssignmentMetadataKey(GROUP), replace(meta, assignment_epoch=epoch + 1)),
     ]

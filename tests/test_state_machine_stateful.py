@@ -54,6 +54,7 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
@@ -741,7 +742,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         w = proc.worker
         if proc.status != "active" or not w.joined or not w.client_assignors:
             return
-        w.member.set_assignors(None, tuple(replace(a, reason=a.reason + 1) for a in w.client_assignors))
+        w.member.set_assignors(None, tuple(msgspec.structs.replace(a, reason=a.reason + 1) for a in w.client_assignors))
         epoch = self.group(proc.group).group_epoch
         response = w.heartbeat()
         if response.error_code in OK:

@@ -15,6 +15,8 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
+from records import TaskId
+
 from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
@@ -97,7 +99,7 @@ async def _until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
 
 
 def _everything(**tasks: int) -> frozenset:
-    return frozenset(list(tasks) + [(c, t) for c, n in tasks.items() for t in range(n)])
+    return frozenset(list(tasks) + [TaskId(c, t) for c, n in tasks.items() for t in range(n)])
 
 
 def _covered(workers: list[Worker], expected: frozenset) -> bool:

@@ -33,7 +33,6 @@ from coordinator.core.protocol import ErrorCode
 from coordinator.tools.text import iso_time
 
 T = TypeVar("T")
-_new_tuple = tuple.__new__
 _TASK_ID = records.TaskId
 
 # Exactly the strings msgspec's base64 decoder takes: standard alphabet, padded to a multiple of four.
@@ -90,13 +89,13 @@ class ConnectorsAndTasks(Body):
 
     @classmethod
     def of(cls, value: records.ConnectorsAndTasks) -> ConnectorsAndTasks:
-        return cls(connectors=list(value.connectors), tasks=[TaskId(connector=c, task=t) for c, t in value.tasks])
+        return cls(
+            connectors=list(value.connectors), tasks=[TaskId(connector=t.connector, task=t.task) for t in value.tasks]
+        )
 
     def protocol(self) -> records.ConnectorsAndTasks:
-        # TaskId is a NamedTuple: built as the tuple it is, without its Python-level __new__ (the
-        # conversion is most of the cost of reading a heartbeat that lists what a worker owns).
         return records.ConnectorsAndTasks(
-            tuple(self.connectors), tuple([_new_tuple(_TASK_ID, (t.connector, t.task)) for t in self.tasks])
+            tuple(self.connectors), tuple([_TASK_ID(t.connector, t.task) for t in self.tasks])
         )
 
 

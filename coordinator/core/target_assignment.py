@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
+
 from records import DepartedMember, MemberMetadataValue, TargetAssignmentMetadataValue
 
 from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupAssignment, GroupSpec, MemberAssignment
@@ -219,7 +221,7 @@ def install(
         if (d.member_id, d.departed_at_ms) not in spec_departed:
             departed.append(d)  # left after the spec was taken: the assignor has not seen it
         elif still := items_of(d.assignment) & deferred:
-            departed.append(replace(d, assignment=connectors_and_tasks(still)))
+            departed.append(msgspec.structs.replace(d, assignment=connectors_and_tasks(still)))
     delay = assignment.scheduled_rebalance_delay_ms
     at = now + delay if delay else None
     change.target_metadata = TargetAssignmentMetadataValue(
