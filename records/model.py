@@ -75,8 +75,10 @@ class Shape(Struct, rename="pascal", gc=False):
 
 
 class TaskId(Shape, frozen=True, order=True):
-    """A connector task, numbered from 0 as in Kafka Connect. Ordered by connector, then task number;
-    never equal to a connector's name, so one set holds both."""
+    """A connector task, numbered from 0 as in Kafka Connect."""
+
+    # Ordered by connector, then task number; never equal to a connector's name (a str), so that one
+    # set holds both (`coordinator.core.items`).
 
     connector: Annotated[str, doc("The connector's name.")]
     task: Annotated[Int32, doc("The task number; below 0 is INVALID_REQUEST (HTTP 200).")]
@@ -327,8 +329,8 @@ class TargetAssignmentMetadataValue:
 
 
 class TargetAssignmentMemberValue(Shape):
-    """Type 7: one member's part of the target assignment. Also the seed's `MemberAssignment` (what an
-    assignor answers, what a heartbeat response gives the member), hence a `Shape`."""
+    """Type 7: one member's part of the target assignment. Also the seed's MemberAssignment: what an
+    assignor answers, and in a heartbeat answer what the member should own now."""
 
     RECORD_TYPE: ClassVar[int] = 7
     assignment: Annotated[ConnectorsAndTasks, doc("The assigned connectors/tasks to the member.")] = field(

@@ -43,6 +43,7 @@ from coordinator.cli import build_parser
 from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
+from coordinator.core.protocol import ErrorResponse
 from coordinator.core.views import connector_status
 from coordinator.sdk.fleet import parse_scenario
 from coordinator.tools.partitions import partition_for
@@ -62,7 +63,7 @@ def serving(coordinator_of: GroupCoordinator, puts: list | None = None) -> Itera
             body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if puts is not None:
                 puts.append((self.path, body))
-            self._answer(wire.ErrorResponse(error_code=0, error_message=None))
+            self._answer(ErrorResponse())
 
         def do_POST(self) -> None:  # find-coordinator
             self._answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=0, url=url))

@@ -316,7 +316,14 @@ def test_describe_notes_a_member_whose_bytes_are_not_connects() -> None:
 
 def _join(d: Driver, member_id: str, sub: bytes, protocol: str, fresh_id: str = "") -> object:
     return d.join_group(
-        JoinGroupRequest(G, member_id, "connect", (ClassicProtocol(protocol, sub),), 10_000, 30_000),
+        JoinGroupRequest(
+            group_id=G,
+            member_id=member_id,
+            protocol_type="connect",
+            protocols=(ClassicProtocol(protocol, sub),),
+            session_timeout_ms=10_000,
+            rebalance_timeout_ms=30_000,
+        ),
         RequestContext("worker", "10.0.0.9", fresh_id),
     )
 

@@ -34,10 +34,11 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from serve_workers import items
 
-from records import decode
+from records import ConnectorTaskCount, decode
 
 from coordinator import cli
 from coordinator.api import wire
+from coordinator.core.protocol import HeartbeatResponse
 from coordinator.core.state import CoordinatorState
 from coordinator.core.worker.member import Member
 from coordinator.tools.partitions import batches_to_end, partition_for
@@ -98,19 +99,17 @@ class Worker:
         return self.member.owned
 
     def heartbeat(self, server: ServeProcess) -> dict:
-        body = msgspec.to_builtins(wire.HeartbeatRequest.of(self.member.heartbeat(0)))
+        body = msgspec.to_builtins(self.member.heartbeat(0))
         status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=30)
         assert status == 200 and r["ErrorCode"] == 0, (self.member_id, r)
-        self.member.received(msgspec.convert(r, wire.HeartbeatResponse).protocol(), 0)
+        self.member.received(msgspec.convert(r, HeartbeatResponse), 0)
         return r
 
     def leave(self, server: ServeProcess, static: bool = False) -> None:
         _, request = self.member.leave()
         epoch = -2 if static else -1
         assert request is not None and request.member_epoch == epoch, (self.member_id, request)
-        status, r = server.request(
-            "POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(wire.HeartbeatRequest.of(request)), timeout=30
-        )
+        status, r = server.request("POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(request), timeout=30)
         assert status == 200 and (r["ErrorCode"], r["MemberEpoch"]) == (0, epoch), (self.member_id, r)
 
 
@@ -129,9 +128,7 @@ def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
         server,
         "PUT",
         f"/v1/groups/{group}/connectors",
-        msgspec.to_builtins(
-            wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])
-        ),
+        msgspec.to_builtins(wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])),
     )
 
 

@@ -22,6 +22,7 @@ import connect_fatal
 import pytest
 from serve_workers import served, wait_for
 
+from records import ConnectorTaskCount
 from records.connect_protocol import SESSIONED, WorkerAssignment, WorkerMetadata, encode_assignment, encode_metadata
 from records.model import ConnectorsAndTasks, TaskId
 
@@ -29,7 +30,7 @@ from coordinator.api import kafka_protocol as kp
 from coordinator.api import openapi
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.core.protocol import ConnectorTaskCount, SetConnectorsRequest
+from coordinator.core.protocol import SetConnectorsRequest
 from coordinator.service.auth import Authorizer
 from coordinator.service.kafka_listener import _HANDLERS, KafkaListener, node_id
 from coordinator.service.ownership import Owner, owner_client_id, parse_owner

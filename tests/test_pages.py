@@ -23,9 +23,11 @@ import pytest
 import requests
 from aiohttp import web
 
+from records import ConnectorTaskCount
+
 from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.core.protocol import ErrorCode
+from coordinator.core.protocol import ErrorCode, ErrorResponse
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
@@ -108,11 +110,11 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         client = CoordinatorClient(url, token=OPS, retry_for_s=10)
         body = wire.SetConnectorsRequest(
             connectors=[
-                wire.ConnectorTaskCount(name="orders-sink", tasks=3),
-                wire.ConnectorTaskCount(name=EVIL, tasks=1),
+                ConnectorTaskCount(name="orders-sink", tasks=3),
+                ConnectorTaskCount(EVIL, 1),
             ]
         )
-        assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)).error_code == 0
+        assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)).error_code == 0
         for member, instance in (("worker-1", None), ("worker-2", "pod-2")):
             w = Worker(client, G, member_id=member, instance_id=instance, url=f"http://{member}:8083")
             await w.start()

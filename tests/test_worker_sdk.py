@@ -15,11 +15,12 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from records import TaskId
+from records import ConnectorTaskCount, TaskId
 
 from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
+from coordinator.core.protocol import ErrorResponse
 from coordinator.sdk.client import CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.service.server import CoordinatorServer
@@ -85,8 +86,8 @@ def _run(
 
 
 async def _connectors(client: CoordinatorClient, **tasks: int) -> None:
-    body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])
-    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)
+    body = wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])
+    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)
     assert answer.error_code == 0
 
 

@@ -23,7 +23,10 @@ import aiohttp
 import msgspec
 import orjson
 
+from records import ConnectorsAndTasks, ConnectorTaskCount
+
 from coordinator.api import operations, wire
+from coordinator.core.protocol import ErrorResponse
 from coordinator.core.states import TaskStatus
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
@@ -223,7 +226,7 @@ def _runner(
     return run
 
 
-def _protocol_error(answer: wire.ErrorResponse) -> int:
+def _protocol_error(answer: ErrorResponse) -> int:
     if answer.error_code:
         print(f"error {answer.error_code}: {answer.error_message}", file=sys.stderr)
         return 1
@@ -234,7 +237,7 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(msgspec.to_builtins(value), option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _items(cat: wire.ConnectorsAndTasks) -> str:
+def _items(cat: ConnectorsAndTasks) -> str:
     return ",".join([*cat.connectors, *(f"{t.connector}-{t.task}" for t in cat.tasks)]) or "-"
 
 
@@ -282,7 +285,7 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
             print(f"warning: {url} (partitions {_numbers(failed)}) did not answer: {e}", file=sys.stderr)
             unanswered += failed
             continue
-        if isinstance(answer, wire.ErrorResponse):
+        if isinstance(answer, ErrorResponse):
             return _protocol_error(answer)
         for g in answer.groups:
             if g.group_id not in groups or g.group_epoch > groups[g.group_id].group_epoch:
@@ -347,7 +350,7 @@ async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
 async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[str | None, str | None, int]:
     """One rendering of the group: (standard output, standard error, exit code)."""
     a = await client.call(args.group, *operations.route("describeGroup", group_id=args.group), _Described)
-    if isinstance(a, wire.ErrorResponse):
+    if isinstance(a, ErrorResponse):
         return None, f"error {a.error_code}: {a.error_message}", 1
     if args.format == "json":
         value: Any = (
@@ -579,7 +582,7 @@ def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
     return rows
 
 
-def _keys(cat: wire.ConnectorsAndTasks) -> list[tuple[str, int | None]]:
+def _keys(cat: ConnectorsAndTasks) -> list[tuple[str, int | None]]:
     return [*((c, None) for c in cat.connectors), *((t.connector, t.task) for t in cat.tasks)]
 
 
@@ -620,9 +623,9 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
     names = [name for name, _ in args.connectors]
     if len(set(names)) != len(names):
         raise CliError("a connector is named twice", exit_code=2)
-    body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in args.connectors])
+    body = wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in args.connectors])
     code = _protocol_error(
-        await client.call(args.group, *operations.route("setConnectors", group_id=args.group), wire.ErrorResponse, body)
+        await client.call(args.group, *operations.route("setConnectors", group_id=args.group), ErrorResponse, body)
     )
     if code == 0:  # one line of what is now true, so that success is not silence
         if args.format == "json":
@@ -647,7 +650,7 @@ async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> in
         initial_assignment_delay_ms=args.initial_assignment_delay_ms,
     )
     code = _protocol_error(
-        await client.call(args.group, *operations.route("setConfig", group_id=args.group), wire.ErrorResponse, body)
+        await client.call(args.group, *operations.route("setConfig", group_id=args.group), ErrorResponse, body)
     )
     if code == 0:  # the whole config is replaced: say so, the defaults included
         if args.format == "json":

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import msgspec
 import orjson
 from aiohttp import web
 
@@ -71,14 +72,14 @@ T = TypeVar("T")
 Call = Callable[[Any, web.Request], Awaitable[Any]]
 
 
-def _answer(body: wire.Body, status: int = 200) -> web.Response:
+def _answer(body: msgspec.Struct, status: int = 200) -> web.Response:
     response = web.Response(body=wire.encode(body), status=status, content_type="application/json")
     response[ERROR_CODE] = getattr(body, "error_code", 0)  # for the metrics, without parsing it again
     return response
 
 
 def _error(code: ErrorCode, message: str, status: int = 200) -> web.Response:
-    return _answer(wire.ErrorResponse(error_code=int(code), error_message=message), status)
+    return _answer(ErrorResponse(int(code), message), status)
 
 
 # While a partition loads, the classic answers Kafka's coordinator gives (GroupCoordinator.scala's
@@ -236,12 +237,12 @@ class CoordinatorServer:
         never depends on the body); one named by the body, once it is decoded."""
         if op.group == operations.PATH:
             group_id = self._group_id(request, op.operation_id)
-            protocol = group_id if op.request is None else (await _decode(request, op.request)).protocol(group_id)
+            message = group_id if op.request is None else (await _decode(request, op.request)).protocol(group_id)
         else:
             assert op.group == operations.BODY and op.request is not None, op.operation_id
-            protocol = (await _decode(request, op.request)).protocol()
-            self._authorize(request, op.operation_id, protocol.group_id)
-        return _answer(op.answers[0].of(await call(protocol, request)))
+            message = await _decode(request, op.request)  # the core's own request: no conversion
+            self._authorize(request, op.operation_id, message.group_id)
+        return _answer(await call(message, request))
 
     def _authorize(self, request: web.Request, operation_id: str, group_id: str) -> None:
         """AuthError unless the principal may do on `group_id` what `operation_id` declares it needs."""
@@ -310,12 +311,11 @@ class CoordinatorServer:
         level = (await _decode(request, wire.FormatLevelRequest)).level
         self._authorize(request, "raiseFormatLevel", operations.EVERY_GROUP)
 
-        async def one(runtime: PartitionRuntime) -> wire.ErrorResponse:
+        async def one(runtime: PartitionRuntime) -> ErrorResponse:
             try:
-                answer = await runtime.call(lambda coordinator, now: coordinator.raise_format_level(level, now))
+                return await runtime.call(lambda coordinator, now: coordinator.raise_format_level(level, now))
             except NotServing as e:
-                return wire.ErrorResponse(error_code=int(e.code), error_message=str(e))
-            return wire.ErrorResponse.of(answer)
+                return ErrorResponse(int(e.code), str(e))
 
         runtimes = sorted(self.runtimes.items())
         answers = await asyncio.gather(*(one(r) for _, r in runtimes))
