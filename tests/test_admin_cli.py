@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.metadata
 import os
 import pty
@@ -31,6 +30,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from confluent_kafka import Producer
@@ -70,7 +70,7 @@ def serving(coordinator_of: GroupCoordinator, puts: list | None = None) -> Itera
 
         def do_GET(self) -> None:
             description = coordinator_of.describe_group(self.path.rpartition("/")[2])
-            self._answer(wire.GroupDescription.of(description))
+            self._answer(description)
 
         def _answer(self, body: wire.Body) -> None:
             data = wire.encode(body)
@@ -175,7 +175,7 @@ def test_deferred_work_without_a_rebalance_time_is_said_plainly(capsys: pytest.C
 
     class NoTime:
         def describe_group(self, group_id: str):  # noqa: ANN201
-            return dataclasses.replace(d.coordinator.describe_group(group_id), scheduled_rebalance_at_ms=None)
+            return msgspec.structs.replace(d.coordinator.describe_group(group_id), scheduled_rebalance_at_ms=None)
 
     with serving(NoTime()) as url:
         assert coordinator(["groups", "describe", G, "--url", url, "--tasks"]) == 0

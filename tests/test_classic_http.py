@@ -25,12 +25,12 @@ from records.connect_protocol import (
     holdings,
 )
 
-from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import (
     ClassicHeartbeatRequest,
     ClassicProtocol,
     ErrorResponse,
+    GroupDescription,
     JoinGroupRequest,
     JoinGroupResponse,
     SyncGroupAssignment,
@@ -318,7 +318,7 @@ def test_a_member_sending_a_real_connect_workers_bytes_joins_beside_our_classic_
         )
         group = coordinators.group()
         assert group.protocol == offered[0] and set(group.members) == {ours.member_id, real.member_id}
-        described = await client.call(G, "GET", f"/v1/groups/{G}", wire.GroupDescription)
+        described = await client.call(G, "GET", f"/v1/groups/{G}", GroupDescription)
         assert GOLDEN_URL in {m.url for m in described.members}
         for api, code in real.answers:
             assert_survivable(api, code)
@@ -388,7 +388,7 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
                     if i == 2:
                         await asyncio.to_thread(failover)
                     await switch(name, phase)
-                group = await client.call(G, "GET", f"/v1/groups/{G}", wire.GroupDescription)
+                group = await client.call(G, "GET", f"/v1/groups/{G}", GroupDescription)
                 assert group.group_type == phase and {m.protocol for m in group.members} == {phase}
             for w in workers.values():
                 await w.stop()

@@ -37,8 +37,7 @@ from serve_workers import items
 from records import ConnectorTaskCount, decode
 
 from coordinator import cli
-from coordinator.api import wire
-from coordinator.core.protocol import HeartbeatResponse
+from coordinator.core.protocol import HeartbeatResponse, SetConfigRequest, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.core.worker.member import Member
 from coordinator.tools.partitions import batches_to_end, partition_for
@@ -120,7 +119,7 @@ def _ok(server: ServeProcess, method: str, path: str, body: dict | None = None) 
 
 
 def _set_config(server: ServeProcess, group: str, **timeouts: int) -> None:
-    _ok(server, "PUT", f"/v1/groups/{group}/config", msgspec.to_builtins(wire.SetConfigRequest(**timeouts)))
+    _ok(server, "PUT", f"/v1/groups/{group}/config", msgspec.to_builtins(SetConfigRequest(**timeouts)))
 
 
 def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
@@ -128,7 +127,7 @@ def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
         server,
         "PUT",
         f"/v1/groups/{group}/connectors",
-        msgspec.to_builtins(wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])),
+        msgspec.to_builtins(SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])),
     )
 
 

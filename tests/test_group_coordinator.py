@@ -939,7 +939,7 @@ def test_describe_says_who_the_change_to_the_current_epoch_removed_and_why() -> 
     description = d.coordinator.describe_group(G)
     assert [(x.member_id, x.instance_id, x.reason) for x in description.departures] == [("W2", None, "session-timeout")]
     # The HTTP answer (and `groups describe --format json`) has the reason in words too.
-    (answer,) = orjson.loads(wire.encode(wire.GroupDescription.of(description)))["Departures"]
+    (answer,) = orjson.loads(wire.encode(description))["Departures"]
     assert answer == {
         "MemberId": "W2",
         "InstanceId": None,

@@ -274,7 +274,7 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
             # A group of our connect protocol (HTTP) beside the classic one, on the same partition.
             await c.server.runtime_for(HTTP_GROUP).call(
                 lambda coordinator, now: coordinator.set_connectors(
-                    SetConnectorsRequest(HTTP_GROUP, (ConnectorTaskCount("B", 1),)), now
+                    SetConnectorsRequest(group_id=HTTP_GROUP, connectors=(ConnectorTaskCount("B", 1),)), now
                 )
             )
             listed = await admin.call(kp.LIST_GROUPS, 5, states_filter=[], types_filter=[])

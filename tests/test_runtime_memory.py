@@ -42,7 +42,9 @@ def runtime(topic: MemoryTopic, config: CoordinatorConfig = CONFIG, **options: A
 
 
 def set_connectors(group: str, **tasks: int) -> Callable:
-    request = SetConnectorsRequest(group, tuple(ConnectorTaskCount(name, n) for name, n in tasks.items()))
+    request = SetConnectorsRequest(
+        group_id=group, connectors=tuple(ConnectorTaskCount(name, n) for name, n in tasks.items())
+    )
     return lambda coordinator, now: coordinator.set_connectors(request, now)
 
 

@@ -54,6 +54,8 @@ from coordinator.core.protocol import (
     InstallAssignmentRequest,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
+    SetConfigRequest,
+    SetConnectorsRequest,
     Timer,
 )
 from coordinator.core.state import CoordinatorState
@@ -320,11 +322,11 @@ class Cluster:
     async def set_connectors(self, counts: dict[str, int]) -> dict:
         return await self.put(
             "connectors",
-            wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in counts.items()]),
+            SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in counts.items()]),
         )
 
     async def set_config(self, **timeouts: int | None) -> dict:
-        return await self.put("config", wire.SetConfigRequest(**timeouts))
+        return await self.put("config", SetConfigRequest(**timeouts))
 
     async def delete(self) -> dict:
         response = await self.client.delete(f"/v1/groups/{self.group_id}")

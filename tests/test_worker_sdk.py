@@ -17,10 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from records import ConnectorTaskCount, TaskId
 
-from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
-from coordinator.core.protocol import ErrorResponse
+from coordinator.core.protocol import ErrorResponse, SetConnectorsRequest
 from coordinator.sdk.client import CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.service.server import CoordinatorServer
@@ -86,7 +85,7 @@ def _run(
 
 
 async def _connectors(client: CoordinatorClient, **tasks: int) -> None:
-    body = wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])
+    body = SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])
     answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)
     assert answer.error_code == 0
 

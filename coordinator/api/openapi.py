@@ -15,7 +15,7 @@ from typing import Any
 import msgspec
 
 from coordinator.api import kafka_protocol, wire
-from coordinator.api.operations import OPERATIONS, SERVICE, Operation, Schema, ServiceOperation, json_content, ref
+from coordinator.api.operations import OPERATIONS, PATH, SERVICE, Operation, Schema, ServiceOperation, json_content, ref
 from coordinator.core.protocol import ErrorCode
 
 # What each code means, in the protocol's words (seed 000): the ErrorCode schema's description.
@@ -204,6 +204,7 @@ _NAMES = {
     "Assignor": "ClientAssignor",
     "ClassicMemberProtocol": "ClassicProtocol",
     "AssignmentMember": "GroupMember",
+    "DescribedDeparture": "Departure",
 }
 
 
@@ -242,6 +243,12 @@ def _document() -> dict:
         + "\n".join(f"- {int(c)} {c.name}: {about}" for c, about in ERRORS.items()),
         "x-enum-varnames": [c.name for c in ErrorCode],
     }
+    for op in OPERATIONS:
+        if op.group == PATH and op.request is not None:
+            # The path names the group; the server sets the message's GroupId from it.
+            schema = components[op.request.__name__]
+            del schema["properties"]["GroupId"]
+            assert "GroupId" not in schema.get("required", ()), op.operation_id
     requests = {op.request.__name__ for op in OPERATIONS if op.request is not None}
     _close_answers(components, requests, {t.__name__ for t in types} - requests)
     paths: Schema = {}

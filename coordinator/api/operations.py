@@ -237,7 +237,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Describe a group",
         "Required ACL: Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, "
         "GROUP_ID_NOT_FOUND.",
-        (wire.GroupDescription, protocol.ErrorResponse),
+        (protocol.GroupDescription, protocol.ErrorResponse),
         tag="admin",
         acl="Describe",
         group=PATH,
@@ -278,7 +278,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Creates the group if needed and bumps the group epoch when the set changes. Required ACL: Alter. Errors "
         "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
         (protocol.ErrorResponse,),
-        wire.SetConnectorsRequest,
+        protocol.SetConnectorsRequest,
         {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]},
         tag="admin",
         acl="Alter",
@@ -293,7 +293,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "the group if needed. Required ACL: Alter. Errors at HTTP 200: NOT_COORDINATOR, "
         "COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
         (protocol.ErrorResponse,),
-        wire.SetConfigRequest,
+        protocol.SetConfigRequest,
         {
             "SessionTimeoutMs": 10000,
             "HeartbeatIntervalMs": 3000,

@@ -9,8 +9,8 @@ HTTP 400 and INVALID_REQUEST; never a 500. The OpenAPI document (`coordinator.ap
 generated from the same declarations, so it says exactly what is accepted.
 
 Declared here: the bodies that exist only over HTTP (health, liveness, the record format level, the
-refusals, FindCoordinator, where partitions are served, ListGroups' envelope), the admin answers
-as HTTP shows them, and Kafka Connect's status shape (`ConnectorStatus`, Connect's REST shape).
+refusals, FindCoordinator, where partitions are served, ListGroups' envelope), and Kafka Connect's
+status shape (`ConnectorStatus`, Connect's REST shape: its lower-case names, ISO times).
 
 `bytes` travel as base64 (RFC 4648, standard alphabet, padded). Integers are JSON integers within
 their format's range; as JSON Schema reads them (the document's language), a number with a zero
@@ -26,19 +26,13 @@ from typing import Annotated, Any, Literal, TypeVar
 import msgspec
 from msgspec import Meta, Struct
 
-import records
-from records.constraints import Int8, Int32, Int64, doc
+from records.constraints import Int32, doc
 
 from coordinator.core import protocol
 from coordinator.core.protocol import ErrorCode, ErrorResponse
 from coordinator.tools.text import iso_time
 
 T = TypeVar("T")
-
-_TIMEOUT = (
-    "Milliseconds; null restores the server's default. Values below the server's minimum are "
-    "INVALID_REQUEST (HTTP 200)."
-)
 
 
 class WireError(ValueError):
@@ -68,35 +62,11 @@ class FindCoordinatorResponse(Body):
     url: Annotated[str, doc("The base URL of the coordinator serving that partition.")]
 
 
-GroupState = Annotated[
-    Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"],
-    doc(
-        "EMPTY: no members; ASSIGNING: the group epoch is ahead of the assignment epoch; RECONCILING: a member is "
-        "not at its target yet; STABLE: every member owns its target at the assignment epoch. A classic group "
-        "(seed 004) is EMPTY, PREPARING_REBALANCE (waiting for JoinGroups), COMPLETING_REBALANCE (waiting for the "
-        "leader's SyncGroup) or STABLE."
-    ),
-]
-
-
-class GroupListing(Body):
-    """A group."""
-
-    group_id: Annotated[str, doc("The group identifier.")]
-    group_epoch: Annotated[Int32, doc("The group epoch.")]
-    state: GroupState
-    members: Annotated[Int32, doc("How many members it has.")]
-
-    @classmethod
-    def of(cls, g: protocol.GroupListing) -> GroupListing:
-        return cls(group_id=g.group_id, group_epoch=g.group_epoch, state=g.state, members=g.members)
-
-
 class ListGroupsResponse(Body):
     """The groups of the partitions this process serves that the caller may Describe."""
 
     error_code: Annotated[Literal[0], doc("0: no error.")]
-    groups: Annotated[list[GroupListing], doc("By group id.")]
+    groups: Annotated[list[protocol.GroupListing], doc("By group id.")]
 
 
 class PartitionOwner(Body):
@@ -113,165 +83,6 @@ class PartitionOwnersResponse(Body):
     error_code: Annotated[Literal[0], doc("0: no error.")]
     url: Annotated[str, doc("This coordinator's advertised URL.")]
     partitions: Annotated[list[PartitionOwner], doc("Every partition of the topic, by number.")]
-
-
-class MemberDescription(Body):
-    """A member of the group."""
-
-    member_id: Annotated[str, doc("The member ID.")]
-    instance_id: Annotated[str | None, doc("The member instance ID, or null.")]
-    client_id: Annotated[
-        str,
-        doc(
-            "The client id its heartbeats came with: the Client-Id header (the SDK sends its client's), Kafka's "
-            "client.id over the Kafka listener, else the authenticated principal."
-        ),
-    ]
-    client_host: Annotated[str, doc("The address its heartbeats came from.")]
-    url: Annotated[str | None, doc("Where the worker's REST API listens, or null.")]
-    member_epoch: Annotated[Int32, doc("The member epoch (a classic member: the group's generation).")]
-    state: Annotated[
-        Literal["STABLE", "UNREVOKED", "UNRELEASED", "UNJOINED", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"],
-        doc(
-            "STABLE: owns its whole target; UNREVOKED: must give up PendingRevocation first; UNRELEASED: waits for "
-            "others to release the rest of its target. A classic member is in seed 000's worker states: UNJOINED, "
-            "PREPARING_REBALANCE (its JoinGroup waits), COMPLETING_REBALANCE (joined, waiting for its assignment) "
-            "or STABLE."
-        ),
-    ]
-    protocol: Annotated[Literal["connect", "classic"], doc("The protocol the member speaks.")]
-    assignment: Annotated[records.ConnectorsAndTasks, doc("What it owns now (its current assignment).")]
-    pending_revocation: Annotated[records.ConnectorsAndTasks, doc("What it must revoke before it moves on.")]
-    target: Annotated[records.ConnectorsAndTasks, doc("Its part of the target assignment.")]
-    config_offset: Annotated[
-        Int64 | None,
-        doc(
-            "A classic member's Kafka Connect config topic offset, as its JoinGroup metadata says; null for connect "
-            "members and where the metadata cannot be read."
-        ),
-    ]
-    note: Annotated[
-        str | None, doc("Why what a classic member runs is not known (its bytes are not Kafka Connect's), else null.")
-    ]
-
-
-class Departure(records.Departure):
-    """A member the change that wrote the group epoch removed, and why, with the reason in words."""
-
-    reason_text: Annotated[str, doc("The reason in words.")]
-
-    @classmethod
-    def of(cls, d: records.Departure) -> Departure:
-        return cls(d.member_id, d.instance_id, d.reason, protocol.leave_reason_text(d.reason))
-
-
-class GroupDescription(Body):
-    """A group: epochs, assignor, connectors, members and timeouts."""
-
-    error_code: Annotated[Literal[0], doc("0: no error.")]
-    group_id: Annotated[str, doc("The group identifier.")]
-    group_epoch: Annotated[Int32, doc("The group epoch.")]
-    assignment_epoch: Annotated[Int32, doc("The epoch of the current target assignment.")]
-    state: GroupState
-    assignor: Annotated[
-        str | None, doc("The assignor the group uses, or null when its members share no client-side assignor.")
-    ]
-    assignor_kind: Annotated[Literal["server", "client"] | None, doc("Where the assignor runs, or null.")]
-    connectors: Annotated[
-        list[records.ConnectorTaskCount], doc("The connectors the group runs, and their task counts.")
-    ]
-    members: Annotated[list[MemberDescription], doc("By member id.")]
-    deferred: Annotated[records.ConnectorsAndTasks, doc("Items the current target deferred.")]
-    scheduled_rebalance_at_ms: Annotated[
-        Int64 | None, doc("When the coordinator rebalances for the deferred items (ms since the epoch), or null.")
-    ]
-    assignment_error: Annotated[Int8, doc("The error of the last installed assignment (the assignor's), 0 for none.")]
-    assignment_error_message: Annotated[str | None, doc("Its message, or null.")]
-    session_timeout_ms: Annotated[Int32, doc("The group's session timeout.")]
-    heartbeat_interval_ms: Annotated[Int32, doc("The group's heartbeat interval.")]
-    rebalance_timeout_ms: Annotated[
-        Int32 | None, doc("The group's rebalance timeout, or null: each member's own RebalanceTimeoutMs.")
-    ]
-    scheduled_rebalance_max_delay_ms: Annotated[Int32, doc("How long departed work waits for its owner.")]
-    initial_assignment_delay_ms: Annotated[
-        Int32, doc("How long an empty group that gets members waits for more before its first target.")
-    ]
-    group_type: Annotated[Literal["connect", "classic"], doc("The protocol the group runs.")]
-    generation: Annotated[Int32 | None, doc("A classic group's generation, else null.")]
-    protocol_name: Annotated[str | None, doc("The protocol a classic group chose, else null.")]
-    leader: Annotated[str | None, doc("A classic group's leader, else null.")]
-    departures: Annotated[
-        list[Departure],
-        doc(
-            "The members the change that wrote GroupEpoch removed, and why; empty when it removed none (a join, new "
-            "connectors, a scheduled rebalance). Earlier departures: `coordinator replay timeline`."
-        ),
-    ]
-    rebalancing_since_ms: Annotated[
-        int | None,
-        doc(
-            "While the group rebalances, when the rebalance began (ms since the epoch), from its epoch record at "
-            "record format level 2 and above; null otherwise."
-        ),
-    ]
-    coordinator: Annotated[
-        str | None,
-        doc("The base URL of the coordinator serving the group (the one that answered), or null where unknown."),
-    ]
-    partition: Annotated[
-        Int32 | None,
-        doc("The partition of the topic the group lives in (murmur2(GroupId) % partitions), or null where unknown."),
-    ]
-
-    @classmethod
-    def of(
-        cls, d: protocol.GroupDescription, *, coordinator: str | None = None, partition: int | None = None
-    ) -> GroupDescription:
-        return cls(
-            error_code=0,
-            group_id=d.group_id,
-            group_epoch=d.group_epoch,
-            assignment_epoch=d.assignment_epoch,
-            state=d.state,
-            assignor=d.assignor,
-            assignor_kind=d.assignor_kind,
-            connectors=list(d.connectors),
-            members=[
-                MemberDescription(
-                    member_id=m.member_id,
-                    instance_id=m.instance_id,
-                    client_id=m.client_id,
-                    client_host=m.client_host,
-                    url=m.url,
-                    member_epoch=m.member_epoch,
-                    state=m.state,
-                    assignment=m.assignment,
-                    pending_revocation=m.pending_revocation,
-                    target=m.target,
-                    protocol=m.protocol,
-                    config_offset=getattr(m, "config_offset", None),
-                    note=getattr(m, "note", None),
-                )
-                for m in d.members
-            ],
-            deferred=d.deferred,
-            scheduled_rebalance_at_ms=d.scheduled_rebalance_at_ms,
-            assignment_error=d.assignment_error,
-            assignment_error_message=d.assignment_error_message,
-            session_timeout_ms=d.session_timeout_ms,
-            heartbeat_interval_ms=d.heartbeat_interval_ms,
-            rebalance_timeout_ms=d.rebalance_timeout_ms,
-            scheduled_rebalance_max_delay_ms=d.scheduled_rebalance_max_delay_ms,
-            initial_assignment_delay_ms=d.initial_assignment_delay_ms,
-            group_type=d.group_type,
-            generation=d.generation,
-            protocol_name=d.protocol_name,
-            leader=d.leader,
-            departures=[Departure.of(x) for x in d.departures],
-            rebalancing_since_ms=d.rebalancing_since_ms,
-            coordinator=coordinator,
-            partition=partition,
-        )
 
 
 # --- Kafka Connect's status, as far as the coordinator knows -------------------------------------------
@@ -363,52 +174,6 @@ class ConnectorStatus(Struct, kw_only=True, gc=False):
                 for n, t in s.tasks
             ],
             type="unknown",
-        )
-
-
-class SetConnectorsRequest(Body):
-    """The connectors the group runs. Creates the group if needed; bumps the group epoch when the set
-    changes."""
-
-    connectors: Annotated[list[records.ConnectorTaskCount], doc("Every connector, with its task count.")]
-
-    def protocol(self, group_id: str) -> protocol.SetConnectorsRequest:
-        return protocol.SetConnectorsRequest(group_id, tuple(self.connectors))
-
-
-class SetConfigRequest(Body, omit_defaults=True):
-    """The group's timeouts; absent or null restores the server's default. HeartbeatIntervalMs must stay
-    below SessionTimeoutMs (else INVALID_REQUEST at HTTP 200). Creates the group if needed."""
-
-    session_timeout_ms: Annotated[Int32 | None, doc(f"The session timeout. {_TIMEOUT}")] = None
-    heartbeat_interval_ms: Annotated[Int32 | None, doc(f"The heartbeat interval. {_TIMEOUT}")] = None
-    rebalance_timeout_ms: Annotated[
-        Int32 | None, doc(f"The rebalance timeout for every member (null: each member's own). {_TIMEOUT}")
-    ] = None
-    scheduled_rebalance_max_delay_ms: Annotated[
-        Int32 | None,
-        doc(
-            "How long departed work waits for its owner (>= 0, else INVALID_REQUEST at HTTP 200); null restores the "
-            "server's default."
-        ),
-    ] = None
-    initial_assignment_delay_ms: Annotated[
-        Int32 | None,
-        doc(
-            "How long an empty group that gets members waits for more before its first target, each join "
-            "extending the wait up to a rebalance timeout (>= 0, else INVALID_REQUEST at HTTP 200; Kafka's "
-            "group.initial.rebalance.delay.ms); null restores the server's default."
-        ),
-    ] = None
-
-    def protocol(self, group_id: str) -> protocol.SetConfigRequest:
-        return protocol.SetConfigRequest(
-            group_id,
-            self.session_timeout_ms,
-            self.heartbeat_interval_ms,
-            self.rebalance_timeout_ms,
-            self.scheduled_rebalance_max_delay_ms,
-            self.initial_assignment_delay_ms,
         )
 
 

@@ -18,12 +18,13 @@ from collections.abc import Callable, Sequence
 from records import ConnectorsAndTasks
 from records.connect_protocol import DEFAULT, SESSIONED
 
-from coordinator.api import operations, wire
+from coordinator.api import operations
 from coordinator.core.assignors import ConnectAssignor
 from coordinator.core.items import connectors_and_tasks
 from coordinator.core.protocol import (
     ErrorCode,
     ErrorResponse,
+    GroupDescription,
     JoinGroupRequest,
     JoinGroupResponse,
     LeaveGroupResponse,
@@ -212,12 +213,12 @@ class ClassicGroupWorker(WorkerShell):
         group has none; None: they could not be read)."""
         try:
             answer = await self.client.call(
-                self.group_id, *operations.route("describeGroup", group_id=self.group_id), wire.GroupDescription
+                self.group_id, *operations.route("describeGroup", group_id=self.group_id), GroupDescription
             )
         except (TimeoutError, Unavailable, ApiError) as e:
             log.warning("%s: reading the connectors failed: %s", self.member_id, e)
             return None
-        if isinstance(answer, wire.GroupDescription):
+        if isinstance(answer, GroupDescription):
             return tuple(answer.connectors)
         if answer.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
             log.warning("%s: reading the connectors failed: %s", self.member_id, answer.error_message)

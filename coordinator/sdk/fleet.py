@@ -50,10 +50,10 @@ import orjson
 
 from records import ConnectorsAndTasks, ConnectorTaskCount
 
-from coordinator.api import operations, wire
+from coordinator.api import operations
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.items import Item, describe, items_of
-from coordinator.core.protocol import ErrorResponse
+from coordinator.core.protocol import ErrorResponse, SetConnectorsRequest
 from coordinator.errors import CliError
 from coordinator.sdk.admin import connector_count
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
@@ -251,7 +251,7 @@ class Fleet:
         self.say(f"{name:<10} CRASHED (no leave; its session will expire)")
 
     async def set_connectors(self, counts: dict[str, int]) -> None:
-        body = wire.SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in counts.items()])
+        body = SetConnectorsRequest(tuple(ConnectorTaskCount(n, t) for n, t in counts.items()))
         try:
             answer = await self.client.call(
                 self.group_id, *operations.route("setConnectors", group_id=self.group_id), ErrorResponse, body

@@ -237,7 +237,12 @@ class CoordinatorServer:
         never depends on the body); one named by the body, once it is decoded."""
         if op.group == operations.PATH:
             group_id = self._group_id(request, op.operation_id)
-            message = group_id if op.request is None else (await _decode(request, op.request)).protocol(group_id)
+            # The path names the group: the body's message gets it (`SetConnectorsRequest.group_id`).
+            message = (
+                group_id
+                if op.request is None
+                else msgspec.structs.replace(await _decode(request, op.request), group_id=group_id)
+            )
         else:
             assert op.group == operations.BODY and op.request is not None, op.operation_id
             message = await _decode(request, op.request)  # the core's own request: no conversion
@@ -368,7 +373,7 @@ class CoordinatorServer:
 
     async def list_groups(self, request: web.Request) -> web.Response:
         groups = await self.listed_groups(request[PRINCIPAL])
-        return _answer(wire.ListGroupsResponse(error_code=0, groups=[wire.GroupListing.of(g) for g in groups]))
+        return _answer(wire.ListGroupsResponse(error_code=0, groups=groups))
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = self._group_id(request, "describeGroup")
@@ -377,7 +382,7 @@ class CoordinatorServer:
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         return _answer(
-            wire.GroupDescription.of(description, coordinator=self.advertised_url, partition=runtime.partition)
+            msgspec.structs.replace(description, coordinator=self.advertised_url, partition=runtime.partition)
         )
 
     async def call_describe_group(self, group_id: str) -> GroupDescription | None:

@@ -101,7 +101,9 @@ class Driver:
 
     def set_connectors(self, group_id: str, connectors: dict[str, int]) -> ErrorResponse:
         counts = tuple(ConnectorTaskCount(name, tasks) for name, tasks in connectors.items())
-        return self.run(self.coordinator.set_connectors(SetConnectorsRequest(group_id, counts), self.now))
+        return self.run(
+            self.coordinator.set_connectors(SetConnectorsRequest(group_id=group_id, connectors=counts), self.now)
+        )
 
     def set_config(self, group_id: str, **timeouts: int | None) -> ErrorResponse:
         return self.run(self.coordinator.set_config(SetConfigRequest(group_id, **timeouts), self.now))
