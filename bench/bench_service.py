@@ -64,10 +64,7 @@ from records import Record, decode, encode  # noqa: E402
 
 from coordinator.api import wire  # noqa: E402
 from coordinator.core.items import connectors_and_tasks  # noqa: E402
-from coordinator.core.protocol import (
-    HeartbeatRequest,  # noqa: E402
-    HeartbeatResponse,
-)
+from coordinator.core.protocol import HeartbeatRequest, HeartbeatResponse  # noqa: E402
 from coordinator.core.worker.member import Member  # noqa: E402
 
 HEARTBEAT = "/v1/connect-group/heartbeat"

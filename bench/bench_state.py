@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import ConnectorTaskCount, Record, decode, encode  # noqa: E402
@@ -199,7 +201,9 @@ def bench_assignor(rounds: int) -> None:
     icr = ASSIGNORS["incremental_cooperative"]
     first = icr.assign(fresh)
     settled = tuple(
-        replace(m, target=first.members[m.member_id].assignment, owned=first.members[m.member_id].assignment)
+        msgspec.structs.replace(
+            m, target=first.members[m.member_id].assignment, owned=first.members[m.member_id].assignment
+        )
         for m in members
     )
     joined = GroupSpec(

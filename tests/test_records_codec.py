@@ -434,3 +434,15 @@ def test_repeated_assignments_decode_to_shared_values_and_truncation_still_fails
         decode(key, value[:cut])
     with pytest.raises(RecordDecodeError):
         decode(key, value + b"\x00")
+
+
+def test_shared_shapes_pickle_compare_and_order_as_values() -> None:
+    """Spark and multiprocessing pickle them; sets and sorting use TaskId's hash and order."""
+    import pickle
+
+    tasks = (TaskId("b", 0), TaskId("a", 10), TaskId("a", 2))
+    value = ConnectorsAndTasks(("a",), tasks)
+    assert pickle.loads(pickle.dumps(value)) == value and pickle.loads(pickle.dumps(tasks[0])) == tasks[0]
+    assert sorted(tasks) == [TaskId("a", 2), TaskId("a", 10), TaskId("b", 0)]
+    assert len({TaskId("a", 2), TaskId("a", 2), "a-2"}) == 2 and TaskId("a", 2) != "a-2"
+    assert str(TaskId("a", 2)) == "a-2"
