@@ -30,6 +30,7 @@ from records.constraints import Int32, doc
 
 from coordinator.core import protocol
 from coordinator.core.protocol import ErrorCode, ErrorResponse
+from coordinator.core.states import TaskStatus
 from coordinator.tools.text import iso_time
 
 T = TypeVar("T")
@@ -88,7 +89,7 @@ class PartitionOwnersResponse(Body):
 # --- Kafka Connect's status, as far as the coordinator knows -------------------------------------------
 
 _ITEM_STATE = Annotated[
-    Literal["ASSIGNED", "REVOKING", "UNASSIGNED"],
+    Literal[tuple(s.value for s in TaskStatus)],
     doc(
         "ASSIGNED: a worker owns it; REVOKING: its owner is giving it up and no other worker holds it yet; "
         "UNASSIGNED: no worker holds it. Never RUNNING or FAILED: whether it runs is the worker's to say."

@@ -11,6 +11,7 @@ from records import ConnectorsAndTasks, ConnectorTaskCount, Departure
 from records.constraints import Int8, Int32, Int64, doc
 
 from coordinator.core.protocol.common import Message, leave_reason_text
+from coordinator.core.states import ClassicGroupState, ClassicMemberState, ConnectGroupState, MemberState
 
 __all__ = [
     "ConnectorStatus",
@@ -74,8 +75,12 @@ class DeleteGroupRequest(Message):
     group_id: str
 
 
+# The state names on the wire are the enums' (`coordinator.core.states`), named there once.
+_GROUP_STATES = tuple(dict.fromkeys([*(s.value for s in ConnectGroupState), *(s.described for s in ClassicGroupState)]))
+_MEMBER_STATES = tuple(dict.fromkeys([*(s.value for s in MemberState), *(s.value for s in ClassicMemberState)]))
+
 GroupState = Annotated[
-    Literal["EMPTY", "ASSIGNING", "RECONCILING", "STABLE", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"],
+    Literal[_GROUP_STATES],
     doc(
         "EMPTY: no members; ASSIGNING: the group epoch is ahead of the assignment epoch; RECONCILING: a member is "
         "not at its target yet; STABLE: every member owns its target at the assignment epoch. A classic group "
@@ -110,7 +115,7 @@ class MemberDescription(Message):
     url: Annotated[str | None, doc("Where the worker's REST API listens, or null.")]
     member_epoch: Annotated[Int32, doc("The member epoch (a classic member: the group's generation).")]
     state: Annotated[
-        Literal["STABLE", "UNREVOKED", "UNRELEASED", "UNJOINED", "PREPARING_REBALANCE", "COMPLETING_REBALANCE"],
+        Literal[_MEMBER_STATES],
         doc(
             "STABLE: owns its whole target; UNREVOKED: must give up PendingRevocation first; UNRELEASED: waits for "
             "others to release the rest of its target. A classic member is in seed 000's worker states: UNJOINED, "
