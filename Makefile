@@ -107,8 +107,8 @@ bench: bench-records bench-state bench-wire bench-rebalance bench-replay bench-s
 bench-records: install
 	$(BIN)/python bench/bench_records.py
 
-# A heartbeat request from its bytes to the core's HeartbeatRequest: the declared wire types (msgspec decode
-# and conversion) against the hand parser they replaced, both in one run (no broker).
+# A heartbeat request from its bytes to the core's HeartbeatRequest: msgspec decoding straight into the core's
+# message against the hand parser it replaced, both in one run (no broker).
 bench-wire: install
 	$(BIN)/python bench/bench_wire.py
 

@@ -71,6 +71,16 @@ from records.model import ConnectorsAndTasks, TaskId
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.api import wire
+from coordinator.core.protocol import (
+    ClassicHeartbeatRequest,
+    ClassicProtocol,
+    ErrorResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupAssignment,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from coordinator.tools import devbroker
 
 with warnings.catch_warnings():
@@ -306,11 +316,11 @@ class HttpMember:
         return HttpConnection.request(
             "/v1/classic-group/join",
             wire.encode(
-                wire.JoinGroupRequest(
+                JoinGroupRequest(
                     group_id=self.group,
                     member_id=self.member_id,
                     protocol_type="connect",
-                    protocols=[wire.ClassicProtocol(name=SESSIONED, metadata=_metadata(self.url))],
+                    protocols=[ClassicProtocol(name=SESSIONED, metadata=_metadata(self.url))],
                     session_timeout_ms=SESSION_MS,
                     rebalance_timeout_ms=30_000,
                 )
@@ -318,7 +328,7 @@ class HttpMember:
         )
 
     async def join(self) -> None:
-        answer = wire.decode(await self.c.round_trip(self.join_request), wire.JoinGroupResponse)
+        answer = wire.decode(await self.c.round_trip(self.join_request), JoinGroupResponse)
         if answer.error_code != NONE:
             raise RuntimeError(f"JoinGroup over HTTP: error {answer.error_code} {answer.error_message}")
         self.generation = answer.generation_id
@@ -327,23 +337,23 @@ class HttpMember:
         request = HttpConnection.request(
             "/v1/classic-group/sync",
             wire.encode(
-                wire.SyncGroupRequest(
+                SyncGroupRequest(
                     group_id=self.group,
                     member_id=self.member_id,
                     generation_id=self.generation,
                     protocol_type="connect",
                     protocol_name=SESSIONED,
-                    assignments=[wire.SyncGroupAssignment(member_id=self.member_id, assignment=self.assignment)],
+                    assignments=[SyncGroupAssignment(member_id=self.member_id, assignment=self.assignment)],
                 )
             ),
         )
-        answer = wire.decode(await self.c.round_trip(request), wire.SyncGroupResponse)
+        answer = wire.decode(await self.c.round_trip(request), SyncGroupResponse)
         if answer.error_code != NONE:
             raise RuntimeError(f"SyncGroup over HTTP: error {answer.error_code} {answer.error_message}")
 
     async def setup(self) -> None:
         self.join_request = self._join_request()
-        first = wire.decode(await self.c.round_trip(self.join_request), wire.JoinGroupResponse)
+        first = wire.decode(await self.c.round_trip(self.join_request), JoinGroupResponse)
         if first.error_code != MEMBER_ID_REQUIRED:
             raise RuntimeError(f"the first JoinGroup over HTTP: error {first.error_code} {first.error_message}")
         self.member_id = first.member_id
@@ -359,9 +369,7 @@ class HttpMember:
         self.heartbeat_request = HttpConnection.request(
             "/v1/classic-group/heartbeat",
             wire.encode(
-                wire.ClassicHeartbeatRequest(
-                    group_id=self.group, member_id=self.member_id, generation_id=self.generation
-                )
+                ClassicHeartbeatRequest(group_id=self.group, member_id=self.member_id, generation_id=self.generation)
             ),
         )
 
@@ -372,7 +380,7 @@ class HttpMember:
     async def heartbeat(self) -> None:
         if self.heartbeat_generation != self.generation:
             self._heartbeat_request()
-        answer = wire.decode(await self.c.round_trip(self.heartbeat_request), wire.ErrorResponse)
+        answer = wire.decode(await self.c.round_trip(self.heartbeat_request), ErrorResponse)
         if answer.error_code != NONE:
             raise RuntimeError(f"Heartbeat over HTTP: error {answer.error_code} {answer.error_message}")
 

@@ -395,7 +395,7 @@ def member(group_id: str, member_id: str) -> Member:
 
 
 def heartbeat_body(request: HeartbeatRequest) -> bytes:
-    return wire.encode(wire.HeartbeatRequest.of(request))
+    return wire.encode(request)
 
 
 async def drive_to_stable(port: int, members: list[Member], groups: list[str], timeout: float) -> tuple[int, float]:
@@ -418,7 +418,7 @@ async def drive_to_stable(port: int, members: list[Member], groups: list[str], t
             if code not in (0, 25, 110):  # NONE; UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: the member rejoins
                 raise RuntimeError(f"heartbeat of {m.member_id}: {raw!r}")
             before = (m.member_epoch, m.owned)
-            answer = wire.decode(raw, wire.HeartbeatResponse).protocol() if code == 0 else HeartbeatResponse(code)
+            answer = wire.decode(raw, HeartbeatResponse) if code == 0 else HeartbeatResponse(code)
             m.received(answer, 0)
             return code != 0 or (m.member_epoch, m.owned) != before
 

@@ -25,11 +25,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import ConnectorTaskCount, Record, decode, encode  # noqa: E402
 
-from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupSpec  # noqa: E402
+from coordinator.core.assignors import ASSIGNORS, AssignmentMember, AssignorEntry, GroupSpec  # noqa: E402
 from coordinator.core.driver import Driver, SimWorker, converge  # noqa: E402
 from coordinator.core.protocol import HeartbeatRequest  # noqa: E402
 from coordinator.core.state import CoordinatorState  # noqa: E402
@@ -192,15 +194,21 @@ def bench_replay(count: int, rounds: int) -> None:
 
 def bench_assignor(rounds: int) -> None:
     counts = tuple(ConnectorTaskCount(f"conn-{c:03d}", 100) for c in range(500))
-    members = tuple(AssignmentMember(f"worker-{i:04d}", maximum_version=1) for i in range(1_000))
+    members = tuple(
+        AssignmentMember(f"worker-{i:04d}", assignor=AssignorEntry(maximum_version=1)) for i in range(1_000)
+    )
     fresh = GroupSpec("g", 1, counts, members)
     icr = ASSIGNORS["incremental_cooperative"]
     first = icr.assign(fresh)
     settled = tuple(
-        replace(m, target=first.members[m.member_id].assignment, owned=first.members[m.member_id].assignment)
+        msgspec.structs.replace(
+            m, target=first.members[m.member_id].assignment, owned=first.members[m.member_id].assignment
+        )
         for m in members
     )
-    joined = GroupSpec("g", 2, counts, (*settled, AssignmentMember("worker-new", maximum_version=1)))
+    joined = GroupSpec(
+        "g", 2, counts, (*settled, AssignmentMember("worker-new", assignor=AssignorEntry(maximum_version=1)))
+    )
     for label, spec in (("fresh group", fresh), ("one worker joins", joined)):
         seconds = median_seconds(lambda s=spec: icr.assign(s), rounds)
         base = median_seconds(lambda s=spec: ASSIGNORS["eager"].assign(s), rounds)

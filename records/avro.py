@@ -18,8 +18,10 @@ turns all three into `RecordDecodeError`.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import fields
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any
+
+import msgspec
 
 _PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double", "bytes", "string"})
 
@@ -45,6 +47,40 @@ def read_long(buf: bytes, pos: int) -> tuple[int, int]:
 def snake_case(avro_name: str) -> str:
     """Avro field name -> Python attribute: `GroupEpoch` -> `group_epoch`."""
     return "".join("_" + c.lower() if c.isupper() and i else c.lower() for i, c in enumerate(avro_name))
+
+
+def attributes(cls: type) -> list[tuple[str, Any]]:
+    """A record class's attributes in order, each with its default (`MISSING`: none): a dataclass's
+    fields, or a msgspec Struct's (the shapes the records share with the HTTP API)."""
+    if is_dataclass(cls):
+        return [
+            (
+                f.name,
+                f.default
+                if f.default is not MISSING
+                else MISSING
+                if f.default_factory is MISSING
+                else f.default_factory(),
+            )  # type: ignore[misc]
+            for f in fields(cls)
+        ]
+    return [
+        (
+            f.name,
+            f.default
+            if f.default is not msgspec.NODEFAULT
+            else MISSING
+            if f.default_factory is msgspec.NODEFAULT
+            else f.default_factory(),
+        )
+        for f in msgspec.structs.fields(cls)
+    ]
+
+
+def _is_task_id(cls: type, kinds: list[Any]) -> bool:
+    """A frozen (string, int) Struct (TaskId): shared between records once decoded, so cached."""
+    config = getattr(cls, "__struct_config__", None)
+    return config is not None and config.frozen and kinds in (["string", "int"], ["string", "long"])
 
 
 def _short(name: str) -> str:
@@ -95,7 +131,7 @@ class _Reader(_Codegen):
         super().__init__(
             classes,
             top_class,
-            {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple, "_tuple_new": tuple.__new__},
+            {"_read_long": read_long, "AvroError": AvroError, "_tuple": tuple},
         )
         self.lines: list[str] = []
         self.in_span = False  # inside the decode of a span-cached record: decode it, do not recurse
@@ -185,7 +221,7 @@ class _Reader(_Codegen):
     def record(self, schema: dict[str, Any], indent: int, target: str, top: bool) -> None:
         cls, name = self.class_for(schema, top)
         kinds = [self.resolve(f["type"]) for f in schema["fields"]]
-        if hasattr(cls, "_fields") and kinds in (["string", "int"], ["string", "long"]):
+        if _is_task_id(cls, kinds):
             self.interned(cls, name, indent, target)
             return
         if not top and not self.in_span and kinds and all(self.skippable(k) for k in kinds):
@@ -193,13 +229,7 @@ class _Reader(_Codegen):
             return
         names = [snake_case(field["name"]) for field in schema["fields"]]
         values = [self.value(field["type"], indent) for field in schema["fields"]]
-        if hasattr(cls, "_fields"):
-            # A NamedTuple (TaskId), one per task: tuple.__new__ skips its Python-level __new__.
-            if tuple(names) != cls._fields:
-                raise TypeError(f"{cls.__name__} fields {cls._fields} do not match Avro fields {names}")
-            self.emit(indent, f"{target} = _tuple_new({name}, ({', '.join(values)},))")
-            return
-        attrs = [f.name for f in fields(cls)]
+        attrs = [attr for attr, _ in attributes(cls)]
         if names == attrs[: len(names)]:  # positional when the schema is a prefix of the class: faster
             args = values
         elif set(attrs).issuperset(names):
@@ -275,7 +305,7 @@ class _Reader(_Codegen):
         self.emit(indent + 1, f"{label}[{raw}] = {target}")
 
     def interned(self, cls: type, name: str, indent: int, target: str) -> None:
-        """A (string, int) NamedTuple (TaskId) looked up by its encoded bytes before decoding.
+        """A (string, int) frozen Struct (TaskId) looked up by its encoded bytes before decoding.
 
         A topic repeats the same few thousand task ids in every assignment it writes; decoding
         the connector name and building the tuple again each time was a third of the decode time
@@ -293,7 +323,7 @@ class _Reader(_Codegen):
         self.emit(indent + 1, "raw = buf[p0:end + 1]")
         self.emit(indent + 1, f"{target} = I_{cls.__name__}.get(raw)")
         self.emit(indent + 1, f"if {target} is None:")
-        self.emit(indent + 2, f"{target} = _tuple_new({name}, (buf[pos:end].decode(), (x >> 1) ^ -(x & 1)))")
+        self.emit(indent + 2, f"{target} = {name}(buf[pos:end].decode(), (x >> 1) ^ -(x & 1))")
         self.emit(indent + 2, f"if len(I_{cls.__name__}) >= _INTERNED_MAX:")
         self.emit(indent + 3, f"I_{cls.__name__}.clear()")
         self.emit(indent + 2, f"I_{cls.__name__}[raw] = {target}")
@@ -301,10 +331,10 @@ class _Reader(_Codegen):
         self.emit(indent, "else:  # a number of more than one varint byte: not worth caching")
         self.emit(indent + 1, "text = buf[pos:end].decode()")
         self.emit(indent + 1, "number, pos = _read_long(buf, end)")
-        self.emit(indent + 1, f"{target} = _tuple_new({name}, (text, number))")
+        self.emit(indent + 1, f"{target} = {name}(text, number)")
 
 
-# Decoded values by their encoded bytes, per class: (string, int) NamedTuples (TaskId) and records
+# Decoded values by their encoded bytes, per class: (string, int) frozen Structs (TaskId) and records
 # of arrays of them (ConnectorsAndTasks). Shared between records: treat them as values, as the
 # record classes say. Bounded like the key cache.
 _INTERNED: dict[type, dict[bytes, Any]] = {}
@@ -328,9 +358,7 @@ class _Writer(_Codegen):
                 return f"list({src})"
             var = self.local()
             return f"[{self.expression(items, var)} for {var} in {src}]"
-        cls, _ = self.class_for(schema, top)
-        if hasattr(cls, "_fields"):  # TaskId by index: a plain (connector, task) tuple is accepted too
-            return "{" + ", ".join(f"{f['name']!r}: {src}[{i}]" for i, f in enumerate(schema["fields"])) + "}"
+        self.class_for(schema, top)
         parts = []
         for field in schema["fields"]:
             value = self.expression(field["type"], f"{src}.{snake_case(field['name'])}")

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from io import BytesIO
 from typing import Any
 
 from fastavro import schemaless_writer
 
-from records.avro import compile_reader, compile_writer, snake_case
+from records.avro import attributes, compile_reader, compile_writer, snake_case
 from records.model import Record
 from records.schema import (
     FORMAT_LEVELS,
@@ -101,11 +101,7 @@ class _Body:
 def _body(schema_name: str, cls: type) -> _Body:
     schema = load(schema_name)
     present = {snake_case(f["name"]) for f in schema["fields"]}
-    absent = tuple(
-        (f.name, f.default if f.default is not MISSING else f.default_factory())  # type: ignore[misc]
-        for f in fields(cls)
-        if f.name not in present
-    )
+    absent = tuple((attr, default) for attr, default in attributes(cls) if attr not in present)
     return _Body(
         schema, compile_reader(schema, cls, NESTED_CLASSES), compile_writer(schema, cls, NESTED_CLASSES), absent
     )

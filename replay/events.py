@@ -44,7 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from coordinator.core.items import Item, describe
+from coordinator.core.items import Item, describe, item_order
 from coordinator.core.protocol import leave_reason_text
 from replay.positions import Position, format_clock, format_duration
 
@@ -353,10 +353,6 @@ _TEXT = {
 def item_names(items: Iterable[Item]) -> list[str]:
     """Items as the strings people type (`A`, `A-0`), in `describe`'s order: a connector, then its tasks."""
     return [str(item) for item in sorted(items, key=item_order)]
-
-
-def item_order(item: Item) -> tuple:
-    return (item, -1) if item.__class__ is str else item
 
 
 def jsonable(value: Any) -> Any:

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from coordinator.api import wire
+from records import ConnectorsAndTasks
+
 from coordinator.core.items import connectors_and_tasks, describe, items_of
 from coordinator.core.protocol import HeartbeatRequest, HeartbeatResponse
 from coordinator.core.worker.member import Member
@@ -43,12 +44,12 @@ GONE = ("gone",)  # an acknowledged state: not a member of the group
 
 def items(cat: dict | None) -> frozenset:
     """The items of a ConnectorsAndTasks body (a dict, as these raw HTTP workers keep it)."""
-    return frozenset() if not cat else items_of(msgspec.convert(cat, wire.ConnectorsAndTasks).protocol())
+    return frozenset() if not cat else items_of(msgspec.convert(cat, ConnectorsAndTasks))
 
 
 def cat(owned: Iterable) -> dict:
     """The ConnectorsAndTasks body of `owned`, as a dict."""
-    return msgspec.to_builtins(wire.ConnectorsAndTasks.of(connectors_and_tasks(owned)))
+    return msgspec.to_builtins(ConnectorsAndTasks.of(connectors_and_tasks(owned)))
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> None:
@@ -137,7 +138,7 @@ class Worker:
             status, answer = server.request(
                 "POST",
                 "/v1/connect-group/heartbeat",
-                msgspec.to_builtins(wire.HeartbeatRequest.of(request)),
+                msgspec.to_builtins(request),
                 token=self.token,
                 timeout=self.timeout,
             )
@@ -168,7 +169,7 @@ class Worker:
                 return None
             code = answer["ErrorCode"]
             if code in (0, 1000):  # NONE, COMPUTE_ASSIGNMENT (never, server-side)
-                self.member.received(msgspec.convert(answer, wire.HeartbeatResponse).protocol(), _now_ms())
+                self.member.received(msgspec.convert(answer, HeartbeatResponse), _now_ms())
                 self._ack(("member", self.epoch, self.owned))
             elif code in (25, 110):  # UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH: it is out of the group
                 self.member.received(HeartbeatResponse(code, answer.get("ErrorMessage")), _now_ms())

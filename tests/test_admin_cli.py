@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib.metadata
 import os
 import pty
@@ -31,6 +30,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from confluent_kafka import Producer
@@ -43,6 +43,7 @@ from coordinator.cli import build_parser
 from coordinator.cli import main as coordinator
 from coordinator.core.driver import Driver, SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
+from coordinator.core.protocol import ErrorResponse
 from coordinator.core.views import connector_status
 from coordinator.sdk.fleet import parse_scenario
 from coordinator.tools.partitions import partition_for
@@ -62,14 +63,14 @@ def serving(coordinator_of: GroupCoordinator, puts: list | None = None) -> Itera
             body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
             if puts is not None:
                 puts.append((self.path, body))
-            self._answer(wire.ErrorResponse(error_code=0, error_message=None))
+            self._answer(ErrorResponse())
 
         def do_POST(self) -> None:  # find-coordinator
             self._answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=0, url=url))
 
         def do_GET(self) -> None:
             description = coordinator_of.describe_group(self.path.rpartition("/")[2])
-            self._answer(wire.GroupDescription.of(description))
+            self._answer(description)
 
         def _answer(self, body: wire.Body) -> None:
             data = wire.encode(body)
@@ -174,7 +175,7 @@ def test_deferred_work_without_a_rebalance_time_is_said_plainly(capsys: pytest.C
 
     class NoTime:
         def describe_group(self, group_id: str):  # noqa: ANN201
-            return dataclasses.replace(d.coordinator.describe_group(group_id), scheduled_rebalance_at_ms=None)
+            return msgspec.structs.replace(d.coordinator.describe_group(group_id), scheduled_rebalance_at_ms=None)
 
     with serving(NoTime()) as url:
         assert coordinator(["groups", "describe", G, "--url", url, "--tasks"]) == 0

@@ -7,7 +7,6 @@ The case studies use seed 000's names: connector A with tasks AT1 and AT2, conne
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import struct
 import subprocess
@@ -15,6 +14,7 @@ import sys
 from collections import Counter
 from collections.abc import Iterable
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,6 +25,7 @@ from coordinator.core.assignors import (
     ASSIGNOR_ERROR,
     ASSIGNORS,
     AssignmentMember,
+    AssignorEntry,
     GroupAssignment,
     GroupSpec,
     assignor,
@@ -62,8 +63,7 @@ def member(
         instance_id,
         target=assignment,
         owned=assignment if owned is None else work(*owned),
-        minimum_version=versions[0],
-        maximum_version=versions[1],
+        assignor=AssignorEntry(minimum_version=versions[0], maximum_version=versions[1]),
     )
 
 
@@ -101,12 +101,14 @@ def owners(result: GroupAssignment) -> dict[str, frozenset[Item]]:
 def next_round(spec: GroupSpec, result: GroupAssignment, *joining: AssignmentMember, **changes: object) -> GroupSpec:
     """The spec of the next rebalance: every member reached its target; `joining` members join."""
     members = [
-        dataclasses.replace(
+        msgspec.structs.replace(
             m, target=result.members[m.member_id].assignment, owned=result.members[m.member_id].assignment
         )
         for m in spec.members
     ]
-    return dataclasses.replace(spec, members=tuple(sorted([*members, *joining], key=lambda m: m.member_id)), **changes)
+    return msgspec.structs.replace(
+        spec, members=tuple(sorted([*members, *joining], key=lambda m: m.member_id)), **changes
+    )
 
 
 def assert_exactly_once(spec: GroupSpec, result: GroupAssignment) -> None:
@@ -162,7 +164,7 @@ def test_eager_ignores_targets_owned_and_departed_work() -> None:
     )
     assert EAGER.assign(busy) == EAGER.assign(plain)
     # Member order in the spec does not matter either: members are taken in member-id order.
-    shuffled = dataclasses.replace(plain, members=plain.members[::-1])
+    shuffled = msgspec.structs.replace(plain, members=plain.members[::-1])
     assert EAGER.assign(shuffled) == EAGER.assign(plain)
 
 
@@ -302,7 +304,7 @@ def test_the_earliest_deadline_schedules_the_rebalance() -> None:
     assert result.deferred == work(AT1, BC0, BT1)
     assert result.scheduled_rebalance_delay_ms == DEPARTED_AT + MAX_DELAY - now
     # Work someone else already holds is not deferred, and its entry does not schedule anything.
-    spec = dataclasses.replace(spec, departed=(departed("W4", AC0, at_ms=DEPARTED_AT - 200), *spec.departed))
+    spec = msgspec.structs.replace(spec, departed=(departed("W4", AC0, at_ms=DEPARTED_AT - 200), *spec.departed))
     assert ICR.assign(spec) == result
 
 
@@ -319,7 +321,7 @@ def test_without_members_only_waiting_work_is_deferred() -> None:
     assert result.members == {}
     assert result.deferred == work(BC0, BT1)
     assert result.scheduled_rebalance_delay_ms == DEPARTED_AT + MAX_DELAY - spec.now_ms
-    expired = ICR.assign(dataclasses.replace(spec, now_ms=DEPARTED_AT + MAX_DELAY))
+    expired = ICR.assign(msgspec.structs.replace(spec, now_ms=DEPARTED_AT + MAX_DELAY))
     assert expired == GroupAssignment(members={})
 
 
@@ -423,7 +425,7 @@ def test_a_follow_up_and_a_deadline_give_the_sooner_delay() -> None:
     result = assignor_.assign(spec)
     assert result.deferred == work(BC0, BT1)
     assert result.scheduled_rebalance_delay_ms == 500
-    late = dataclasses.replace(spec, now_ms=DEPARTED_AT + MAX_DELAY - 100)
+    late = msgspec.structs.replace(spec, now_ms=DEPARTED_AT + MAX_DELAY - 100)
     assert assignor_.assign(late).scheduled_rebalance_delay_ms == 100
 
 
@@ -449,7 +451,7 @@ def test_each_member_gets_the_highest_common_version() -> None:
         "W2": struct.pack(">i", -1),
         "W3": struct.pack(">i", -1),
     }
-    waiting = ICR.assign(dataclasses.replace(spec, members=spec.members[::2]))
+    waiting = ICR.assign(msgspec.structs.replace(spec, members=spec.members[::2]))
     delay = waiting.scheduled_rebalance_delay_ms
     assert delay == DEPARTED_AT + MAX_DELAY - spec.now_ms
     assert waiting.members["W3"].metadata == struct.pack(">i", delay)
@@ -511,7 +513,7 @@ def groups(draw: st.DrawFn) -> tuple[GroupSpec, int | None]:
             used_instances.add(instance_id)
         target = draw(some_work)
         owned = draw(st.just(target) | some_work)
-        members.append(AssignmentMember(member_id, instance_id, target, owned))
+        members.append(AssignmentMember(member_id, instance_id, target=target, owned=owned))
     departed_members = draw(
         st.lists(
             st.builds(
@@ -542,7 +544,7 @@ def test_every_item_is_assigned_exactly_once_or_deferred(case: tuple[GroupSpec, 
 
     # Deterministic, whatever order the members come in.
     assert assignor_.assign(spec) == result
-    assert assignor_.assign(dataclasses.replace(spec, members=spec.members[::-1])) == result
+    assert assignor_.assign(msgspec.structs.replace(spec, members=spec.members[::-1])) == result
 
     # Only departed work waits, never with a zero delay, and a wait always schedules a rebalance.
     deferred = items_of(result.deferred)
@@ -596,7 +598,7 @@ def test_a_bounced_member_gets_exactly_its_work_back(
     steady = next_round(spec, ICR.assign(spec))
     before = owners(ICR.assign(steady))
     bounced = data.draw(st.sampled_from(sorted(before)))
-    without = dataclasses.replace(
+    without = msgspec.structs.replace(
         steady,
         members=tuple(m for m in steady.members if m.member_id != bounced),
         departed=(departed(bounced, *before[bounced]),),

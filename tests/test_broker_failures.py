@@ -438,7 +438,7 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
     group = "connect-majority"
 
     def connectors(name: str) -> SetConnectorsRequest:
-        return SetConnectorsRequest(group, (ConnectorTaskCount(name, 1),))
+        return SetConnectorsRequest(group_id=group, connectors=(ConnectorTaskCount(name, 1),))
 
     async def scenario() -> None:
         runtime = PartitionRuntime({"bootstrap.servers": cluster.bootstrap_servers}, unique_topic, 0, kafka_timeout_s=5)

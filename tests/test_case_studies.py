@@ -122,7 +122,7 @@ def _seed_state(delay_ms: int) -> tuple[Driver, dict[str, SimWorker]]:
     chosen = group(d).computation.member_id
     w = workers[chosen]
     w.heartbeat(compute=False)
-    spec = d.run(d.coordinator.prepare_assignment(_prepare(w), d.now)).group
+    spec = d.run(d.coordinator.prepare_assignment(_prepare(w), d.now))
     result = ASSIGNORS["incremental_cooperative"].assign(spec)
     seed = {"W1": {AC0, AT1}, "W2": {BC0, BT1}, "W3": {AT2}}
     result = _with_members(result, seed)
@@ -143,11 +143,16 @@ def _prepare(w: SimWorker):  # noqa: ANN202
 def _with_members(result, members: dict[str, set]):  # noqa: ANN001, ANN202
     from dataclasses import replace
 
+    import msgspec
+
     from coordinator.core.items import connectors_and_tasks
 
     return replace(
         result,
-        members={m: replace(result.members[m], assignment=connectors_and_tasks(items)) for m, items in members.items()},
+        members={
+            m: msgspec.structs.replace(result.members[m], assignment=connectors_and_tasks(items))
+            for m, items in members.items()
+        },
     )
 
 

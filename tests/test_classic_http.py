@@ -25,8 +25,18 @@ from records.connect_protocol import (
     holdings,
 )
 
-from coordinator.api import wire
 from coordinator.core.group_coordinator import CoordinatorConfig
+from coordinator.core.protocol import (
+    ClassicHeartbeatRequest,
+    ClassicProtocol,
+    ErrorResponse,
+    GroupDescription,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    SyncGroupAssignment,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.server import CoordinatorServer
@@ -144,44 +154,42 @@ def test_classic_workers_share_the_work_and_a_failover_needs_no_rejoin(kafka_bro
 
 
 def test_a_join_waits_for_the_other_members_over_http(kafka_broker, unique_topic) -> None:
-    async def join(
-        client: CoordinatorClient, member_id: str = "", instance: str | None = None
-    ) -> wire.JoinGroupResponse:
-        body = wire.JoinGroupRequest(
+    async def join(client: CoordinatorClient, member_id: str = "", instance: str | None = None) -> JoinGroupResponse:
+        body = JoinGroupRequest(
             group_id=G,
             member_id=member_id,
-            group_instance_id=instance,
+            instance_id=instance,
             protocol_type="connect",
-            protocols=[wire.ClassicProtocol(name="default", metadata=b"m")],
+            protocols=[ClassicProtocol(name="default", metadata=b"m")],
             session_timeout_ms=5_000,
             rebalance_timeout_ms=5_000,
         )
-        return await client.call(G, "POST", "/v1/classic-group/join", wire.JoinGroupResponse, body, timeout_s=10)
+        return await client.call(G, "POST", "/v1/classic-group/join", JoinGroupResponse, body, timeout_s=10)
 
     async def body(client: CoordinatorClient, coordinators: Coordinators) -> None:
         first = await join(client, instance="a")
         assert first.error_code == 0 and first.generation_id == 1 and first.leader == first.member_id
-        sync = wire.SyncGroupRequest(
+        sync = SyncGroupRequest(
             group_id=G,
             member_id=first.member_id,
             generation_id=1,
-            assignments=[wire.SyncGroupAssignment(member_id=first.member_id, assignment=b"mine")],
+            assignments=[SyncGroupAssignment(member_id=first.member_id, assignment=b"mine")],
         )
-        synced = await client.call(G, "POST", "/v1/classic-group/sync", wire.SyncGroupResponse, sync)
+        synced = await client.call(G, "POST", "/v1/classic-group/sync", SyncGroupResponse, sync)
         assert synced.assignment == b"mine"
         # A second member's JoinGroup waits until the first joins again (told by its heartbeat).
         second = asyncio.create_task(join(client, instance="b"))
         await asyncio.sleep(0.5)
         assert not second.done()
-        beat = wire.ClassicHeartbeatRequest(group_id=G, member_id=first.member_id, generation_id=1)
-        told = await client.call(G, "POST", "/v1/classic-group/heartbeat", wire.ErrorResponse, beat)
+        beat = ClassicHeartbeatRequest(group_id=G, member_id=first.member_id, generation_id=1)
+        told = await client.call(G, "POST", "/v1/classic-group/heartbeat", ErrorResponse, beat)
         assert told.error_code == 27  # REBALANCE_IN_PROGRESS
         again = await join(client, first.member_id, "a")
         answered = await second
         assert again.generation_id == answered.generation_id == 2
-        assert len(again.members) == 2 and answered.members == []
-        bad = wire.SyncGroupRequest(group_id=G, member_id=answered.member_id, generation_id=1)
-        wrong = await client.call(G, "POST", "/v1/classic-group/sync", wire.ErrorResponse, bad)
+        assert len(again.members) == 2 and answered.members == ()
+        bad = SyncGroupRequest(group_id=G, member_id=answered.member_id, generation_id=1)
+        wrong = await client.call(G, "POST", "/v1/classic-group/sync", ErrorResponse, bad)
         assert wrong.error_code == 22  # ILLEGAL_GENERATION
 
     _scenario(kafka_broker, unique_topic, body)
@@ -220,26 +228,20 @@ class ConnectBytesMember:
     @property
     def runs(self) -> frozenset:
         s = self.snapshot
-        return (
-            frozenset()
-            if s is None
-            else frozenset([*s.assigned.connectors, *((t.connector, t.task) for t in s.assigned.tasks)])
-        )
+        return frozenset() if s is None else frozenset([*s.assigned.connectors, *s.assigned.tasks])
 
     async def join(self) -> None:
         while True:
-            body = wire.JoinGroupRequest(
+            body = JoinGroupRequest(
                 group_id=G,
                 member_id=self.member_id,
                 protocol_type="connect",
                 session_timeout_ms=3_000,
                 rebalance_timeout_ms=3_000,
-                protocols=[wire.ClassicProtocol(name=p, metadata=self._metadata(p)) for p in self.offered],
+                protocols=[ClassicProtocol(name=p, metadata=self._metadata(p)) for p in self.offered],
             )
-            answer = await self.client.call(
-                G, "POST", "/v1/classic-group/join", wire.JoinGroupResponse, body, timeout_s=10
-            )
-            self.answers.append(("JoinGroup", answer.protocol()))  # leader, SkipAssignment, members checked too
+            answer = await self.client.call(G, "POST", "/v1/classic-group/join", JoinGroupResponse, body, timeout_s=10)
+            self.answers.append(("JoinGroup", answer))  # leader, SkipAssignment, members checked too
             if answer.error_code == 79:  # MEMBER_ID_REQUIRED
                 self.member_id = answer.member_id
                 continue
@@ -248,17 +250,15 @@ class ConnectBytesMember:
             assert answer.error_code == 0, answer
             assert answer.leader != self.member_id  # our leader assigns; it is a follower
             self.generation, self.protocol = answer.generation_id, answer.protocol_name
-            sync = wire.SyncGroupRequest(
+            sync = SyncGroupRequest(
                 group_id=G,
                 member_id=self.member_id,
                 generation_id=self.generation,
                 protocol_type="connect",
                 protocol_name=self.protocol,
             )
-            synced = await self.client.call(
-                G, "POST", "/v1/classic-group/sync", wire.SyncGroupResponse, sync, timeout_s=10
-            )
-            self.answers.append(("SyncGroup", synced.protocol()))
+            synced = await self.client.call(G, "POST", "/v1/classic-group/sync", SyncGroupResponse, sync, timeout_s=10)
+            self.answers.append(("SyncGroup", synced))
             if synced.error_code == 27:
                 continue
             assert synced.error_code == 0, synced
@@ -270,8 +270,8 @@ class ConnectBytesMember:
                 return
 
     async def heartbeat(self) -> int:
-        beat = wire.ClassicHeartbeatRequest(group_id=G, member_id=self.member_id, generation_id=self.generation)
-        answer = await self.client.call(G, "POST", "/v1/classic-group/heartbeat", wire.ErrorResponse, beat)
+        beat = ClassicHeartbeatRequest(group_id=G, member_id=self.member_id, generation_id=self.generation)
+        answer = await self.client.call(G, "POST", "/v1/classic-group/heartbeat", ErrorResponse, beat)
         self.answers.append(("Heartbeat", answer.error_code))
         return answer.error_code
 
@@ -318,7 +318,7 @@ def test_a_member_sending_a_real_connect_workers_bytes_joins_beside_our_classic_
         )
         group = coordinators.group()
         assert group.protocol == offered[0] and set(group.members) == {ours.member_id, real.member_id}
-        described = await client.call(G, "GET", f"/v1/groups/{G}", wire.GroupDescription)
+        described = await client.call(G, "GET", f"/v1/groups/{G}", GroupDescription)
         assert GOLDEN_URL in {m.url for m in described.members}
         for api, code in real.answers:
             assert_survivable(api, code)
@@ -388,7 +388,7 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
                     if i == 2:
                         await asyncio.to_thread(failover)
                     await switch(name, phase)
-                group = await client.call(G, "GET", f"/v1/groups/{G}", wire.GroupDescription)
+                group = await client.call(G, "GET", f"/v1/groups/{G}", GroupDescription)
                 assert group.group_type == phase and {m.protocol for m in group.members} == {phase}
             for w in workers.values():
                 await w.stop()

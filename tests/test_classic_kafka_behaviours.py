@@ -62,7 +62,18 @@ def join(
     rebalance: int = 10_000,
     protocols: tuple[ClassicProtocol, ...] = (P,),
 ) -> JoinGroupResponse | Parked:
-    return d.join_group(JoinGroupRequest(G, member_id, "connect", protocols, session, rebalance, instance), ctx())
+    return d.join_group(
+        JoinGroupRequest(
+            group_id=G,
+            member_id=member_id,
+            protocol_type="connect",
+            protocols=protocols,
+            session_timeout_ms=session,
+            rebalance_timeout_ms=rebalance,
+            instance_id=instance,
+        ),
+        ctx(),
+    )
 
 
 def dynamic(d: Driver, **options: object) -> tuple[str, JoinGroupResponse | Parked]:
@@ -582,25 +593,25 @@ def test_classic_requests_while_the_partition_loads_get_answers_a_java_member_su
     # cannot return COORDINATOR_LOAD_IN_PROGRESS since older clients do not expect the error");
     # JoinGroup and LeaveGroup keep COORDINATOR_LOAD_IN_PROGRESS (Java's JoinGroup retries it).
     sync_answer = _while_loading(
-        "/v1/classic-group/sync", wire.SyncGroupRequest(group_id=G, member_id="W1", generation_id=3)
+        "/v1/classic-group/sync", SyncGroupRequest(group_id=G, member_id="W1", generation_id=3)
     )
     assert sync_answer["ErrorCode"] == ErrorCode.REBALANCE_IN_PROGRESS
     beat_answer = _while_loading(
-        "/v1/classic-group/heartbeat", wire.ClassicHeartbeatRequest(group_id=G, member_id="W1", generation_id=3)
+        "/v1/classic-group/heartbeat", ClassicHeartbeatRequest(group_id=G, member_id="W1", generation_id=3)
     )
     assert beat_answer["ErrorCode"] == ErrorCode.NONE
     join_answer = _while_loading(
         "/v1/classic-group/join",
-        wire.JoinGroupRequest(
+        JoinGroupRequest(
             group_id=G,
             protocol_type="connect",
-            protocols=[wire.ClassicProtocol(name=P.name, metadata=P.metadata)],
+            protocols=[ClassicProtocol(name=P.name, metadata=P.metadata)],
             session_timeout_ms=10_000,
         ),
     )
     assert join_answer["ErrorCode"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     leave_answer = _while_loading(
-        "/v1/classic-group/leave", wire.LeaveGroupRequest(group_id=G, members=[wire.LeaveMember(member_id="W1")])
+        "/v1/classic-group/leave", LeaveGroupRequest(group_id=G, members=[LeaveMember(member_id="W1")])
     )
     assert leave_answer["ErrorCode"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     # Each one a Java member survives (connect_fatal's rules).

@@ -51,7 +51,15 @@ def join_request(
     session_ms: int = 10_000,
     rebalance_ms: int = 30_000,
 ) -> JoinGroupRequest:
-    return JoinGroupRequest(G, member_id, "connect", protocols or (ICR, EAGER), session_ms, rebalance_ms, instance_id)
+    return JoinGroupRequest(
+        group_id=G,
+        member_id=member_id,
+        protocol_type="connect",
+        protocols=protocols or (ICR, EAGER),
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        instance_id=instance_id,
+    )
 
 
 def group(d: Driver):  # noqa: ANN201
@@ -188,14 +196,62 @@ def test_a_join_asked_again_replaces_the_waiting_one() -> None:
 @pytest.mark.parametrize(
     ("request_", "code"),
     [
-        (JoinGroupRequest("", "", "connect", (ICR,), 10_000), ErrorCode.INVALID_GROUP_ID),
-        (JoinGroupRequest(G, "", "", (ICR,), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-        (JoinGroupRequest(G, "", "connect", (), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-        (JoinGroupRequest(G, "", "connect", (ICR, ICR), 10_000), ErrorCode.INCONSISTENT_GROUP_PROTOCOL),
-        (JoinGroupRequest(G, "", "connect", (ICR,), 10), ErrorCode.INVALID_SESSION_TIMEOUT),
-        (JoinGroupRequest(G, "", "connect", (ICR,), 3_600_000), ErrorCode.INVALID_SESSION_TIMEOUT),
-        (JoinGroupRequest(G, "", "connect", (ICR,), 10_000, 5), ErrorCode.INVALID_REQUEST),
-        (JoinGroupRequest(G, "", "connect", (ICR,), 10_000, instance_id=""), ErrorCode.INVALID_REQUEST),
+        (
+            JoinGroupRequest(
+                group_id="", member_id="", protocol_type="connect", protocols=(ICR,), session_timeout_ms=10_000
+            ),
+            ErrorCode.INVALID_GROUP_ID,
+        ),
+        (
+            JoinGroupRequest(group_id=G, member_id="", protocol_type="", protocols=(ICR,), session_timeout_ms=10_000),
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+        ),
+        (
+            JoinGroupRequest(
+                group_id=G, member_id="", protocol_type="connect", protocols=(), session_timeout_ms=10_000
+            ),
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+        ),
+        (
+            JoinGroupRequest(
+                group_id=G, member_id="", protocol_type="connect", protocols=(ICR, ICR), session_timeout_ms=10_000
+            ),
+            ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+        ),
+        (
+            JoinGroupRequest(
+                group_id=G, member_id="", protocol_type="connect", protocols=(ICR,), session_timeout_ms=10
+            ),
+            ErrorCode.INVALID_SESSION_TIMEOUT,
+        ),
+        (
+            JoinGroupRequest(
+                group_id=G, member_id="", protocol_type="connect", protocols=(ICR,), session_timeout_ms=3_600_000
+            ),
+            ErrorCode.INVALID_SESSION_TIMEOUT,
+        ),
+        (
+            JoinGroupRequest(
+                group_id=G,
+                member_id="",
+                protocol_type="connect",
+                protocols=(ICR,),
+                session_timeout_ms=10_000,
+                rebalance_timeout_ms=5,
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
+        (
+            JoinGroupRequest(
+                group_id=G,
+                member_id="",
+                protocol_type="connect",
+                protocols=(ICR,),
+                session_timeout_ms=10_000,
+                instance_id="",
+            ),
+            ErrorCode.INVALID_REQUEST,
+        ),
     ],
 )
 def test_join_validation(request_: JoinGroupRequest, code: ErrorCode) -> None:
@@ -209,7 +265,12 @@ def test_a_member_with_no_protocol_in_common_or_another_protocol_type_is_refused
     d, a, b = stable_pair()
     with allow_fatal(ErrorCode.INCONSISTENT_GROUP_PROTOCOL):
         refused = d.join_group(join_request("", ClassicProtocol("range")), ctx())
-        other_type = d.join_group(JoinGroupRequest(G, "", "consumer", (ICR,), 10_000), ctx())
+        other_type = d.join_group(
+            JoinGroupRequest(
+                group_id=G, member_id="", protocol_type="consumer", protocols=(ICR,), session_timeout_ms=10_000
+            ),
+            ctx(),
+        )
     assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert other_type.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert group(d).state == ClassicGroupState.STABLE
@@ -234,8 +295,26 @@ def test_a_classic_join_to_a_connect_group_needs_connect_metadata() -> None:
     # Translated into the connect protocol (tests/test_migration.py): the coordinator must be able
     # to read what the member runs, so another protocol type or unreadable metadata is refused.
     with allow_fatal(ErrorCode.INCONSISTENT_GROUP_PROTOCOL):
-        refused = d.join_group(JoinGroupRequest("connect-group", "", "connect", (ICR,), 10_000), ctx())
-        other = d.join_group(JoinGroupRequest("connect-group", "", "consumer", (ICR,), 10_000), ctx())
+        refused = d.join_group(
+            JoinGroupRequest(
+                group_id="connect-group",
+                member_id="",
+                protocol_type="connect",
+                protocols=(ICR,),
+                session_timeout_ms=10_000,
+            ),
+            ctx(),
+        )
+        other = d.join_group(
+            JoinGroupRequest(
+                group_id="connect-group",
+                member_id="",
+                protocol_type="consumer",
+                protocols=(ICR,),
+                session_timeout_ms=10_000,
+            ),
+            ctx(),
+        )
     assert refused.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
     assert other.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
 

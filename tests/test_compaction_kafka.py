@@ -34,10 +34,10 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from serve_workers import items
 
-from records import decode
+from records import ConnectorTaskCount, decode
 
 from coordinator import cli
-from coordinator.api import wire
+from coordinator.core.protocol import HeartbeatResponse, SetConfigRequest, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.core.worker.member import Member
 from coordinator.tools.partitions import batches_to_end, partition_for
@@ -98,19 +98,17 @@ class Worker:
         return self.member.owned
 
     def heartbeat(self, server: ServeProcess) -> dict:
-        body = msgspec.to_builtins(wire.HeartbeatRequest.of(self.member.heartbeat(0)))
+        body = msgspec.to_builtins(self.member.heartbeat(0))
         status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=30)
         assert status == 200 and r["ErrorCode"] == 0, (self.member_id, r)
-        self.member.received(msgspec.convert(r, wire.HeartbeatResponse).protocol(), 0)
+        self.member.received(msgspec.convert(r, HeartbeatResponse), 0)
         return r
 
     def leave(self, server: ServeProcess, static: bool = False) -> None:
         _, request = self.member.leave()
         epoch = -2 if static else -1
         assert request is not None and request.member_epoch == epoch, (self.member_id, request)
-        status, r = server.request(
-            "POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(wire.HeartbeatRequest.of(request)), timeout=30
-        )
+        status, r = server.request("POST", "/v1/connect-group/heartbeat", msgspec.to_builtins(request), timeout=30)
         assert status == 200 and (r["ErrorCode"], r["MemberEpoch"]) == (0, epoch), (self.member_id, r)
 
 
@@ -121,7 +119,7 @@ def _ok(server: ServeProcess, method: str, path: str, body: dict | None = None) 
 
 
 def _set_config(server: ServeProcess, group: str, **timeouts: int) -> None:
-    _ok(server, "PUT", f"/v1/groups/{group}/config", msgspec.to_builtins(wire.SetConfigRequest(**timeouts)))
+    _ok(server, "PUT", f"/v1/groups/{group}/config", msgspec.to_builtins(SetConfigRequest(**timeouts)))
 
 
 def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
@@ -129,9 +127,7 @@ def _set_connectors(server: ServeProcess, group: str, **tasks: int) -> None:
         server,
         "PUT",
         f"/v1/groups/{group}/connectors",
-        msgspec.to_builtins(
-            wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])
-        ),
+        msgspec.to_builtins(SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])),
     )
 
 

@@ -103,7 +103,7 @@ def test_a_partition_at_an_unreadable_level_is_refused_not_misread(kafka_broker,
         writer = PartitionRuntime(config, unique_topic, 0)
         await writer.start()
         assert writer.status is Status.ACTIVE
-        change = SetConnectorsRequest("g", (ConnectorTaskCount("a", 2),))
+        change = SetConnectorsRequest(group_id="g", connectors=(ConnectorTaskCount("a", 2),))
         answer = await writer.call(lambda coordinator, now: coordinator.set_connectors(change, now))
         assert answer.error_code == ErrorCode.NONE
         await writer.close()
@@ -160,7 +160,7 @@ def test_at_level_2_each_epoch_says_when_it_was_bumped_and_since_when_the_group_
     assert (first.epoch_bumped_ms, first.rebalance_started_ms) == (1_000, 1_000)
     assert decode(*encode(join.records[0], level=2)) == join.records[0]
     coordinator.apply(join)
-    change = SetConnectorsRequest("g", (ConnectorTaskCount("a", 2),))
+    change = SetConnectorsRequest(group_id="g", connectors=(ConnectorTaskCount("a", 2),))
     second = coordinator.set_connectors(change, 5_000)
     assert (_epoch_record(second).epoch_bumped_ms, _epoch_record(second).rebalance_started_ms) == (5_000, 1_000)
     coordinator.apply(second)
@@ -177,7 +177,9 @@ def test_at_level_2_each_epoch_says_when_it_was_bumped_and_since_when_the_group_
     leave = coordinator.heartbeat(HeartbeatRequest("g", "m1", -1), 6_000)
     coordinator.apply(leave)
     assert coordinator.describe_group("g").rebalancing_since_ms is None
-    third = coordinator.set_connectors(SetConnectorsRequest("g", (ConnectorTaskCount("a", 3),)), 7_000)
+    third = coordinator.set_connectors(
+        SetConnectorsRequest(group_id="g", connectors=(ConnectorTaskCount("a", 3),)), 7_000
+    )
     assert (_epoch_record(third).epoch_bumped_ms, _epoch_record(third).rebalance_started_ms) == (7_000, 7_000)
 
 

@@ -22,6 +22,7 @@ import connect_fatal
 import pytest
 from serve_workers import served, wait_for
 
+from records import ConnectorTaskCount
 from records.connect_protocol import SESSIONED, WorkerAssignment, WorkerMetadata, encode_assignment, encode_metadata
 from records.model import ConnectorsAndTasks, TaskId
 
@@ -29,7 +30,7 @@ from coordinator.api import kafka_protocol as kp
 from coordinator.api import openapi
 from coordinator.cli import main as coordinator
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.core.protocol import ConnectorTaskCount, SetConnectorsRequest
+from coordinator.core.protocol import SetConnectorsRequest
 from coordinator.service.auth import Authorizer
 from coordinator.service.kafka_listener import _HANDLERS, KafkaListener, node_id
 from coordinator.service.ownership import Owner, owner_client_id, parse_owner
@@ -273,7 +274,7 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
             # A group of our connect protocol (HTTP) beside the classic one, on the same partition.
             await c.server.runtime_for(HTTP_GROUP).call(
                 lambda coordinator, now: coordinator.set_connectors(
-                    SetConnectorsRequest(HTTP_GROUP, (ConnectorTaskCount("B", 1),)), now
+                    SetConnectorsRequest(group_id=HTTP_GROUP, connectors=(ConnectorTaskCount("B", 1),)), now
                 )
             )
             listed = await admin.call(kp.LIST_GROUPS, 5, states_filter=[], types_filter=[])

@@ -223,9 +223,24 @@ def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_n
 
     d = Driver()
     first = d.join_group(
-        JoinGroupRequest(G, "", "consumer", (ClassicProtocol("range", b"x"),), 10_000), RequestContext(fresh_id="k1")
+        JoinGroupRequest(
+            group_id=G,
+            member_id="",
+            protocol_type="consumer",
+            protocols=(ClassicProtocol("range", b"x"),),
+            session_timeout_ms=10_000,
+        ),
+        RequestContext(fresh_id="k1"),
     )
-    d.join_group(JoinGroupRequest(G, first.member_id, "consumer", (ClassicProtocol("range", b"x"),), 10_000))
+    d.join_group(
+        JoinGroupRequest(
+            group_id=G,
+            member_id=first.member_id,
+            protocol_type="consumer",
+            protocols=(ClassicProtocol("range", b"x"),),
+            session_timeout_ms=10_000,
+        )
+    )
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "protocol type 'consumer'" in answer.error_message
     assert G in d.state.classic_groups  # nothing changed
@@ -233,10 +248,24 @@ def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_n
     d = Driver()
     d.set_connectors(G, CONNECTORS)
     first = d.join_group(
-        JoinGroupRequest(G, "", "connect", (ClassicProtocol("default", b"junk"),), 10_000),
+        JoinGroupRequest(
+            group_id=G,
+            member_id="",
+            protocol_type="connect",
+            protocols=(ClassicProtocol("default", b"junk"),),
+            session_timeout_ms=10_000,
+        ),
         RequestContext(fresh_id="c1"),
     )
-    d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("default", b"junk"),), 10_000))
+    d.join_group(
+        JoinGroupRequest(
+            group_id=G,
+            member_id=first.member_id,
+            protocol_type="connect",
+            protocols=(ClassicProtocol("default", b"junk"),),
+            session_timeout_ms=10_000,
+        )
+    )
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "cannot be read" in answer.error_message
 
@@ -275,9 +304,24 @@ def test_a_classic_group_of_the_previous_releases_dialect_is_not_upgraded() -> N
     d.set_connectors(G, CONNECTORS)
     old = b"\x00\x00\x00\x01\x00\x00"  # int16 0, then an Avro body with a null Url: reads as `default` bytes
     first = d.join_group(
-        JoinGroupRequest(G, "", "connect", (ClassicProtocol("eager", old),), 10_000), RequestContext(fresh_id="c1")
+        JoinGroupRequest(
+            group_id=G,
+            member_id="",
+            protocol_type="connect",
+            protocols=(ClassicProtocol("eager", old),),
+            session_timeout_ms=10_000,
+        ),
+        RequestContext(fresh_id="c1"),
     )
-    d.join_group(JoinGroupRequest(G, first.member_id, "connect", (ClassicProtocol("eager", old),), 10_000))
+    d.join_group(
+        JoinGroupRequest(
+            group_id=G,
+            member_id=first.member_id,
+            protocol_type="connect",
+            protocols=(ClassicProtocol("eager", old),),
+            session_timeout_ms=10_000,
+        )
+    )
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert (
         answer.error_code == ErrorCode.INVALID_GROUP_ID

@@ -1,4 +1,4 @@
-"""The OpenAPI document (generated from `coordinator/api/wire.py`) against the decoder and the live server.
+"""The OpenAPI document (generated from the core's messages and `coordinator/api/wire.py`) against the decoder and the live server.
 
 - The served `/openapi.json` is a valid OpenAPI 3.1 document that Schemathesis loads, and it names
   exactly the routes the aiohttp app registers.
@@ -51,7 +51,10 @@ from schemathesis.checks import (
 )
 from schemathesis.specs.openapi.definitions import OPENAPI_31_VALIDATOR
 
+from records.constraints import BASE64_PATTERN
+
 from coordinator.api import openapi, operations, wire
+from coordinator.core import protocol
 from coordinator.core.assignors import assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ErrorCode
@@ -235,16 +238,16 @@ def test_answers_are_closed_and_requests_open() -> None:
 
 
 PARSERS = {
-    "heartbeat": lambda body: wire.decode(orjson.dumps(body), wire.HeartbeatRequest).protocol(),
-    "prepareAssignment": lambda body: wire.decode(orjson.dumps(body), wire.PrepareAssignmentRequest).protocol(),
-    "installAssignment": lambda body: wire.decode(orjson.dumps(body), wire.InstallAssignmentRequest).protocol(),
+    "heartbeat": lambda body: wire.decode(orjson.dumps(body), protocol.HeartbeatRequest),
+    "prepareAssignment": lambda body: wire.decode(orjson.dumps(body), protocol.PrepareAssignmentRequest),
+    "installAssignment": lambda body: wire.decode(orjson.dumps(body), protocol.InstallAssignmentRequest),
     "findCoordinator": lambda body: wire.decode(orjson.dumps(body), wire.FindCoordinatorRequest),
-    "setConnectors": lambda body: wire.decode(orjson.dumps(body), wire.SetConnectorsRequest).protocol("g"),
-    "setConfig": lambda body: wire.decode(orjson.dumps(body), wire.SetConfigRequest).protocol("g"),
-    "joinGroup": lambda body: wire.decode(orjson.dumps(body), wire.JoinGroupRequest).protocol(),
-    "syncGroup": lambda body: wire.decode(orjson.dumps(body), wire.SyncGroupRequest).protocol(),
-    "classicHeartbeat": lambda body: wire.decode(orjson.dumps(body), wire.ClassicHeartbeatRequest).protocol(),
-    "leaveGroup": lambda body: wire.decode(orjson.dumps(body), wire.LeaveGroupRequest).protocol(),
+    "setConnectors": lambda body: wire.decode(orjson.dumps(body), protocol.SetConnectorsRequest),
+    "setConfig": lambda body: wire.decode(orjson.dumps(body), protocol.SetConfigRequest),
+    "joinGroup": lambda body: wire.decode(orjson.dumps(body), protocol.JoinGroupRequest),
+    "syncGroup": lambda body: wire.decode(orjson.dumps(body), protocol.SyncGroupRequest),
+    "classicHeartbeat": lambda body: wire.decode(orjson.dumps(body), protocol.ClassicHeartbeatRequest),
+    "leaveGroup": lambda body: wire.decode(orjson.dumps(body), protocol.LeaveGroupRequest),
     "raiseFormatLevel": lambda body: wire.decode(orjson.dumps(body), wire.FormatLevelRequest),
 }
 
@@ -295,7 +298,7 @@ def _base64_body(text: str) -> dict:
 
 @pytest.mark.parametrize("text", ["", "AA==", "AAA=", "AAAA", "+/+/"])
 def test_base64_pattern_admits_what_the_parser_admits(text: str) -> None:
-    assert re.fullmatch(wire.BASE64_PATTERN, text)
+    assert re.fullmatch(BASE64_PATTERN, text)
     PARSERS["heartbeat"](_base64_body(text))
 
 
@@ -303,7 +306,7 @@ def test_base64_pattern_admits_what_the_parser_admits(text: str) -> None:
     "text", ["A", "AA", "AA=", "AAA", "=", "A===", "AA=A", "AAAA=", "AAAA==", "AAAA\n", "AA-_", "AA ="]
 )
 def test_base64_pattern_refuses_what_the_parser_refuses(text: str) -> None:
-    assert not re.fullmatch(wire.BASE64_PATTERN, text)
+    assert not re.fullmatch(BASE64_PATTERN, text)
     with pytest.raises(wire.WireError):
         PARSERS["heartbeat"](_base64_body(text))
 
@@ -517,10 +520,10 @@ def test_client_side_assignment_over_http_matches_the_document(live: Live) -> No
             assert spec["ErrorCode"] == 0, spec
             seen.update({"departed"} if spec["DepartedMembers"] else set())
             # The worker's side as the SDK does it: the shipped assignor on the answer, its result installed.
-            group_spec = msgspec.convert(spec, wire.PrepareAssignmentResponse).group_spec()
+            group_spec = msgspec.convert(spec, protocol.PrepareAssignmentResponse)
             result = assignor(spec["AssignorName"]).assign(group_spec)
             body = msgspec.to_builtins(
-                wire.InstallAssignmentRequest.of(group, member, answer["MemberEpoch"], spec["GroupEpoch"], result)
+                protocol.InstallAssignmentRequest.of(group, member, answer["MemberEpoch"], spec["GroupEpoch"], result)
             )
             outcome = _call(live, "POST", install, body)
             assert outcome["ErrorCode"] == 0, outcome

@@ -23,9 +23,10 @@ import pytest
 import requests
 from aiohttp import web
 
-from coordinator.api import wire
+from records import ConnectorTaskCount
+
 from coordinator.core.group_coordinator import CoordinatorConfig
-from coordinator.core.protocol import ErrorCode
+from coordinator.core.protocol import ErrorCode, ErrorResponse, SetConnectorsRequest
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
@@ -106,13 +107,13 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         await runner.setup()
         await web.SockSite(runner, sock).start()
         client = CoordinatorClient(url, token=OPS, retry_for_s=10)
-        body = wire.SetConnectorsRequest(
+        body = SetConnectorsRequest(
             connectors=[
-                wire.ConnectorTaskCount(name="orders-sink", tasks=3),
-                wire.ConnectorTaskCount(name=EVIL, tasks=1),
+                ConnectorTaskCount(name="orders-sink", tasks=3),
+                ConnectorTaskCount(EVIL, 1),
             ]
         )
-        assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)).error_code == 0
+        assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)).error_code == 0
         for member, instance in (("worker-1", None), ("worker-2", "pod-2")):
             w = Worker(client, G, member_id=member, instance_id=instance, url=f"http://{member}:8083")
             await w.start()
@@ -350,8 +351,7 @@ def test_the_page_says_assigned_and_when_deferred_work_goes_out() -> None:
     """The page's word for a member's work is the status endpoint's (ASSIGNED): the coordinator knows
     what it assigned, not what runs. Deferred work waits for the scheduled rebalance, or, with no time
     set (the status endpoint's null), for the next target assignment: said so, not "at -"."""
-    import dataclasses
-
+    import msgspec
     from test_admin_cli import G as GROUP
     from test_admin_cli import _static_member_crashed
 
@@ -364,7 +364,7 @@ def test_the_page_says_assigned_and_when_deferred_work_goes_out() -> None:
     assert '<td class="k">assigned</td><td>A, A-0</td>' in html and ">runs<" not in html
     assert "A-1: unassigned until the scheduled rebalance at 1970-01-01T00:05:10.000Z (in 2 s)." in html
     untimed = group_page(
-        dataclasses.replace(described, scheduled_rebalance_at_ms=None),
+        msgspec.structs.replace(described, scheduled_rebalance_at_ms=None),
         None,
         "",
         coordinator="http://c",

@@ -7,7 +7,6 @@ import io
 import struct
 import subprocess
 import sys
-from dataclasses import fields
 
 import orjson
 import pytest
@@ -37,7 +36,7 @@ from records import (
     to_dict,
     to_json,
 )
-from records.avro import snake_case
+from records.avro import attributes, snake_case
 from records.codec import avro_datum
 from records.schema import SCHEMA_DIR, load
 
@@ -173,7 +172,7 @@ def test_latest_schema_holds_every_field_of_its_class(record_type: int) -> None:
     """A class field that the latest schema lacks would be dropped on every write."""
     spec = RECORD_TYPES[record_type]
     avro = [f["name"] for f in load(spec.value_schemas[spec.latest_version])["fields"]]
-    assert [f.name for f in fields(spec.value_class)] == [snake_case(n) for n in avro]
+    assert [name for name, _ in attributes(spec.value_class)] == [snake_case(n) for n in avro]
 
 
 # --- corrupt input ---------------------------------------------------------------------------
@@ -321,7 +320,7 @@ def test_bytearray_and_memoryview_are_accepted() -> None:
         (
             Record(
                 CurrentMemberAssignmentKey("g", "m"),
-                CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (("A", "zero"),))),
+                CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (TaskId("A", "zero"),))),  # type: ignore[arg-type]
             ),
             r"Tasks\[0\]\.Task: expected int",
         ),
@@ -344,11 +343,19 @@ def test_unknown_version_on_encode() -> None:
         encode(_member(None), version=9)
 
 
-def test_plain_tuples_are_accepted_as_task_ids() -> None:
-    value = CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (("A", 0),)))
+def test_task_ids_are_structs_not_tuples() -> None:
+    """TaskId is the HTTP API's shape too ({"Connector", "Task"}): a plain tuple is no TaskId."""
+    value = CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (TaskId("A", 0),)))
     decoded = decode(*encode(Record(CurrentMemberAssignmentKey("g", "m"), value)))
-    assert decoded.value.assignment.tasks == (TaskId("A", 0),)
-    assert type(decoded.value.assignment.tasks[0]) is TaskId
+    assert decoded.value.assignment.tasks == (TaskId("A", 0),) and type(decoded.value.assignment.tasks[0]) is TaskId
+    assert TaskId("A", 0) != ("A", 0)
+    with pytest.raises(RecordEncodeError, match="does not fit its schema"):
+        encode(
+            Record(
+                CurrentMemberAssignmentKey("g", "m"),
+                CurrentMemberAssignmentValue(1, 0, "S", ConnectorsAndTasks((), (("A", 0),))),
+            )
+        )  # type: ignore[arg-type]
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -427,3 +434,15 @@ def test_repeated_assignments_decode_to_shared_values_and_truncation_still_fails
         decode(key, value[:cut])
     with pytest.raises(RecordDecodeError):
         decode(key, value + b"\x00")
+
+
+def test_shared_shapes_pickle_compare_and_order_as_values() -> None:
+    """Spark and multiprocessing pickle them; sets and sorting use TaskId's hash and order."""
+    import pickle
+
+    tasks = (TaskId("b", 0), TaskId("a", 10), TaskId("a", 2))
+    value = ConnectorsAndTasks(("a",), tasks)
+    assert pickle.loads(pickle.dumps(value)) == value and pickle.loads(pickle.dumps(tasks[0])) == tasks[0]
+    assert sorted(tasks) == [TaskId("a", 2), TaskId("a", 10), TaskId("b", 0)]
+    assert len({TaskId("a", 2), TaskId("a", 2), "a-2"}) == 2 and TaskId("a", 2) != "a-2"
+    assert str(TaskId("a", 2)) == "a-2"

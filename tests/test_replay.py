@@ -14,6 +14,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+import msgspec
 import orjson
 import pytest
 from replay_scenarios import GROUP, T0, StampedDriver, Story, on_call_story, random_story, raw_records, replayed
@@ -303,9 +304,7 @@ def test_state_command(capsys, story, dumps) -> None:  # noqa: ANN001
     assert code == 0
     (answer,) = json_lines(out)
     expected = GroupCoordinator(replayed(story.log[: offset + 1])).describe_group(GROUP)
-    assert answer["offset"] == offset and answer["description"] == orjson.loads(
-        wire.encode(wire.GroupDescription.of(expected))
-    )
+    assert answer["offset"] == offset and answer["description"] == orjson.loads(wire.encode(expected))
 
     iso = format_time(story.times["w2_removed"]).replace(" ", "T") + "Z"
     code, out, _ = run(capsys, "replay", "state", "--group", GROUP, "--file", str(dumps["jsonl"]), "--at", iso)
@@ -458,7 +457,7 @@ def test_verify_catches_an_item_held_twice(capsys, story, tmp_path) -> None:  # 
     w1 = slots[CurrentMemberAssignmentKey(GROUP, "W1")]
     w4 = slots[CurrentMemberAssignmentKey(GROUP, "W4")]
     stolen = w1.assignment.tasks[0]
-    forged = replace(w4, assignment=replace(w4.assignment, tasks=(*w4.assignment.tasks, stolen)))
+    forged = replace(w4, assignment=msgspec.structs.replace(w4.assignment, tasks=(*w4.assignment.tasks, stolen)))
     raw = _inject(story.raw(), at, [Record(CurrentMemberAssignmentKey(GROUP, "W4"), forged)])
     path = tmp_path / "bad.bin"
     with path.open("wb") as out:
@@ -495,11 +494,13 @@ def test_verify_catches_epochs_going_back_and_invalid_targets(story) -> None:  #
         Record(ConnectGroupMetadataKey(GROUP), ConnectGroupMetadataValue(epoch + 1)),
         Record(
             TargetAssignmentMemberKey(GROUP, "W3"),
-            TargetAssignmentMemberValue(replace(w3, tasks=(*w3.tasks, w1.tasks[0]))),
+            TargetAssignmentMemberValue(msgspec.structs.replace(w3, tasks=(*w3.tasks, w1.tasks[0]))),
         ),
         Record(
             TargetAssignmentMemberKey(GROUP, "W4"),
-            TargetAssignmentMemberValue(replace(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment, tasks=())),
+            TargetAssignmentMemberValue(
+                msgspec.structs.replace(slots[TargetAssignmentMemberKey(GROUP, "W4")].assignment, tasks=())
+            ),
         ),
         Record(TargetAssignmentMetadataKey(GROUP), replace(meta, assignment_epoch=epoch + 1)),
     ]

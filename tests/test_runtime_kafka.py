@@ -72,7 +72,9 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
         await first.start()
         assert first.status is Status.ACTIVE
         response = await first.call(
-            set_connectors(SetConnectorsRequest(G, (ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2))))
+            set_connectors(
+                SetConnectorsRequest(group_id=G, connectors=(ConnectorTaskCount("A", 4), ConnectorTaskCount("B", 2)))
+            )
         )
         assert response.error_code == ErrorCode.NONE
         told = await _join_and_settle(first, ["W1", "W2", "W3"])

@@ -42,7 +42,9 @@ def runtime(topic: MemoryTopic, config: CoordinatorConfig = CONFIG, **options: A
 
 
 def set_connectors(group: str, **tasks: int) -> Callable:
-    request = SetConnectorsRequest(group, tuple(ConnectorTaskCount(name, n) for name, n in tasks.items()))
+    request = SetConnectorsRequest(
+        group_id=group, connectors=tuple(ConnectorTaskCount(name, n) for name, n in tasks.items())
+    )
     return lambda coordinator, now: coordinator.set_connectors(request, now)
 
 
@@ -369,7 +371,13 @@ def test_a_parked_join_is_answered_not_coordinator_when_the_partition_reloads() 
     topic = MemoryTopic()
 
     def classic_join(member_id: str, fresh_id: str) -> Callable:
-        request = JoinGroupRequest("classic", member_id, "connect", (ClassicProtocol("sessioned", b"meta"),), 10_000)
+        request = JoinGroupRequest(
+            group_id="classic",
+            member_id=member_id,
+            protocol_type="connect",
+            protocols=(ClassicProtocol("sessioned", b"meta"),),
+            session_timeout_ms=10_000,
+        )
         context = RequestContext("worker", "10.0.0.1", fresh_id)  # fresh_id: the member id a first join is given
         return lambda coordinator, now: coordinator.join_group(request, now, context)
 

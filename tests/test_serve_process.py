@@ -22,7 +22,6 @@ from serve_workers import items, served, wait_for
 
 from records import TaskId
 
-from coordinator.api import wire
 from coordinator.cli import main as coordinator
 from coordinator.core.items import describe
 from coordinator.core.protocol import HeartbeatResponse
@@ -186,7 +185,7 @@ class Worker:
     owned = property(lambda self: self.member.owned)
 
     def heartbeat(self, server: ServeProcess) -> int | None:
-        body = msgspec.to_builtins(wire.HeartbeatRequest.of(self.member.heartbeat(_now_ms())))
+        body = msgspec.to_builtins(self.member.heartbeat(_now_ms()))
         self.in_flight = True
         try:
             status, r = server.request("POST", "/v1/connect-group/heartbeat", body, timeout=self.timeout)
@@ -202,7 +201,7 @@ class Worker:
         assert status == 200, r
         code = r["ErrorCode"]
         if code == 0:
-            self.member.received(msgspec.convert(r, wire.HeartbeatResponse).protocol(), _now_ms())
+            self.member.received(msgspec.convert(r, HeartbeatResponse), _now_ms())
             self.acknowledged = (self.epoch, self.owned)
         else:
             self.member.received(HeartbeatResponse(code, r.get("ErrorMessage")), _now_ms())

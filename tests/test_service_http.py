@@ -48,7 +48,16 @@ from coordinator.api import wire
 from coordinator.core.assignors import GroupSpec, assignor
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import Item, items_of
-from coordinator.core.protocol import SCHEDULED_REBALANCE, HeartbeatResponse, PrepareAssignmentResponse, Timer
+from coordinator.core.protocol import (
+    SCHEDULED_REBALANCE,
+    HeartbeatResponse,
+    InstallAssignmentRequest,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+    SetConfigRequest,
+    SetConnectorsRequest,
+    Timer,
+)
 from coordinator.core.state import CoordinatorState
 from coordinator.core.worker.member import Assign, ComputeAssignment, Lose, Member, Revoke
 from coordinator.service.log import load_partition
@@ -213,14 +222,14 @@ class HttpWorker:
         request = self.member.heartbeat(int(now_ms()))
         if request.owned is not None:
             self.ledger.release(self.member_id, items_of(request.owned))  # the acknowledgement is sent
-        response = await self._post(HB, msgspec.to_builtins(wire.HeartbeatRequest.of(request)))
+        response = await self._post(HB, msgspec.to_builtins(request))
         await self._handle(response, compute)
         return response
 
     async def _handle(self, response: dict, compute: bool) -> None:
         code = response["ErrorCode"]
         answer = (
-            msgspec.convert(response, wire.HeartbeatResponse).protocol()
+            msgspec.convert(response, HeartbeatResponse)
             if code in ACCEPTED
             else HeartbeatResponse(code, response["ErrorMessage"])
         )
@@ -242,32 +251,18 @@ class HttpWorker:
         prepared = await self._post(
             PREPARE,
             msgspec.to_builtins(
-                wire.PrepareAssignmentRequest(
+                PrepareAssignmentRequest(
                     group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch
                 )
             ),
         )
         if prepared["ErrorCode"] != NONE:
             return prepared  # FENCED: retried at the next heartbeat response; anything else: abandoned
-        answer = msgspec.convert(prepared, wire.PrepareAssignmentResponse)
-        spec = answer.group_spec()
-        assert (
-            msgspec.to_builtins(
-                wire.PrepareAssignmentResponse.of(
-                    PrepareAssignmentResponse(
-                        prepared["ErrorCode"],
-                        prepared["ErrorMessage"],
-                        spec.group_epoch,
-                        prepared["AssignorName"],
-                        spec,
-                    )
-                )
-            )
-            == prepared
-        ), "the GroupSpec conversion lost something"
+        spec = msgspec.convert(prepared, PrepareAssignmentResponse)
+        assert msgspec.json.decode(msgspec.json.encode(spec)) == prepared, "the GroupSpec lost something on the way"
         result = assignor(prepared["AssignorName"]).assign(spec)
         request = msgspec.to_builtins(
-            wire.InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result)
+            InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result)
         )
         installed = await self._post(INSTALL, request)
         # INVALID_ASSIGNMENT (1001): wait for the next COMPUTE_ASSIGNMENT.
@@ -279,7 +274,7 @@ class HttpWorker:
         self._released()
         epoch = -2 if static else -1
         assert request is not None and request.member_epoch == epoch, (self.member_id, request)
-        response = await self._post(HB, msgspec.to_builtins(wire.HeartbeatRequest.of(request)))
+        response = await self._post(HB, msgspec.to_builtins(request))
         assert response["ErrorCode"] == NONE and response["MemberEpoch"] == epoch, response
         return response
 
@@ -327,11 +322,11 @@ class Cluster:
     async def set_connectors(self, counts: dict[str, int]) -> dict:
         return await self.put(
             "connectors",
-            wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()]),
+            SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in counts.items()]),
         )
 
     async def set_config(self, **timeouts: int | None) -> dict:
-        return await self.put("config", wire.SetConfigRequest(**timeouts))
+        return await self.put("config", SetConfigRequest(**timeouts))
 
     async def delete(self) -> dict:
         response = await self.client.delete(f"/v1/groups/{self.group_id}")

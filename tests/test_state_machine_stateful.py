@@ -54,6 +54,7 @@ import functools
 import os
 from dataclasses import dataclass, replace
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
@@ -210,7 +211,7 @@ class Worker(SimWorker):
         full = member.full_request
         request = member.heartbeat(now)
         if not ack and not full:
-            request = replace(request, owned=None)  # forgets to say what it owns (to acknowledge)
+            request = msgspec.structs.replace(request, owned=None)  # forgets to say what it owns (to acknowledge)
         response = self.driver.heartbeat(request)
         assert response.error_code in HEARTBEAT_ANSWERS, (request, response)
         if lose_response:
@@ -257,7 +258,7 @@ class Worker(SimWorker):
         if prepared.error_code:
             assert prepared.error_code in NOT_CHOSEN, prepared
             return prepared
-        result = ASSIGNORS[prepared.assignor_name].assign(prepared.group)
+        result = ASSIGNORS[prepared.assignor_name].assign(prepared)
         response = self.install(prepared.group_epoch, result)
         assert response.error_code == ErrorCode.NONE, (
             f"{self.member_id} prepared and installed at once, the coordinator refused: {response}"
@@ -741,7 +742,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         w = proc.worker
         if proc.status != "active" or not w.joined or not w.client_assignors:
             return
-        w.member.set_assignors(None, tuple(replace(a, reason=a.reason + 1) for a in w.client_assignors))
+        w.member.set_assignors(None, tuple(msgspec.structs.replace(a, reason=a.reason + 1) for a in w.client_assignors))
         epoch = self.group(proc.group).group_epoch
         response = w.heartbeat()
         if response.error_code in OK:
@@ -814,7 +815,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
     def install_stale(self, proc: Proc) -> None:
         w = proc.worker
         prepared, w.prepared = w.prepared, None
-        result = ASSIGNORS[prepared.assignor_name].assign(prepared.group)
+        result = ASSIGNORS[prepared.assignor_name].assign(prepared)
         response = w.install(prepared.group_epoch, result)
         note(
             f"{proc.label} installs for group epoch {prepared.group_epoch}: {ErrorCode(response.error_code).name} "
@@ -828,7 +829,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if prepared.error_code:
             assert prepared.error_code in NOT_CHOSEN, prepared
             return
-        spec = prepared.group
+        spec = prepared
         result = ASSIGNORS[prepared.assignor_name].assign(spec)
         members = {m: set(items_of(a.assignment)) for m, a in result.members.items()}
         deferred = set(items_of(result.deferred))
@@ -868,7 +869,8 @@ class CoordinatorMachine(RuleBasedStateMachine):
             w.member_epoch,
             prepared.group_epoch,
             tuple(
-                InstallMember(m, MemberAssignment(connectors_and_tasks(items))) for m, items in sorted(members.items())
+                InstallMember.of(m, MemberAssignment(connectors_and_tasks(items)))
+                for m, items in sorted(members.items())
             ),
             deferred=connectors_and_tasks(deferred),
             scheduled_rebalance_delay_ms=delay,

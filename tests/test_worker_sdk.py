@@ -15,9 +15,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from coordinator.api import wire
+from records import ConnectorTaskCount, TaskId
+
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
+from coordinator.core.protocol import ErrorResponse, SetConnectorsRequest
 from coordinator.sdk.client import CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.service.server import CoordinatorServer
@@ -83,8 +85,8 @@ def _run(
 
 
 async def _connectors(client: CoordinatorClient, **tasks: int) -> None:
-    body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in tasks.items()])
-    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", wire.ErrorResponse, body)
+    body = SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])
+    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)
     assert answer.error_code == 0
 
 
@@ -97,7 +99,7 @@ async def _until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
 
 
 def _everything(**tasks: int) -> frozenset:
-    return frozenset(list(tasks) + [(c, t) for c, n in tasks.items() for t in range(n)])
+    return frozenset(list(tasks) + [TaskId(c, t) for c, n in tasks.items() for t in range(n)])
 
 
 def _covered(workers: list[Worker], expected: frozenset) -> bool:

@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document of the HTTP API (DESIGN §7), served at `GET /openapi.json`.
 
-Generated: the schemas come from the body declarations in `coordinator.api.wire` (msgspec writes
-them), so the document says exactly what the decoder takes and the server sends; this module adds
+Generated: the schemas come from the message declarations (the core's in `coordinator.core.protocol`,
+HTTP's own in `coordinator.api.wire`; msgspec writes them), so the document says exactly what the
+decoder takes and the server sends; this module adds
 the operations, each a row of `coordinator.api.operations.OPERATIONS` or `SERVICE`, and closes the answers (every declared property is sent,
 and no other; requests stay open, unknown properties being ignored). `tests/test_openapi_http.py`
 holds the decoder and the server to it.
@@ -14,7 +15,7 @@ from typing import Any
 import msgspec
 
 from coordinator.api import kafka_protocol, wire
-from coordinator.api.operations import OPERATIONS, SERVICE, Operation, Schema, ServiceOperation, json_content, ref
+from coordinator.api.operations import OPERATIONS, PATH, SERVICE, Operation, Schema, ServiceOperation, json_content, ref
 from coordinator.core.protocol import ErrorCode
 
 # What each code means, in the protocol's words (seed 000): the ErrorCode schema's description.
@@ -179,18 +180,45 @@ def _complete(schema: Any, shared: Schema) -> Any:
 
 
 def _close_answers(components: Schema, requests: set[str], answers: set[str]) -> None:
-    """Answers are closed: the server sends every property it declares and nothing else. Requests stay
-    open (unknown properties are ignored); a shape both use (ConnectorsAndTasks, ...) is complete
-    where an answer refers to it."""
+    """Answers are closed: the server sends every property it declares (it encodes without omitting
+    defaults: a default of the core's message is there for the code that builds it, not an absence
+    the server may choose) and nothing else. Requests stay open (unknown properties are ignored); a
+    shape both use (ConnectorsAndTasks, ...) is complete where an answer refers to it."""
     taken = _reach(components, requests)
     shared = {name: components[name] for name in taken}
     for name in _reach(components, answers) - taken:
         schema = components[name]
         if "properties" not in schema:
             continue  # ErrorCode
-        assert set(schema.get("required", ())) == set(schema.get("properties", {})), f"{name}: all sent, always"
+        schema["required"] = list(schema["properties"])
+        for prop in schema["properties"].values():
+            prop.pop("default", None)
         schema["additionalProperties"] = False
         schema["properties"] = _complete(schema["properties"], shared)
+
+
+# The document's names for the shapes whose class is named for the records or the core rather than
+# for the message they are part of (the names the document has always had).
+_NAMES = {
+    "TargetAssignmentMemberValue": "Assignment",
+    "Assignor": "ClientAssignor",
+    "ClassicMemberProtocol": "ClassicProtocol",
+    "AssignmentMember": "GroupMember",
+    "DescribedDeparture": "Departure",
+}
+
+
+def _renamed(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_renamed(v) for v in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: _renamed(v) for k, v in schema.items()}
+    ref_ = out.get("$ref", "")
+    name = ref_.rsplit("/", 1)[-1]
+    if name in _NAMES:
+        out["$ref"] = ref_.removesuffix(name) + _NAMES[name]
+    return out
 
 
 def _document() -> dict:
@@ -199,16 +227,13 @@ def _document() -> dict:
     _, components = msgspec.json.schema_components(
         sorted(types, key=lambda t: t.__name__), ref_template="#/components/schemas/{name}"
     )
-    for schema in components.values():  # docstrings, as one line each
+    components = {_NAMES.get(name, name): _renamed(schema) for name, schema in components.items()}
+    for name, schema in components.items():  # docstrings, as one line each
+        schema["title"] = name
         if "description" in schema:
             schema["description"] = " ".join(schema["description"].split())
     for name in ("ErrorResponse", "HeartbeatResponse", "PrepareAssignmentError"):
         components[name]["properties"]["ErrorCode"] = ref("ErrorCode")
-    # The server always sends SessionTimeoutMs; its default is there for a worker reading an older
-    # coordinator's answer, not an absence the server may choose.
-    heartbeat = components["HeartbeatResponse"]
-    heartbeat["required"] = [*heartbeat["required"], "SessionTimeoutMs"]
-    del heartbeat["properties"]["SessionTimeoutMs"]["default"]
     components["ErrorCode"] = {
         "type": "integer",
         "format": "int16",
@@ -218,6 +243,12 @@ def _document() -> dict:
         + "\n".join(f"- {int(c)} {c.name}: {about}" for c, about in ERRORS.items()),
         "x-enum-varnames": [c.name for c in ErrorCode],
     }
+    for op in OPERATIONS:
+        if op.group == PATH and op.request is not None:
+            # The path names the group; the server sets the message's GroupId from it.
+            schema = components[op.request.__name__]
+            del schema["properties"]["GroupId"]
+            assert "GroupId" not in schema.get("required", ()), op.operation_id
     requests = {op.request.__name__ for op in OPERATIONS if op.request is not None}
     _close_answers(components, requests, {t.__name__ for t in types} - requests)
     paths: Schema = {}

@@ -4,8 +4,9 @@ types, the ACL it needs and where its group is, and the prose of its documentati
 From these rows come the server's routes (`coordinator.service.server`: one generic handler for the
 operations on one group, a handler of its own for the others), the OpenAPI document
 (`coordinator.api.openapi`), the Kafka listener's APIs (`openapi.KAFKA_APIS`, by operation id) and
-the paths the SDK and the command line send (`route`, `path`). Light on purpose (the wire types
-and nothing else), so that a command of the SDK does not build the document to find a path.
+the paths the SDK and the command line send (`route`, `path`). Light on purpose (the core's messages
+and the HTTP bodies of `wire`, nothing else), so that a command of the SDK does not build the document
+to find a path.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from coordinator.api import wire
+from coordinator.core import protocol
 
 Schema = dict[str, Any]
 
@@ -69,8 +71,8 @@ OPERATIONS: tuple[Operation, ...] = (
         + _SERVING
         + "INVALID_REQUEST, INVALID_GROUP_ID, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, UNRELEASED_INSTANCE_ID, "
         "UNSUPPORTED_ASSIGNOR, COMPUTE_ASSIGNMENT (the heartbeat took effect; call prepare-assignment).",
-        (wire.HeartbeatResponse, wire.ErrorResponse),
-        wire.HeartbeatRequest,
+        (protocol.HeartbeatResponse, protocol.ErrorResponse),
+        protocol.HeartbeatRequest,
         {
             "GroupId": "connect-cluster",
             "MemberId": "worker-1",
@@ -91,8 +93,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "The member chosen by COMPUTE_ASSIGNMENT gets the group state to feed its client-side assignor. Required "
         "ACL: Read. " + _SERVING + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID (absent or not "
         "chosen), FENCED_MEMBER_EPOCH.",
-        (wire.PrepareAssignmentResponse, wire.PrepareAssignmentError, wire.ErrorResponse),
-        wire.PrepareAssignmentRequest,
+        (protocol.PrepareAssignmentResponse, protocol.PrepareAssignmentError, protocol.ErrorResponse),
+        protocol.PrepareAssignmentRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1", "MemberEpoch": 1},
         acl="Read",
         group=BODY,
@@ -106,8 +108,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "against the group epoch it was computed at and persists it. Required ACL: Read. "
         + _SERVING
         + "INVALID_REQUEST, GROUP_ID_NOT_FOUND, UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH, INVALID_ASSIGNMENT.",
-        (wire.ErrorResponse,),
-        wire.InstallAssignmentRequest,
+        (protocol.ErrorResponse,),
+        protocol.InstallAssignmentRequest,
         {
             "GroupId": "connect-cluster",
             "MemberId": "worker-1",
@@ -133,8 +135,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "Required ACL: Read. " + _SERVING + "INVALID_REQUEST, INVALID_GROUP_ID, INCONSISTENT_GROUP_PROTOCOL, "
         "INVALID_SESSION_TIMEOUT, MEMBER_ID_REQUIRED, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, "
         "REBALANCE_IN_PROGRESS (a newer JoinGroup of the member replaced this one).",
-        (wire.JoinGroupResponse, wire.ErrorResponse),
-        wire.JoinGroupRequest,
+        (protocol.JoinGroupResponse, protocol.ErrorResponse),
+        protocol.JoinGroupRequest,
         {
             "GroupId": "connect-cluster",
             "MemberId": "",
@@ -156,8 +158,8 @@ OPERATIONS: tuple[Operation, ...] = (
         + _SERVING
         + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, INCONSISTENT_GROUP_PROTOCOL, FENCED_INSTANCE_ID, "
         "REBALANCE_IN_PROGRESS, INVALID_REQUEST (assignments for members outside the generation).",
-        (wire.SyncGroupResponse, wire.ErrorResponse),
-        wire.SyncGroupRequest,
+        (protocol.SyncGroupResponse, protocol.ErrorResponse),
+        protocol.SyncGroupRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1, "Assignments": []},
         tag="classic-group",
         acl="Read",
@@ -171,8 +173,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "Keeps a classic member's session; REBALANCE_IN_PROGRESS tells it to join again. Required ACL: Read. "
         + _SERVING
         + "UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION, FENCED_INSTANCE_ID, REBALANCE_IN_PROGRESS.",
-        (wire.ErrorResponse,),
-        wire.ClassicHeartbeatRequest,
+        (protocol.ErrorResponse,),
+        protocol.ClassicHeartbeatRequest,
         {"GroupId": "connect-cluster", "MemberId": "worker-1-5f1c", "GenerationId": 1},
         tag="classic-group",
         acl="Read",
@@ -186,8 +188,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "Members leave at once; the rest rebalance. Required ACL: Read. "
         + _SERVING
         + "INVALID_REQUEST, UNKNOWN_MEMBER_ID (no such group); per member UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID.",
-        (wire.LeaveGroupResponse, wire.ErrorResponse),
-        wire.LeaveGroupRequest,
+        (protocol.LeaveGroupResponse, protocol.ErrorResponse),
+        protocol.LeaveGroupRequest,
         {"GroupId": "connect-cluster", "Members": [{"MemberId": "worker-1-5f1c"}]},
         tag="classic-group",
         acl="Read",
@@ -200,7 +202,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "FindCoordinator",
         "Which coordinator serves the group: any instance answers. Required ACL: Describe. Errors at HTTP 200: "
         "COORDINATOR_NOT_AVAILABLE (no coordinator known for the partition).",
-        (wire.FindCoordinatorResponse, wire.ErrorResponse),
+        (wire.FindCoordinatorResponse, protocol.ErrorResponse),
         wire.FindCoordinatorRequest,
         {"GroupId": "connect-cluster"},
         acl="Describe",
@@ -235,7 +237,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Describe a group",
         "Required ACL: Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, "
         "GROUP_ID_NOT_FOUND.",
-        (wire.GroupDescription, wire.ErrorResponse),
+        (protocol.GroupDescription, protocol.ErrorResponse),
         tag="admin",
         acl="Describe",
         group=PATH,
@@ -250,7 +252,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "(UNASSIGNED, with when the coordinator rebalances for it if the target deferred it). Required ACL: "
         "Describe. Errors at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, GROUP_ID_NOT_FOUND, "
         "UNKNOWN_CONNECTOR.",
-        (wire.ConnectorStatus, wire.ErrorResponse),
+        (wire.ConnectorStatus, protocol.ErrorResponse),
         tag="admin",
         acl="Describe",
         group=PATH,
@@ -263,7 +265,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Deletes a group that has no members (a tombstone for each of its records). Required ACL: Delete. Errors "
         "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST (empty id), "
         "INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP.",
-        (wire.ErrorResponse,),
+        (protocol.ErrorResponse,),
         tag="admin",
         acl="Delete",
         group=PATH,
@@ -275,8 +277,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "Set the connectors a group runs",
         "Creates the group if needed and bumps the group epoch when the set changes. Required ACL: Alter. Errors "
         "at HTTP 200: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
-        (wire.ErrorResponse,),
-        wire.SetConnectorsRequest,
+        (protocol.ErrorResponse,),
+        protocol.SetConnectorsRequest,
         {"Connectors": [{"Name": "A", "Tasks": 2}, {"Name": "B", "Tasks": 1}]},
         tag="admin",
         acl="Alter",
@@ -290,8 +292,8 @@ OPERATIONS: tuple[Operation, ...] = (
         "Per-group session timeout, heartbeat interval, rebalance timeout and scheduled rebalance delay. Creates "
         "the group if needed. Required ACL: Alter. Errors at HTTP 200: NOT_COORDINATOR, "
         "COORDINATOR_LOAD_IN_PROGRESS, INVALID_REQUEST, INVALID_GROUP_ID.",
-        (wire.ErrorResponse,),
-        wire.SetConfigRequest,
+        (protocol.ErrorResponse,),
+        protocol.SetConfigRequest,
         {
             "SessionTimeoutMs": 10000,
             "HeartbeatIntervalMs": 3000,

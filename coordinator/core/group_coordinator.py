@@ -71,6 +71,7 @@ from coordinator.core.classic.group import ClassicGroupUpdate
 from coordinator.core.config import CoordinatorConfig, GroupSettings
 from coordinator.core.group_change import GroupChange
 from coordinator.core.heartbeat import connect_group_heartbeat
+from coordinator.core.items import EMPTY
 from coordinator.core.protocol import (
     ASSIGNMENT,
     ASSIGNMENT_RETRY,
@@ -95,6 +96,7 @@ from coordinator.core.protocol import (
     JoinGroupResponse,
     LeaveGroupRequest,
     LeaveGroupResponse,
+    PrepareAssignmentError,
     PrepareAssignmentRequest,
     PrepareAssignmentResponse,
     ProtocolError,
@@ -206,8 +208,10 @@ class GroupCoordinator:
     ) -> Result[HeartbeatResponse]:
         return connect_group_heartbeat(self.state, self.config, request, now, context)
 
-    @_answers(PrepareAssignmentResponse)
-    def prepare_assignment(self, request: PrepareAssignmentRequest, now: int) -> Result[PrepareAssignmentResponse]:
+    @_answers(PrepareAssignmentError)
+    def prepare_assignment(
+        self, request: PrepareAssignmentRequest, now: int
+    ) -> Result[PrepareAssignmentResponse | PrepareAssignmentError]:
         """ConnectGroupPrepareAssignment: the chosen member asks for the assignor's input."""
         check_member_request(request.group_id, request.member_id, request.member_epoch)
         group = self._chosen_member_group(request.group_id, request.member_id, request.member_epoch)
@@ -217,7 +221,7 @@ class GroupCoordinator:
         change = GroupChange(group)
         spec = group_spec(change, self.config, now, chosen)
         change.computation = replace(group.computation, prepared=spec)
-        return change.result(PrepareAssignmentResponse(ErrorCode.NONE, None, spec.group_epoch, chosen.name, spec))
+        return change.result(PrepareAssignmentResponse.of(spec, chosen.name))
 
     @_answers(ErrorResponse)
     def install_assignment(self, request: InstallAssignmentRequest, now: int) -> Result[ErrorResponse]:
@@ -250,7 +254,7 @@ class GroupCoordinator:
             )
         assignment = GroupAssignment(
             members={m.member_id: m.assignment for m in request.members},
-            deferred=request.deferred,
+            deferred=request.deferred if request.deferred is not None else EMPTY,
             scheduled_rebalance_delay_ms=request.scheduled_rebalance_delay_ms,
             error=request.error,
             error_message=request.error_message,

@@ -2,7 +2,7 @@
 
 The records keep connectors and tasks apart (`ConnectorsAndTasks`), as the seed's wire format
 does. The protocol treats them alike: each is a unit of work that one member owns at a time.
-Connectors are `str` and tasks are `TaskId` tuples, two types that never compare equal, so one
+Connectors are `str` and tasks are `TaskId` structs, two types that never compare equal, so one
 Python set holds both and the reconciliation can use plain set algebra (current ∩ target ...).
 """
 
@@ -75,12 +75,16 @@ def _configured_work(counts: tuple[tuple[str, int], ...]) -> ConfiguredWork:
     connectors = tuple(name for name, _ in counts)
     tasks: list[TaskId] = []
     for name, count in counts:
-        # tuple.__new__ skips the Python-level __new__ a NamedTuple generates: half the cost.
-        tasks.extend(map(tuple.__new__, repeat(TaskId), zip(repeat(name), range(count))))
+        tasks.extend(map(TaskId, repeat(name), range(count)))
     return ConfiguredWork(connectors, tuple(tasks), frozenset(connectors), frozenset(tasks))
+
+
+def item_order(item: Item) -> tuple[str, int]:
+    """Connector, then task number; a connector before its tasks (a sort key for mixed items)."""
+    return (item, -1) if item.__class__ is str else (item.connector, item.task)  # type: ignore[union-attr]
 
 
 def describe(items: Iterable[Item]) -> str:
     """Items for humans and error messages: `A, A-0, B-1`."""
-    ordered = sorted(items, key=lambda item: (item, -1) if item.__class__ is str else item)
+    ordered = sorted(items, key=item_order)
     return ", ".join(str(item) for item in ordered) or "nothing"

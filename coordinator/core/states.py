@@ -3,7 +3,7 @@
 A state's value is its one spelling: what the records hold (type 8's `State`, type 2's `State`),
 what describe, the status endpoint and the pages show. They are `StrEnum`s, so a value read from a
 record compares equal to its member. Kafka's own wire spellings of group states are a mapping at
-the Kafka listener's edge (`coordinator.service.kafka_listener.KAFKA_STATES`).
+the Kafka listener's edge (`coordinator.service.kafka_edge.KAFKA_STATES`).
 
 Transitions are tables, as Kafka's `ClassicGroupState` lists each state's valid previous states and
 h11's `_state.py` its transitions: the one place that changes a state (`ClassicChange.set_state`,

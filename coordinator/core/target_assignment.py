@@ -11,9 +11,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
+
 from records import DepartedMember, MemberMetadataValue, TargetAssignmentMetadataValue
 
-from coordinator.core.assignors import ASSIGNORS, AssignmentMember, GroupAssignment, GroupSpec, MemberAssignment
+from coordinator.core.assignors import (
+    ASSIGNORS,
+    NO_ENTRY,
+    AssignmentMember,
+    AssignorEntry,
+    GroupAssignment,
+    GroupSpec,
+    MemberAssignment,
+)
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.group_change import GroupChange
 from coordinator.core.items import EMPTY, connectors_and_tasks, items_of
@@ -157,11 +167,9 @@ def group_spec(change: GroupChange, config: CoordinatorConfig, now: int, assigno
                 member_epoch=current.member_epoch,
                 target=target.assignment if target is not None else EMPTY,
                 owned=current.assignment,
-                minimum_version=a.minimum_version if a else 0,
-                maximum_version=a.maximum_version if a else 0,
-                reason=a.reason if a else 0,
-                version=a.version if a else 0,
-                metadata=a.metadata if a else b"",
+                assignor=AssignorEntry(a.minimum_version, a.maximum_version, a.version, a.reason, a.metadata)
+                if a
+                else NO_ENTRY,
             )
         )
     meta = change.target_meta()
@@ -219,7 +227,7 @@ def install(
         if (d.member_id, d.departed_at_ms) not in spec_departed:
             departed.append(d)  # left after the spec was taken: the assignor has not seen it
         elif still := items_of(d.assignment) & deferred:
-            departed.append(replace(d, assignment=connectors_and_tasks(still)))
+            departed.append(msgspec.structs.replace(d, assignment=connectors_and_tasks(still)))
     delay = assignment.scheduled_rebalance_delay_ms
     at = now + delay if delay else None
     change.target_metadata = TargetAssignmentMetadataValue(

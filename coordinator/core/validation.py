@@ -76,12 +76,13 @@ def check_install(r: InstallAssignmentRequest) -> None:
         if m.member_id in seen:
             raise _invalid(f"member {m.member_id} is listed twice")
         seen.add(m.member_id)
-        if m.topic_partitions is not None or m.assignment is None:
+        if m.topic_partitions is not None or m.connectors_and_tasks is None:
             raise _invalid(f"member {m.member_id}: ConnectorsAndTasks must be set, and Partitions must not be")
-        _check_items(m.assignment.assignment, f"member {m.member_id}")
+        _check_items(m.connectors_and_tasks, f"member {m.member_id}")
     if r.scheduled_rebalance_delay_ms is not None and r.scheduled_rebalance_delay_ms < 0:
         raise _invalid("ScheduledRebalanceDelayMs must be >= 0")
-    _check_items(r.deferred, "Deferred")
+    if r.deferred is not None:
+        _check_items(r.deferred, "Deferred")
 
 
 def check_group_id(group_id: str) -> None:

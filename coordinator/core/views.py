@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from records import TaskId
 
 from coordinator.core.classic.group import ClassicGroup
@@ -14,6 +12,7 @@ from coordinator.core.items import EMPTY
 from coordinator.core.protocol import (
     LEAVE_GROUP_STATIC_MEMBER_EPOCH,
     ConnectorStatus,
+    DescribedDeparture,
     ErrorCode,
     ErrorResponse,
     GroupDescription,
@@ -24,16 +23,6 @@ from coordinator.core.protocol import (
 from coordinator.core.selection import group_assignor
 from coordinator.core.state import ConnectGroup, CoordinatorState
 from coordinator.core.states import ClassicMemberState, ConnectGroupState, MemberState, TaskStatus
-
-
-@dataclass(slots=True, frozen=True)
-class ClassicMemberDescription(MemberDescription):
-    """A member speaking the classic protocol (of a classic group, or translated in a connect
-    group), with what its Kafka Connect metadata says besides its URL: the config topic offset it
-    had read to when it joined, and why what it runs is not known when its bytes cannot be read."""
-
-    config_offset: int | None = None
-    note: str | None = None
 
 
 def group_state(group: ConnectGroup) -> ConnectGroupState:
@@ -89,8 +78,6 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
             current.assignment,
             current.pending_revocation,
             target.assignment if target else EMPTY,
-            m.server_assignor,
-            m.client_assignors,
         )
         if m.classic_member_metadata is None:
             members.append(MemberDescription(*fields, "connect"))
@@ -100,7 +87,7 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         protocols = m.classic_member_metadata.protocols
         url, config_offset = worker_identity(protocols[0].metadata) if protocols else (None, None)
         members.append(
-            ClassicMemberDescription(*fields[:4], m.url or url, *fields[5:], "classic", config_offset=config_offset)
+            MemberDescription(*fields[:4], m.url or url, *fields[5:], "classic", config_offset=config_offset)
         )
     meta = group.target_metadata
     chosen = group_assignor(group.members.values(), config.default_server_assignor)
@@ -123,7 +110,7 @@ def describe_group(state: CoordinatorState, config: CoordinatorConfig, group_id:
         rebalance_timeout_ms=settings.rebalance_timeout_ms,
         scheduled_rebalance_max_delay_ms=settings.scheduled_rebalance_max_delay_ms,
         initial_assignment_delay_ms=settings.initial_assignment_delay_ms,
-        departures=group.metadata.departures if group.metadata is not None else (),
+        departures=tuple(map(DescribedDeparture.of, group.metadata.departures)) if group.metadata is not None else (),
         rebalancing_since_ms=(
             None if group.metadata is None or rebalance_converged(group) else group.metadata.rebalance_started_ms
         ),
@@ -140,7 +127,7 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
         m = classic.members[member_id]
         held = live_member_holdings(classic, m)
         members.append(
-            ClassicMemberDescription(
+            MemberDescription(
                 member_id,
                 m.instance_id,
                 m.client_id,
@@ -151,8 +138,6 @@ def _describe_classic(classic: ClassicGroup, group: ConnectGroup | None, config:
                 held.runs,
                 EMPTY,
                 held.runs,
-                None,
-                (),
                 protocol="classic",
                 config_offset=held.config_offset,
                 note=held.note,

@@ -23,7 +23,16 @@ import aiohttp
 import msgspec
 import orjson
 
+from records import ConnectorsAndTasks, ConnectorTaskCount
+
 from coordinator.api import operations, wire
+from coordinator.core.protocol import (
+    ErrorResponse,
+    GroupDescription,
+    GroupListing,
+    SetConfigRequest,
+    SetConnectorsRequest,
+)
 from coordinator.core.states import TaskStatus
 from coordinator.errors import CliError
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
@@ -223,7 +232,7 @@ def _runner(
     return run
 
 
-def _protocol_error(answer: wire.ErrorResponse) -> int:
+def _protocol_error(answer: ErrorResponse) -> int:
     if answer.error_code:
         print(f"error {answer.error_code}: {answer.error_message}", file=sys.stderr)
         return 1
@@ -234,26 +243,8 @@ def _print_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(msgspec.to_builtins(value), option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
-def _items(cat: wire.ConnectorsAndTasks) -> str:
+def _items(cat: ConnectorsAndTasks) -> str:
     return ",".join([*cat.connectors, *(f"{t.connector}-{t.task}" for t in cat.tasks)]) or "-"
-
-
-class _DescribedMember(wire.MemberDescription):
-    """A member as any coordinator sends it; a classic member's ConfigOffset (the config topic
-    offset its Kafka Connect metadata says it had read to) and Note (why what it runs is not known:
-    its bytes are not Connect's) where the coordinator sends them."""
-
-    config_offset: int | None = None
-    note: str | None = None
-
-
-class _Described(wire.GroupDescription):
-    """A description as any coordinator sends it: one from before Coordinator and Partition were
-    added lacks them."""
-
-    members: list[_DescribedMember]
-    coordinator: str | None = None
-    partition: int | None = None
 
 
 async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
@@ -269,7 +260,7 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
     this = owners.url.rstrip("/") if owners else None
     urls = list(dict.fromkeys(p.url.rstrip("/") for p in owners.partitions if p.url)) if owners else [None]
     unanswered = [p.partition for p in owners.partitions if not p.url] if owners else []
-    groups: dict[str, wire.GroupListing] = {}
+    groups: dict[str, GroupListing] = {}
     for url in urls:
         try:
             answer = await client.request(
@@ -282,7 +273,7 @@ async def _list(client: CoordinatorClient, args: argparse.Namespace) -> int:
             print(f"warning: {url} (partitions {_numbers(failed)}) did not answer: {e}", file=sys.stderr)
             unanswered += failed
             continue
-        if isinstance(answer, wire.ErrorResponse):
+        if isinstance(answer, ErrorResponse):
             return _protocol_error(answer)
         for g in answer.groups:
             if g.group_id not in groups or g.group_epoch > groups[g.group_id].group_epoch:
@@ -346,8 +337,8 @@ async def _describe(client: CoordinatorClient, args: argparse.Namespace) -> int:
 
 async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[str | None, str | None, int]:
     """One rendering of the group: (standard output, standard error, exit code)."""
-    a = await client.call(args.group, *operations.route("describeGroup", group_id=args.group), _Described)
-    if isinstance(a, wire.ErrorResponse):
+    a = await client.call(args.group, *operations.route("describeGroup", group_id=args.group), GroupDescription)
+    if isinstance(a, ErrorResponse):
         return None, f"error {a.error_code}: {a.error_message}", 1
     if args.format == "json":
         value: Any = (
@@ -370,7 +361,7 @@ async def _frame(client: CoordinatorClient, args: argparse.Namespace) -> tuple[s
     return _description_text(a), None, 0
 
 
-def _description_text(a: wire.GroupDescription) -> str:
+def _description_text(a: GroupDescription) -> str:
     lines = []
     if a.group_type == "classic":
         lines.append(
@@ -446,7 +437,7 @@ def _description_text(a: wire.GroupDescription) -> str:
     return "\n".join(lines)
 
 
-def _classic_members_table(a: wire.GroupDescription) -> str:
+def _classic_members_table(a: GroupDescription) -> str:
     """A classic group's members: who each worker is (its REST API's URL, the config offset it had
     read to when it joined) and what it runs, by Kafka Connect's rule (coordinator.core.classic.holdings)."""
     if not a.members:
@@ -466,7 +457,7 @@ def _when(ms: int | None) -> str:
     return "the next target assignment (no rebalance time is set)" if ms is None else iso_time(ms)
 
 
-def _timeouts(a: wire.GroupDescription) -> str:
+def _timeouts(a: GroupDescription) -> str:
     """The group's timeouts in effect (its own, or the server's defaults), as `config set` names them."""
     rebalance = (
         "each member's own"
@@ -480,7 +471,7 @@ def _timeouts(a: wire.GroupDescription) -> str:
     )
 
 
-def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
+def _members_table(a: GroupDescription, verbose: bool) -> str:
     # CLIENT, not CLIENT-ID: the member's ClientId field is the principal for a member heard over
     # HTTP (whose heartbeats carry no client id) and the client.id only over Kafka's protocol.
     header = ["MEMBER", "INSTANCE", "CLIENT", "HOST", "PROTOCOL", "EPOCH", "STATE"]
@@ -503,11 +494,11 @@ def _members_table(a: wire.GroupDescription, verbose: bool) -> str:
     return table(rows, header) if rows else f"group {a.group_id} has no members"
 
 
-def _members_json(a: wire.GroupDescription) -> list[Any]:
+def _members_json(a: GroupDescription) -> list[Any]:
     return msgspec.to_builtins(a.members)
 
 
-def _state_json(a: _Described) -> dict[str, Any]:
+def _state_json(a: GroupDescription) -> dict[str, Any]:
     return {
         "GroupId": a.group_id,
         "GroupType": a.group_type,
@@ -522,7 +513,7 @@ def _state_json(a: _Described) -> dict[str, Any]:
     }
 
 
-def _state_table(a: _Described) -> str:
+def _state_table(a: GroupDescription) -> str:
     assignor = None if a.assignor is None else f"{a.assignor} ({a.assignor_kind})" if a.assignor_kind else a.assignor
     return table(
         [
@@ -541,7 +532,7 @@ def _state_table(a: _Described) -> str:
     )
 
 
-def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
+def _task_rows(a: GroupDescription) -> list[dict[str, Any]]:
     """One row per connector and task the group runs (and any still held that it no longer runs):
     its status in the status endpoint's words (`coordinator.core.views.connector_status`: ASSIGNED,
     REVOKING while its owner gives it up and nobody else holds it, else UNASSIGNED), the member it is
@@ -579,15 +570,15 @@ def _task_rows(a: wire.GroupDescription) -> list[dict[str, Any]]:
     return rows
 
 
-def _keys(cat: wire.ConnectorsAndTasks) -> list[tuple[str, int | None]]:
+def _keys(cat: ConnectorsAndTasks) -> list[tuple[str, int | None]]:
     return [*((c, None) for c in cat.connectors), *((t.connector, t.task) for t in cat.tasks)]
 
 
-def _tasks_json(a: wire.GroupDescription) -> list[dict[str, Any]]:
+def _tasks_json(a: GroupDescription) -> list[dict[str, Any]]:
     return _task_rows(a)
 
 
-def _tasks_table(a: wire.GroupDescription) -> str:
+def _tasks_table(a: GroupDescription) -> str:
     rows = []
     for r in _task_rows(a):
         until = (
@@ -620,9 +611,9 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
     names = [name for name, _ in args.connectors]
     if len(set(names)) != len(names):
         raise CliError("a connector is named twice", exit_code=2)
-    body = wire.SetConnectorsRequest(connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in args.connectors])
+    body = SetConnectorsRequest(tuple(ConnectorTaskCount(n, t) for n, t in args.connectors))
     code = _protocol_error(
-        await client.call(args.group, *operations.route("setConnectors", group_id=args.group), wire.ErrorResponse, body)
+        await client.call(args.group, *operations.route("setConnectors", group_id=args.group), ErrorResponse, body)
     )
     if code == 0:  # one line of what is now true, so that success is not silence
         if args.format == "json":
@@ -639,7 +630,7 @@ async def _set_connectors(client: CoordinatorClient, args: argparse.Namespace) -
 
 
 async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> int:
-    body = wire.SetConfigRequest(
+    body = SetConfigRequest(
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         rebalance_timeout_ms=args.rebalance_timeout_ms,
@@ -647,11 +638,11 @@ async def _set_config(client: CoordinatorClient, args: argparse.Namespace) -> in
         initial_assignment_delay_ms=args.initial_assignment_delay_ms,
     )
     code = _protocol_error(
-        await client.call(args.group, *operations.route("setConfig", group_id=args.group), wire.ErrorResponse, body)
+        await client.call(args.group, *operations.route("setConfig", group_id=args.group), ErrorResponse, body)
     )
     if code == 0:  # the whole config is replaced: say so, the defaults included
         if args.format == "json":
-            _print_json({"GroupId": args.group, **{k: v for k, v in msgspec.to_builtins(body).items()}})
+            _print_json({"GroupId": args.group, **msgspec.to_builtins(body)})
         else:
             named = [
                 ("session timeout", body.session_timeout_ms),

@@ -18,14 +18,16 @@ from collections.abc import Callable, Sequence
 from records import ConnectorsAndTasks
 from records.connect_protocol import DEFAULT, SESSIONED
 
-from coordinator.api import operations, wire
+from coordinator.api import operations
 from coordinator.core.assignors import ConnectAssignor
 from coordinator.core.items import connectors_and_tasks
 from coordinator.core.protocol import (
     ErrorCode,
     ErrorResponse,
+    GroupDescription,
     JoinGroupRequest,
     JoinGroupResponse,
+    LeaveGroupResponse,
     SyncGroupRequest,
     SyncGroupResponse,
 )
@@ -125,14 +127,8 @@ class ClassicGroupWorker(WorkerShell):
         except ListenerError:
             pass
         if request is not None:
-            body = wire.LeaveGroupRequest(
-                group_id=request.group_id,
-                members=[
-                    wire.LeaveMember(member_id=m.member_id, group_instance_id=m.instance_id) for m in request.members
-                ],
-            )
             try:
-                await self.client.call(self.group_id, *LEAVE, wire.LeaveGroupResponse, body)
+                await self.client.call(self.group_id, *LEAVE, LeaveGroupResponse, request)
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", request.members[0].member_id, self.group_id, e)
 
@@ -173,13 +169,13 @@ class ClassicGroupWorker(WorkerShell):
                 answer = await self.client.call(
                     self.group_id,
                     *JOIN,
-                    wire.JoinGroupResponse,
-                    wire.JoinGroupRequest.of(request),
+                    JoinGroupResponse,
+                    request,
                     timeout_s=wait_s,
                 )
                 response = (
-                    answer.protocol()
-                    if isinstance(answer, wire.JoinGroupResponse)
+                    answer
+                    if isinstance(answer, JoinGroupResponse)
                     else JoinGroupResponse(answer.error_code, answer.error_message)
                 )
                 connectors = (
@@ -192,26 +188,20 @@ class ClassicGroupWorker(WorkerShell):
                 answer = await self.client.call(
                     self.group_id,
                     *SYNC,
-                    wire.SyncGroupResponse,
-                    wire.SyncGroupRequest.of(request),
+                    SyncGroupResponse,
+                    request,
                     timeout_s=wait_s,
                 )
                 response = (
-                    answer.protocol()
-                    if isinstance(answer, wire.SyncGroupResponse)
+                    answer
+                    if isinstance(answer, SyncGroupResponse)
                     else SyncGroupResponse(answer.error_code, answer.error_message)
                 )
                 # Every worker knows the configuration (a Connect worker reads its config topic).
                 configured = await self._connectors() if response.error_code == 0 else None
                 return c.synced(response, self._now(), configured)
-            body = wire.ClassicHeartbeatRequest(
-                group_id=request.group_id,
-                member_id=request.member_id,
-                generation_id=request.generation_id,
-                group_instance_id=request.instance_id,
-            )
-            answer = await self.client.call(self.group_id, *HEARTBEAT, wire.ErrorResponse, body)
-            return c.heartbeat_answered(ErrorResponse(answer.error_code, answer.error_message), self._now())
+            answer = await self.client.call(self.group_id, *HEARTBEAT, ErrorResponse, request)
+            return c.heartbeat_answered(answer, self._now())
         except (TimeoutError, Unavailable) as e:
             log.warning("%s: no answer: %s", c.member_id, e or "timed out")
             return c.failed(self._now(), str(e) or "timed out")
@@ -223,13 +213,13 @@ class ClassicGroupWorker(WorkerShell):
         group has none; None: they could not be read)."""
         try:
             answer = await self.client.call(
-                self.group_id, *operations.route("describeGroup", group_id=self.group_id), wire.GroupDescription
+                self.group_id, *operations.route("describeGroup", group_id=self.group_id), GroupDescription
             )
         except (TimeoutError, Unavailable, ApiError) as e:
             log.warning("%s: reading the connectors failed: %s", self.member_id, e)
             return None
-        if isinstance(answer, wire.GroupDescription):
-            return tuple(c.protocol() for c in answer.connectors)
+        if isinstance(answer, GroupDescription):
+            return tuple(answer.connectors)
         if answer.error_code != ErrorCode.GROUP_ID_NOT_FOUND:
             log.warning("%s: reading the connectors failed: %s", self.member_id, answer.error_message)
             return None

@@ -18,7 +18,7 @@ import msgspec
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_delay, wait_random_exponential
 
 from coordinator.api import operations, wire
-from coordinator.core.protocol import ErrorCode
+from coordinator.core.protocol import ErrorCode, ErrorResponse
 
 T = TypeVar("T")
 
@@ -100,10 +100,10 @@ class CoordinatorClient:
         method: str,
         path: str,
         answer: type[T],
-        body: wire.Body | None = None,
+        body: msgspec.Struct | None = None,
         url: str | None = None,
         timeout_s: float | None = None,
-    ) -> T | wire.ErrorResponse:
+    ) -> T | ErrorResponse:
         """One HTTP exchange, no retry: the `answer`, or the protocol error (ErrorResponse) when an
         error left out the answer's fields. Anything that is not the API's answer raises ApiError.
         `timeout_s` replaces the client's for a request that may wait (a classic JoinGroup)."""
@@ -128,7 +128,7 @@ class CoordinatorClient:
             return msgspec.json.decode(raw, type=answer)
         except msgspec.ValidationError as e:
             if outcome.error_code:
-                return wire.ErrorResponse(error_code=outcome.error_code, error_message=outcome.error_message)
+                return ErrorResponse(outcome.error_code, outcome.error_message)
             raise ApiError(response.status, f"not a {answer.__name__}: {e}") from None
 
     async def coordinator_of(self, group_id: str) -> str:
@@ -139,7 +139,7 @@ class CoordinatorClient:
                 wire.FindCoordinatorResponse,
                 wire.FindCoordinatorRequest(group_id=group_id),
             )
-            if isinstance(found, wire.ErrorResponse):
+            if isinstance(found, ErrorResponse):
                 raise _Retry(f"find-coordinator: {found.error_message}")
             url = self._coordinators[group_id] = found.url.rstrip("/")
         return url
@@ -150,9 +150,9 @@ class CoordinatorClient:
         method: str,
         path: str,
         answer: type[T],
-        body: wire.Body | None = None,
+        body: msgspec.Struct | None = None,
         timeout_s: float | None = None,
-    ) -> T | wire.ErrorResponse:
+    ) -> T | ErrorResponse:
         """A request about `group_id`, sent to its coordinator; NOT_COORDINATOR, loading and
         connection failures are retried (rediscovering the coordinator) for `retry_for_s`."""
         try:
@@ -177,9 +177,9 @@ class CoordinatorClient:
         method: str,
         path: str,
         answer: type[T],
-        body: wire.Body | None,
+        body: msgspec.Struct | None,
         timeout_s: float | None = None,
-    ) -> T | wire.ErrorResponse:
+    ) -> T | ErrorResponse:
         try:
             url = await self.coordinator_of(group_id)
             got = await self.request(method, path, answer, body, url, timeout_s)

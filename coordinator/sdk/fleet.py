@@ -48,11 +48,12 @@ from typing import BinaryIO, TextIO
 import aiohttp
 import orjson
 
-from records import ConnectorsAndTasks
+from records import ConnectorsAndTasks, ConnectorTaskCount
 
-from coordinator.api import operations, wire
+from coordinator.api import operations
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.items import Item, describe, items_of
+from coordinator.core.protocol import ErrorResponse, SetConnectorsRequest
 from coordinator.errors import CliError
 from coordinator.sdk.admin import connector_count
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
@@ -250,12 +251,10 @@ class Fleet:
         self.say(f"{name:<10} CRASHED (no leave; its session will expire)")
 
     async def set_connectors(self, counts: dict[str, int]) -> None:
-        body = wire.SetConnectorsRequest(
-            connectors=[wire.ConnectorTaskCount(name=n, tasks=t) for n, t in counts.items()]
-        )
+        body = SetConnectorsRequest(tuple(ConnectorTaskCount(n, t) for n, t in counts.items()))
         try:
             answer = await self.client.call(
-                self.group_id, *operations.route("setConnectors", group_id=self.group_id), wire.ErrorResponse, body
+                self.group_id, *operations.route("setConnectors", group_id=self.group_id), ErrorResponse, body
             )
         except (ApiError, Unavailable) as e:  # a 403 without the Alter ACL, no coordinator: the caller's one line
             raise CliError(f"setting the connectors of group {self.group_id}: {e}") from None

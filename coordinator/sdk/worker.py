@@ -34,14 +34,22 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+
+import msgspec
 
 from records import Assignor, ConnectorsAndTasks
 
-from coordinator.api import operations, wire
+from coordinator.api import operations
 from coordinator.core.assignors import ConnectAssignor, assignor
 from coordinator.core.items import connectors_and_tasks
-from coordinator.core.protocol import ErrorCode, HeartbeatResponse
+from coordinator.core.protocol import (
+    ErrorCode,
+    ErrorResponse,
+    HeartbeatResponse,
+    InstallAssignmentRequest,
+    PrepareAssignmentRequest,
+    PrepareAssignmentResponse,
+)
 from coordinator.core.worker.member import Action, ComputeAssignment, Member
 from coordinator.sdk.client import ApiError, CoordinatorClient, Unavailable
 from coordinator.sdk.shell import ListenerError, RebalanceListener, RebalanceMetrics, WorkerError, WorkerShell
@@ -156,9 +164,7 @@ class Worker(WorkerShell):
             pass  # logged; the work is stopped as far as this worker can tell, and it leaves anyway
         if request is not None:
             try:
-                await self.client.call(
-                    self.group_id, *HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)
-                )
+                await self.client.call(self.group_id, *HEARTBEAT, HeartbeatResponse, request)
             except (Unavailable, ApiError) as e:
                 log.warning("%s: leaving %s failed: %s", self.member_id, self.group_id, e)
 
@@ -173,7 +179,7 @@ class Worker(WorkerShell):
         member.set_assignors(
             None,
             tuple(
-                replace(a, reason=reason, metadata=a.metadata if metadata is None else metadata)
+                msgspec.structs.replace(a, reason=reason, metadata=a.metadata if metadata is None else metadata)
                 for a in member.client_assignors
             ),
         )
@@ -216,7 +222,7 @@ class Worker(WorkerShell):
         epoch, owned = self.member.member_epoch, self.member.owned
         try:
             answer = await asyncio.wait_for(
-                self.client.call(self.group_id, *HEARTBEAT, wire.HeartbeatResponse, wire.HeartbeatRequest.of(request)),
+                self.client.call(self.group_id, *HEARTBEAT, HeartbeatResponse, request),
                 self._answer_within_s(),
             )
         except (TimeoutError, Unavailable) as e:
@@ -226,8 +232,8 @@ class Worker(WorkerShell):
             actions = self.member.refused(str(e))
         else:
             response = (
-                answer.protocol()
-                if isinstance(answer, wire.HeartbeatResponse)
+                answer
+                if isinstance(answer, HeartbeatResponse)
                 else HeartbeatResponse(answer.error_code, answer.error_message)
             )
             actions = self.member.received(response, self._now())
@@ -255,15 +261,13 @@ class Worker(WorkerShell):
             prepared = await self.client.call(
                 self.group_id,
                 *PREPARE,
-                wire.PrepareAssignmentResponse,
-                wire.PrepareAssignmentRequest(
-                    group_id=self.group_id, member_id=self.member_id, member_epoch=self.member_epoch
-                ),
+                PrepareAssignmentResponse,
+                PrepareAssignmentRequest(self.group_id, self.member_id, self.member_epoch),
             )
             if prepared.error_code != 0:
                 log.info("%s: prepare-assignment: %s", self.member_id, prepared.error_message)
                 return
-            spec = prepared.group_spec()
+            spec = prepared  # the GroupSpec the assignor takes, as it came
             chosen = next((a for a in self.assignors if a.name == prepared.assignor_name), None) or assignor(
                 prepared.assignor_name
             )
@@ -271,10 +275,8 @@ class Worker(WorkerShell):
             answer = await self.client.call(
                 self.group_id,
                 *INSTALL,
-                wire.ErrorResponse,
-                wire.InstallAssignmentRequest.of(
-                    self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result
-                ),
+                ErrorResponse,
+                InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, spec.group_epoch, result),
             )
         except (Unavailable, ApiError, LookupError) as e:
             # The coordinator gives the job to another member after the deadline; this one goes on.

@@ -34,6 +34,9 @@ exists here), nor GROUP_AUTHORIZATION_FAILED (it is no ACL); that one is answere
 ANONYMOUS may not READ (OffsetCommit) or DESCRIBE (OffsetFetch) the group, checked first as Kafka
 does. Counted in `coordinator_kafka_errors_total` once per request and group.
 
+Kafka's request and response types become the core's messages and back in one place,
+`coordinator.service.kafka_edge`; this module frames, authorizes and calls.
+
 Member ids are `<client id>-<uuid>`; the member's client id and host are its Kafka client id and
 the socket's peer address, which `groups describe` shows and the `kafka-member-joined` log event
 (once per member, at its first successful JoinGroup here) names.
@@ -54,18 +57,11 @@ from typing import Any
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.core.protocol import (
-    ClassicHeartbeatRequest,
-    ClassicProtocol,
     DeleteGroupRequest,
     ErrorCode,
-    JoinGroupRequest,
-    LeaveGroupRequest,
-    LeaveMember,
     RequestContext,
-    SyncGroupAssignment,
-    SyncGroupRequest,
 )
-from coordinator.core.states import ClassicGroupState, ConnectGroupState
+from coordinator.service import kafka_edge as edge
 from coordinator.service.auth import ANONYMOUS, Operation
 from coordinator.service.runtime import NotServing, Status
 from coordinator.service.server import CoordinatorServer
@@ -74,14 +70,6 @@ from coordinator.tools.partitions import partition_for
 
 log = logging.getLogger(__name__)
 
-# Kafka's group states as its tools spell them: the classic states, and the consumer group states
-# (KIP-848) for our connect groups; a group that does not exist is Dead.
-KAFKA_STATES = {
-    **{state.described: state.value for state in ClassicGroupState},  # EMPTY -> Empty, ..., STABLE -> Stable
-    ConnectGroupState.ASSIGNING: "Assigning",
-    ConnectGroupState.RECONCILING: "Reconciling",
-}
-DEAD = "Dead"
 # ListGroups' type of a group served with our connect protocol (seed 000 over HTTP). Kafka 4.x's
 # types are classic, consumer, share and streams; none is this protocol (a `consumer` group would
 # send Kafka's Admin to ConsumerGroupDescribe, which is not served here), so it is named for what it
@@ -398,16 +386,7 @@ class KafkaListener:
     async def _join_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.JOIN_GROUP, header.api_version)
         client_id = header.client_id or ""
-        join = JoinGroupRequest(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            protocol_type=body.protocol_type,
-            protocols=tuple(ClassicProtocol(p.name, bytes(p.metadata)) for p in body.protocols),
-            session_timeout_ms=body.session_timeout_ms,
-            rebalance_timeout_ms=body.rebalance_timeout_ms,
-            instance_id=body.group_instance_id,
-            reason=body.reason,
-        )
+        join = edge.join_request(body)
         code = self._authorize(caller, Operation.READ, join.group_id)
         if not code:
             context = RequestContext(client_id, caller.host, f"{client_id}-{uuid.uuid4()}")
@@ -429,20 +408,7 @@ class KafkaListener:
             )
         if answer.error_code == ErrorCode.NONE:
             self._joined(join.group_id, answer.member_id, answer.generation_id, client_id, caller.host)
-        return cls(
-            throttle_time_ms=0,
-            error_code=answer.error_code,
-            generation_id=answer.generation_id,
-            protocol_type=answer.protocol_type,
-            protocol_name=answer.protocol_name if header.api_version >= 7 else answer.protocol_name or "",
-            leader=answer.leader,
-            skip_assignment=answer.skip_assignment,
-            member_id=answer.member_id,
-            members=[
-                cls.JoinGroupResponseMember(member_id=m.member_id, group_instance_id=m.instance_id, metadata=m.metadata)
-                for m in answer.members
-            ],
-        )
+        return edge.join_response(cls, header.api_version, answer)
 
     def _joined(self, group_id: str, member_id: str, generation: int, client_id: str, host: str) -> None:
         """One `kafka-member-joined` event the first time this listener sees a member join (its
@@ -472,16 +438,7 @@ class KafkaListener:
 
     async def _sync_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.SYNC_GROUP, header.api_version)
-        v5 = header.api_version >= 5
-        sync = SyncGroupRequest(
-            group_id=body.group_id,
-            member_id=body.member_id,
-            generation_id=body.generation_id,
-            instance_id=body.group_instance_id,
-            protocol_type=body.protocol_type if v5 else None,
-            protocol_name=body.protocol_name if v5 else None,
-            assignments=tuple(SyncGroupAssignment(a.member_id, bytes(a.assignment)) for a in body.assignments),
-        )
+        sync = edge.sync_request(body, header.api_version)
         code = self._authorize(caller, Operation.READ, sync.group_id)
         if not code:
             try:
@@ -490,17 +447,11 @@ class KafkaListener:
                 code = e.code
         if code:
             return cls(throttle_time_ms=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
-        return cls(
-            throttle_time_ms=0,
-            error_code=answer.error_code,
-            protocol_type=answer.protocol_type,
-            protocol_name=answer.protocol_name,
-            assignment=answer.assignment,
-        )
+        return edge.sync_response(cls, answer)
 
     async def _heartbeat(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.HEARTBEAT, header.api_version)
-        heartbeat = ClassicHeartbeatRequest(body.group_id, body.member_id, body.generation_id, body.group_instance_id)
+        heartbeat = edge.heartbeat_request(body)
         code = self._authorize(caller, Operation.READ, heartbeat.group_id)
         if not code:
             try:
@@ -511,36 +462,15 @@ class KafkaListener:
 
     async def _leave_group(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         cls = kp.response_class(kp.LEAVE_GROUP, header.api_version)
-        v3 = header.api_version >= 3
-        members = (
-            tuple(
-                LeaveMember(m.member_id, m.group_instance_id, m.reason if header.api_version >= 5 else None)
-                for m in body.members
-            )
-            if v3
-            else (LeaveMember(body.member_id),)
-        )
+        leave = edge.leave_request(body, header.api_version)
         code = self._authorize(caller, Operation.READ, body.group_id)
         answer = None
         if not code:
             try:
-                answer = await self.server.call_leave_group(LeaveGroupRequest(body.group_id, members))
+                answer = await self.server.call_leave_group(leave)
             except NotServing as e:
                 code = e.code
-        if answer is not None:
-            code = answer.error_code
-            if not v3 and not code and answer.members:  # one member: its outcome is the answer's (Kafka's v0-v2)
-                code = answer.members[0].error_code
-        if not v3:
-            return cls(throttle_time_ms=0, error_code=code)
-        return cls(
-            throttle_time_ms=0,
-            error_code=code,
-            members=[
-                cls.MemberResponse(member_id=m.member_id, group_instance_id=m.instance_id, error_code=m.error_code)
-                for m in (answer.members if answer is not None else ())
-            ],
-        )
+        return edge.leave_response(cls, header.api_version, code, answer)
 
     async def _describe_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
         version = header.api_version
@@ -557,46 +487,7 @@ class KafkaListener:
                     )
                 except NotServing as e:
                     code = e.code
-            if described is None:
-                if not code and version >= 6:
-                    code = ErrorCode.GROUP_ID_NOT_FOUND  # v6 (KIP-1043); before, a Dead group without error
-                groups.append(
-                    cls.DescribedGroup(
-                        error_code=code,
-                        group_id=group_id,
-                        group_state=DEAD if not code or code == ErrorCode.GROUP_ID_NOT_FOUND else "",
-                        protocol_type="",
-                        protocol_data="",
-                        members=[],
-                        authorized_operations=None,
-                    )
-                )
-                continue
-            state = KAFKA_STATES.get(described.state, described.state)
-            # As Kafka's describeGroups: the chosen protocol and each member's metadata for it only
-            # when the group is Stable; its assignment bytes always (empty until its SyncGroup).
-            stable = state == ClassicGroupState.STABLE
-            groups.append(
-                cls.DescribedGroup(
-                    error_code=ErrorCode.NONE,
-                    group_id=group_id,
-                    group_state=state,
-                    protocol_type="connect",
-                    protocol_data=(described.protocol_name or "") if stable else "",
-                    members=[
-                        cls.DescribedGroup.DescribedGroupMember(
-                            member_id=m.member_id,
-                            group_instance_id=m.instance_id,
-                            client_id=m.client_id,
-                            client_host=m.client_host,
-                            member_metadata=raw.get(m.member_id, (b"", b""))[0] if stable else b"",
-                            member_assignment=raw.get(m.member_id, (b"", b""))[1],
-                        )
-                        for m in described.members
-                    ],
-                    authorized_operations=None,
-                )
-            )
+            groups.append(edge.described_group(cls, version, group_id, code, described, raw))
         return cls(throttle_time_ms=0, groups=groups)
 
     async def _list_groups(self, header: kp.RequestHeader, body: Any, caller: Caller) -> Any:
@@ -610,7 +501,7 @@ class KafkaListener:
         kinds = await self._group_types()
         listed = []
         for g in await self.server.listed_groups(principal):
-            state = KAFKA_STATES.get(g.state, g.state)
+            state = edge.KAFKA_STATES.get(g.state, g.state)
             group_type, protocol_type = kinds.get(g.group_id, (CONNECT_TYPE, "connect"))
             # As Kafka's listGroups: a filter matches case-insensitively, and a type it does not
             # know (Kafka's UNKNOWN) matches no group, never an error.

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import msgspec
 import orjson
 from aiohttp import web
 
@@ -71,14 +72,14 @@ T = TypeVar("T")
 Call = Callable[[Any, web.Request], Awaitable[Any]]
 
 
-def _answer(body: wire.Body, status: int = 200) -> web.Response:
+def _answer(body: msgspec.Struct, status: int = 200) -> web.Response:
     response = web.Response(body=wire.encode(body), status=status, content_type="application/json")
     response[ERROR_CODE] = getattr(body, "error_code", 0)  # for the metrics, without parsing it again
     return response
 
 
 def _error(code: ErrorCode, message: str, status: int = 200) -> web.Response:
-    return _answer(wire.ErrorResponse(error_code=int(code), error_message=message), status)
+    return _answer(ErrorResponse(int(code), message), status)
 
 
 # While a partition loads, the classic answers Kafka's coordinator gives (GroupCoordinator.scala's
@@ -236,12 +237,17 @@ class CoordinatorServer:
         never depends on the body); one named by the body, once it is decoded."""
         if op.group == operations.PATH:
             group_id = self._group_id(request, op.operation_id)
-            protocol = group_id if op.request is None else (await _decode(request, op.request)).protocol(group_id)
+            # The path names the group: the body's message gets it (`SetConnectorsRequest.group_id`).
+            message = (
+                group_id
+                if op.request is None
+                else msgspec.structs.replace(await _decode(request, op.request), group_id=group_id)
+            )
         else:
             assert op.group == operations.BODY and op.request is not None, op.operation_id
-            protocol = (await _decode(request, op.request)).protocol()
-            self._authorize(request, op.operation_id, protocol.group_id)
-        return _answer(op.answers[0].of(await call(protocol, request)))
+            message = await _decode(request, op.request)  # the core's own request: no conversion
+            self._authorize(request, op.operation_id, message.group_id)
+        return _answer(await call(message, request))
 
     def _authorize(self, request: web.Request, operation_id: str, group_id: str) -> None:
         """AuthError unless the principal may do on `group_id` what `operation_id` declares it needs."""
@@ -310,12 +316,11 @@ class CoordinatorServer:
         level = (await _decode(request, wire.FormatLevelRequest)).level
         self._authorize(request, "raiseFormatLevel", operations.EVERY_GROUP)
 
-        async def one(runtime: PartitionRuntime) -> wire.ErrorResponse:
+        async def one(runtime: PartitionRuntime) -> ErrorResponse:
             try:
-                answer = await runtime.call(lambda coordinator, now: coordinator.raise_format_level(level, now))
+                return await runtime.call(lambda coordinator, now: coordinator.raise_format_level(level, now))
             except NotServing as e:
-                return wire.ErrorResponse(error_code=int(e.code), error_message=str(e))
-            return wire.ErrorResponse.of(answer)
+                return ErrorResponse(int(e.code), str(e))
 
         runtimes = sorted(self.runtimes.items())
         answers = await asyncio.gather(*(one(r) for _, r in runtimes))
@@ -368,7 +373,7 @@ class CoordinatorServer:
 
     async def list_groups(self, request: web.Request) -> web.Response:
         groups = await self.listed_groups(request[PRINCIPAL])
-        return _answer(wire.ListGroupsResponse(error_code=0, groups=[wire.GroupListing.of(g) for g in groups]))
+        return _answer(wire.ListGroupsResponse(error_code=0, groups=groups))
 
     async def describe_group(self, request: web.Request) -> web.Response:
         group_id = self._group_id(request, "describeGroup")
@@ -377,7 +382,7 @@ class CoordinatorServer:
         if description is None:
             return _error(ErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} does not exist")
         return _answer(
-            wire.GroupDescription.of(description, coordinator=self.advertised_url, partition=runtime.partition)
+            msgspec.structs.replace(description, coordinator=self.advertised_url, partition=runtime.partition)
         )
 
     async def call_describe_group(self, group_id: str) -> GroupDescription | None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import msgspec
 
-from coordinator.api import wire
 from coordinator.core.group_coordinator import GroupCoordinator
 from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import GroupDescription
@@ -37,7 +36,7 @@ def run_state(args: argparse.Namespace) -> int:
                 "group": args.group,
                 "offset": history.last.offset,
                 "timestamp_ms": history.last.timestamp_ms,
-                "description": msgspec.to_builtins(wire.GroupDescription.of(description)),
+                "description": msgspec.to_builtins(description),
             }
         )
         return 0

@@ -20,16 +20,21 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from operator import attrgetter
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
+
+from msgspec import Struct, field
 
 from records import ConnectorsAndTasks, ConnectorTaskCount, DepartedMember, TargetAssignmentMemberValue
+from records.constraints import Base64, Int8, Int16, Int32, Int64, doc
 
 __all__ = [
     "ASSIGNORS",
     "ASSIGNOR_ERROR",
     "AssignmentMember",
+    "AssignorEntry",
     "AssignorError",
     "ConnectAssignor",
     "GroupAssignment",
@@ -43,44 +48,68 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True, frozen=True)
-class AssignmentMember:
-    """A member as the assignor sees it (the seed's `GroupMember`)."""
+class Spec(Struct, rename="pascal", frozen=True, gc=False):
+    """The assignor's input, as PrepareAssignment sends it (seed 000 ConnectGroupPrepareAssignment
+    response): JSON names the seed's."""
 
-    member_id: str
-    instance_id: str | None = None
-    member_epoch: int = 0
+
+class AssignorEntry(Spec):
+    """The member's entry for the selected assignor (seed "Assignor": version range, reason, metadata;
+    all 0 and empty for a server-side assignor)."""
+
+    minimum_version: Annotated[Int16, doc("The minimum supported version for the metadata.")] = 0
+    maximum_version: Annotated[Int16, doc("The maximum supported version for the metadata.")] = 0
+    version: Annotated[Int16, doc("The version of the metadata.")] = 0
+    reason: Annotated[Int8, doc("The reason of the metadata update.")] = 0
+    metadata: Annotated[Base64, doc("The assignor metadata.")] = b""
+
+
+NO_ENTRY = AssignorEntry()
+
+
+class AssignmentMember(Spec):
+    """A member as the assignor sees it (the seed's `GroupMember`): a member of the group at GroupEpoch."""
+
+    member_id: Annotated[str, doc("The member ID.")]
+    instance_id: Annotated[str | None, doc("The member instance ID.")] = None
+    member_epoch: Annotated[Int32, doc("The member epoch.")] = 0
     # Its part of the group's current target assignment (empty for a member that just joined).
     # Sticky assignors keep members on this.
-    target: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    target: Annotated[ConnectorsAndTasks, doc("Its part of the current target assignment.")] = field(
+        default_factory=ConnectorsAndTasks, name="TargetConnectorsAndTasks"
+    )
     # What it owns right now (its current assignment); differs from `target` while it reconciles.
-    owned: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
-    # The member's entry for the assignor being run (seed "Assignor": version range, reason,
-    # metadata). A server-side assignor sees the defaults.
-    minimum_version: int = 0
-    maximum_version: int = 0
-    reason: int = 0
-    version: int = 0
-    metadata: bytes = b""
+    owned: Annotated[ConnectorsAndTasks, doc("What the member owns now.")] = field(
+        default_factory=ConnectorsAndTasks, name="ConnectorsAndTasks"
+    )
+    assignor: AssignorEntry = NO_ENTRY
 
 
-@dataclass(slots=True, frozen=True)
-class GroupSpec:
+class GroupSpec(Spec):
     """Everything an assignor may use: the group metadata at `group_epoch` and the current target."""
 
-    group_id: str
-    group_epoch: int
-    connectors: tuple[ConnectorTaskCount, ...]
-    members: tuple[AssignmentMember, ...]  # sorted by member id
+    group_id: Annotated[str, doc("The group identifier.")]
+    group_epoch: Annotated[Int32, doc("The group epoch the assignment is computed for.")]
+    connectors: Annotated[tuple[ConnectorTaskCount, ...], doc("The connectors the group runs, and their task counts.")]
+    members: Annotated[tuple[AssignmentMember, ...], doc("The members, by member id.")]
     # Work whose owner left and that the current target keeps for its return (seed 002 Design II).
-    departed: tuple[DepartedMember, ...] = ()
+    departed: Annotated[
+        tuple[DepartedMember, ...],
+        doc("Members whose work waits for their return until ScheduledRebalanceMaxDelayMs has passed."),
+    ] = field(default=(), name="DepartedMembers")
     # Items the current target deferred, and when the coordinator will rebalance for them.
-    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
-    scheduled_rebalance_at_ms: int | None = None
+    deferred: Annotated[ConnectorsAndTasks, doc("Items the current target deferred.")] = field(
+        default_factory=ConnectorsAndTasks
+    )
+    scheduled_rebalance_at_ms: Annotated[
+        Int64 | None, doc("When the coordinator rebalances for the deferred items (ms since the epoch), or null.")
+    ] = None
     # The group's `scheduled.rebalance.max.delay.ms`: how long departed work may wait.
-    scheduled_rebalance_max_delay_ms: int = 300_000
+    scheduled_rebalance_max_delay_ms: Annotated[
+        Int32, doc("How long departed work may wait (the group's scheduled.rebalance.max.delay.ms).")
+    ] = 300_000
     # The coordinator's clock when it prepared this spec (never the worker's: clocks differ).
-    now_ms: int = 0
+    now_ms: Annotated[Int64, doc("The coordinator's clock when it prepared this (ms since the epoch).")] = 0
 
 
 # One member's assignment (the seed's `MemberAssignment`: connectors and tasks, error, version,
@@ -102,7 +131,7 @@ class GroupAssignment:
     """
 
     members: dict[str, MemberAssignment]
-    deferred: ConnectorsAndTasks = field(default_factory=ConnectorsAndTasks)
+    deferred: ConnectorsAndTasks = dataclass_field(default_factory=ConnectorsAndTasks)
     scheduled_rebalance_delay_ms: int | None = None
     error: int = 0
     error_message: str | None = None
@@ -161,12 +190,13 @@ def member_versions(assignor: ConnectAssignor, members: Sequence[AssignmentMembe
     """
     versions = []
     for member in members:
-        lowest = max(assignor.minimum_version, member.minimum_version)
-        highest = min(assignor.maximum_version, member.maximum_version)
+        entry = member.assignor
+        lowest = max(assignor.minimum_version, entry.minimum_version)
+        highest = min(assignor.maximum_version, entry.maximum_version)
         if lowest > highest:
             raise AssignorError(
-                f"member {member.member_id!r} supports versions [{member.minimum_version}, "
-                f"{member.maximum_version}] of assignor {assignor.name!r}, which supports "
+                f"member {member.member_id!r} supports versions [{entry.minimum_version}, "
+                f"{entry.maximum_version}] of assignor {assignor.name!r}, which supports "
                 f"[{assignor.minimum_version}, {assignor.maximum_version}]"
             )
         versions.append(highest)

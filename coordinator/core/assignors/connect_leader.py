@@ -466,7 +466,7 @@ class _Items:
 
     def __init__(self, connectors: Iterable[str] = (), tasks: Iterable[TaskId] = ()) -> None:
         self.connectors: dict[str, None] = dict.fromkeys(connectors)
-        self.tasks: dict[TaskId, None] = dict.fromkeys(TaskId(*t) for t in tasks)
+        self.tasks: dict[TaskId, None] = dict.fromkeys(tasks)
 
     def is_empty(self) -> bool:
         return not self.connectors and not self.tasks

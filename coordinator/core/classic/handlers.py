@@ -41,6 +41,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import msgspec
+
 from coordinator.core.classic.change import ClassicChange
 from coordinator.core.classic.group import (
     ClassicGroup,
@@ -302,11 +304,13 @@ def _static_return(
         change.set_members(members)
         change.persist = True
         change.timer(CLASSIC_SESSION, change.now + member.session_timeout_ms, new_id)
-        return change.result(replace(join_response(change.group, new_id), skip_assignment=leader == new_id))
+        return change.result(
+            msgspec.structs.replace(join_response(change.group, new_id), skip_assignment=leader == new_id)
+        )
     if group.state == ClassicGroupState.COMPLETING_REBALANCE:
         # The leader may be assigning to the old member id: everyone joins again (Kafka's).
         prepare_rebalance(change)
-    return _join(change, config, replace(request, member_id=new_id), context, new_id)
+    return _join(change, config, msgspec.structs.replace(request, member_id=new_id), context, new_id)
 
 
 # --- SyncGroup --------------------------------------------------------------------------------

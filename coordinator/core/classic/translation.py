@@ -28,6 +28,7 @@ from coordinator.core.protocol import (
     NO_CONTEXT,
     SESSION,
     ClassicHeartbeatRequest,
+    ClassicJoinHeartbeat,
     ClassicProtocol,
     ErrorCode,
     ErrorResponse,
@@ -92,7 +93,7 @@ def join_group(
     # A member id the group does not know (handed out above, or of a member since removed) joins
     # anew, as Kafka's getOrMaybeSubscribe does; a join resets what it owns to what it says it runs.
     epoch = group.current(member_id).member_epoch if member is not None else JOIN_GROUP_MEMBER_EPOCH
-    heartbeat = HeartbeatRequest(
+    heartbeat = ClassicJoinHeartbeat(
         request.group_id,
         member_id,
         epoch,

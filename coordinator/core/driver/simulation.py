@@ -29,7 +29,6 @@ from coordinator.core.protocol import (
     HeartbeatRequest,
     HeartbeatResponse,
     InstallAssignmentRequest,
-    InstallMember,
     JoinGroupRequest,
     LeaveGroupRequest,
     Parked,
@@ -102,7 +101,9 @@ class Driver:
 
     def set_connectors(self, group_id: str, connectors: dict[str, int]) -> ErrorResponse:
         counts = tuple(ConnectorTaskCount(name, tasks) for name, tasks in connectors.items())
-        return self.run(self.coordinator.set_connectors(SetConnectorsRequest(group_id, counts), self.now))
+        return self.run(
+            self.coordinator.set_connectors(SetConnectorsRequest(group_id=group_id, connectors=counts), self.now)
+        )
 
     def set_config(self, group_id: str, **timeouts: int | None) -> ErrorResponse:
         return self.run(self.coordinator.set_config(SetConfigRequest(group_id, **timeouts), self.now))
@@ -212,24 +213,13 @@ class SimWorker:
         if prepared.error_code:
             return ErrorResponse(prepared.error_code, prepared.error_message)
         self.computations += 1
-        result = self.assignor_impl.assign(prepared.group)
+        result = self.assignor_impl.assign(prepared)
         return self.install(prepared.group_epoch, result)
 
     def install(self, group_epoch: int, result) -> ErrorResponse:  # noqa: ANN001 - a GroupAssignment
-        members = tuple(InstallMember(m, a) for m, a in result.members.items())
         return self.driver.run(
             self.driver.coordinator.install_assignment(
-                InstallAssignmentRequest(
-                    self.group_id,
-                    self.member_id,
-                    self.member_epoch,
-                    group_epoch,
-                    members,
-                    result.error,
-                    result.error_message,
-                    result.deferred,
-                    result.scheduled_rebalance_delay_ms,
-                ),
+                InstallAssignmentRequest.of(self.group_id, self.member_id, self.member_epoch, group_epoch, result),
                 self.driver.now,
             )
         )

@@ -159,13 +159,13 @@ class ClassicWorker:
             return actions, self._sent(
                 now,
                 JoinGroupRequest(
-                    self.group_id,
-                    self.member_id,
-                    PROTOCOL_TYPE,
-                    tuple(ClassicProtocol(name, self._metadata(name)) for name in self.protocols),
-                    self.session_timeout_ms,
-                    self.rebalance_timeout_ms,
-                    self.instance_id,
+                    group_id=self.group_id,
+                    member_id=self.member_id,
+                    protocol_type=PROTOCOL_TYPE,
+                    protocols=tuple(ClassicProtocol(name, self._metadata(name)) for name in self.protocols),
+                    session_timeout_ms=self.session_timeout_ms,
+                    rebalance_timeout_ms=self.rebalance_timeout_ms,
+                    instance_id=self.instance_id,
                 ),
             )
         if self._sync_at_ms is not None and now >= self._sync_at_ms:
