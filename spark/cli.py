@@ -7,6 +7,7 @@ seconds to load, which no other command should pay.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import re
@@ -373,7 +374,10 @@ def _spark_conf(args: argparse.Namespace) -> int:
             raise CliError(f"--format {args.format} and --as {args.syntax} disagree", exit_code=2)
         print(f"warning: --format {args.format} is deprecated: use --as {args.format}", file=sys.stderr)
         args.syntax, args.format = args.format, "table"
-    conf = catalog_conf(_warehouse_dir(args), args.metastore)
+    # The first use downloads jars and says so on stdout, which is for the settings alone here
+    # (`spark-sql $(coordinator spark-conf ...)`, --format json).
+    with contextlib.redirect_stdout(sys.stderr):
+        conf = catalog_conf(_warehouse_dir(args), args.metastore)
     if args.format == "json":
         print(orjson.dumps(conf, option=orjson.OPT_INDENT_2).decode())
     elif args.syntax == "properties":

@@ -28,8 +28,9 @@ metastore. By default that is a Derby database inside the warehouse (the one Spa
 one JVM at a time: a reader started while `coordinator audit` runs gets "Another instance of Derby
 may have already booted the database"; `coordinator sql` reads the tables by path and so works at any
 time. A shared metastore lifts that limit: `jdbc:postgresql://HOST:PORT/DB?user=U&password=P` keeps
-the Hive metastore's tables in PostgreSQL (the JDBC driver from `metastore-pom.xml`; DataNucleus
-creates its schema on first use), `thrift://HOST:9083` uses a running Hive metastore service.
+the Hive metastore's tables in PostgreSQL (the JDBC driver from `metastore-pom.xml` on the driver's
+class path; DataNucleus creates its tables on first use), `thrift://HOST:9083` uses a running Hive
+metastore service.
 `coordinator spark-conf` prints either for `spark-sql`, `pyspark` or a notebook.
 """
 
@@ -95,14 +96,23 @@ def catalog_conf(warehouse: Path, metastore: str | None = None) -> dict[str, str
         from coordinator.tools import maven
 
         jdbc = maven.libs(METASTORE_POM, "postgresql-*.jar", "the PostgreSQL JDBC driver")
-        conf["spark.jars"] = ",".join([conf["spark.jars"], *(str(j) for j in sorted(jdbc.glob("*.jar")))])
         conf.update(
             {
+                # On the JVM's own class path, not spark.jars: DataNucleus finds the driver through
+                # java.sql.DriverManager, which does not see jars added to Spark's class loader
+                # ("No suitable driver found"). Only the driver talks to the metastore.
+                "spark.driver.extraClassPath": ":".join(str(j) for j in sorted(jdbc.glob("*.jar"))),
                 "spark.hadoop.javax.jdo.option.ConnectionURL": metastore,
                 "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
                 # An empty database gets the metastore's tables on first use; Spark's Hive client
                 # writes no schema version Hive's own tools would check.
-                "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+                "spark.hadoop.datanucleus.schema.autoCreateTables": "true",
+                "spark.hadoop.datanucleus.schema.autoCreateColumns": "true",
+                # Not autoCreateAll, which adds foreign keys: DataNucleus makes a table on its first
+                # use, and adding a key that names TBLS then waited, in a connection of its own, for
+                # the uncommitted write to TBLS in another, which waited for it (seen at the
+                # audit's first CREATE TABLE; PostgreSQL cannot see a wait in the client).
+                "spark.hadoop.datanucleus.schema.autoCreateConstraints": "false",
                 "spark.hadoop.hive.metastore.schema.verification": "false",
             }
         )
