@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate soak promtool chromium clean
+.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate soak promtool chromium postgresql clean
 
 install: $(STAMP)
 
@@ -52,7 +52,7 @@ run-connect: install
 
 # The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
 # broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.
-test: install promtool chromium
+test: install promtool chromium postgresql
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff (pinned in the test extra; rules and the reason for each ignore in pyproject.toml): the lint
@@ -90,6 +90,22 @@ chromium:
 		why="apt-get install chromium failed"; fi; \
 	command -v chromium >/dev/null 2>&1 || \
 		echo "make chromium: Debian's chromium could not be installed ($$why); the browser test will be skipped" >&2
+
+# postgresql, for tests/test_spark_metastore.py's shared Hive metastore: Debian's server, installed as chromium
+# is (root, apt-get, `apt-get update` only if the install fails, the dpkg lock waited for). The package starts
+# no server the tests use: they run their own, in a directory of their own, as the postgres user. About 60 MB of
+# packages. Best effort: where it cannot be installed the metastore test is skipped, saying why.
+postgresql:
+	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(id -u)" != 0 ]; then why="not root"; \
+	elif ! command -v apt-get >/dev/null 2>&1; then why="no apt-get"; \
+	else echo "make postgresql: installing Debian's postgresql with apt-get" >&2; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends postgresql >/dev/null 2>&1 || \
+		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends postgresql >/dev/null 2>&1; }; \
+		why="apt-get install postgresql failed"; fi; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
+		echo "make postgresql: Debian's postgresql could not be installed ($$why); the metastore test will be skipped" >&2
 
 # The property tests at many times their CI example counts (the stateful state-machine test most).
 test-long: install

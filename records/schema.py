@@ -15,9 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+import orjson
+from fastavro.repository.base import AbstractSchemaRepository
 from fastavro.schema import load_schema
 
 from records import model
@@ -167,7 +170,15 @@ NESTED_CLASSES: Mapping[str, type] = {
 }
 
 
+class _Schemas(AbstractSchemaRepository):
+    """The .avsc files as the package's resources, not by path: a Spark job ships this package to
+    its executors in a zip (spark.submit.pyFiles), where `SCHEMA_DIR` is no directory."""
+
+    def load(self, name: str) -> dict[str, Any]:
+        return orjson.loads((files("records") / "schemas" / f"{name}.avsc").read_bytes())
+
+
 @cache
 def load(name: str) -> dict[str, Any]:
     """The parsed schema of `schemas/<name>.avsc`, shared named types inlined (cached)."""
-    return load_schema(str(SCHEMA_DIR / f"{name}.avsc"))
+    return load_schema(name, repo=_Schemas())

@@ -7,6 +7,7 @@ seconds to load, which no other command should pay.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import os
 import re
@@ -69,6 +70,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="INTERVAL",
         help="compact the tables' small files (OPTIMIZE) this often, e.g. 10m (default), 1h",
     )
+    audit.add_argument(
+        "--master",
+        default=os.environ.get("COORDINATOR_SPARK_MASTER"),
+        metavar="URL",
+        help="Spark's master, any URL spark-submit takes: spark://HOST:7077, yarn, k8s://https://HOST:443 "
+        "(this process is the driver; our code is shipped to the executors) (default local[*]; env "
+        "COORDINATOR_SPARK_MASTER)",
+    )
+    audit.add_argument(
+        "--conf",
+        action="append",
+        type=_spark_setting,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.pyspark.python=/opt/audit-venv/bin/python for a cluster's "
+        "executors (repeatable)",
+    )
+    _metastore(audit)
     audit.add_argument("--quiet", action="store_true", help="no line per batch")
     audit.set_defaults(func=_audit)
 
@@ -90,6 +109,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "the audit's tables by name: the connectors' jars, Delta's catalog and the warehouse's metastore.",
     )
     _warehouse(conf, database=False)
+    _metastore(conf)
     conf.add_argument(
         "--as",
         dest="syntax",
@@ -106,6 +126,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "spelling of --as, deprecated)",
     )
     conf.set_defaults(func=_spark_conf)
+
+
+def _metastore(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--metastore",
+        default=os.environ.get("COORDINATOR_METASTORE"),
+        metavar="URL",
+        help="a shared Hive metastore, so that other Spark sessions query the tables by name while the "
+        "audit runs: jdbc:postgresql://HOST:PORT/DB?user=U&password=P, or thrift://HOST:9083 "
+        "(default: Derby in the warehouse, one session at a time; env COORDINATOR_METASTORE)",
+    )
+
+
+def _spark_setting(text: str) -> tuple[str, str]:
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g")
+    return key.strip(), value
 
 
 def _conf_format(text: str) -> str:
@@ -163,11 +201,18 @@ def _require_spark() -> None:
         ) from None
 
 
-def _spark(warehouse: Path, *, catalog: bool):  # noqa: ANN202 - a SparkSession
+def _spark(warehouse: Path, *, catalog: bool, args: argparse.Namespace | None = None):  # noqa: ANN202 - a SparkSession
+    """The command's session; `args` with --master, --metastore and --conf (the audit's)."""
     from spark.audit import SCRATCH
     from spark.session import session
 
-    return session(warehouse / SCRATCH, warehouse=warehouse if catalog else None)
+    return session(
+        warehouse / SCRATCH,
+        warehouse=warehouse if catalog else None,
+        master=getattr(args, "master", None),
+        metastore=getattr(args, "metastore", None),
+        conf=dict(getattr(args, "conf", None) or ()),
+    )
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -185,7 +230,7 @@ def _audit(args: argparse.Namespace) -> int:
     warehouse = _warehouse_dir(args)
     _check_topic(config, args.topic)
     warehouse.mkdir(parents=True, exist_ok=True)
-    spark = _spark(warehouse, catalog=True)
+    spark = _spark(warehouse, catalog=True, args=args)
     from spark.audit import warehouse_of
 
     if warehouse_of(spark) != warehouse:  # only where a session was made before (tests, notebooks)
@@ -329,7 +374,10 @@ def _spark_conf(args: argparse.Namespace) -> int:
             raise CliError(f"--format {args.format} and --as {args.syntax} disagree", exit_code=2)
         print(f"warning: --format {args.format} is deprecated: use --as {args.format}", file=sys.stderr)
         args.syntax, args.format = args.format, "table"
-    conf = catalog_conf(_warehouse_dir(args))
+    # The first use downloads jars and says so on stdout, which is for the settings alone here
+    # (`spark-sql $(coordinator spark-conf ...)`, --format json).
+    with contextlib.redirect_stdout(sys.stderr):
+        conf = catalog_conf(_warehouse_dir(args), args.metastore)
     if args.format == "json":
         print(orjson.dumps(conf, option=orjson.OPT_INDENT_2).decode())
     elif args.syntax == "properties":

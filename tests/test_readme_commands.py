@@ -163,6 +163,22 @@ NOT_HERE = {
     'spark-sql $(coordinator spark-conf --warehouse /data/audit) --database worker_coordinator -e "SELECT \\`group\\`, '
     'count(*) FROM rebalances GROUP BY 1"': "spark-sql is Spark's own launcher, not installed here; the words "
     "`$(coordinator spark-conf)` gives it are checked below (test_spark_conf_survives_command_substitution)",
+    # docs/audit.md's shared metastore and cluster (issue 31): hosts of a deployment.
+    "createdb -h db -U hive metastore": "a PostgreSQL server at host db; tests/test_spark_metastore.py runs its own",
+    "coordinator audit --bootstrap-servers kafka:9092 --warehouse /data/audit --metastore "
+    "'jdbc:postgresql://db:5432/metastore?user=hive&password=secret'": "PostgreSQL at host db, and Spark; "
+    "tests/test_spark_metastore.py runs the audit with a metastore of its own",
+    "spark-sql $(coordinator spark-conf --warehouse /data/audit --metastore "
+    "'jdbc:postgresql://db:5432/metastore?user=hive&password=secret') -e \"SELECT count(*) FROM "
+    'worker_coordinator.records"': "spark-sql is not installed here; tests/test_spark_metastore.py queries the "
+    "tables by name from a session made of `coordinator spark-conf --metastore`'s settings",
+    "coordinator audit --bootstrap-servers kafka:9092 --warehouse /shared/audit --master spark://spark-master:7077 "
+    "--conf spark.pyspark.python=/opt/audit-venv/bin/python --conf spark.executor.memory=2g": "a deployment's Spark "
+    "master; tests/test_spark_cluster.py runs the audit on a standalone cluster of its own",
+    "coordinator audit ... --master yarn": "a YARN cluster, with `...` for the rest",
+    "coordinator audit ... --master k8s://https://kubernetes.default.svc:443 --conf "
+    "spark.kubernetes.container.image=apache/spark:4.2.0-python3 --conf spark.driver.host=$(hostname -i)": "a "
+    "Kubernetes cluster, with `...` for the rest",
     # docker/README.md: the compose deployment and the image.
     "docker compose -f docker/compose.yaml up -d --build": "Docker (none here); tests/test_docker_files.py "
     "and test_compose_topology.py check the files and run the topology without it",
