@@ -29,6 +29,12 @@ MAX_OFFSETS_PER_TRIGGER = 200_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    _register_audit(subparsers)
+    _register_sql(subparsers)
+    _register_spark_conf(subparsers)
+
+
+def _register_audit(subparsers: argparse._SubParsersAction) -> None:
     audit = subparsers.add_parser(
         "audit",
         description="Reads the coordinator's topic with Spark Structured Streaming (Spark's Kafka source, "
@@ -88,9 +94,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "executors (repeatable)",
     )
     _metastore(audit)
+    # No default here: spark.audit's DEFAULT_SNAPSHOT_EVERY_RECORDS applies (importing it would load
+    # pyarrow before any command runs).
+    audit.add_argument(
+        "--snapshot-every",
+        type=_snapshot_every,
+        metavar="N",
+        help="records between snapshots of the audit's state beside its checkpoint; a restart reads the "
+        "newest and replays at most about N records (default 500,000; 0: never)",
+    )
     audit.add_argument("--quiet", action="store_true", help="no line per batch")
     audit.set_defaults(func=_audit)
 
+
+def _register_sql(subparsers: argparse._SubParsersAction) -> None:
     sql = subparsers.add_parser(
         "sql",
         description="Runs a query over the audit's tables and views (records, events, rebalances_converged, "
@@ -103,6 +120,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sql.add_argument("--format", choices=("table", "json"), default="table", help="a table (default) or JSON lines")
     sql.set_defaults(func=_sql)
 
+
+def _register_spark_conf(subparsers: argparse._SubParsersAction) -> None:
     conf = subparsers.add_parser(
         "spark-conf",
         description="Prints the Spark settings under which any Spark session (spark-sql, pyspark, a notebook) finds "
@@ -144,6 +163,16 @@ def _spark_setting(text: str) -> tuple[str, str]:
     if not eq or not key.strip():
         raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. spark.executor.memory=2g")
     return key.strip(), value
+
+
+def _snapshot_every(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a number of records, 0 or more")
+    return value
 
 
 def _conf_format(text: str) -> str:
@@ -258,6 +287,7 @@ def _audit(args: argparse.Namespace) -> int:
             min_partitions=args.min_partitions,
             optimize_every_ms=optimize_every_ms,
             report=report,
+            **({} if args.snapshot_every is None else {"snapshot_every_records": args.snapshot_every}),
         )
         query = audit.start(trigger)
     except CliError:
