@@ -7,6 +7,7 @@ release serves), the previous release refuses the partitions cleanly instead of 
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import subprocess
 import sys
@@ -83,13 +84,18 @@ def previous_python(tmp_path_factory: pytest.TempPathFactory) -> str:
     ).stdout.strip()
     Path(purelib, "_project_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(source)], check=True, timeout=300)
-    version = subprocess.run([str(python), "-P", "-m", "coordinator", "--version"], capture_output=True, text=True)
+    # The previous release's own code only: not this checkout's through PYTHONPATH or the working directory (-P).
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    version = subprocess.run(
+        [str(python), "-P", "-m", "coordinator", "--version"], capture_output=True, text=True, env=clean
+    )
     assert version.stdout.strip() == f"coordinator {PREVIOUS.removeprefix('v')}", version
     where = subprocess.run(
         [str(python), "-P", "-c", "import coordinator, records; print(coordinator.__file__, records.__file__)"],
         capture_output=True,
         text=True,
         cwd=ROOT,
+        env=clean,
     )
     assert str(ROOT) not in where.stdout and str(venv) in where.stdout, where  # the tag's code, not ours
     return str(python)
@@ -112,8 +118,10 @@ def _serve(  # noqa: ANN001
         port=port,
     )
     if python is not None:
-        # -P: not the working directory first on sys.path, which would import this checkout's code.
+        # -P: not the working directory first on sys.path, which would import this checkout's code;
+        # nor PYTHONPATH, which may name this checkout too.
         server.args[0:1] = [python, "-P"]
+        server.env.pop("PYTHONPATH", None)
     return server.start(wait)
 
 
