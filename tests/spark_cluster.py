@@ -28,7 +28,7 @@ import pyspark
 SPARK_HOME = Path(pyspark.__file__).parent
 # What Spark's Python workers import on executors besides pyspark (which Spark puts on their path from
 # SPARK_HOME/python/lib): the Arrow batches of mapInArrow, and the records decoder's libraries.
-EXECUTOR_LIBRARIES = ("pyarrow", "orjson", "fastavro", "pandas", "numpy")
+EXECUTOR_LIBRARIES = ("pyarrow", "orjson", "fastavro", "msgspec", "pandas", "numpy")
 
 
 def executor_python() -> Path:
