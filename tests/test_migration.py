@@ -218,54 +218,35 @@ def test_a_classic_worker_taking_over_the_last_connect_workers_instance_turns_th
     assert m.converged() and d.state.classic_groups[G].state == ClassicGroupState.STABLE
 
 
-def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_not_upgraded() -> None:
-    from coordinator.core.protocol import ClassicProtocol, JoinGroupRequest, RequestContext
+def _join_twice(d: Driver, protocol_type: str, protocol, fresh_id: str) -> None:  # noqa: ANN001
+    """A classic member's first JoinGroup (MEMBER_ID_REQUIRED hands it an id) and its second, with it."""
+    from coordinator.core.protocol import JoinGroupRequest, RequestContext
 
-    d = Driver()
-    first = d.join_group(
-        JoinGroupRequest(
+    def join(member_id: str, context=None):  # noqa: ANN001, ANN202
+        request = JoinGroupRequest(
             group_id=G,
-            member_id="",
-            protocol_type="consumer",
-            protocols=(ClassicProtocol("range", b"x"),),
-            session_timeout_ms=10_000,
-        ),
-        RequestContext(fresh_id="k1"),
-    )
-    d.join_group(
-        JoinGroupRequest(
-            group_id=G,
-            member_id=first.member_id,
-            protocol_type="consumer",
-            protocols=(ClassicProtocol("range", b"x"),),
+            member_id=member_id,
+            protocol_type=protocol_type,
+            protocols=(protocol,),
             session_timeout_ms=10_000,
         )
-    )
+        return d.join_group(request) if context is None else d.join_group(request, context)
+
+    join(join("", RequestContext(fresh_id=fresh_id)).member_id)
+
+
+def test_a_classic_group_that_is_not_connects_or_whose_bytes_cannot_be_read_is_not_upgraded() -> None:
+    from coordinator.core.protocol import ClassicProtocol
+
+    d = Driver()
+    _join_twice(d, "consumer", ClassicProtocol("range", b"x"), "k1")
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "protocol type 'consumer'" in answer.error_message
     assert G in d.state.classic_groups  # nothing changed
 
     d = Driver()
     d.set_connectors(G, CONNECTORS)
-    first = d.join_group(
-        JoinGroupRequest(
-            group_id=G,
-            member_id="",
-            protocol_type="connect",
-            protocols=(ClassicProtocol("default", b"junk"),),
-            session_timeout_ms=10_000,
-        ),
-        RequestContext(fresh_id="c1"),
-    )
-    d.join_group(
-        JoinGroupRequest(
-            group_id=G,
-            member_id=first.member_id,
-            protocol_type="connect",
-            protocols=(ClassicProtocol("default", b"junk"),),
-            session_timeout_ms=10_000,
-        )
-    )
+    _join_twice(d, "connect", ClassicProtocol("default", b"junk"), "c1")
     answer = d.heartbeat(HeartbeatRequest(G, "n1", 0, rebalance_timeout_ms=1_000))
     assert answer.error_code == ErrorCode.INVALID_GROUP_ID and "cannot be read" in answer.error_message
 
