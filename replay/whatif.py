@@ -159,7 +159,8 @@ def _classic(out: Extracted, e: Event, names: dict[str, str]) -> None:
     at, m, d = e.at.timestamp_ms, e.member_id, e.detail
     if e.kind == ev.CLASSIC_MEMBER_JOINED:
         names[m] = d.get("instance_id") or m
-        out.happenings.append(Happening(Join(at, m, d.get("instance_id")), f"{names[m]}'s join", names[m]))
+        step = Join(at, m, d.get("instance_id"), d.get("rebalance_timeout_ms") or 60_000)
+        out.happenings.append(Happening(step, f"{names[m]}'s join", names[m]))
     elif not d.get("handover") and m not in out.replaced:
         out.happenings.append(Happening(Leave(at, m), f"{names.get(m, m)}'s leave", names.get(m, m)))
 
@@ -205,12 +206,16 @@ class Recorded:
 def recorded_settings(events: list[Event], given: dict[str, int] | None = None) -> Recorded:
     """The group's settings, read from its configuration record, measured from its history, or the
     server's defaults (the topic does not hold a server's flags); `given` (setting -> value) says
-    what the person asking knows better, such as the flags its coordinator ran with."""
+    what the person asking knows better, such as the flags its coordinator ran with. A classic
+    group's session is its workers' own (their JoinGroup's, in its records)."""
     how: dict[str, str] = {}
     configured: dict = {}
+    classic = _protocol(events) == "classic"
     for e in events:
         if e.kind == ev.CONFIGURATION and e.detail:
             configured = {k: v for k, v in e.detail.items() if v is not None}
+        elif classic and e.kind == ev.CLASSIC_MEMBER_JOINED and e.detail.get("session_timeout_ms"):
+            configured["session_timeout_ms"] = e.detail["session_timeout_ms"]
     settings = ScriptSettings(
         session_timeout_ms=_DEFAULTS.session_timeout_ms,
         heartbeat_interval_ms=_DEFAULTS.heartbeat_interval_ms,

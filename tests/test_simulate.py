@@ -24,6 +24,7 @@ from records import ClassicGroupMetadataKey, ConnectorTaskCount, TaskId
 from records.connect_protocol import DEFAULT
 
 from coordinator.core.driver import SimClassicWorker, SimWorker, step_all
+from coordinator.core.driver.scripted import Join
 from coordinator.core.items import configured_work
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.demo import Timing, story
@@ -368,7 +369,7 @@ def test_from_compares_from_a_time_with_the_group_as_it_was_then(dump: Path) -> 
 
 CLASSIC_GROUP_ID = "connect-cluster"
 CLASSIC_CONNECTORS = {"A": 4, "B": 3}
-CLASSIC_FLAGS = {"heartbeat_interval_ms": 500, "session_timeout_ms": 3_000}  # the workers', as --recorded-* says them
+CLASSIC_OPTIONS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 5_000, "heartbeat_interval_ms": 500}
 
 
 def eager_classic_group() -> tuple[list[RawRecord], dict[str, str], dict[str, int]]:
@@ -379,8 +380,8 @@ def eager_classic_group() -> tuple[list[RawRecord], dict[str, str], dict[str, in
     when W1 crashed."""
     d = StampedDriver()
     d.set_connectors(CLASSIC_GROUP_ID, CLASSIC_CONNECTORS)  # what the leader reads, as Connect's from its config topic
-    options = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 5_000, "heartbeat_interval_ms": 500}
-    workers = [SimClassicWorker(d, CLASSIC_GROUP_ID, n, connect_protocol=DEFAULT, **options) for n in ("W1", "W2")]
+    options = {"connect_protocol": DEFAULT, **CLASSIC_OPTIONS}
+    workers = [SimClassicWorker(d, CLASSIC_GROUP_ID, n, **options) for n in ("W1", "W2")]
 
     def run(ms: int) -> None:
         for _ in range(ms // 100):
@@ -389,7 +390,7 @@ def eager_classic_group() -> tuple[list[RawRecord], dict[str, str], dict[str, in
 
     run(3_000)
     times = {"W3 joined": d.now}
-    workers.append(SimClassicWorker(d, CLASSIC_GROUP_ID, "W3", connect_protocol=DEFAULT, **options))
+    workers.append(SimClassicWorker(d, CLASSIC_GROUP_ID, "W3", **options))
     run(3_000)
     times["W1 crashed"] = d.now
     crashed = workers.pop(0)  # no LeaveGroup: the coordinator removes it when its session ends
@@ -404,9 +405,17 @@ def test_a_classic_eager_group_re_runs_on_the_connect_protocol_moving_only_the_n
     history = History(CLASSIC_GROUP_ID)
     history.run(records)
     assert not any(e.kind in (ev.CONNECTORS, ev.MEMBER_JOINED) for e in history.events)
-    recorded = recorded_settings(history.events, CLASSIC_FLAGS)
+    # The workers' session is in their JoinGroup, which the records keep; their heartbeat interval
+    # is not: given, as --recorded-heartbeat-interval gives it.
+    interval = {"heartbeat_interval_ms": CLASSIC_OPTIONS["heartbeat_interval_ms"]}
+    recorded = recorded_settings(history.events, interval)
+    assert recorded.settings.session_timeout_ms == CLASSIC_OPTIONS["session_timeout_ms"]
+    assert recorded.how["session_timeout_ms"] == "configured"
     extracted = extract(history.events, CLASSIC_GROUP_ID, recorded.settings)
     assert extracted.protocol == "classic"
+    assert {h.step.rebalance_timeout_ms for h in extracted.happenings if isinstance(h.step, Join)} == {
+        CLASSIC_OPTIONS["rebalance_timeout_ms"]
+    }
     assert [h.text for h in extracted.happenings][0] == "the connectors (read from what the members ran)"
     assert extracted.happenings[0].step.connectors == CLASSIC_CONNECTORS
     assert sorted(names[h.worker] for h in extracted.happenings if h.text.endswith("'s join")) == ["W1", "W2", "W3"]
