@@ -163,6 +163,11 @@ def _classic(out: Extracted, e: Event, names: dict[str, str]) -> None:
         out.happenings.append(Happening(step, f"{names[m]}'s join", names[m]))
     elif not d.get("handover") and m not in out.replaced:
         out.happenings.append(Happening(Leave(at, m), f"{names.get(m, m)}'s leave", names.get(m, m)))
+        if _LEFT_UNSAID not in out.not_reconstructed:
+            out.not_reconstructed.append(_LEFT_UNSAID)
+
+
+_LEFT_UNSAID = "why classic members left (a LeaveGroup or a session ending): each is re-run as a leave at its removal"
 
 
 def _classic_connectors(out: Extracted, events: list[Event]) -> None:

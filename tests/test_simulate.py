@@ -420,6 +420,7 @@ def test_a_classic_eager_group_re_runs_on_the_connect_protocol_moving_only_the_n
     assert extracted.happenings[0].step.connectors == CLASSIC_CONNECTORS
     assert sorted(names[h.worker] for h in extracted.happenings if h.text.endswith("'s join")) == ["W1", "W2", "W3"]
     assert [names[h.worker] for h in extracted.happenings if h.text.endswith("'s leave")] == ["W1"]
+    assert any(line.startswith("why classic members left") for line in extracted.not_reconstructed)  # W1 crashed
 
     run, _ = rerun(extracted, own_settings(extracted, recorded), history.last.timestamp_ms)
     end = max(history.last.timestamp_ms, run.last.timestamp_ms)
