@@ -195,6 +195,8 @@ def _classic_detail(
         "instance_id": member.group_instance_id,
         "client_id": member.client_id,
         "client_host": member.client_host,
+        "session_timeout_ms": member.session_timeout_ms,  # its JoinGroup's: a re-run's settings (replay.whatif)
+        "rebalance_timeout_ms": member.rebalance_timeout_ms,
         "generation": after.generation,
         "state": after.state,
         "protocol": after.protocol,

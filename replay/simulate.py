@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 from records import TaskId
 
-from coordinator.core.driver.scripted import Crash, Leave, ScriptRun, ScriptSettings, run_script
+from coordinator.core.driver.scripted import Crash, Leave, ScriptRun, ScriptSettings, SetConnectors, run_script
 from coordinator.core.items import Item
 from replay import events as ev
 from replay.history import History, Interval, Rebalance
@@ -125,7 +125,7 @@ def _measure(name: str, history: History, extracted: Extracted, end_ms: int, sta
             last = holder
     out.moves.sort(key=lambda m: (m.offset, ev.item_order(m.item)))
     out.rebalance_moves = _per_rebalance(out.moves, rebalances)
-    _unowned(out, history.events, by_item, start, end_ms)
+    _unowned(out, _configured(history.events, extracted), by_item, start, end_ms)
     out.stable_after_ms = [
         None if h.step.at_ms < start else t for h, t in zip(extracted.happenings, _stable_after(extracted, rebalances))
     ]
@@ -137,7 +137,7 @@ def _worker_names(events: list[ev.Event]) -> dict[str, str]:
     return {
         e.member_id: e.detail["instance_id"]
         for e in events
-        if e.kind == ev.MEMBER_JOINED and e.detail.get("instance_id")
+        if e.kind in (ev.MEMBER_JOINED, ev.CLASSIC_MEMBER_JOINED) and e.detail.get("instance_id")
     }
 
 
@@ -151,18 +151,28 @@ def _per_rebalance(moves: list[Move], rebalances: list[Rebalance]) -> list[froze
     return [frozenset(groups[n]) for n in sorted(groups)]
 
 
+def _configured(events: list[ev.Event], extracted: Extracted) -> list[tuple[int, dict[str, int]]]:
+    """The connectors over time: the history's connectors records, else (a classic group of real
+    Connect workers has none) what the extraction read from its members' assignments."""
+    changes = [(e.at.timestamp_ms, e.detail["connectors"]) for e in events if e.kind == ev.CONNECTORS]
+    return changes or [
+        (h.step.at_ms, h.step.connectors) for h in extracted.happenings if isinstance(h.step, SetConnectors)
+    ]
+
+
 def _unowned(
-    out: Outcome, events: list[ev.Event], by_item: dict[Item, list[Interval]], start_ms: int, end_ms: int
+    out: Outcome,
+    changes: list[tuple[int, dict[str, int]]],
+    by_item: dict[Item, list[Interval]],
+    start_ms: int,
+    end_ms: int,
 ) -> None:
     """Each task's configured time minus its held time within [start_ms, end_ms], and its longest
     unheld stretch."""
     configured: dict[Item, list[list[int]]] = {}  # task -> [since, until] periods
     current: set[Item] = set()
-    for e in events:
-        if e.kind != ev.CONNECTORS:
-            continue
-        at = e.at.timestamp_ms
-        now = {ev_task for name, n in e.detail["connectors"].items() for ev_task in _tasks(name, n)}
+    for at, connectors in changes:
+        now = {ev_task for name, n in connectors.items() for ev_task in _tasks(name, n)}
         for task in current - now:
             configured[task][-1][1] = at
         for task in now - current:

@@ -4,7 +4,9 @@
 from outside the coordinator: workers joining, leaving gracefully or for a while (static), crashing
 (a departure by session timeout: the worker stopped heartbeating a session before), the
 connectors changing. What the coordinator did about them (epochs, targets, revocations) is left
-out: that is what a re-run computes again, with the group's own settings or others.
+out: that is what a re-run computes again, with the group's own settings or others. A classic
+group's history (Kafka Connect workers on the classic protocol) gives the same happenings from its
+classic members' joins and departures, to be re-run on the connect protocol: the migration question.
 
 `recorded_settings` says which settings the group had: its configuration record where it has one;
 else the scheduled delay read from its deferrals (a deferred target's deadline minus the departure
@@ -53,12 +55,18 @@ class Extracted:
     not_reconstructed: list[str] = field(default_factory=list)  # events the script can only approximate
     server_side: bool = False
     assignor: str = "incremental_cooperative"
+    replaced: set[str] = field(default_factory=set)  # classic members a join under their instance id took over
+    protocol: str = "connect"  # the group's: "classic" when only classic members were in it
 
 
 def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) -> Extracted:
     """The group's happenings from its events; a crash is placed a session (`settings`') before
     the removal that recorded it, or at the last record that showed the member alive if later."""
-    out = Extracted(group_id)
+    events = list(events)
+    out = Extracted(group_id, protocol=_protocol(events))
+    out.replaced = {
+        e.detail["took_over"] for e in events if e.kind == ev.CLASSIC_MEMBER_JOINED and e.detail.get("took_over")
+    }
     away: set[str] = set()  # static members gone for a while: their removal is the coordinator's
     names: dict[str, str] = {}  # member id -> its instance id: the worker's name, across restarts
     seen: dict[str, int] = {}  # member id -> when a record last showed it alive
@@ -98,8 +106,12 @@ def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) ->
             out.happenings.append(Happening(SetConnectors(at, dict(d["connectors"])), "the connectors' change"))
         elif e.kind == ev.GROUP_DELETED:
             out.not_reconstructed.append(f"{_clock(at)} the group was deleted (what follows is a new group)")
+        elif out.protocol == "classic" and e.kind in (ev.CLASSIC_MEMBER_JOINED, ev.CLASSIC_MEMBER_LEFT):
+            _classic(out, e, names)
         elif e.kind in (ev.CONVERTED, ev.CLASSIC_MEMBER_JOINED):
             out.not_reconstructed.append(f"{_clock(at)} {ev.text(e)} (classic members are left out)")
+    if out.protocol == "classic":
+        _classic_connectors(out, events)
     out.happenings.sort(key=lambda h: h.step.at_ms)  # a crash moved back a session
     return out
 
@@ -130,6 +142,59 @@ def _left(
 _ASSIGNOR_NAMES = frozenset(ASSIGNORS)
 
 
+# --- a classic group's history: what its workers did, to re-run on the connect protocol ------------
+
+
+def _protocol(events: list[Event]) -> str:
+    """ "classic" for a group whose members were all classic ones (a group that converted to the
+    connect protocol is a connect group: its classic members are left out, as before)."""
+    kinds = {e.kind for e in events}
+    return "classic" if ev.CLASSIC_MEMBER_JOINED in kinds and ev.MEMBER_JOINED not in kinds else "connect"
+
+
+def _classic(out: Extracted, e: Event, names: dict[str, str]) -> None:
+    """A classic member's join or departure. A classic record does not say why a member left (a
+    LeaveGroup, or its session ending): the departure is re-run as a leave at its removal, which
+    removes it from the connect group when the classic coordinator removed it."""
+    at, m, d = e.at.timestamp_ms, e.member_id, e.detail
+    if e.kind == ev.CLASSIC_MEMBER_JOINED:
+        names[m] = d.get("instance_id") or m
+        step = Join(at, m, d.get("instance_id"), d.get("rebalance_timeout_ms") or 60_000)
+        out.happenings.append(Happening(step, f"{names[m]}'s join", names[m]))
+    elif not d.get("handover") and m not in out.replaced:
+        out.happenings.append(Happening(Leave(at, m), f"{names.get(m, m)}'s leave", names.get(m, m)))
+        if _LEFT_UNSAID not in out.not_reconstructed:
+            out.not_reconstructed.append(_LEFT_UNSAID)
+
+
+_LEFT_UNSAID = "why classic members left (a LeaveGroup or a session ending): each is re-run as a leave at its removal"
+
+
+def _classic_connectors(out: Extracted, events: list[Event]) -> None:
+    """The connectors, where no connectors record says them (real Connect workers' groups): what
+    any member was assigned or ran over the history, configured from its start. A connector
+    deleted, or tasks added, mid-history are not reconstructed: the union is set throughout."""
+    if any(e.kind == ev.CONNECTORS for e in events):
+        return
+    counts: dict[str, int] = {}
+    for e in events:
+        if e.kind in (ev.CLASSIC_MEMBER, ev.CLASSIC_MEMBER_JOINED, ev.CLASSIC_MEMBER_LEFT):
+            for item in (
+                e.gained | e.released | e.detail.get("assigned", frozenset()) | e.detail.get("runs", frozenset())
+            ):
+                if isinstance(item, str):
+                    counts.setdefault(item, 0)
+                else:
+                    counts[item.connector] = max(counts.get(item.connector, 0), item.task + 1)
+    if counts:
+        step = SetConnectors(out.start_ms, counts)
+        out.happenings.insert(0, Happening(step, "the connectors (read from what the members ran)"))
+        out.not_reconstructed.append(
+            "the connectors: no connectors record; read from what the members were assigned or ran, "
+            "all of it configured from the start"
+        )
+
+
 def _clock(ms: int) -> str:
     return format_clock(ms)
 
@@ -146,12 +211,16 @@ class Recorded:
 def recorded_settings(events: list[Event], given: dict[str, int] | None = None) -> Recorded:
     """The group's settings, read from its configuration record, measured from its history, or the
     server's defaults (the topic does not hold a server's flags); `given` (setting -> value) says
-    what the person asking knows better, such as the flags its coordinator ran with."""
+    what the person asking knows better, such as the flags its coordinator ran with. A classic
+    group's session is its workers' own (their JoinGroup's, in its records)."""
     how: dict[str, str] = {}
     configured: dict = {}
+    classic = _protocol(events) == "classic"
     for e in events:
         if e.kind == ev.CONFIGURATION and e.detail:
             configured = {k: v for k, v in e.detail.items() if v is not None}
+        elif classic and e.kind == ev.CLASSIC_MEMBER_JOINED and e.detail.get("session_timeout_ms"):
+            configured["session_timeout_ms"] = e.detail["session_timeout_ms"]
     settings = ScriptSettings(
         session_timeout_ms=_DEFAULTS.session_timeout_ms,
         heartbeat_interval_ms=_DEFAULTS.heartbeat_interval_ms,

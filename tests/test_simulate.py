@@ -20,9 +20,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from records import ConnectorTaskCount
+from records import ClassicGroupMetadataKey, ConnectorTaskCount, TaskId
+from records.connect_protocol import DEFAULT
 
-from coordinator.core.driver import SimWorker
+from coordinator.core.driver import SimClassicWorker, SimWorker, step_all
+from coordinator.core.driver.scripted import Join
 from coordinator.core.items import configured_work
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.demo import Timing, story
@@ -30,6 +32,7 @@ from coordinator.sdk.fleet import Fleet
 from coordinator.tools.process import ServeProcess
 from replay import events as ev
 from replay.history import History
+from replay.positions import RawRecord
 from replay.simulate import TOLERANCE, Outcome, faithfulness, measure, own_settings, rerun
 from replay.source import dump_header, read_topic, write_dump
 from replay.whatif import Extracted, extract, recorded_settings
@@ -382,3 +385,106 @@ def test_from_compares_from_a_time_with_the_group_as_it_was_then(dump: Path) -> 
     w2 = [m for m in none["moves"] if m["from"] == "W2"]
     assert {m["item"] for m in w2} == {item for item, _, _ in moved}
     assert all(m["at_ms"] <= removed for m in w2)  # at once, not a minute later
+
+
+# --- a classic group re-run on the connect protocol (issue 32 item 4) --------------------------------
+
+CLASSIC_GROUP_ID = "connect-cluster"
+CLASSIC_CONNECTORS = {"A": 4, "B": 3}
+CLASSIC_OPTIONS = {"session_timeout_ms": 3_000, "rebalance_timeout_ms": 5_000, "heartbeat_interval_ms": 500}
+
+
+def eager_classic_group() -> tuple[list[RawRecord], dict[str, str], dict[str, int]]:
+    """Kafka Connect workers on the eager protocol (connect.protocol=default): W1 and W2 run A's four
+    tasks and B's three, W3 joins, W1 crashes (its 3 s session ends). The topic as a group of real
+    Connect workers leaves it: its classic records only (no connectors record: their configuration
+    is Connect's config topic). Returns the records, member id -> name, and when W3 joined and
+    when W1 crashed."""
+    d = StampedDriver()
+    d.set_connectors(CLASSIC_GROUP_ID, CLASSIC_CONNECTORS)  # what the leader reads, as Connect's from its config topic
+    options = {"connect_protocol": DEFAULT, **CLASSIC_OPTIONS}
+    workers = [SimClassicWorker(d, CLASSIC_GROUP_ID, n, **options) for n in ("W1", "W2")]
+
+    def run(ms: int) -> None:
+        for _ in range(ms // 100):
+            step_all(workers)
+            d.advance(100)
+
+    run(3_000)
+    times = {"W3 joined": d.now}
+    workers.append(SimClassicWorker(d, CLASSIC_GROUP_ID, "W3", **options))
+    run(3_000)
+    times["W1 crashed"] = d.now
+    crashed = workers.pop(0)  # no LeaveGroup: the coordinator removes it when its session ends
+    run(6_000)
+    names = {w.member_id: w.name for w in [crashed, *workers]}
+    classic = [(r, t) for r, t in zip(d.log, d.stamps) if isinstance(r.key, ClassicGroupMetadataKey)]
+    return raw_records([r for r, _ in classic], [t for _, t in classic]), names, times
+
+
+def test_a_classic_eager_group_re_runs_on_the_connect_protocol_moving_only_the_newcomers_share() -> None:
+    records, names, times = eager_classic_group()
+    history = History(CLASSIC_GROUP_ID)
+    history.run(records)
+    assert not any(e.kind in (ev.CONNECTORS, ev.MEMBER_JOINED) for e in history.events)
+    # The workers' session is in their JoinGroup, which the records keep; their heartbeat interval
+    # is not: given, as --recorded-heartbeat-interval gives it.
+    interval = {"heartbeat_interval_ms": CLASSIC_OPTIONS["heartbeat_interval_ms"]}
+    recorded = recorded_settings(history.events, interval)
+    assert recorded.settings.session_timeout_ms == CLASSIC_OPTIONS["session_timeout_ms"]
+    assert recorded.how["session_timeout_ms"] == "configured"
+    extracted = extract(history.events, CLASSIC_GROUP_ID, recorded.settings)
+    assert extracted.protocol == "classic"
+    assert {h.step.rebalance_timeout_ms for h in extracted.happenings if isinstance(h.step, Join)} == {
+        CLASSIC_OPTIONS["rebalance_timeout_ms"]
+    }
+    assert [h.text for h in extracted.happenings][0] == "the connectors (read from what the members ran)"
+    assert extracted.happenings[0].step.connectors == CLASSIC_CONNECTORS
+    assert sorted(names[h.worker] for h in extracted.happenings if h.text.endswith("'s join")) == ["W1", "W2", "W3"]
+    assert [names[h.worker] for h in extracted.happenings if h.text.endswith("'s leave")] == ["W1"]
+    assert any(line.startswith("why classic members left") for line in extracted.not_reconstructed)  # W1 crashed
+
+    run, _ = rerun(extracted, own_settings(extracted, recorded), history.last.timestamp_ms)
+    end = max(history.last.timestamp_ms, run.last.timestamp_ms)
+    base, connect = measure("recorded", history, extracted, end), measure("connect", run, extracted, end)
+    generations = {e.epoch for e in history.events if e.kind == ev.CLASSIC_GROUP and e.epoch is not None}
+    assert base.rebalances == len(generations)  # a classic rebalance is a generation
+
+    # Eager: at W3's join, W1 and W2 stopped everything they ran before the leader gave it out again.
+    joined, crashed = times["W3 joined"], times["W1 crashed"]
+    stopped = set().union(*(e.released for e in history.events if joined <= e.at.timestamp_ms < crashed))
+    everything = {
+        str(i) for i in configured_work(tuple(ConnectorTaskCount(n, t) for n, t in CLASSIC_CONNECTORS.items())).items
+    }
+    assert {str(i) for i in stopped} == everything
+    # On the connect protocol only W3's share moved, to W3: 7 tasks over 3 workers give it 2 (the
+    # two connectors stay with W1 and W2, one each); nothing moved between W1 and W2.
+    at_join = [m for m in connect.moves if m.at_ms < crashed]
+    assert all(names[m.target] == "W3" and isinstance(m.item, TaskId) for m in at_join)
+    assert len(at_join) == sum(CLASSIC_CONNECTORS.values()) // 3
+    recorded_at_join = [m for m in base.moves if m.at_ms < crashed]
+    assert len(recorded_at_join) > len(at_join)
+
+
+def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path) -> None:
+    """docs/replay.md's line, on the eager group's records."""
+    records, _, _ = eager_classic_group()
+    with (tmp_path / "classic.jsonl").open("wb") as out:
+        write_dump(out, records, "jsonl", dump_header("test", None, [0]))
+    docs = (Path(__file__).parent.parent / "docs" / "replay.md").read_text()
+    line = next(
+        text for text in docs.splitlines() if text.startswith("coordinator replay simulate --group connect-cluster")
+    )
+    argv = [COORDINATOR, *line.split()[1:]]
+    out = subprocess.run([*argv, "--format", "json"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    lines = [orjson.loads(text) for text in out.splitlines()]
+    assert [x["name"] for x in lines if x["type"] == "outcome"] == ["recorded", "protocol connect", "delay 0 ms"]
+    f = next(x for x in lines if x["type"] == "faithfulness")
+    assert f["measured"] is False and "classic protocol" in f["why"]
+    text = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    assert "faithfulness: not measured: the group ran the classic protocol" in text
+    header = next(text for text in text.splitlines() if text.lstrip().startswith("recorded"))
+    assert header.split() == ["recorded", "protocol", "connect", "delay", "0", "ms"]
+    assert "'s leave: on the connect protocol " in text  # W1's departure, where the delay of 0 differs
+    refused = subprocess.run([*argv, "--protocol", "classic"], cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode == 2 and "--protocol classic" in refused.stderr and "Traceback" not in refused.stderr

@@ -31,6 +31,10 @@ from replay.whatif import PROTOCOLS, Recorded, check_settings, extract, recorded
 _COMPACTION_LAG_MS = 3_600_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|h)?\s*$")
 _UNITS = {"ms": 1, "s": 1_000, "min": 60_000, "h": 3_600_000, None: 1}
+CLASSIC_FAITHFULNESS = (
+    "not measured: the group ran the classic protocol and the re-run is on the connect protocol, "
+    "so it says what migrating would have changed, not what the recorded history did"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,7 +81,9 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def alternatives(args: argparse.Namespace, recorded: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
+def alternatives(
+    args: argparse.Namespace, recorded: ScriptSettings, classic: bool = False
+) -> list[tuple[str, ScriptSettings]]:
     out = [(f"assignor {a}", replace(recorded, assignor=a)) for a in args.assignor]
     out += [
         (f"delay {format_duration(v)}", replace(recorded, scheduled_rebalance_max_delay_ms=v))
@@ -95,7 +101,8 @@ def alternatives(args: argparse.Namespace, recorded: ScriptSettings) -> list[tup
                 "--protocol classic: re-running a history on the classic protocol is not implemented yet",
                 invalid_input=True,
             )
-        out.append(("protocol connect", recorded))
+        if not classic:  # a classic group's own re-run is on the connect protocol already
+            out.append(("protocol connect", recorded))
     for _, settings in out:
         check_settings(settings)
     return out
@@ -118,7 +125,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     if not any(since is None or h.step.at_ms >= since for h in extracted.happenings):
         raise ReplayError(f"no membership events of group {args.group}{_between(args)} in {read.description}")
     own = own_settings(extracted, recorded)
-    runs = [("re-run", own), *alternatives(args, own)]
+    classic = extracted.protocol == "classic"
+    runs = [("protocol connect" if classic else "re-run", own), *alternatives(args, own, classic)]
     recorded_outcome, outcomes, histories = _run_all(history, extracted, runs, since)
     if args.format == "json":
         _print_json(extracted, recorded, own, recorded_outcome, outcomes)
@@ -233,7 +241,24 @@ def _print_report(  # noqa: ANN001
     ]
     print()
     print(table(rows, ["", *(o.name for o in everything)]))
-    f = faithfulness(base, outcomes[0])
+    # The alternatives are set against the re-run (the setting's doing alone), not the record.
+    base_said = "as recorded (re-run)"
+    if extracted.protocol == "classic":
+        base_said = "on the connect protocol"
+        print(f"\nfaithfulness: {CLASSIC_FAITHFULNESS}")
+    else:
+        _print_faithfulness(faithfulness(base, outcomes[0]))
+    for line in extracted.not_reconstructed:
+        print(f"not reconstructed: {line}")
+    for o in outcomes:
+        for member_id, why in sorted(o.given_up.items()):
+            print(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
+    for o in outcomes[1:]:
+        for d in differences(extracted, outcomes[0], o, from_ms=since):
+            print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, base_said, o.name))
+
+
+def _print_faithfulness(f) -> None:  # noqa: ANN001
     print(
         f"\nfaithfulness: the re-run with the group's own settings made {f.matched_moves} of the "
         f"{f.recorded_moves} recorded moves; "
@@ -245,23 +270,15 @@ def _print_report(  # noqa: ANN001
         + f"; items moved {f.items_moved_off:.1%} off, unowned task-seconds {f.unowned_off:.1%} off "
         + ("(within 5%)" if f.within_tolerance else "(NOT within 5%)")
     )
-    for line in extracted.not_reconstructed:
-        print(f"not reconstructed: {line}")
-    for o in outcomes:
-        for member_id, why in sorted(o.given_up.items()):
-            print(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
-    for o in outcomes[1:]:
-        for d in differences(extracted, outcomes[0], o, from_ms=since):  # against the re-run: the setting's doing alone
-            print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, o.name))
 
 
-def _said(d, name: str) -> str:  # noqa: ANN001
+def _said(d, base: str, name: str) -> str:  # noqa: ANN001
     def moved(n: int, last: int | None) -> str:
         if not n:
             return "nothing moved"
         return f"{n} item{'s' if n != 1 else ''} moved" + (f", the last at {format_clock(last)}" if last else "")
 
-    return f"as recorded (re-run) {moved(d.base_moved, d.base_last_ms)}; with {name} {moved(d.other_moved, d.other_last_ms)}"
+    return f"{base} {moved(d.base_moved, d.base_last_ms)}; with {name} {moved(d.other_moved, d.other_last_ms)}"
 
 
 def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
@@ -279,10 +296,19 @@ def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcom
                 "moves": [{"at_ms": m.at_ms, "item": str(m.item), "from": m.source, "to": m.target} for m in o.moves],
             }
         )
+    said = {
+        "not_reconstructed": extracted.not_reconstructed,
+        "settings": _settings_json(own),
+        "settings_how": recorded.how,
+    }
+    if extracted.protocol == "classic":
+        print_json({"type": "faithfulness", "measured": False, "why": CLASSIC_FAITHFULNESS, **said})
+        return
     f = faithfulness(base, outcomes[0])
     print_json(
         {
             "type": "faithfulness",
+            "measured": True,
             "same_moves": f.same_moves,
             "matched_moves": f.matched_moves,
             "recorded_moves": f.recorded_moves,
@@ -290,9 +316,7 @@ def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcom
             "items_moved_off": f.items_moved_off,
             "unowned_off": f.unowned_off,
             "within_tolerance": f.within_tolerance,
-            "not_reconstructed": extracted.not_reconstructed,
-            "settings": _settings_json(own),
-            "settings_how": recorded.how,
+            **said,
         }
     )
 
