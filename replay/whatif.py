@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from statistics import mean
 
+from records.connect_protocol import OFFERED, SESSIONED
+
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.driver.scripted import Crash, Join, Leave, ScriptSettings, SetConnectors, Step
 from coordinator.core.group_coordinator import CoordinatorConfig
@@ -230,6 +232,16 @@ def recorded_settings(events: list[Event], given: dict[str, int] | None = None) 
     for name in ("session_timeout_ms", "heartbeat_interval_ms", "scheduled_rebalance_max_delay_ms"):
         how[name] = "server default"
     how["initial_assignment_delay_ms"] = "server default"
+    if classic:
+        # The workers' own heartbeat.interval.ms and scheduled.rebalance.max.delay.ms: no record
+        # holds them; Connect's defaults (3 s, 5 min) are the server's too.
+        how["heartbeat_interval_ms"] = how["scheduled_rebalance_max_delay_ms"] = "Connect's default"
+        # A classic member's join is recorded when its join phase ends, after any initial delay:
+        # re-run at that time, it needs none more.
+        how["initial_assignment_delay_ms"] = "in the recorded joins"
+        settings = replace(
+            settings, protocol="classic", connect_protocol=_connect_protocol(events), initial_assignment_delay_ms=0
+        )
     measured = {
         "scheduled_rebalance_max_delay_ms": _measured_delay(events),
         "heartbeat_interval_ms": _measured_interval(events),
@@ -245,6 +257,23 @@ def recorded_settings(events: list[Event], given: dict[str, int] | None = None) 
     for name, value in (given or {}).items():
         settings, how[name] = replace(settings, **{name: value}), "given"
     return Recorded(settings, how)
+
+
+def on_connect_protocol(settings: ScriptSettings) -> ScriptSettings:
+    """A classic group's settings for a run on the connect protocol (the migration question): the
+    coordinator's initial delay (the classic re-run's is in the recorded joins' times) and the
+    same timeouts and scheduled delay, the coordinator's now."""
+    if settings.protocol != "classic":
+        return settings
+    return replace(settings, protocol="connect", initial_assignment_delay_ms=_DEFAULTS.initial_assignment_delay_ms)
+
+
+def _connect_protocol(events: list[Event]) -> str:
+    """The workers' connect.protocol, as their metadata bytes offered it: the protocol the classic
+    coordinator chose (the most recent one of every member's; a group that changed it midway, in
+    a rolling change of connect.protocol, is re-run with the one it ended with)."""
+    chosen = [e.detail["protocol"] for e in events if e.kind == ev.CLASSIC_GROUP and e.detail.get("protocol")]
+    return chosen[-1] if chosen and chosen[-1] in OFFERED else SESSIONED
 
 
 def _measured_delay(events: list[Event]) -> int | None:
@@ -330,6 +359,14 @@ def check_settings(settings: ScriptSettings) -> None:
     ):
         if value < minimum or value > 2**31 - 1:
             raise ReplayError(f"{name} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
+    if settings.protocol == "classic" and settings.heartbeat_interval_ms >= settings.session_timeout_ms:
+        # Kafka's consumer configuration refuses it too: every member's session would end.
+        raise ReplayError(
+            f"on the classic protocol the workers' heartbeat interval ({settings.heartbeat_interval_ms} ms) must be "
+            f"shorter than their session ({settings.session_timeout_ms} ms): say the interval they had with "
+            "--recorded-heartbeat-interval",
+            invalid_input=True,
+        )
     if settings.max_moves is not None and settings.max_moves < 1:
         raise ReplayError(f"--max-moves must be at least 1, not {settings.max_moves}", invalid_input=True)
     if settings.assignor not in _ASSIGNOR_NAMES:
