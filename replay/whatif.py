@@ -173,28 +173,72 @@ _LEFT_UNSAID = "why classic members left (a LeaveGroup or a session ending): eac
 
 
 def _classic_connectors(out: Extracted, events: list[Event]) -> None:
-    """The connectors, where no connectors record says them (real Connect workers' groups): what
-    any member was assigned or ran over the history, configured from its start. A connector
-    deleted, or tasks added, mid-history are not reconstructed: the union is set throughout."""
+    """The connectors over time, where no connectors record says them (real Connect workers' groups
+    keep them in Connect's config topic): generation by generation, what the members ran, with
+    work a departed member left waiting for the scheduled delay. An item that first shows up is
+    created at the start of the rebalance that gave it out; one that nobody runs in a generation
+    and the next (Connect gives a balancing revocation out again in the very next round) was
+    deleted at the start of the first. Each change is a connectors step there."""
     if any(e.kind == ev.CONNECTORS for e in events):
         return
-    counts: dict[str, int] = {}
+    configured = [(at, items | lost) for at, items, lost in _classic_generations(events)]
+    if not configured:
+        return
+    previous: dict[str, int] | None = None
+    steps = []
+    for n, (at, items) in enumerate(configured):
+        after = configured[n + 1][1] if n + 1 < len(configured) else items
+        kept = items | (configured[n - 1][1] & after if n else frozenset())  # revoked, given out next round
+        counts = _counts(kept)
+        if counts != previous and (counts or previous):
+            step = SetConnectors(out.start_ms if previous is None else at, counts)
+            text = "the connectors (read from what the members ran)"
+            steps.append(Happening(step, text if previous is None else "the connectors' change (read)"))
+        previous = counts
+    out.happenings[:0] = steps  # before the joins of their instant (the sort keeps the order)
+    out.not_reconstructed.append(
+        "the connectors: no connectors record; read from what the members ran, generation by generation "
+        "(a change at the start of the rebalance that first showed it)"
+    )
+
+
+def _classic_generations(events: list[Event]) -> list[tuple[int, frozenset, frozenset]]:
+    """Per completed generation: when its rebalance started, what its members ran, and what
+    departed members left for nobody yet (lost work waiting for the scheduled delay)."""
+    out = []
+    runs: dict[str, frozenset] = {}
+    lost: set = set()
+    started: int | None = None
+    stable = False
     for e in events:
-        if e.kind in (ev.CLASSIC_MEMBER, ev.CLASSIC_MEMBER_JOINED, ev.CLASSIC_MEMBER_LEFT):
-            for item in (
-                e.gained | e.released | e.detail.get("assigned", frozenset()) | e.detail.get("runs", frozenset())
-            ):
-                if isinstance(item, str):
-                    counts.setdefault(item, 0)
-                else:
-                    counts[item.connector] = max(counts.get(item.connector, 0), item.task + 1)
-    if counts:
-        step = SetConnectors(out.start_ms, counts)
-        out.happenings.insert(0, Happening(step, "the connectors (read from what the members ran)"))
-        out.not_reconstructed.append(
-            "the connectors: no connectors record; read from what the members were assigned or ran, "
-            "all of it configured from the start"
-        )
+        at = e.at.timestamp_ms
+        if e.kind == ev.CLASSIC_GROUP:
+            state = e.detail.get("state")
+            if stable and state != "Stable":
+                out.append((started, frozenset().union(*runs.values()), frozenset(lost - set().union(*runs.values()))))
+            if state != "Stable" and (stable or started is None):
+                started = at
+            stable = state == "Stable"
+        elif e.kind in (ev.CLASSIC_MEMBER, ev.CLASSIC_MEMBER_JOINED):
+            runs[e.member_id] = e.detail.get("runs", frozenset())
+            lost -= e.gained
+        elif e.kind == ev.CLASSIC_MEMBER_LEFT:
+            runs.pop(e.member_id, None)
+            lost |= e.released
+    if stable:
+        out.append((started, frozenset().union(*runs.values()), frozenset(lost - set().union(*runs.values()))))
+    return [g for g in out if g[0] is not None]
+
+
+def _counts(items: Iterable) -> dict[str, int]:
+    """Each connector's task count, from its items (its tasks numbered from 0)."""
+    counts: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, str):
+            counts.setdefault(item, 0)
+        else:
+            counts[item.connector] = max(counts.get(item.connector, 0), item.task + 1)
+    return dict(sorted(counts.items()))
 
 
 def _clock(ms: int) -> str:
