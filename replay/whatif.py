@@ -114,8 +114,29 @@ def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) ->
             out.not_reconstructed.append(f"{_clock(at)} {ev.text(e)} (classic members are left out)")
     if out.protocol == "classic":
         _classic_connectors(out, events)
+        _join_order(out, events)
     out.happenings.sort(key=lambda h: h.step.at_ms)  # a crash moved back a session
     return out
+
+
+def _join_order(out: Extracted, events: list[Event]) -> None:
+    """Classic members recorded joining at one instant (a record lists them by member id, not in
+    the order they joined): the connectors first, then the members by when each first led the
+    group. The coordinator makes the first member to join the leader, and a leader's successor the
+    first member left, so the re-run's leaders (and so Connect's leader's memory) are the recorded
+    ones."""
+    led: dict[str, int] = {}
+    for e in events:
+        if e.kind == ev.CLASSIC_GROUP and e.detail.get("leader"):
+            led.setdefault(e.detail["leader"], len(led))
+
+    def rank(h: Happening) -> int:
+        step = h.step
+        if isinstance(step, SetConnectors):
+            return -1
+        return led.get(step.member_id, len(led)) if isinstance(step, Join) else len(led)
+
+    out.happenings.sort(key=lambda h: (h.step.at_ms, rank(h)))
 
 
 def _left(

@@ -536,6 +536,43 @@ def test_a_classic_crash_re_runs_faithfully_and_with_no_delay_moves_at_once() ->
     assert none.unowned_task_ms < again.unowned_task_ms
 
 
+def test_the_classic_re_run_has_the_recorded_leaders() -> None:
+    """Z, Y and X join in one join phase (Z first: the leader), Z leaves, V joins, Y (the next
+    leader) crashes. A record lists members by id (X, Y, Z), not in join order: the re-run joins
+    them in the order they led, so that the coordinator makes the same leaders (Connect's leader
+    keeps the memory the scheduled delay needs) and the re-run matches, rebalances and
+    task-seconds too."""
+    d = StampedDriver()
+    d.set_connectors(CLASSIC_GROUP_ID, {"A": 6, "B": 2})
+    options = {**CLASSIC_OPTIONS, "scheduled_rebalance_max_delay_ms": 2_000}
+    workers = [SimClassicWorker(d, CLASSIC_GROUP_ID, n, **options) for n in ("Z", "Y", "X")]
+
+    def run(ms: int) -> None:
+        for _ in range(ms // 100):
+            step_all(workers)
+            d.advance(100)
+
+    run(2_000)
+    workers.pop(0).leave()
+    run(3_000)
+    workers.append(SimClassicWorker(d, CLASSIC_GROUP_ID, "V", **options))
+    run(3_000)
+    workers.pop(0)  # Y stops heartbeating
+    run(8_000)
+    history = History(CLASSIC_GROUP_ID)
+    history.run(raw_records(d.log, d.stamps))
+    leaders = [e.detail["leader"] for e in history.events if e.kind == ev.CLASSIC_GROUP and e.detail.get("leader")]
+    assert [m.split("-")[0] for m in dict.fromkeys(leaders)] == ["Z", "Y", "X"]
+    given = {"heartbeat_interval_ms": 500, "scheduled_rebalance_max_delay_ms": 2_000}
+    extracted, base, again = simulated(history, CLASSIC_GROUP_ID, given)
+    joins = [h.step.member_id.split("-")[0] for h in extracted.happenings if isinstance(h.step, Join)]
+    assert joins == ["Z", "Y", "X", "V"]
+    f = faithfulness(base, again)
+    assert base.moves and f.same_moves and f.matched_moves == f.recorded_moves, f.first_difference
+    assert again.rebalances == base.rebalances
+    assert f.unowned_off <= TOLERANCE, (base.unowned_task_ms, again.unowned_task_ms)
+
+
 def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path) -> None:
     """docs/replay.md's line, on the eager group's records."""
     records, _, _ = eager_classic_group()
