@@ -526,7 +526,12 @@ def test_a2_the_story_re_runs_faithfully_on_the_classic_protocol(cluster: Cluste
     """Story (a) and a task count change (6 to 4 and back) in the group's history, re-run by
     `replay simulate --protocol classic` from the topic: Connect's leader (the port) on the classic
     protocol, with the workers' heartbeat.interval.ms and scheduled.rebalance.max.delay.ms given
-    (the topic does not hold them), makes the recorded moves; the connect re-run answers too."""
+    (the topic does not hold them), makes every recorded move, to the same workers, rebalance after
+    rebalance (the newcomer's share, the stopped worker's, the killed one's after the delay, the
+    balancing after the change: Connect revokes the task a worker was given last); the connect
+    re-run answers too. Not asserted, as it is timing: unowned task-seconds come out some 20% more
+    than recorded on this short story, since a classic join is recorded when its join phase ends
+    and the re-run's workers learn of each rebalance at their next heartbeat (1 s)."""
     c = cluster
     members = len(c.live())
     first = c.live()[0]
@@ -570,13 +575,18 @@ def test_a2_the_story_re_runs_faithfully_on_the_classic_protocol(cluster: Cluste
     )
     assert out.returncode == 0, out.stderr
     lines = [orjson.loads(line) for line in out.stdout.splitlines()]
-    print(out.stdout)
     outcomes = {x["name"]: x for x in lines if x["type"] == "outcome"}
     assert list(outcomes) == ["recorded", "re-run", "protocol connect"]
     f = next(x for x in lines if x["type"] == "faithfulness")
     assert f["settings"]["protocol"] == "classic" and f["settings"]["connect_protocol"] == "sessioned"
-    assert f["recorded_moves"] > 0 and f["same_moves"], f
-    assert outcomes["protocol connect"]["rebalances"] > 0
+    assert f["settings_how"]["session_timeout_ms"] == "configured" and f["settings"]["session_timeout_ms"] == SESSION_MS
+    recorded = outcomes["recorded"]
+    assert recorded["items_moved"] >= 3, recorded  # the stopped worker's two tasks at least, and the killed one's
+    assert f["same_moves"] and f["matched_moves"] == f["recorded_moves"] == recorded["items_moved"], f
+    again = [(m["item"], m["from"], m["to"]) for m in outcomes["re-run"]["moves"]]
+    assert again == [(m["item"], m["from"], m["to"]) for m in recorded["moves"]]
+    connect = outcomes["protocol connect"]
+    assert connect["rebalances"] > 0 and connect["moves"], connect
 
 
 def test_b_kill_9_of_the_instance_that_owns_the_group_the_workers_carry_on_at_the_other(cluster: Cluster) -> None:
