@@ -33,7 +33,7 @@ from coordinator.core.protocol import LeaveReason
 from replay import events as ev
 from replay.errors import ReplayError
 from replay.events import Event
-from replay.positions import format_clock
+from replay.positions import format_clock, format_duration
 
 _DEFAULTS = CoordinatorConfig()
 
@@ -412,6 +412,54 @@ def follow_gaps(events: Iterable[Event]) -> list[int]:
 # --- the alternatives' settings ---------------------------------------------------------------------
 
 PROTOCOLS = ("connect", "classic")
+
+
+def own_runs(own: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
+    """The group's own re-runs: the faithful one (on its protocol), and for a classic group the
+    connect protocol's too, the question asked before migrating. Checked."""
+    check_settings(own)
+    if own.protocol != "classic":
+        return [("re-run", own)]
+    return [("re-run", own), ("protocol connect", on_connect_protocol(own))]
+
+
+def alternative_runs(
+    own: ScriptSettings,
+    *,
+    assignor: Iterable[str] = (),
+    scheduled_delay_ms: Iterable[int] = (),
+    session_timeout_ms: Iterable[int] = (),
+    initial_delay_ms: Iterable[int] = (),
+    max_moves: Iterable[int] = (),
+    protocol: Iterable[str] = (),
+) -> list[tuple[str, ScriptSettings]]:
+    """Each alternative's name and settings: the group's own (`own`) with one changed, on its own
+    protocol. An assignor and a move limit are the coordinator's, so on a classic group they run on
+    the connect protocol (its leader assigns by Connect's rules). A protocol is the one the group
+    did not run (its own is the re-run; a classic group's connect run is always made): a connect
+    group's members re-run as Kafka Connect workers with connect.protocol=sessioned. Checked."""
+    classic = own.protocol == "classic"
+    connect = on_connect_protocol(own)
+    on_connect = " (connect protocol)" if classic else ""
+    out = [(f"assignor {a}{on_connect}", replace(connect, assignor=a)) for a in assignor]
+    out += [
+        (f"delay {format_duration(v)}", replace(own, scheduled_rebalance_max_delay_ms=v)) for v in scheduled_delay_ms
+    ]
+    out += [(f"session {format_duration(v)}", replace(own, session_timeout_ms=v)) for v in session_timeout_ms]
+    out += [
+        (f"initial delay {format_duration(v)}", replace(own, initial_assignment_delay_ms=v)) for v in initial_delay_ms
+    ]
+    out += [(f"max moves {n}{on_connect}", replace(connect, max_moves=n)) for n in max_moves]
+    for name in dict.fromkeys(protocol):
+        if name not in PROTOCOLS:
+            raise ReplayError(f"--protocol {name}: choose from {', '.join(PROTOCOLS)}", invalid_input=True)
+        if name == "classic" and not classic:
+            out.append(("protocol classic", replace(own, protocol="classic", connect_protocol=SESSIONED)))
+        elif name == "connect" and not classic:
+            out.append(("protocol connect", own))
+    for _, settings in out:
+        check_settings(settings)
+    return out
 
 
 def check_settings(settings: ScriptSettings) -> None:

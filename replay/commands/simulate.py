@@ -14,10 +14,7 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
-
-from records.connect_protocol import SESSIONED
 
 from coordinator.core.driver.scripted import ScriptSettings
 from coordinator.tools.text import table
@@ -26,7 +23,7 @@ from replay.errors import ReplayError
 from replay.history import History
 from replay.positions import format_clock, format_duration, format_time, parse_time
 from replay.simulate import Outcome, differences, faithfulness, measure, own_settings, rerun
-from replay.whatif import PROTOCOLS, Recorded, check_settings, extract, on_connect_protocol, recorded_settings
+from replay.whatif import PROTOCOLS, Recorded, alternative_runs, extract, own_runs, recorded_settings
 
 # The topic keeps every record for min.compaction.lag.ms (an hour by default); older ones may be
 # compacted away, and a history read from them misses the superseded ones.
@@ -86,34 +83,17 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def alternatives(args: argparse.Namespace, recorded: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
-    """Each alternative's settings, on the group's own protocol. An assignor and a move limit are
-    the coordinator's, run on the connect protocol (a classic group's leader assigns by Connect's
-    rules); `--protocol` names the protocol the group did not run (its own is the re-run)."""
-    classic = recorded.protocol == "classic"
-    connect = on_connect_protocol(recorded)
-    on_connect = " (connect protocol)" if classic else ""
-    out = [(f"assignor {a}{on_connect}", replace(connect, assignor=a)) for a in args.assignor]
-    out += [
-        (f"delay {format_duration(v)}", replace(recorded, scheduled_rebalance_max_delay_ms=v))
-        for v in args.scheduled_delay
-    ]
-    out += [(f"session {format_duration(v)}", replace(recorded, session_timeout_ms=v)) for v in args.session_timeout]
-    out += [
-        (f"initial delay {format_duration(v)}", replace(recorded, initial_assignment_delay_ms=v))
-        for v in args.initial_delay
-    ]
-    out += [(f"max moves {n}{on_connect}", replace(connect, max_moves=n)) for n in args.max_moves]
-    for protocol in dict.fromkeys(args.protocol):
-        if protocol == "classic" and not classic:
-            # Its members as Kafka Connect workers in sessioned mode, Connect's leader assigning.
-            out.append(("protocol classic", replace(recorded, protocol="classic", connect_protocol=SESSIONED)))
-        elif protocol == "connect" and not classic:
-            out.append(("protocol connect", recorded))
-        # A classic group's connect run is always made, and its own protocol's is the re-run.
-    for _, settings in out:
-        check_settings(settings)
-    return out
+def alternatives(args: argparse.Namespace, own: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
+    """The alternatives the flags ask for, each one re-run (`replay.whatif.alternative_runs`)."""
+    return alternative_runs(
+        own,
+        assignor=args.assignor,
+        scheduled_delay_ms=args.scheduled_delay,
+        session_timeout_ms=args.session_timeout,
+        initial_delay_ms=args.initial_delay,
+        max_moves=args.max_moves,
+        protocol=args.protocol,
+    )
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -134,11 +114,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if not any(since is None or h.step.at_ms >= since for h in extracted.happenings):
         raise ReplayError(f"no membership events of group {args.group}{_between(args)} in {read.description}")
     own = own_settings(extracted, recorded)
-    check_settings(own)
-    runs = [("re-run", own)]
-    if own.protocol == "classic":  # the migration question, always asked of a classic group
-        runs.append(("protocol connect", on_connect_protocol(own)))
-    runs += alternatives(args, own)
+    runs = [*own_runs(own), *alternatives(args, own)]
     recorded_outcome, outcomes, histories = _run_all(history, extracted, runs, since)
     if args.format == "json":
         _print_json(extracted, recorded, own, recorded_outcome, outcomes)
