@@ -24,7 +24,8 @@ from records import ClassicGroupMetadataKey, ConnectorTaskCount, TaskId
 from records.connect_protocol import DEFAULT
 
 from coordinator.core.driver import SimClassicWorker, SimWorker, step_all
-from coordinator.core.driver.scripted import Join
+from coordinator.core.driver.scripted import Crash, Join, Leave, ScriptSettings, SetConnectors, run_script
+from coordinator.core.driver.scripted_classic import ClassicRun
 from coordinator.core.items import configured_work
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.demo import Timing, story
@@ -571,6 +572,31 @@ def test_the_classic_re_run_has_the_recorded_leaders() -> None:
     assert base.moves and f.same_moves and f.matched_moves == f.recorded_moves, f.first_difference
     assert again.rebalances == base.rebalances
     assert f.unowned_off <= TOLERANCE, (base.unowned_task_ms, again.unowned_task_ms)
+
+
+def test_the_classic_re_run_skips_quiet_heartbeats_without_changing_anything(monkeypatch) -> None:  # noqa: ANN001
+    """A settled classic group's heartbeats only re-arm sessions: the re-run takes them as sent
+    (scripted_classic's `_skip_quiet`). An hour of a group with a crash, a return (a static member,
+    under an id used before), a leave and a connectors change: the same records at the same times,
+    the same heartbeats counted, as sending every one."""
+    t0 = 1_772_334_000_000
+    steps = [
+        SetConnectors(t0, {"A": 6, "B": 3}),
+        *(Join(t0, f"w{n}", f"w{n}") for n in range(4)),
+        Crash(t0 + 60_000, "w1"),
+        Join(t0 + 200_000, "w1", "w1"),
+        Leave(t0 + 400_000, "w2"),
+        SetConnectors(t0 + 900_000, {"A": 8, "B": 3}),
+    ]
+    settings = ScriptSettings(
+        protocol="classic", initial_assignment_delay_ms=0, scheduled_rebalance_max_delay_ms=60_000
+    )
+    skipped = run_script(CLASSIC_GROUP_ID, steps, settings, t0, t0 + 3_600_000)
+    monkeypatch.setattr(ClassicRun, "_skip_quiet", lambda self, at_ms: None)
+    every = run_script(CLASSIC_GROUP_ID, steps, settings, t0, t0 + 3_600_000)
+    assert len(every.log) > 10 and not every.given_up
+    assert (skipped.log, skipped.stamps, skipped.heartbeats) == (every.log, every.stamps, every.heartbeats)
+    assert every.heartbeats > 3_600 // 3 * 3  # three workers for the hour at 3 s at least
 
 
 def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path) -> None:

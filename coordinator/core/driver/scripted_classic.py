@@ -29,18 +29,26 @@ from typing import Any
 
 from coordinator.core.assignors.connect_leader import ConnectLeaderAssignor
 from coordinator.core.driver.simulation import Driver, SimClassicWorker, step_all
-from coordinator.core.protocol import ClassicHeartbeatRequest, JoinGroupRequest, RequestContext
+from coordinator.core.protocol import (
+    CLASSIC_SESSION,
+    ClassicHeartbeatRequest,
+    JoinGroupRequest,
+    RequestContext,
+    timer_key,
+)
 from coordinator.core.states import ClassicGroupState
 
 _DAY_MS = 86_400_000
 
 
 class ScriptedClassicWorker(SimClassicWorker):
-    """A `SimClassicWorker` whose first JoinGroup is handed `member_id` (the recorded one)."""
+    """A `SimClassicWorker` named `name` whose first JoinGroup is handed `fresh_id` (the recorded
+    member id; a process joining again under an id used before, as a static member's of a connect
+    group does, gets it with a suffix: a classic member id is never handed out twice)."""
 
-    def __init__(self, driver: Driver, group_id: str, member_id: str, **options: Any) -> None:
-        super().__init__(driver, group_id, member_id, **options)
-        self.recorded_id = member_id
+    def __init__(self, driver: Driver, group_id: str, name: str, fresh_id: str, **options: Any) -> None:
+        super().__init__(driver, group_id, name, **options)
+        self.recorded_id = fresh_id
 
         self.heartbeats = 0
 
@@ -90,10 +98,12 @@ class ClassicRun:
         elif isinstance(step, Join):
             self.alive.pop(step.member_id, None)  # a new process under the same id: the old one is gone
             s = self.settings
+            again = sum(w.name == step.member_id for w in self.everyone)
             self.alive[step.member_id] = worker = ScriptedClassicWorker(
                 self.d,
                 self.group_id,
                 step.member_id,
+                f"{step.member_id}-{again}" if again else step.member_id,
                 instance_id=step.instance_id,
                 connect_protocol=s.connect_protocol,
                 session_timeout_ms=s.session_timeout_ms,
@@ -124,6 +134,29 @@ class ClassicRun:
             times.append(timer)
         return min(times, default=None)
 
+    def _skip_quiet(self, at_ms: int) -> None:
+        """In a stable group whose workers are all settled, a heartbeat only re-arms its member's
+        session (no record, no news): the heartbeats due before `at_ms`, or before the first other
+        timer (a crashed worker's session, a scheduled rebalance), are taken as sent, each worker's
+        clocks and the coordinator's session timers moved as they would have, without sending them."""
+        d = self.d
+        group = d.state.classic_groups.get(self.group_id)
+        if group is None or group.state is not ClassicGroupState.STABLE:
+            return
+        if any(w.waiting is not None or not w.worker.settled for w in self.alive.values()):
+            return
+        sessions = {timer_key(CLASSIC_SESSION, self.group_id, w.member_id): w for w in self.alive.values()}
+        others = [t for k, t in d.timers.items() if k not in sessions]
+        until = min([at_ms, *others])
+        for key, w in sessions.items():
+            member = group.members.get(w.member_id)
+            if member is None:
+                continue
+            count, last = w.worker.heartbeats_answered_before(until)
+            if count:
+                w.heartbeats += count
+                d.timers[key] = last + member.session_timeout_ms
+
     def until(self, at_ms: int) -> None:
         """Run what falls due before `at_ms` (what happens at it is the step's)."""
         d = self.d
@@ -131,6 +164,7 @@ class ClassicRun:
             return  # steps at one instant are applied together (joins recorded in one join phase)
         self._step()
         while True:
+            self._skip_quiet(at_ms)
             nxt = self._next()
             if nxt is None or nxt >= at_ms:
                 break

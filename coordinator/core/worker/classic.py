@@ -299,6 +299,19 @@ class ClassicWorker:
             return []
         return self._failed_round(code, response.error_message, now)
 
+    def heartbeats_answered_before(self, until_ms: int) -> tuple[int, int | None]:
+        """Take the heartbeats due before `until_ms` as sent and answered with nothing new (a stable
+        group's answer, which changes nothing but the clocks): its schedule and its session clock
+        move on as if they had been. How many that was, and when the last was sent (a driver
+        skipping a quiet stretch)."""
+        due = self._heartbeat_at_ms
+        if due is None or self._in_flight or self.state is not ClassicMemberState.STABLE or due >= until_ms:
+            return 0, None
+        count = -(-(until_ms - due) // self.heartbeat_interval_ms)
+        self._last_answer_ms = due + (count - 1) * self.heartbeat_interval_ms
+        self._heartbeat_at_ms = due + count * self.heartbeat_interval_ms
+        return count, self._last_answer_ms
+
     def failed(self, now: int, reason: str) -> list[Action]:
         """A request got no answer (timed out, connection lost): ask again after a pause."""
         self._in_flight = False
