@@ -529,9 +529,10 @@ def test_a2_the_story_re_runs_faithfully_on_the_classic_protocol(cluster: Cluste
     (the topic does not hold them), makes every recorded move, to the same workers, rebalance after
     rebalance (the newcomer's share, the stopped worker's, the killed one's after the delay, the
     balancing after the change: Connect revokes the task a worker was given last); the connect
-    re-run answers too. Not asserted, as it is timing: unowned task-seconds come out some 20% more
+    re-run answers too. Not asserted, as they are timing: unowned task-seconds come out 7-18% more
     than recorded on this short story, since a classic join is recorded when its join phase ends
-    and the re-run's workers learn of each rebalance at their next heartbeat (1 s)."""
+    and the re-run's workers learn of each rebalance at their next heartbeat (1 s); and a round
+    Connect ran that moved nothing may be missing (12 rebalances against 13 once)."""
     c = cluster
     members = len(c.live())
     first = c.live()[0]
