@@ -625,6 +625,19 @@ def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path
     refused = subprocess.run(unsaid, cwd=tmp_path, capture_output=True, text=True)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr  # 3 s, Connect's default, is its session
     assert "heartbeat interval (3000 ms) must be shorter than their session (3000 ms)" in refused.stderr
+    # From a time: the classic alternatives take over then (the workers' settings changed, as a
+    # rolling restart would), the connect run is made from the start; all measured from then.
+    since = subprocess.run(
+        [*argv, "--from", "2026-03-01T03:00:05Z", "--session-timeout", "2s", "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    later = [orjson.loads(text) for text in since.splitlines()]
+    assert [x["name"] for x in later if x["type"] == "outcome"] == [*names, "session 2 s"]
+    f = next(x for x in later if x["type"] == "faithfulness")
+    assert f["same_moves"] and f["matched_moves"] == f["recorded_moves"] > 0  # W1's leave, from then on
     # --protocol names the protocol the group did not run: on a classic group, nothing more.
     again = subprocess.run(
         [*argv, "--protocol", "classic", "--protocol", "connect", "--format", "json"],
