@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from statistics import mean
 
+from records.connect_protocol import OFFERED, SESSIONED
+
 from coordinator.core.assignors import ASSIGNORS
 from coordinator.core.driver.scripted import Crash, Join, Leave, ScriptSettings, SetConnectors, Step
 from coordinator.core.group_coordinator import CoordinatorConfig
@@ -31,7 +33,7 @@ from coordinator.core.protocol import LeaveReason
 from replay import events as ev
 from replay.errors import ReplayError
 from replay.events import Event
-from replay.positions import format_clock
+from replay.positions import format_clock, format_duration
 
 _DEFAULTS = CoordinatorConfig()
 
@@ -112,8 +114,29 @@ def extract(events: Iterable[Event], group_id: str, settings: ScriptSettings) ->
             out.not_reconstructed.append(f"{_clock(at)} {ev.text(e)} (classic members are left out)")
     if out.protocol == "classic":
         _classic_connectors(out, events)
+        _join_order(out, events)
     out.happenings.sort(key=lambda h: h.step.at_ms)  # a crash moved back a session
     return out
+
+
+def _join_order(out: Extracted, events: list[Event]) -> None:
+    """Classic members recorded joining at one instant (a record lists them by member id, not in
+    the order they joined): the connectors first, then the members by when each first led the
+    group. The coordinator makes the first member to join the leader, and a leader's successor the
+    first member left, so the re-run's leaders (and so Connect's leader's memory) are the recorded
+    ones."""
+    led: dict[str, int] = {}
+    for e in events:
+        if e.kind == ev.CLASSIC_GROUP and e.detail.get("leader"):
+            led.setdefault(e.detail["leader"], len(led))
+
+    def rank(h: Happening) -> int:
+        step = h.step
+        if isinstance(step, SetConnectors):
+            return -1
+        return led.get(step.member_id, len(led)) if isinstance(step, Join) else len(led)
+
+    out.happenings.sort(key=lambda h: (h.step.at_ms, rank(h)))
 
 
 def _left(
@@ -171,28 +194,72 @@ _LEFT_UNSAID = "why classic members left (a LeaveGroup or a session ending): eac
 
 
 def _classic_connectors(out: Extracted, events: list[Event]) -> None:
-    """The connectors, where no connectors record says them (real Connect workers' groups): what
-    any member was assigned or ran over the history, configured from its start. A connector
-    deleted, or tasks added, mid-history are not reconstructed: the union is set throughout."""
+    """The connectors over time, where no connectors record says them (real Connect workers' groups
+    keep them in Connect's config topic): generation by generation, what the members ran, with
+    work a departed member left waiting for the scheduled delay. An item that first shows up is
+    created at the start of the rebalance that gave it out; one that nobody runs in a generation
+    and the next (Connect gives a balancing revocation out again in the very next round) was
+    deleted at the start of the first. Each change is a connectors step there."""
     if any(e.kind == ev.CONNECTORS for e in events):
         return
-    counts: dict[str, int] = {}
+    configured = [(at, items | lost) for at, items, lost in _classic_generations(events)]
+    if not configured:
+        return
+    previous: dict[str, int] | None = None
+    steps = []
+    for n, (at, items) in enumerate(configured):
+        after = configured[n + 1][1] if n + 1 < len(configured) else items
+        kept = items | (configured[n - 1][1] & after if n else frozenset())  # revoked, given out next round
+        counts = _counts(kept)
+        if counts != previous and (counts or previous):
+            step = SetConnectors(out.start_ms if previous is None else at, counts)
+            text = "the connectors (read from what the members ran)"
+            steps.append(Happening(step, text if previous is None else "the connectors' change (read)"))
+        previous = counts
+    out.happenings[:0] = steps  # before the joins of their instant (the sort keeps the order)
+    out.not_reconstructed.append(
+        "the connectors: no connectors record; read from what the members ran, generation by generation "
+        "(a change at the start of the rebalance that first showed it)"
+    )
+
+
+def _classic_generations(events: list[Event]) -> list[tuple[int, frozenset, frozenset]]:
+    """Per completed generation: when its rebalance started, what its members ran, and what
+    departed members left for nobody yet (lost work waiting for the scheduled delay)."""
+    out = []
+    runs: dict[str, frozenset] = {}
+    lost: set = set()
+    started: int | None = None
+    stable = False
     for e in events:
-        if e.kind in (ev.CLASSIC_MEMBER, ev.CLASSIC_MEMBER_JOINED, ev.CLASSIC_MEMBER_LEFT):
-            for item in (
-                e.gained | e.released | e.detail.get("assigned", frozenset()) | e.detail.get("runs", frozenset())
-            ):
-                if isinstance(item, str):
-                    counts.setdefault(item, 0)
-                else:
-                    counts[item.connector] = max(counts.get(item.connector, 0), item.task + 1)
-    if counts:
-        step = SetConnectors(out.start_ms, counts)
-        out.happenings.insert(0, Happening(step, "the connectors (read from what the members ran)"))
-        out.not_reconstructed.append(
-            "the connectors: no connectors record; read from what the members were assigned or ran, "
-            "all of it configured from the start"
-        )
+        at = e.at.timestamp_ms
+        if e.kind == ev.CLASSIC_GROUP:
+            state = e.detail.get("state")
+            if stable and state != "Stable":
+                out.append((started, frozenset().union(*runs.values()), frozenset(lost - set().union(*runs.values()))))
+            if state != "Stable" and (stable or started is None):
+                started = at
+            stable = state == "Stable"
+        elif e.kind in (ev.CLASSIC_MEMBER, ev.CLASSIC_MEMBER_JOINED):
+            runs[e.member_id] = e.detail.get("runs", frozenset())
+            lost -= e.gained
+        elif e.kind == ev.CLASSIC_MEMBER_LEFT:
+            runs.pop(e.member_id, None)
+            lost |= e.released
+    if stable:
+        out.append((started, frozenset().union(*runs.values()), frozenset(lost - set().union(*runs.values()))))
+    return [g for g in out if g[0] is not None]
+
+
+def _counts(items: Iterable) -> dict[str, int]:
+    """Each connector's task count, from its items (its tasks numbered from 0)."""
+    counts: dict[str, int] = {}
+    for item in items:
+        if isinstance(item, str):
+            counts.setdefault(item, 0)
+        else:
+            counts[item.connector] = max(counts.get(item.connector, 0), item.task + 1)
+    return dict(sorted(counts.items()))
 
 
 def _clock(ms: int) -> str:
@@ -230,6 +297,16 @@ def recorded_settings(events: list[Event], given: dict[str, int] | None = None) 
     for name in ("session_timeout_ms", "heartbeat_interval_ms", "scheduled_rebalance_max_delay_ms"):
         how[name] = "server default"
     how["initial_assignment_delay_ms"] = "server default"
+    if classic:
+        # The workers' own heartbeat.interval.ms and scheduled.rebalance.max.delay.ms: no record
+        # holds them; Connect's defaults (3 s, 5 min) are the server's too.
+        how["heartbeat_interval_ms"] = how["scheduled_rebalance_max_delay_ms"] = "Connect's default"
+        # A classic member's join is recorded when its join phase ends, after any initial delay:
+        # re-run at that time, it needs none more.
+        how["initial_assignment_delay_ms"] = "in the recorded joins"
+        settings = replace(
+            settings, protocol="classic", connect_protocol=_connect_protocol(events), initial_assignment_delay_ms=0
+        )
     measured = {
         "scheduled_rebalance_max_delay_ms": _measured_delay(events),
         "heartbeat_interval_ms": _measured_interval(events),
@@ -245,6 +322,23 @@ def recorded_settings(events: list[Event], given: dict[str, int] | None = None) 
     for name, value in (given or {}).items():
         settings, how[name] = replace(settings, **{name: value}), "given"
     return Recorded(settings, how)
+
+
+def on_connect_protocol(settings: ScriptSettings) -> ScriptSettings:
+    """A classic group's settings for a run on the connect protocol (the migration question): the
+    coordinator's initial delay (the classic re-run's is in the recorded joins' times) and the
+    same timeouts and scheduled delay, the coordinator's now."""
+    if settings.protocol != "classic":
+        return settings
+    return replace(settings, protocol="connect", initial_assignment_delay_ms=_DEFAULTS.initial_assignment_delay_ms)
+
+
+def _connect_protocol(events: list[Event]) -> str:
+    """The workers' connect.protocol, as their metadata bytes offered it: the protocol the classic
+    coordinator chose (the most recent one of every member's; a group that changed it midway, in
+    a rolling change of connect.protocol, is re-run with the one it ended with)."""
+    chosen = [e.detail["protocol"] for e in events if e.kind == ev.CLASSIC_GROUP and e.detail.get("protocol")]
+    return chosen[-1] if chosen and chosen[-1] in OFFERED else SESSIONED
 
 
 def _measured_delay(events: list[Event]) -> int | None:
@@ -320,6 +414,54 @@ def follow_gaps(events: Iterable[Event]) -> list[int]:
 PROTOCOLS = ("connect", "classic")
 
 
+def own_runs(own: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
+    """The group's own re-runs: the faithful one (on its protocol), and for a classic group the
+    connect protocol's too, the question asked before migrating. Checked."""
+    check_settings(own)
+    if own.protocol != "classic":
+        return [("re-run", own)]
+    return [("re-run", own), ("protocol connect", on_connect_protocol(own))]
+
+
+def alternative_runs(
+    own: ScriptSettings,
+    *,
+    assignor: Iterable[str] = (),
+    scheduled_delay_ms: Iterable[int] = (),
+    session_timeout_ms: Iterable[int] = (),
+    initial_delay_ms: Iterable[int] = (),
+    max_moves: Iterable[int] = (),
+    protocol: Iterable[str] = (),
+) -> list[tuple[str, ScriptSettings]]:
+    """Each alternative's name and settings: the group's own (`own`) with one changed, on its own
+    protocol. An assignor and a move limit are the coordinator's, so on a classic group they run on
+    the connect protocol (its leader assigns by Connect's rules). A protocol is the one the group
+    did not run (its own is the re-run; a classic group's connect run is always made): a connect
+    group's members re-run as Kafka Connect workers with connect.protocol=sessioned. Checked."""
+    classic = own.protocol == "classic"
+    connect = on_connect_protocol(own)
+    on_connect = " (connect protocol)" if classic else ""
+    out = [(f"assignor {a}{on_connect}", replace(connect, assignor=a)) for a in assignor]
+    out += [
+        (f"delay {format_duration(v)}", replace(own, scheduled_rebalance_max_delay_ms=v)) for v in scheduled_delay_ms
+    ]
+    out += [(f"session {format_duration(v)}", replace(own, session_timeout_ms=v)) for v in session_timeout_ms]
+    out += [
+        (f"initial delay {format_duration(v)}", replace(own, initial_assignment_delay_ms=v)) for v in initial_delay_ms
+    ]
+    out += [(f"max moves {n}{on_connect}", replace(connect, max_moves=n)) for n in max_moves]
+    for name in dict.fromkeys(protocol):
+        if name not in PROTOCOLS:
+            raise ReplayError(f"--protocol {name}: choose from {', '.join(PROTOCOLS)}", invalid_input=True)
+        if name == "classic" and not classic:
+            out.append(("protocol classic", replace(own, protocol="classic", connect_protocol=SESSIONED)))
+        elif name == "connect" and not classic:
+            out.append(("protocol connect", own))
+    for _, settings in out:
+        check_settings(settings)
+    return out
+
+
 def check_settings(settings: ScriptSettings) -> None:
     """A setting out of range is said in one line, before anything runs."""
     low = _DEFAULTS.min_timeout_ms
@@ -330,6 +472,14 @@ def check_settings(settings: ScriptSettings) -> None:
     ):
         if value < minimum or value > 2**31 - 1:
             raise ReplayError(f"{name} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
+    if settings.protocol == "classic" and settings.heartbeat_interval_ms >= settings.session_timeout_ms:
+        # Kafka's consumer configuration refuses it too: every member's session would end.
+        raise ReplayError(
+            f"on the classic protocol the workers' heartbeat interval ({settings.heartbeat_interval_ms} ms) must be "
+            f"shorter than their session ({settings.session_timeout_ms} ms): say the interval they had with "
+            "--recorded-heartbeat-interval",
+            invalid_input=True,
+        )
     if settings.max_moves is not None and settings.max_moves < 1:
         raise ReplayError(f"--max-moves must be at least 1, not {settings.max_moves}", invalid_input=True)
     if settings.assignor not in _ASSIGNOR_NAMES:

@@ -151,13 +151,13 @@ class Cluster:
         assert out.returncode == 0, out.stderr
         return [orjson.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
-    def running(self) -> dict | None:
-        """Connect's status of `src` when the connector and each task are RUNNING on a live worker,
-        asked of a live worker (a killed worker's tasks stay RUNNING in the status topic under its
-        id until another worker runs them)."""
+    def running(self, tasks: int = TASKS) -> dict | None:
+        """Connect's status of `src` when the connector and each of its `tasks` tasks are RUNNING on
+        a live worker, asked of a live worker (a killed worker's tasks stay RUNNING in the status
+        topic under its id until another worker runs them)."""
         live = {f"127.0.0.1:{w.port}" for w in self.live()}
         for w in self.live():
-            status = w.running("src", TASKS)
+            status = w.running("src", tasks)
             if (
                 status is not None
                 and status["connector"]["worker_id"] in live
@@ -308,19 +308,22 @@ def overlaps(cluster: Cluster) -> list[str]:
     return problems
 
 
-def settled(cluster: Cluster, members: int) -> dict | None:
-    """Our description when the group is Stable with `members` members running every item once, at
-    one generation for 2 s, and Connect says every task RUNNING on a live worker; else None."""
+def settled(cluster: Cluster, members: int, tasks: int = TASKS) -> dict | None:
+    """Our description when the group is Stable with `members` members running every item once (of
+    `src` with `tasks` tasks), at one generation for 2 s, and Connect says every task RUNNING on a
+    live worker; else None."""
     before = cluster.describe()
     if before is None or before["State"].upper() != "STABLE" or len(before["Members"]) != members:
         return None
-    if sorted(i for items in holders_of(before).values() for i in items) != sorted(ITEMS):
+    if sorted(i for items in holders_of(before).values() for i in items) != sorted(
+        ["src", *(f"src-{i}" for i in range(tasks))]
+    ):
         return None
     time.sleep(2.0)
     after = cluster.describe()
     if after is None or after["Generation"] != before["Generation"] or after["State"].upper() != "STABLE":
         return None
-    if cluster.running() is None:
+    if cluster.running(tasks) is None:
         return None
     return after
 
@@ -517,6 +520,74 @@ def test_a_worker_added_stopped_and_killed_moves_only_what_it_must(cluster: Clus
     assert given["start_timestamp_ms"] - released["start_timestamp_ms"] >= DELAY_MS - 500, (released, given)
     assert {m["item"] for m in given["moved"] if m["to"] is not None} >= its, given
     _no_task_on_two_workers(c, start_ms)
+
+
+def test_a2_the_story_re_runs_faithfully_on_the_classic_protocol(cluster: Cluster) -> None:
+    """Story (a) and a task count change (6 to 4 and back) in the group's history, re-run by
+    `replay simulate --protocol classic` from the topic: Connect's leader (the port) on the classic
+    protocol, with the workers' heartbeat.interval.ms and scheduled.rebalance.max.delay.ms given
+    (the topic does not hold them), makes every recorded move, to the same workers, rebalance after
+    rebalance (the newcomer's share, the stopped worker's, the killed one's after the delay, the
+    balancing after the change: Connect revokes the task a worker was given last); the connect
+    re-run answers too. Not asserted, as they are timing: unowned task-seconds come out 7-18% more
+    than recorded on this short story, since a classic join is recorded when its join phase ends
+    and the re-run's workers learn of each rebalance at their next heartbeat (1 s); and a round
+    Connect ran that moved nothing may be missing (12 rebalances against 13 once)."""
+    c = cluster
+    members = len(c.live())
+    first = c.live()[0]
+    for tasks in (TASKS - 2, TASKS):
+        until(
+            lambda tasks=tasks: (
+                http("PUT", f"{first.url}/connectors/src/config", source_connector(f"{c.group}-data", tasks))[0]
+                in (200, 201)
+            ),
+            60,
+            f"the connector is given {tasks} tasks",
+        )
+        until(lambda tasks=tasks: settled(c, members, tasks), 120, f"the group settled with {tasks} tasks")
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "coordinator",
+            "replay",
+            "simulate",
+            "--bootstrap-servers",
+            c.broker,
+            "--topic",
+            c.topic,
+            "--group",
+            c.group,
+            "--protocol",
+            "classic",
+            "--recorded-heartbeat-interval",
+            "1s",
+            "--recorded-scheduled-delay",
+            f"{DELAY_MS}ms",
+            "--no-progress",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    lines = [orjson.loads(line) for line in out.stdout.splitlines()]
+    outcomes = {x["name"]: x for x in lines if x["type"] == "outcome"}
+    assert list(outcomes) == ["recorded", "re-run", "protocol connect"]
+    f = next(x for x in lines if x["type"] == "faithfulness")
+    assert f["settings"]["protocol"] == "classic" and f["settings"]["connect_protocol"] == "sessioned"
+    assert f["settings_how"]["session_timeout_ms"] == "configured" and f["settings"]["session_timeout_ms"] == SESSION_MS
+    recorded = outcomes["recorded"]
+    assert recorded["items_moved"] >= 3, recorded  # the stopped worker's two tasks at least, and the killed one's
+    assert f["same_moves"] and f["matched_moves"] == f["recorded_moves"] == recorded["items_moved"], f
+    again = [(m["item"], m["from"], m["to"]) for m in outcomes["re-run"]["moves"]]
+    assert again == [(m["item"], m["from"], m["to"]) for m in recorded["moves"]]
+    connect = outcomes["protocol connect"]
+    assert connect["rebalances"] > 0 and connect["moves"], connect
 
 
 def test_b_kill_9_of_the_instance_that_owns_the_group_the_workers_carry_on_at_the_other(cluster: Cluster) -> None:

@@ -128,7 +128,8 @@ def in_stage_order(lines: list[Line]) -> list[Line]:
 # --- what cannot run here, and why ------------------------------------------------------------------
 
 NOT_HERE = {
-    "coordinator replay simulate --group connect-cluster --file classic.jsonl --scheduled-delay 0": "a classic "
+    "coordinator replay simulate --group connect-cluster --file classic.jsonl --recorded-heartbeat-interval 500ms "
+    "--scheduled-delay 0": "a classic "
     "group's records, which the story here does not write; tests/test_simulate.py runs this line on an eager group's",
     "make run": "the main job: starts its own broker and coordinator and plays a 25 s story; "
     "tests/test_demo.py runs `coordinator demo`",

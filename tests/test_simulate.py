@@ -24,7 +24,8 @@ from records import ClassicGroupMetadataKey, ConnectorTaskCount, TaskId
 from records.connect_protocol import DEFAULT
 
 from coordinator.core.driver import SimClassicWorker, SimWorker, step_all
-from coordinator.core.driver.scripted import Join
+from coordinator.core.driver.scripted import Crash, Join, Leave, ScriptSettings, SetConnectors, run_script
+from coordinator.core.driver.scripted_classic import ClassicRun
 from coordinator.core.items import configured_work
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.demo import Timing, story
@@ -35,7 +36,7 @@ from replay.history import History
 from replay.positions import RawRecord
 from replay.simulate import TOLERANCE, Outcome, faithfulness, measure, own_settings, rerun
 from replay.source import dump_header, read_topic, write_dump
-from replay.whatif import Extracted, extract, recorded_settings
+from replay.whatif import Extracted, extract, on_connect_protocol, recorded_settings
 from tests.replay_scenarios import GROUP, StampedDriver, on_call_story, raw_records
 from tests.topics import create_topic
 
@@ -444,7 +445,7 @@ def test_a_classic_eager_group_re_runs_on_the_connect_protocol_moving_only_the_n
     assert [names[h.worker] for h in extracted.happenings if h.text.endswith("'s leave")] == ["W1"]
     assert any(line.startswith("why classic members left") for line in extracted.not_reconstructed)  # W1 crashed
 
-    run, _ = rerun(extracted, own_settings(extracted, recorded), history.last.timestamp_ms)
+    run, _ = rerun(extracted, on_connect_protocol(own_settings(extracted, recorded)), history.last.timestamp_ms)
     end = max(history.last.timestamp_ms, run.last.timestamp_ms)
     base, connect = measure("recorded", history, extracted, end), measure("connect", run, extracted, end)
     generations = {e.epoch for e in history.events if e.kind == ev.CLASSIC_GROUP and e.epoch is not None}
@@ -466,6 +467,138 @@ def test_a_classic_eager_group_re_runs_on_the_connect_protocol_moving_only_the_n
     assert len(recorded_at_join) > len(at_join)
 
 
+def test_a_classic_eager_group_re_runs_faithfully_on_the_classic_protocol() -> None:
+    """The classic re-run: Connect's leader (the port) assigns on the classic protocol, joins of one
+    instant in one join phase, under the recorded member ids: the same items to the same members,
+    generation after generation."""
+    records, names, _ = eager_classic_group()
+    history = History(CLASSIC_GROUP_ID)
+    history.run(records)
+    recorded = recorded_settings(history.events, {"heartbeat_interval_ms": CLASSIC_OPTIONS["heartbeat_interval_ms"]})
+    assert recorded.settings.protocol == "classic" and recorded.settings.connect_protocol == DEFAULT
+    extracted = extract(history.events, CLASSIC_GROUP_ID, recorded.settings)
+    run, script = rerun(extracted, own_settings(extracted, recorded), history.last.timestamp_ms)
+    assert script.heartbeats > 0 and not script.given_up
+    assert not any(e.kind == ev.MEMBER_JOINED for e in run.events)  # classic members only
+    end = max(history.last.timestamp_ms, run.last.timestamp_ms)
+    base, again = measure("recorded", history, extracted, end), measure("re-run", run, extracted, end)
+    f = faithfulness(base, again)
+    assert base.moves and f.same_moves, f.first_difference
+    assert f.matched_moves == f.recorded_moves == len(again.moves)
+    assert again.rebalances == base.rebalances
+    assert {names[m.target] for m in again.moves} == {"W1", "W2", "W3"}
+
+
+DELAY_CLASSIC_MS = 4_000
+
+
+def sessioned_crash() -> tuple[History, int, frozenset]:
+    """Connect workers on connect.protocol=sessioned with scheduled.rebalance.max.delay.ms 4 s: W1
+    and W2 share A and its four tasks, W2 crashes. Returns the history, when W2 was removed (its
+    session over) and what it ran."""
+    d = StampedDriver()
+    d.set_connectors(CLASSIC_GROUP_ID, {"A": 4})
+    options = {**CLASSIC_OPTIONS, "scheduled_rebalance_max_delay_ms": DELAY_CLASSIC_MS}
+    workers = [SimClassicWorker(d, CLASSIC_GROUP_ID, n, **options) for n in ("W1", "W2")]
+    step_all(workers)
+    workers.append(SimClassicWorker(d, CLASSIC_GROUP_ID, "W2", **options))
+    for w in workers[:2]:
+        w.step()
+    workers = workers[:2]
+    for _ in range(30):
+        step_all(workers)
+        d.advance(100)
+    workers.pop()  # W2 stops: no LeaveGroup, the coordinator removes it when its session ends
+    for _ in range(150):
+        step_all(workers)
+        d.advance(100)
+    history = History(CLASSIC_GROUP_ID)
+    history.run(raw_records(d.log, d.stamps))
+    left = next(e for e in history.events if e.kind == ev.CLASSIC_MEMBER_LEFT)
+    return history, left.at.timestamp_ms, frozenset(left.released)
+
+
+def test_a_classic_crash_re_runs_faithfully_and_with_no_delay_moves_at_once() -> None:
+    """By hand: Connect's leader keeps a departed worker's work unassigned for the scheduled delay
+    (W1 is the only one left: after the delay everything goes to it); with a delay of 0 it gives
+    W2's share to W1 in the rebalance W2's removal starts."""
+    history, removed, held = sessioned_crash()
+    assert held and {str(i) for i in held} < {"A", "A-0", "A-1", "A-2", "A-3"}
+    given = {"heartbeat_interval_ms": 500, "scheduled_rebalance_max_delay_ms": DELAY_CLASSIC_MS}
+    extracted, base, again = simulated(history, CLASSIC_GROUP_ID, given)
+    f = faithfulness(base, again)
+    assert f.same_moves and f.matched_moves == f.recorded_moves == len(held), f.first_difference
+    assert all(m.at_ms >= removed + DELAY_CLASSIC_MS for m in again.moves)  # they waited the delay
+    assert abs(again.unowned_task_ms - base.unowned_task_ms) <= TOLERANCE * base.unowned_task_ms
+
+    _, _, none = simulated(history, CLASSIC_GROUP_ID, given, scheduled_rebalance_max_delay_ms=0)
+    assert {(m.item, m.target) for m in none.moves} == {(m.item, m.target) for m in again.moves}
+    assert all(removed <= m.at_ms <= removed + 1_000 for m in none.moves)  # at once (the others' rejoin)
+    assert none.unowned_task_ms < again.unowned_task_ms
+
+
+def test_the_classic_re_run_has_the_recorded_leaders() -> None:
+    """Z, Y and X join in one join phase (Z first: the leader), Z leaves, V joins, Y (the next
+    leader) crashes. A record lists members by id (X, Y, Z), not in join order: the re-run joins
+    them in the order they led, so that the coordinator makes the same leaders (Connect's leader
+    keeps the memory the scheduled delay needs) and the re-run matches, rebalances and
+    task-seconds too."""
+    d = StampedDriver()
+    d.set_connectors(CLASSIC_GROUP_ID, {"A": 6, "B": 2})
+    options = {**CLASSIC_OPTIONS, "scheduled_rebalance_max_delay_ms": 2_000}
+    workers = [SimClassicWorker(d, CLASSIC_GROUP_ID, n, **options) for n in ("Z", "Y", "X")]
+
+    def run(ms: int) -> None:
+        for _ in range(ms // 100):
+            step_all(workers)
+            d.advance(100)
+
+    run(2_000)
+    workers.pop(0).leave()
+    run(3_000)
+    workers.append(SimClassicWorker(d, CLASSIC_GROUP_ID, "V", **options))
+    run(3_000)
+    workers.pop(0)  # Y stops heartbeating
+    run(8_000)
+    history = History(CLASSIC_GROUP_ID)
+    history.run(raw_records(d.log, d.stamps))
+    leaders = [e.detail["leader"] for e in history.events if e.kind == ev.CLASSIC_GROUP and e.detail.get("leader")]
+    assert [m.split("-")[0] for m in dict.fromkeys(leaders)] == ["Z", "Y", "X"]
+    given = {"heartbeat_interval_ms": 500, "scheduled_rebalance_max_delay_ms": 2_000}
+    extracted, base, again = simulated(history, CLASSIC_GROUP_ID, given)
+    joins = [h.step.member_id.split("-")[0] for h in extracted.happenings if isinstance(h.step, Join)]
+    assert joins == ["Z", "Y", "X", "V"]
+    f = faithfulness(base, again)
+    assert base.moves and f.same_moves and f.matched_moves == f.recorded_moves, f.first_difference
+    assert again.rebalances == base.rebalances
+    assert f.unowned_off <= TOLERANCE, (base.unowned_task_ms, again.unowned_task_ms)
+
+
+def test_the_classic_re_run_skips_quiet_heartbeats_without_changing_anything(monkeypatch) -> None:  # noqa: ANN001
+    """A settled classic group's heartbeats only re-arm sessions: the re-run takes them as sent
+    (scripted_classic's `_skip_quiet`). An hour of a group with a crash, a return (a static member,
+    under an id used before), a leave and a connectors change: the same records at the same times,
+    the same heartbeats counted, as sending every one."""
+    t0 = 1_772_334_000_000
+    steps = [
+        SetConnectors(t0, {"A": 6, "B": 3}),
+        *(Join(t0, f"w{n}", f"w{n}") for n in range(4)),
+        Crash(t0 + 60_000, "w1"),
+        Join(t0 + 200_000, "w1", "w1"),
+        Leave(t0 + 400_000, "w2"),
+        SetConnectors(t0 + 900_000, {"A": 8, "B": 3}),
+    ]
+    settings = ScriptSettings(
+        protocol="classic", initial_assignment_delay_ms=0, scheduled_rebalance_max_delay_ms=60_000
+    )
+    skipped = run_script(CLASSIC_GROUP_ID, steps, settings, t0, t0 + 3_600_000)
+    monkeypatch.setattr(ClassicRun, "_skip_quiet", lambda self, at_ms: None)
+    every = run_script(CLASSIC_GROUP_ID, steps, settings, t0, t0 + 3_600_000)
+    assert len(every.log) > 10 and not every.given_up
+    assert (skipped.log, skipped.stamps, skipped.heartbeats) == (every.log, every.stamps, every.heartbeats)
+    assert every.heartbeats > 3_600 // 3 * 3  # three workers for the hour at 3 s at least
+
+
 def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path) -> None:
     """docs/replay.md's line, on the eager group's records."""
     records, _, _ = eager_classic_group()
@@ -478,13 +611,55 @@ def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path
     argv = [COORDINATOR, *line.split()[1:]]
     out = subprocess.run([*argv, "--format", "json"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
     lines = [orjson.loads(text) for text in out.splitlines()]
-    assert [x["name"] for x in lines if x["type"] == "outcome"] == ["recorded", "protocol connect", "delay 0 ms"]
+    names = ["recorded", "re-run", "protocol connect", "delay 0 ms"]
+    assert [x["name"] for x in lines if x["type"] == "outcome"] == names
     f = next(x for x in lines if x["type"] == "faithfulness")
-    assert f["measured"] is False and "classic protocol" in f["why"]
+    assert f["measured"] is True and f["same_moves"] is True and f["matched_moves"] == f["recorded_moves"] > 0
+    assert f["settings"]["protocol"] == "classic" and f["settings"]["connect_protocol"] == DEFAULT
     text = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, check=True).stdout
-    assert "faithfulness: not measured: the group ran the classic protocol" in text
+    assert "Connect's leader assigning (connect.protocol=default)" in text
+    assert "the same items moved to the same workers, rebalance after rebalance" in text
     header = next(text for text in text.splitlines() if text.lstrip().startswith("recorded"))
-    assert header.split() == ["recorded", "protocol", "connect", "delay", "0", "ms"]
-    assert "'s leave: on the connect protocol " in text  # W1's departure, where the delay of 0 differs
-    refused = subprocess.run([*argv, "--protocol", "classic"], cwd=tmp_path, capture_output=True, text=True)
-    assert refused.returncode == 2 and "--protocol classic" in refused.stderr and "Traceback" not in refused.stderr
+    assert header.split() == ["recorded", "re-run", "protocol", "connect", "delay", "0", "ms"]
+    unsaid = [a for a in argv if a not in ("--recorded-heartbeat-interval", "500ms")]
+    refused = subprocess.run(unsaid, cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr  # 3 s, Connect's default, is its session
+    assert "heartbeat interval (3000 ms) must be shorter than their session (3000 ms)" in refused.stderr
+    # From a time: the classic alternatives take over then (the workers' settings changed, as a
+    # rolling restart would), the connect run is made from the start; all measured from then.
+    since = subprocess.run(
+        [*argv, "--from", "2026-03-01T03:00:05Z", "--session-timeout", "2s", "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    later = [orjson.loads(text) for text in since.splitlines()]
+    assert [x["name"] for x in later if x["type"] == "outcome"] == [*names, "session 2 s"]
+    f = next(x for x in later if x["type"] == "faithfulness")
+    assert f["same_moves"] and f["matched_moves"] == f["recorded_moves"] > 0  # W1's leave, from then on
+    # --protocol names the protocol the group did not run: on a classic group, nothing more.
+    again = subprocess.run(
+        [*argv, "--protocol", "classic", "--protocol", "connect", "--format", "json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert [orjson.loads(x)["name"] for x in again.stdout.splitlines() if '"outcome"' in x] == names
+
+
+def test_a_connect_group_re_runs_on_the_classic_protocol(dump: Path) -> None:
+    """--protocol classic on a connect group: its workers as Kafka Connect workers (sessioned),
+    its connectors and membership the same: every task is run by somebody at the end."""
+    out = subprocess.run(
+        [COORDINATOR, "replay", "simulate", "--file", str(dump), "--no-progress", "--group", GROUP]
+        + ["--protocol", "classic", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    outcomes = {x["name"]: x for x in map(orjson.loads, out.splitlines()) if x["type"] == "outcome"}
+    assert list(outcomes) == ["recorded", "re-run", "protocol classic"]
+    classic = outcomes["protocol classic"]
+    assert classic["rebalances"] > 0 and classic["items_moved"] > 0

@@ -14,7 +14,6 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from coordinator.core.driver.scripted import ScriptSettings
@@ -24,17 +23,13 @@ from replay.errors import ReplayError
 from replay.history import History
 from replay.positions import format_clock, format_duration, format_time, parse_time
 from replay.simulate import Outcome, differences, faithfulness, measure, own_settings, rerun
-from replay.whatif import PROTOCOLS, Recorded, check_settings, extract, recorded_settings
+from replay.whatif import PROTOCOLS, Recorded, alternative_runs, extract, own_runs, recorded_settings
 
 # The topic keeps every record for min.compaction.lag.ms (an hour by default); older ones may be
 # compacted away, and a history read from them misses the superseded ones.
 _COMPACTION_LAG_MS = 3_600_000
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|min|h)?\s*$")
 _UNITS = {"ms": 1, "s": 1_000, "min": 60_000, "h": 3_600_000, None: 1}
-CLASSIC_FAITHFULNESS = (
-    "not measured: the group ran the classic protocol and the re-run is on the connect protocol, "
-    "so it says what migrating would have changed, not what the recorded history did"
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     recorded.add_argument("--recorded-heartbeat-interval", type=duration, metavar="DURATION")
     recorded.add_argument("--recorded-session-timeout", type=duration, metavar="DURATION")
+    recorded.add_argument(
+        "--recorded-scheduled-delay",
+        type=duration,
+        metavar="DURATION",
+        help="the scheduled delay the group had (a classic group's: its workers' scheduled.rebalance.max.delay.ms, "
+        "Connect's default 5min otherwise)",
+    )
     parser.add_argument("--plot", metavar="FILE.html", help="draw every history's timeline, one above the other")
 
 
@@ -81,31 +83,17 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def alternatives(
-    args: argparse.Namespace, recorded: ScriptSettings, classic: bool = False
-) -> list[tuple[str, ScriptSettings]]:
-    out = [(f"assignor {a}", replace(recorded, assignor=a)) for a in args.assignor]
-    out += [
-        (f"delay {format_duration(v)}", replace(recorded, scheduled_rebalance_max_delay_ms=v))
-        for v in args.scheduled_delay
-    ]
-    out += [(f"session {format_duration(v)}", replace(recorded, session_timeout_ms=v)) for v in args.session_timeout]
-    out += [
-        (f"initial delay {format_duration(v)}", replace(recorded, initial_assignment_delay_ms=v))
-        for v in args.initial_delay
-    ]
-    out += [(f"max moves {n}", replace(recorded, max_moves=n)) for n in args.max_moves]
-    for protocol in args.protocol:
-        if protocol == "classic":
-            raise ReplayError(
-                "--protocol classic: re-running a history on the classic protocol is not implemented yet",
-                invalid_input=True,
-            )
-        if not classic:  # a classic group's own re-run is on the connect protocol already
-            out.append(("protocol connect", recorded))
-    for _, settings in out:
-        check_settings(settings)
-    return out
+def alternatives(args: argparse.Namespace, own: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
+    """The alternatives the flags ask for, each one re-run (`replay.whatif.alternative_runs`)."""
+    return alternative_runs(
+        own,
+        assignor=args.assignor,
+        scheduled_delay_ms=args.scheduled_delay,
+        session_timeout_ms=args.session_timeout,
+        initial_delay_ms=args.initial_delay,
+        max_moves=args.max_moves,
+        protocol=args.protocol,
+    )
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -116,6 +104,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         for name, value in (
             ("heartbeat_interval_ms", args.recorded_heartbeat_interval),
             ("session_timeout_ms", args.recorded_session_timeout),
+            ("scheduled_rebalance_max_delay_ms", args.recorded_scheduled_delay),
         )
         if value is not None
     }
@@ -125,8 +114,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if not any(since is None or h.step.at_ms >= since for h in extracted.happenings):
         raise ReplayError(f"no membership events of group {args.group}{_between(args)} in {read.description}")
     own = own_settings(extracted, recorded)
-    classic = extracted.protocol == "classic"
-    runs = [("protocol connect" if classic else "re-run", own), *alternatives(args, own, classic)]
+    runs = [*own_runs(own), *alternatives(args, own)]
     recorded_outcome, outcomes, histories = _run_all(history, extracted, runs, since)
     if args.format == "json":
         _print_json(extracted, recorded, own, recorded_outcome, outcomes)
@@ -153,6 +141,7 @@ def _check(args: argparse.Namespace) -> None:
     for flag, value, minimum in (
         ("--recorded-heartbeat-interval", args.recorded_heartbeat_interval, 1),
         ("--recorded-session-timeout", args.recorded_session_timeout, 100),
+        ("--recorded-scheduled-delay", args.recorded_scheduled_delay, 0),
     ):
         if value is not None and not minimum <= value <= 2**31 - 1:
             raise ReplayError(f"{flag} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
@@ -189,12 +178,14 @@ def _between(args: argparse.Namespace) -> str:
 
 
 def _run_all(history: History, extracted, runs, since: int | None):  # noqa: ANN001, ANN202
-    """Each run from the start; an alternative takes over at `since` (before it, the group as it was)."""
+    """Each run from the start; an alternative takes over at `since` (before it, the group as it
+    was), but for one on the other protocol: a group does not change protocol midway, so that one
+    runs from the start (measured from `since` as well)."""
     end = history.last.timestamp_ms
     reruns = []
     own = runs[0][1]
     for n, (name, settings) in enumerate(runs):
-        if since is None or n == 0:
+        if since is None or n == 0 or settings.protocol != own.protocol:
             simulated, run = rerun(extracted, settings, end)
         else:
             simulated, run = rerun(extracted, own, end, switch=(since, settings))
@@ -227,7 +218,11 @@ def _print_report(  # noqa: ANN001
         f"scheduled delay {format_duration(s.scheduled_rebalance_max_delay_ms)} "
         f"({recorded.how['scheduled_rebalance_max_delay_ms']}), initial delay "
         f"{format_duration(s.initial_assignment_delay_ms)} ({recorded.how['initial_assignment_delay_ms']}), "
-        f"{'server-side ' if extracted.server_side else ''}{extracted.assignor}"
+        + (
+            f"classic protocol, Connect's leader assigning (connect.protocol={s.connect_protocol})"
+            if s.protocol == "classic"
+            else f"{'server-side ' if extracted.server_side else ''}{extracted.assignor}"
+        )
     )
     everything = [base, *outcomes]
     rows = [
@@ -243,11 +238,7 @@ def _print_report(  # noqa: ANN001
     print(table(rows, ["", *(o.name for o in everything)]))
     # The alternatives are set against the re-run (the setting's doing alone), not the record.
     base_said = "as recorded (re-run)"
-    if extracted.protocol == "classic":
-        base_said = "on the connect protocol"
-        print(f"\nfaithfulness: {CLASSIC_FAITHFULNESS}")
-    else:
-        _print_faithfulness(faithfulness(base, outcomes[0]))
+    _print_faithfulness(faithfulness(base, outcomes[0]))
     for line in extracted.not_reconstructed:
         print(f"not reconstructed: {line}")
     for o in outcomes:
@@ -301,9 +292,6 @@ def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcom
         "settings": _settings_json(own),
         "settings_how": recorded.how,
     }
-    if extracted.protocol == "classic":
-        print_json({"type": "faithfulness", "measured": False, "why": CLASSIC_FAITHFULNESS, **said})
-        return
     f = faithfulness(base, outcomes[0])
     print_json(
         {
@@ -327,6 +315,8 @@ def _settings_json(s: ScriptSettings) -> dict:
         "heartbeat_interval_ms": s.heartbeat_interval_ms,
         "scheduled_rebalance_max_delay_ms": s.scheduled_rebalance_max_delay_ms,
         "initial_assignment_delay_ms": s.initial_assignment_delay_ms,
+        "protocol": s.protocol,
+        **({"connect_protocol": s.connect_protocol} if s.protocol == "classic" else {}),
     }
 
 

@@ -33,9 +33,11 @@ import itertools
 from dataclasses import dataclass, field
 
 from records import Assignor, Record
+from records.connect_protocol import SESSIONED
 
 from coordinator.core.assignors import ASSIGNORS, ConnectAssignor
 from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
+from coordinator.core.driver.scripted_classic import ClassicRun
 from coordinator.core.driver.simulation import Driver, SimWorker
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import SESSION, timer_key
@@ -85,7 +87,8 @@ Step = Join | Leave | Crash | SetConnectors
 @dataclass(frozen=True, slots=True)
 class ScriptSettings:
     """What a run of the script may vary. `max_moves` runs the incremental cooperative assignor
-    with Design III's limit, on a member (a server-side assignor is the coordinator's own)."""
+    with Design III's limit, on a member (a server-side assignor is the coordinator's own); the
+    assignor settings mean nothing on the classic protocol (Connect's leader assigns)."""
 
     assignor: str = "incremental_cooperative"
     server_side: bool = False
@@ -94,6 +97,11 @@ class ScriptSettings:
     scheduled_rebalance_max_delay_ms: int = 300_000
     initial_assignment_delay_ms: int = 3_000
     max_moves: int | None = None
+    # "classic": Kafka Connect workers on the classic protocol (scripted_classic.py), their leader
+    # assigning by Connect's rules for `connect_protocol` (Connect's connect.protocol: default,
+    # compatible or sessioned); the delay and the timeouts above are then the workers' own.
+    protocol: str = "connect"
+    connect_protocol: str = SESSIONED
 
 
 @dataclass(slots=True)
@@ -153,7 +161,9 @@ def run_script(
         default_server_assignor=settings.assignor,
     )
     d = _QuietDriver(config, start_ms)
-    run = _Run(d, group_id, settings)
+    run = ClassicRun(d, group_id, settings) if settings.protocol == "classic" else _Run(d, group_id, settings)
+    if switch is not None and switch[1].protocol != settings.protocol:
+        raise ValueError("a run cannot switch protocols midway: run the other protocol from the start")
     for step in steps:
         if switch is not None and switch[0] <= step.at_ms:
             run.until(switch[0])

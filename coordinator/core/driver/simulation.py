@@ -268,18 +268,25 @@ class SimClassicWorker:
         self._carry_out(actions)
         if request is None:
             return bool(actions)
-        if isinstance(request, JoinGroupRequest):
-            response = d.join_group(request, RequestContext(self.name, "sim", f"{self.name}-{next(_fresh)}"))
-            kind = "join"
-        elif isinstance(request, SyncGroupRequest):
-            response, kind = d.sync_group(request), "sync"
-        else:
-            response, kind = d.classic_heartbeat(request), "heartbeat"
+        response, kind = self.send(request)
         if isinstance(response, Parked):
             self.waiting = (response.key, kind)
             return True
         self._answered(kind, response)
         return True
+
+    def send(self, request: Any) -> tuple[Any, str]:
+        """The request to the coordinator: its answer (or Parked), and its kind."""
+        d = self.driver
+        if isinstance(request, JoinGroupRequest):
+            return d.join_group(request, self.context(request)), "join"
+        if isinstance(request, SyncGroupRequest):
+            return d.sync_group(request), "sync"
+        return d.classic_heartbeat(request), "heartbeat"
+
+    def context(self, request: JoinGroupRequest) -> RequestContext:
+        """Who sends the JoinGroup; its `fresh_id` is the member id a new member is handed."""
+        return RequestContext(self.name, "sim", f"{self.name}-{next(_fresh)}")
 
     def _answered(self, kind: str, response: Any) -> bool:
         d, w = self.driver, self.worker

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
-from records import ConnectorTaskCount
+from records import ConnectorsAndTasks, ConnectorTaskCount
 from records.connect_protocol import (
     DEFAULT,
     OFFERED,
@@ -214,7 +214,7 @@ class ClassicWorker:
     def _metadata(self, protocol: str) -> bytes:
         snapshot = self.snapshot
         if snapshot is not None and items_of(snapshot.assigned) != self.owned:
-            snapshot = replace(snapshot, assigned=connectors_and_tasks(self.owned))  # lost or stopped since
+            snapshot = replace(snapshot, assigned=_in_order(snapshot.assigned, self.owned))  # lost or stopped since
         return encode_metadata(WorkerMetadata(self.url, self.config_offset, snapshot), protocol)
 
     # --- what came back -------------------------------------------------------------------------------
@@ -277,7 +277,14 @@ class ClassicWorker:
             self.owned |= added
             actions.append(Assign(connectors_and_tasks(added), MemberAssignment(connectors_and_tasks(self.owned))))
         if self.protocol != DEFAULT:
-            self.snapshot = replace(assignment, assigned=connectors_and_tasks(self.owned))
+            # Connect's onJoinComplete: the new assignment's items, then the last snapshot's not
+            # revoked, in that order, which the next JoinGroup reports (Connect's leader revokes the
+            # first items a member reported when it balances: the ones it was given last).
+            before = self.snapshot.assigned if self.snapshot is not None else connectors_and_tasks(())
+            order = ConnectorsAndTasks(
+                assignment.assigned.connectors + before.connectors, assignment.assigned.tasks + before.tasks
+            )
+            self.snapshot = replace(assignment, assigned=_in_order(order, self.owned))
         self._last_completed_generation = self.generation
         if assignment.revoked.connectors or assignment.revoked.tasks:
             self._join_at_ms = now  # stopped what another member waits for: the next round gives it out
@@ -291,6 +298,19 @@ class ClassicWorker:
             self._heartbeat_at_ms = now + self.heartbeat_interval_ms
             return []
         return self._failed_round(code, response.error_message, now)
+
+    def heartbeats_answered_before(self, until_ms: int) -> tuple[int, int | None]:
+        """Take the heartbeats due before `until_ms` as sent and answered with nothing new (a stable
+        group's answer, which changes nothing but the clocks): its schedule and its session clock
+        move on as if they had been. How many that was, and when the last was sent (a driver
+        skipping a quiet stretch)."""
+        due = self._heartbeat_at_ms
+        if due is None or self._in_flight or self.state is not ClassicMemberState.STABLE or due >= until_ms:
+            return 0, None
+        count = -(-(until_ms - due) // self.heartbeat_interval_ms)
+        self._last_answer_ms = due + (count - 1) * self.heartbeat_interval_ms
+        self._heartbeat_at_ms = due + count * self.heartbeat_interval_ms
+        return count, self._last_answer_ms
 
     def failed(self, now: int, reason: str) -> list[Action]:
         """A request got no answer (timed out, connection lost): ask again after a pause."""
@@ -400,6 +420,16 @@ class ClassicWorker:
             now_ms=now,
         )
         return tuple(SyncGroupAssignment(member_id, encode_assignment(a, protocol)) for member_id, a in given.items())
+
+
+def _in_order(order: ConnectorsAndTasks, items: frozenset[Item]) -> ConnectorsAndTasks:
+    """`items` in `order`'s order (each once), any not in it after them, sorted."""
+    listed = [*order.connectors, *order.tasks]
+    ordered = list(dict.fromkeys(i for i in listed if i in items))
+    rest = connectors_and_tasks(items - set(ordered))
+    connectors = [i for i in ordered if isinstance(i, str)] + list(rest.connectors)
+    tasks = [i for i in ordered if not isinstance(i, str)] + list(rest.tasks)
+    return ConnectorsAndTasks(tuple(connectors), tuple(tasks))
 
 
 def _name(code: int) -> str:
