@@ -31,7 +31,7 @@ from coordinator.core.protocol import LeaveReason
 from replay import events as ev
 from replay.errors import ReplayError
 from replay.events import Event
-from replay.positions import format_clock
+from replay.positions import format_clock, format_duration
 
 _DEFAULTS = CoordinatorConfig()
 
@@ -318,6 +318,46 @@ def follow_gaps(events: Iterable[Event]) -> list[int]:
 # --- the alternatives' settings ---------------------------------------------------------------------
 
 PROTOCOLS = ("connect", "classic")
+
+
+@dataclass(frozen=True, slots=True)
+class Alternatives:
+    """The settings to re-run with, each value one re-run beside the recorded one (the command's
+    flags; the Spark tables' `spark.whatif.simulate` takes them too). Durations in milliseconds."""
+
+    assignor: tuple[str, ...] = ()
+    scheduled_delay_ms: tuple[int, ...] = ()
+    session_timeout_ms: tuple[int, ...] = ()
+    initial_delay_ms: tuple[int, ...] = ()
+    max_moves: tuple[int, ...] = ()
+    protocol: tuple[str, ...] = ()
+
+    def runs(self, own: ScriptSettings, classic: bool = False) -> list[tuple[str, ScriptSettings]]:
+        """Each alternative's name and settings: the group's own (`own`) with one changed. Checked."""
+        out = [(f"assignor {a}", replace(own, assignor=a)) for a in self.assignor]
+        out += [
+            (f"delay {format_duration(v)}", replace(own, scheduled_rebalance_max_delay_ms=v))
+            for v in self.scheduled_delay_ms
+        ]
+        out += [(f"session {format_duration(v)}", replace(own, session_timeout_ms=v)) for v in self.session_timeout_ms]
+        out += [
+            (f"initial delay {format_duration(v)}", replace(own, initial_assignment_delay_ms=v))
+            for v in self.initial_delay_ms
+        ]
+        out += [(f"max moves {n}", replace(own, max_moves=n)) for n in self.max_moves]
+        for protocol in self.protocol:
+            if protocol not in PROTOCOLS:
+                raise ReplayError(f"--protocol {protocol}: choose from {', '.join(PROTOCOLS)}", invalid_input=True)
+            if protocol == "classic":
+                raise ReplayError(
+                    "--protocol classic: re-running a history on the classic protocol is not implemented yet",
+                    invalid_input=True,
+                )
+            if not classic:  # a classic group's own re-run is on the connect protocol already
+                out.append(("protocol connect", own))
+        for _, settings in out:
+            check_settings(settings)
+        return out
 
 
 def check_settings(settings: ScriptSettings) -> None:
