@@ -34,7 +34,7 @@ from replay.simulate import Outcome, Report
 from replay.simulate import simulate as simulate_history
 from replay.whatif import Alternatives
 from spark import tables as t
-from spark.audit import _RAW, DEFAULT_DATABASE, _raw
+from spark.audit import _RAW, DATABASE_NAME, DEFAULT_DATABASE, _raw
 
 # One row per history of a report (the recorded one, the faithful re-run, each alternative).
 FIGURES_SCHEMA = (
@@ -97,6 +97,8 @@ def read_history(
 
     if isinstance(source, SparkSession):  # the table by name in its catalog
         described = f"the audit's table {database}.{t.RECORDS}"
+        if not DATABASE_NAME.fullmatch(database) or not source.catalog.tableExists(f"{database}.{t.RECORDS}"):
+            raise ReplayError(f"no audit table {database}.{t.RECORDS} in this Spark session's catalog")
         source = source.table(f"{database}.{t.RECORDS}")
     else:
         described = "the audit's records table"

@@ -136,6 +136,8 @@ def test_an_unknown_group_and_an_empty_range_are_one_line(capsys, spark_session,
         simulate(spark_session, "nope", database=where.database)
     with pytest.raises(ReplayError, match=f"^no membership events of group {GROUP} between 2030-01-01"):
         simulate(spark_session, GROUP, start="2030-01-01T00:00Z", database=where.database)
+    with pytest.raises(ReplayError, match="^no audit table no_such_db.records in this Spark session's catalog$"):
+        simulate(spark_session, GROUP, database="no_such_db")
     for argv, said, exit_code in (
         (["--group", "nope"], "no records of group nope in the audit's records table of database", 1),
         (["--group", GROUP, "--from", "2030-01-01T00:00Z"], f"no membership events of group {GROUP} between", 1),
