@@ -43,15 +43,20 @@ FIGURES_SCHEMA = (
 )
 
 
-def group_records(records, group_id: str, *, end_ms: int | None = None) -> list[RawRecord]:  # noqa: ANN001 - a DataFrame
-    """The group's records of the records table `records` (a DataFrame: the catalog's table, or the
-    Delta directory read by path) up to `end_ms`, raw, in offset order within each partition."""
+def group_rows(records, group_id: str, *, end_ms: int | None = None):  # noqa: ANN001, ANN201 - DataFrames
+    """The group's rows of the records table `records` (a DataFrame: the catalog's table, or the
+    Delta directory read by path) up to `end_ms`: the raw columns, filtered where Spark reads."""
     from pyspark.sql import functions as F
 
     rows = records.where(F.col("group_id") == group_id)
     if end_ms is not None:
         rows = rows.where(F.col("timestamp") <= F.timestamp_millis(F.lit(end_ms)))
-    return _raw(rows.select(*_RAW).toArrow())
+    return rows.select(*_RAW)
+
+
+def group_records(records, group_id: str, *, end_ms: int | None = None) -> list[RawRecord]:  # noqa: ANN001 - a DataFrame
+    """`group_rows` on the driver, raw, in offset order within each partition."""
+    return _raw(group_rows(records, group_id, end_ms=end_ms).toArrow())
 
 
 def simulate(

@@ -9,6 +9,7 @@ times), and is audited once into a database of the test session's Spark.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import orjson
@@ -25,7 +26,7 @@ from replay.positions import format_time
 from replay.whatif import Alternatives
 from spark import tables as t
 from spark.audit import warehouse_of
-from spark.whatif import figures, group_records, simulate
+from spark.whatif import figures, group_records, group_rows, simulate
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +82,7 @@ def from_topic(capsys, broker, topic: str, *argv: str) -> str:  # noqa: ANN001
 
 
 def test_the_tables_simulation_is_the_topics(capsys, kafka_broker, spark_session, audited) -> None:  # noqa: ANN001
-    topic, where, _ = audited
+    topic, where, story = audited
     want = [
         orjson.loads(line)
         for line in from_topic(capsys, kafka_broker, topic, "--scheduled-delay", "0", "--format", "json").splitlines()
@@ -102,10 +103,18 @@ def test_the_tables_simulation_is_the_topics(capsys, kafka_broker, spark_session
     assert out.splitlines()[1:] == topic_out.splitlines()[1:]
     assert f"records from the audit's records table of database {where.database}" in out.splitlines()[0]
 
-    # Only the group's rows reach the driver: as many as the topic holds of it.
+    # Only the group's rows reach the driver: as many as the topic holds of it, filtered where the
+    # table's files are read (the scan's pushed filters), not after.
     records = spark_session.table(f"{where.database}.{t.RECORDS}")
     mine = group_records(records, GROUP)
     assert len(mine) == report.histories[0][1].records == len(on_call_story(GROUP).raw())
+    spark_session.conf.set("spark.sql.maxMetadataStringLength", "10000")  # the scan's filters in full
+    try:
+        plan = group_rows(records, GROUP, end_ms=story.times["end"])._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark_session.conf.unset("spark.sql.maxMetadataStringLength")
+    pushed = re.search(r"PushedFilters: \[([^\]]*)\]", plan)
+    assert pushed and f"EqualTo(group_id,{GROUP})" in pushed[1] and "LessThanOrEqual(timestamp," in pushed[1], plan
 
 
 def test_a_time_range_restricts_it(capsys, kafka_broker, spark_session, audited) -> None:  # noqa: ANN001
