@@ -3,7 +3,9 @@ with other settings (issue 32), side by side.
 
 The group's events are read as every replay command reads them (`replay.commands.reading`), the
 happenings extracted (`replay.whatif`), re-run once with the group's own settings and once per
-alternative (`replay.simulate`), and each history measured by the same code.
+alternative (`replay.simulate.simulate`), and each history measured by the same code. The flags,
+their checks and the report (`report_text`, `report_json`, `show`) are this module's;
+`coordinator audit-simulate` (`spark.cli`) takes them to say the same of the audit's records table.
 """
 
 from __future__ import annotations
