@@ -67,6 +67,9 @@ COMMANDS: dict[str, Command] = {
         "spark.cli", "stream the topic into Delta history tables in a catalog (Spark Structured Streaming)"
     ),
     "sql": Command("spark.cli", "query the audit's tables with Spark SQL"),
+    "audit-simulate": Command(
+        "spark.cli", "replay simulate on the audit's tables: a group's history re-run with other settings"
+    ),
     "spark-conf": Command("spark.cli", "print the Spark settings that find the audit's tables by name"),
     "completion": Command("coordinator.cli", 'print a shell completion script: eval "$(coordinator completion bash)"'),
 }

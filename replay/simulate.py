@@ -16,6 +16,10 @@ so that the recorded history and every re-run are measured by the same code (`me
 `faithfulness` compares the recorded history with the re-run on its own settings: the moves of
 each rebalance (that moved anything), in order; the totals within 5%. `differences` finds the
 happenings where an alternative differs most. All pure: events in, numbers out.
+
+`simulate` is the whole of it for one group's `History`, wherever its records were read (the
+topic or a dump by `coordinator replay simulate`, the audit's records table by `spark.whatif`):
+the settings the group had, its happenings, the re-runs and what each did, as one `Report`.
 """
 
 from __future__ import annotations
@@ -32,9 +36,10 @@ from records import TaskId
 from coordinator.core.driver.scripted import Crash, Leave, ScriptRun, ScriptSettings, SetConnectors, run_script
 from coordinator.core.items import Item
 from replay import events as ev
+from replay.errors import ReplayError
 from replay.history import History, Interval, Rebalance
 from replay.positions import Position
-from replay.whatif import Extracted, Recorded
+from replay.whatif import Alternatives, Extracted, Recorded, extract, own_runs, recorded_settings
 
 TOLERANCE = 0.05  # the issue's "within 5%"
 
@@ -65,6 +70,72 @@ class Outcome:
     @property
     def tasks_moved(self) -> int:
         return sum(1 for m in self.moves if not isinstance(m.item, str))
+
+
+@dataclass(slots=True)
+class Report:
+    """What `simulate` found: the recorded history's outcome (`base`) beside each re-run's
+    (`outcomes`: the faithful re-run first, then the alternatives), and every history (for a plot)."""
+
+    group_id: str
+    extracted: Extracted
+    recorded: Recorded
+    own: ScriptSettings  # the group's own settings, the faithful re-run's
+    base: Outcome
+    outcomes: list[Outcome]
+    histories: list[tuple[str, History]]  # ("recorded", the history read), then each re-run's
+    since: int | None  # compared from here (the alternatives take over then)
+
+
+def simulate(
+    history: History,
+    group_id: str,
+    *,
+    since: int | None = None,
+    alternatives: Alternatives | None = None,
+    given: dict[str, int] | None = None,
+    where: str = "",
+) -> Report:
+    """Re-run the group's `history` (read from its start: the re-runs start from what the group
+    was at `since`, which the records before it say) with its own settings, then with each of
+    `alternatives`. `given` (setting -> value) is what the topic does not hold, such as the flags
+    the group's coordinator ran with; `where` ends the errors' sentence (" in dump FILE")."""
+    if history.first is None:
+        raise ReplayError(f"no records of group {group_id}{where}")
+    recorded = recorded_settings(history.events, given)
+    extracted = extract(history.events, group_id, recorded.settings)
+    if not any(since is None or h.step.at_ms >= since for h in extracted.happenings):
+        raise ReplayError(f"no membership events of group {group_id}{where}")
+    own = own_settings(extracted, recorded)
+    runs = [*own_runs(own), *(alternatives or Alternatives()).runs(own)]
+    base, outcomes, reruns = _run_all(history, extracted, runs, since)
+    histories = [("recorded", history), *zip([name for name, _ in runs], reruns)]
+    return Report(group_id, extracted, recorded, own, base, outcomes, histories, since)
+
+
+def _run_all(
+    history: History, extracted: Extracted, runs: list[tuple[str, ScriptSettings]], since: int | None
+) -> tuple[Outcome, list[Outcome], list[History]]:
+    """Each run from the start; an alternative takes over at `since` (before it, the group as it
+    was), but for one on the other protocol: a group does not change protocol midway, so that one
+    runs from the start (measured from `since` as well)."""
+    end = history.last.timestamp_ms
+    reruns = []
+    own = runs[0][1]
+    for n, (name, settings) in enumerate(runs):
+        if since is None or n == 0 or settings.protocol != own.protocol:
+            simulated, run = rerun(extracted, settings, end)
+        else:
+            simulated, run = rerun(extracted, own, end, switch=(since, settings))
+        reruns.append((name, simulated, run))
+    end = max([end, *(h.last.timestamp_ms for _, h, _ in reruns if h.last is not None)])
+    recorded = measure("recorded", history, extracted, end, since)
+    outcomes = []
+    for name, simulated, run in reruns:
+        outcome = measure(name, simulated, extracted, end, since)
+        outcome.heartbeats, outcome.given_up = run.heartbeats, run.given_up
+        outcomes.append(outcome)
+    return recorded, outcomes, [h for _, h, _ in reruns]
 
 
 def rerun(

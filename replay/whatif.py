@@ -462,6 +462,31 @@ def alternative_runs(
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class Alternatives:
+    """The settings to re-run with, each value one re-run beside the recorded one (the command's
+    flags; the Spark tables' `spark.whatif.simulate` takes them too). Durations in milliseconds."""
+
+    assignor: tuple[str, ...] = ()
+    scheduled_delay_ms: tuple[int, ...] = ()
+    session_timeout_ms: tuple[int, ...] = ()
+    initial_delay_ms: tuple[int, ...] = ()
+    max_moves: tuple[int, ...] = ()
+    protocol: tuple[str, ...] = ()
+
+    def runs(self, own: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
+        """Each alternative's name and settings (`alternative_runs`). Checked."""
+        return alternative_runs(
+            own,
+            assignor=self.assignor,
+            scheduled_delay_ms=self.scheduled_delay_ms,
+            session_timeout_ms=self.session_timeout_ms,
+            initial_delay_ms=self.initial_delay_ms,
+            max_moves=self.max_moves,
+            protocol=self.protocol,
+        )
+
+
 def check_settings(settings: ScriptSettings) -> None:
     """A setting out of range is said in one line, before anything runs."""
     low = _DEFAULTS.min_timeout_ms

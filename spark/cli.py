@@ -1,4 +1,4 @@
-"""`coordinator audit` and `coordinator sql`.
+"""`coordinator audit`, `coordinator sql` and `coordinator audit-simulate`.
 
 pyspark is imported only when one of them runs: it is an optional extra (`.[spark]`) and takes
 seconds to load, which no other command should pay.
@@ -31,6 +31,7 @@ MAX_OFFSETS_PER_TRIGGER = 200_000
 def register(subparsers: argparse._SubParsersAction) -> None:
     _register_audit(subparsers)
     _register_sql(subparsers)
+    _register_simulate(subparsers)
     _register_spark_conf(subparsers)
 
 
@@ -119,6 +120,63 @@ def _register_sql(subparsers: argparse._SubParsersAction) -> None:
     sql.add_argument("query", metavar="SQL", help='e.g. "SELECT * FROM rebalances ORDER BY duration_ms DESC LIMIT 5"')
     sql.add_argument("--format", choices=("table", "json"), default="table", help="a table (default) or JSON lines")
     sql.set_defaults(func=_sql)
+
+
+def _register_simulate(subparsers: argparse._SubParsersAction) -> None:
+    """`coordinator replay simulate` on the audit's records table: the same flags, the same report
+    (replay does not import spark, so the command that reads the warehouse is one of spark's)."""
+    from replay.commands import simulate
+
+    parser = subparsers.add_parser(
+        "audit-simulate",
+        description="coordinator replay simulate on the audit's tables: re-runs a group's history, read from "
+        "the records table in the warehouse (by path: it works while coordinator audit runs), through the "
+        "coordinator, as recorded and with other settings, side by side. For histories older than the "
+        "topic's min.compaction.lag.ms, which the topic may no longer hold whole.",
+    )
+    _warehouse(parser)
+    simulate.add_arguments(parser)
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="a table (default) or JSON lines")
+    parser.add_argument("--strict", action="store_true", help="stop at the first corrupt record (exit code 1)")
+    # What `simulate.check` and the report read of replay's source flags, which name no table.
+    parser.set_defaults(func=_simulate, to_time=None, from_time=None, file=None)
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    _require_spark()
+    from replay.commands import simulate
+    from replay.commands.reading import read_summary, report_corrupt
+    from replay.errors import ReplayError
+    from replay.simulate import simulate as simulate_history
+    from spark import whatif
+    from spark.tables import RECORDS, table_path
+
+    try:
+        simulate.check(args)
+        warehouse = _warehouse_dir(args)
+        path = table_path(warehouse, args.database, RECORDS)
+        if not (path / "_delta_log").is_dir():
+            raise CliError(
+                f"no audit tables of database {args.database} in {warehouse}: run coordinator audit "
+                f"--warehouse {warehouse} --database {args.database} first"
+            )
+        spark = _spark(warehouse, catalog=False)
+        records = spark.read.format("delta").load(str(path))
+        history, described = whatif.read_history(records, args.group, end=args.to_time, strict=args.strict)
+        described += f" of database {args.database} in {warehouse}"
+        report_corrupt(history, args)
+        report = simulate_history(
+            history,
+            args.group,
+            since=args.range_from,
+            alternatives=simulate.alternatives(args),
+            given=simulate.given(args),
+            where=f"{simulate.between(args.range_from, args.to_time)} in {described}",
+        )
+        simulate.show(report, args, read_summary(history, described))
+    except ReplayError as e:
+        raise CliError(str(e), exit_code=2 if e.invalid_input else 1) from None
+    return 0
 
 
 def _register_spark_conf(subparsers: argparse._SubParsersAction) -> None:

@@ -166,6 +166,9 @@ NOT_HERE = {
     'spark-sql $(coordinator spark-conf --warehouse /data/audit) --database worker_coordinator -e "SELECT \\`group\\`, '
     'count(*) FROM rebalances GROUP BY 1"': "spark-sql is Spark's own launcher, not installed here; the words "
     "`$(coordinator spark-conf)` gives it are checked below (test_spark_conf_survives_command_substitution)",
+    "coordinator audit-simulate --warehouse /data/audit --group connect-prod --from 2026-11-20T03:00Z --to "
+    "2026-11-27T03:00Z --scheduled-delay 0 --scheduled-delay 5min": "Spark, and the tables an audit wrote; "
+    "tests/test_simulate_spark.py runs it on an audited story",
     # docs/audit.md's shared metastore and cluster (issue 31): hosts of a deployment.
     "createdb -h db -U hive metastore": "a PostgreSQL server at host db; tests/test_spark_metastore.py runs its own",
     "coordinator audit --bootstrap-servers kafka:9092 --warehouse /data/audit --metastore "
@@ -628,6 +631,8 @@ def test_spark_conf_survives_command_substitution(tmp_path, monkeypatch, capsys)
 PYTHON_NOT_HERE = {
     "from coordinator.sdk.client import CoordinatorClient": "a fragment: a top-level `async with` against "
     "http://coordinator:8400 with a token, and `...` for the worker's life; tests/test_worker_sdk.py drives Worker",
+    "from replay.commands.simulate import report_text": "a Spark session (`spark`) that finds an audit's tables; "
+    "tests/test_simulate_spark.py calls spark.whatif on an audited story",
 }
 
 

@@ -91,11 +91,13 @@ def where(p: Position | None) -> str:
     return "-" if p is None else f"offset {p.offset} ({format_time(p.timestamp_ms)})"
 
 
-def read_summary(history: History, read: Read) -> str:
+def read_summary(history: History, read: Read | str) -> str:
+    """What was read (`read`, or the description of another source: the audit's records table)."""
+    description = read if isinstance(read, str) else read.description
     if history.first is None:
-        return f"no records of the group in {read.description}"
+        return f"no records of the group in {description}"
     first, last = history.first, history.last
     return (
-        f"{history.records} records from {read.description}, partition {first.partition}, offsets "
+        f"{history.records} records from {description}, partition {first.partition}, offsets "
         f"{first.offset}-{last.offset}, {format_time(first.timestamp_ms)} to {format_time(last.timestamp_ms)} UTC"
     )

@@ -3,7 +3,9 @@ with other settings (issue 32), side by side.
 
 The group's events are read as every replay command reads them (`replay.commands.reading`), the
 happenings extracted (`replay.whatif`), re-run once with the group's own settings and once per
-alternative (`replay.simulate`), and each history measured by the same code.
+alternative (`replay.simulate.simulate`), and each history measured by the same code. The flags,
+their checks and the report (`report_text`, `report_json`, `show`) are this module's;
+`coordinator audit-simulate` (`spark.cli`) takes them to say the same of the audit's records table.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from replay.commands.reading import Read, print_json, read_summary, report_corru
 from replay.errors import ReplayError
 from replay.history import History
 from replay.positions import format_clock, format_duration, format_time, parse_time
-from replay.simulate import Outcome, differences, faithfulness, measure, own_settings, rerun
-from replay.whatif import PROTOCOLS, Recorded, alternative_runs, extract, own_runs, recorded_settings
+from replay.simulate import Outcome, Report, differences, faithfulness, simulate
+from replay.whatif import PROTOCOLS, Alternatives
 
 # The topic keeps every record for min.compaction.lag.ms (an hour by default); older ones may be
 # compacted away, and a history read from them misses the superseded ones.
@@ -83,23 +85,21 @@ def _time_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def alternatives(args: argparse.Namespace, own: ScriptSettings) -> list[tuple[str, ScriptSettings]]:
-    """The alternatives the flags ask for, each one re-run (`replay.whatif.alternative_runs`)."""
-    return alternative_runs(
-        own,
-        assignor=args.assignor,
-        scheduled_delay_ms=args.scheduled_delay,
-        session_timeout_ms=args.session_timeout,
-        initial_delay_ms=args.initial_delay,
-        max_moves=args.max_moves,
-        protocol=args.protocol,
+def alternatives(args: argparse.Namespace) -> Alternatives:
+    """The alternatives the flags ask for (checked against the group's settings once they are read)."""
+    return Alternatives(
+        assignor=tuple(args.assignor),
+        scheduled_delay_ms=tuple(args.scheduled_delay),
+        session_timeout_ms=tuple(args.session_timeout),
+        initial_delay_ms=tuple(args.initial_delay),
+        max_moves=tuple(args.max_moves),
+        protocol=tuple(args.protocol),
     )
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    _check(args)
-    history, read = _read(args)
-    given = {
+def given(args: argparse.Namespace) -> dict[str, int]:
+    """The settings the topic does not hold, as the --recorded-* flags say them."""
+    return {
         name: value
         for name, value in (
             ("heartbeat_interval_ms", args.recorded_heartbeat_interval),
@@ -108,29 +108,42 @@ def run_simulate(args: argparse.Namespace) -> int:
         )
         if value is not None
     }
-    recorded = recorded_settings(history.events, given)
-    extracted = extract(history.events, args.group, recorded.settings)
-    since = args.range_from
-    if not any(since is None or h.step.at_ms >= since for h in extracted.happenings):
-        raise ReplayError(f"no membership events of group {args.group}{_between(args)} in {read.description}")
-    own = own_settings(extracted, recorded)
-    runs = [*own_runs(own), *alternatives(args, own)]
-    recorded_outcome, outcomes, histories = _run_all(history, extracted, runs, since)
-    if args.format == "json":
-        _print_json(extracted, recorded, own, recorded_outcome, outcomes)
-    else:
-        print(
-            f"group {args.group}: {read_summary(history, read)}"
-            + (f"; re-run from {format_time(since)}" if since else "")
-        )
-        _print_report(extracted, recorded, own, recorded_outcome, outcomes, since)
-    if args.plot:
-        _plot(args.plot, args.group, [("recorded", history), *zip([n for n, _ in runs], histories)])
-        print(f"plot written to {args.plot}", file=sys.stderr)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    check(args)
+    history, read = _read(args)
+    report = simulate(
+        history,
+        args.group,
+        since=args.range_from,
+        alternatives=alternatives(args),
+        given=given(args),
+        where=f"{between(_since(args), args.to_time)} in {read.description}",
+    )
+    show(report, args, read_summary(history, read))
     return 0
 
 
-def _check(args: argparse.Namespace) -> None:
+def _since(args: argparse.Namespace) -> int | None:
+    return args.range_from if args.range_from is not None else args.from_time
+
+
+def show(report: Report, args: argparse.Namespace, summary: str) -> None:
+    """The report on stdout, as text (after `summary`: what was read) or JSON lines; the plot."""
+    if args.format == "json":
+        for line in report_json(report):
+            print_json(line)
+    else:
+        since = report.since
+        print(f"group {report.group_id}: {summary}" + (f"; re-run from {format_time(since)}" if since else ""))
+        print(report_text(report))
+    if args.plot:
+        _plot(args.plot, report.group_id, report.histories)
+        print(f"plot written to {args.plot}", file=sys.stderr)
+
+
+def check(args: argparse.Namespace) -> None:
     """What can be refused before anything is read."""
     if args.plot and Path(args.plot).suffix.lower() not in (".html", ".htm"):
         raise ReplayError(f"--plot {args.plot}: the timelines are drawn on an .html page", invalid_input=True)
@@ -155,49 +168,27 @@ def _read(args: argparse.Namespace) -> tuple[History, Read]:
     history.run(read)
     report_corrupt(history, args)
     if history.first is None:
-        raise ReplayError(f"no records of group {args.group}{_between(args)} in {read.description}")
+        return history, read  # `simulate` says so
     oldest = history.first.timestamp_ms if args.range_from is None else args.range_from
     if not args.file and oldest < time.time() * 1000 - _COMPACTION_LAG_MS:
         print(
             f"warning: {format_time(oldest)} UTC is more than min.compaction.lag.ms (1 h by default) ago: "
             "compaction may have removed records of it, so the history may miss events; the audit's tables "
-            "(spark/, `coordinator audit`) keep every event",
+            "keep every record: `coordinator audit-simulate --warehouse DIR` (the same flags) re-runs the "
+            "group from them",
             file=sys.stderr,
         )
     return history, read
 
 
-def _between(args: argparse.Namespace) -> str:
-    since = args.range_from if args.range_from is not None else args.from_time
-    if since is None and args.to_time is None:
+def between(since: int | None, to: int | None) -> str:
+    """The range asked for, as the errors say it (empty for the whole history)."""
+    if since is None and to is None:
         return ""
     return (
         f" between {format_time(since) if since is not None else 'the start'} and "
-        f"{format_time(args.to_time) if args.to_time is not None else 'the end'}"
+        f"{format_time(to) if to is not None else 'the end'}"
     )
-
-
-def _run_all(history: History, extracted, runs, since: int | None):  # noqa: ANN001, ANN202
-    """Each run from the start; an alternative takes over at `since` (before it, the group as it
-    was), but for one on the other protocol: a group does not change protocol midway, so that one
-    runs from the start (measured from `since` as well)."""
-    end = history.last.timestamp_ms
-    reruns = []
-    own = runs[0][1]
-    for n, (name, settings) in enumerate(runs):
-        if since is None or n == 0 or settings.protocol != own.protocol:
-            simulated, run = rerun(extracted, settings, end)
-        else:
-            simulated, run = rerun(extracted, own, end, switch=(since, settings))
-        reruns.append((name, simulated, run))
-    end = max([end, *(h.last.timestamp_ms for _, h, _ in reruns if h.last is not None)])
-    recorded = measure("recorded", history, extracted, end, since)
-    outcomes = []
-    for name, simulated, run in reruns:
-        outcome = measure(name, simulated, extracted, end, since)
-        outcome.heartbeats, outcome.given_up = run.heartbeats, run.given_up
-        outcomes.append(outcome)
-    return recorded, outcomes, [h for _, h, _ in reruns]
 
 
 def _stable(o: Outcome) -> tuple[str, str]:
@@ -207,11 +198,11 @@ def _stable(o: Outcome) -> tuple[str, str]:
     return format_duration(round(statistics.median(known))), format_duration(max(known))
 
 
-def _print_report(  # noqa: ANN001
-    extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome], since: int | None
-) -> None:
-    s = own
-    print(
+def report_text(report: Report) -> str:
+    """The report for people: the settings, the side-by-side table, faithfulness, what could not be
+    reconstructed, and the happenings where each alternative differs most."""
+    extracted, recorded, s, base, outcomes = report.extracted, report.recorded, report.own, report.base, report.outcomes
+    lines = [
         f"{len(extracted.happenings)} happenings re-run; settings as recorded: "
         f"session {format_duration(s.session_timeout_ms)} ({recorded.how['session_timeout_ms']}), "
         f"heartbeat {format_duration(s.heartbeat_interval_ms)} ({recorded.how['heartbeat_interval_ms']}), "
@@ -222,8 +213,9 @@ def _print_report(  # noqa: ANN001
             f"classic protocol, Connect's leader assigning (connect.protocol={s.connect_protocol})"
             if s.protocol == "classic"
             else f"{'server-side ' if extracted.server_side else ''}{extracted.assignor}"
-        )
-    )
+        ),
+        "",
+    ]
     everything = [base, *outcomes]
     rows = [
         ["rebalances", *(o.rebalances for o in everything)],
@@ -234,23 +226,22 @@ def _print_report(  # noqa: ANN001
         ["time to stable, median", *(_stable(o)[0] for o in everything)],
         ["time to stable, longest", *(_stable(o)[1] for o in everything)],
     ]
-    print()
-    print(table(rows, ["", *(o.name for o in everything)]))
+    lines.append(table(rows, ["", *(o.name for o in everything)]))
     # The alternatives are set against the re-run (the setting's doing alone), not the record.
     base_said = "as recorded (re-run)"
-    _print_faithfulness(faithfulness(base, outcomes[0]))
-    for line in extracted.not_reconstructed:
-        print(f"not reconstructed: {line}")
+    lines.append(_faithfulness_text(faithfulness(base, outcomes[0])))
+    lines += [f"not reconstructed: {line}" for line in extracted.not_reconstructed]
     for o in outcomes:
         for member_id, why in sorted(o.given_up.items()):
-            print(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
+            lines.append(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
     for o in outcomes[1:]:
-        for d in differences(extracted, outcomes[0], o, from_ms=since):
-            print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, base_said, o.name))
+        for d in differences(extracted, outcomes[0], o, from_ms=report.since):
+            lines.append(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, base_said, o.name))
+    return "\n".join(lines)
 
 
-def _print_faithfulness(f) -> None:  # noqa: ANN001
-    print(
+def _faithfulness_text(f) -> str:  # noqa: ANN001
+    return (
         f"\nfaithfulness: the re-run with the group's own settings made {f.matched_moves} of the "
         f"{f.recorded_moves} recorded moves; "
         + (
@@ -272,28 +263,29 @@ def _said(d, base: str, name: str) -> str:  # noqa: ANN001
     return f"{base} {moved(d.base_moved, d.base_last_ms)}; with {name} {moved(d.other_moved, d.other_last_ms)}"
 
 
-def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome]) -> None:  # noqa: ANN001
-    for o in [base, *outcomes]:
-        print_json(
-            {
-                "type": "outcome",
-                "name": o.name,
-                "rebalances": o.rebalances,
-                "items_moved": len(o.moves),
-                "tasks_moved": o.tasks_moved,
-                "unowned_task_ms": o.unowned_task_ms,
-                "longest_wait_ms": o.longest_wait_ms,
-                "stable_after_ms": o.stable_after_ms,
-                "moves": [{"at_ms": m.at_ms, "item": str(m.item), "from": m.source, "to": m.target} for m in o.moves],
-            }
-        )
+def report_json(report: Report) -> list[dict]:
+    """The report for scripts: one object per history's outcome, then the faithfulness."""
+    out: list[dict] = [
+        {
+            "type": "outcome",
+            "name": o.name,
+            "rebalances": o.rebalances,
+            "items_moved": len(o.moves),
+            "tasks_moved": o.tasks_moved,
+            "unowned_task_ms": o.unowned_task_ms,
+            "longest_wait_ms": o.longest_wait_ms,
+            "stable_after_ms": o.stable_after_ms,
+            "moves": [{"at_ms": m.at_ms, "item": str(m.item), "from": m.source, "to": m.target} for m in o.moves],
+        }
+        for o in [report.base, *report.outcomes]
+    ]
     said = {
-        "not_reconstructed": extracted.not_reconstructed,
-        "settings": _settings_json(own),
-        "settings_how": recorded.how,
+        "not_reconstructed": report.extracted.not_reconstructed,
+        "settings": _settings_json(report.own),
+        "settings_how": report.recorded.how,
     }
-    f = faithfulness(base, outcomes[0])
-    print_json(
+    f = faithfulness(report.base, report.outcomes[0])
+    out.append(
         {
             "type": "faithfulness",
             "measured": True,
@@ -307,6 +299,7 @@ def _print_json(extracted, recorded: Recorded, own: ScriptSettings, base: Outcom
             **said,
         }
     )
+    return out
 
 
 def _settings_json(s: ScriptSettings) -> dict:
