@@ -56,8 +56,9 @@ import pickle
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -272,6 +273,13 @@ class Audit:
     # --- one micro-batch -------------------------------------------------------------------------------
 
     def batch(self, df, batch_id: int) -> None:  # noqa: ANN001 - the micro-batch's DataFrame
+        # The cyclic collector is paused for the batch, as `History.run` pauses it for the replay:
+        # the History's state lives on, so each collection the batch's rows triggered walked all of
+        # it again (measured: the history rows built 2-3x slower with it on).
+        with _gc_paused():
+            self._batch(df, batch_id)
+
+    def _batch(self, df, batch_id: int) -> None:  # noqa: ANN001 - the micro-batch's DataFrame
         started = time.monotonic()
         # Read from Kafka once: cached, the batch's raw records go to the History on the driver while
         # Spark decodes and writes them to the records table.
@@ -439,16 +447,23 @@ class Audit:
         return BatchReport(batch_id, records.num_rows, corrupt, rebalances, intervals, seconds, newest, oldest)
 
 
-def _unpickle(f: BinaryIO) -> History:
-    """A pickled History, the cyclic collector paused as `History.run` pauses it: every object
-    loaded stays alive, and collections would walk them again and again (measured 3-5x slower)."""
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic collector off (then as it was): while objects that stay alive are made, each
+    collection would walk them, and the History's whole state, again and again."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        return pickle.load(f)
+        yield
     finally:
         if paused:
             gc.enable()
+
+
+def _unpickle(f: BinaryIO) -> History:
+    """A pickled History, the collector paused: every object loaded stays alive (measured 3-5x faster)."""
+    with _gc_paused():
+        return pickle.load(f)
 
 
 _CODE_PACKAGES = (coordinator.core, records_package, replay_package)  # what a pickled History is made of
