@@ -182,6 +182,8 @@ class PartitionRuntime:
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         partition_log = self.logs(self.partition)
         promoted = None
+        if standby is not None:
+            standby.stop_soon()
         try:
             # Fence first (init_transactions): once it returns, the old owner can no longer commit,
             # so what we read next is everything it will ever have written.

@@ -121,6 +121,11 @@ class Standby:
                 "the standby of partition %d stopped: %s; taking it over will load it in full", self.partition, e
             )
 
+    def stop_soon(self) -> None:
+        """Let the tailing end its round now (it does not wait), so that `promote` finds it ended:
+        called before fencing, the round ends while the fencing runs."""
+        self._stop.set()
+
     def promote(self, timeout_s: float = 60.0) -> LoadResult | None:
         """Stop tailing and read the rest, up to the end offset now; call it after fencing. The
         result counts the tail's records only (the corrupt ones of the whole shadow are listed);
@@ -149,16 +154,27 @@ class Standby:
 
 class KafkaPartitionTail:
     """A `PartitionTail` on a partition of a Kafka topic: one consumer, assigned (no group),
-    read_committed, reading from the partition's first offset onward."""
+    read_committed, reading from the partition's first offset onward.
+
+    The end offset is asked through a second consumer, connected at the first poll: the reading
+    consumer's connection to the leader always carries a fetch the broker holds until data arrives
+    (fetch.wait.max.ms, 500 ms), and a request sent behind it waits as long (measured: 0.39 s
+    of a 0.53 s promotion)."""
 
     def __init__(self, config: Mapping[str, str], topic: str, partition: int) -> None:
         self.tp = TopicPartition(topic, partition)
         self.next_offset = 0
-        self._consumer = Consumer(reader_config(config, f"worker-coordinator-standby-{topic}"))
+        settings = reader_config(config, f"worker-coordinator-standby-{topic}")
+        self._consumer = Consumer(settings)
         self._consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+        self._offsets = Consumer(settings)
+        self._offsets_ready = False
 
     def poll(self, state: CoordinatorState, result: LoadResult, timeout_s: float) -> int:
         try:
+            if not self._offsets_ready:  # connect it now, not when the partition is taken over
+                self._offsets.get_watermark_offsets(self.tp, timeout=30)
+                self._offsets_ready = True
             messages = self._consumer.consume(num_messages=10_000, timeout=timeout_s)
         except KafkaException as e:
             raise LogError(f"tailing {self.tp.topic}[{self.tp.partition}]: {e}") from None
@@ -171,7 +187,7 @@ class KafkaPartitionTail:
     def catch_up(self, state: CoordinatorState, result: LoadResult, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
         try:
-            low, end = self._consumer.get_watermark_offsets(self.tp, timeout=timeout_s)
+            low, end = self._offsets.get_watermark_offsets(self.tp, timeout=timeout_s)
             # An empty partition is caught up: no fetch would ever move the position.
             for round_, messages in enumerate(batches_to_end(self._consumer, self.tp, end) if end > low else ()):
                 if round_ and time.monotonic() > deadline:
@@ -195,6 +211,7 @@ class KafkaPartitionTail:
 
     def close(self) -> None:
         self._consumer.close()
+        self._offsets.close()
 
 
 def kafka_tails(config: Mapping[str, str], topic: str) -> Callable[[int], KafkaPartitionTail]:
