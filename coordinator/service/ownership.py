@@ -161,7 +161,7 @@ class GroupOwnership:
 
     def _follow_assignment(self) -> None:
         """Keep the standbys the assignment now calls for (none without --standby-partitions)."""
-        if self.standby_count:
+        if self.standby_count and not self._stopping.is_set():  # not on the way out
             wanted = standby_partitions(self._owned, self.server.partitions, self.standby_count)
             asyncio.run_coroutine_threadsafe(self.server.keep_standbys(wanted), self._loop)
 
