@@ -188,8 +188,11 @@ class KafkaPartitionTail:
         deadline = time.monotonic() + timeout_s
         try:
             low, end = self._offsets.get_watermark_offsets(self.tp, timeout=timeout_s)
-            # An empty partition is caught up: no fetch would ever move the position.
-            for round_, messages in enumerate(batches_to_end(self._consumer, self.tp, end) if end > low else ()):
+            (position,) = self._consumer.position([self.tp])
+            # Nothing to read when the standby is at the end (then a consume would only sit out its
+            # timeout: 30 ms of a takeover), or the partition is empty (no fetch moves the position).
+            behind = end > low and position.offset < end
+            for round_, messages in enumerate(batches_to_end(self._consumer, self.tp, end) if behind else ()):
                 if round_ and time.monotonic() > deadline:
                     raise LogError(
                         f"the tail of {self.tp.topic}[{self.tp.partition}] did not reach offset {end} in time"
