@@ -59,6 +59,16 @@ CONFLICTS: dict[str, list[Case]] = {
             {"COORDINATOR_PEERS": "http://127.0.0.1:1"},
         ),
         (
+            [*SERVE, "--allow-anonymous", "--standby-partitions", "1"],
+            "--standby-partitions (COORDINATOR_STANDBY_PARTITIONS) is for group ownership only",
+            {},
+        ),
+        (
+            [*SERVE, "--allow-anonymous", "--ownership", "group"],
+            "--standby-partitions -1: expected 0 or more",
+            {"COORDINATOR_STANDBY_PARTITIONS": "-1"},
+        ),
+        (
             [*SERVE, "--allow-anonymous", "--kafka-advertised", "127.0.0.1:9"],
             "--kafka-advertised needs --kafka-listener",
             {},

@@ -12,8 +12,8 @@ It keeps what the runtime relies on Kafka for, and nothing more:
 - each `open` of a partition takes the next producer epoch, as `init_transactions` does, and a
   handle whose epoch is no longer the partition's fails its writes `fenced`;
 - failures are injected on the topic, for whatever handle the runtime opens next: the next write
-  fails (before or after it became durable, fenced or not), loads or opens fail N times, a write
-  waits at a gate until the test releases it.
+  fails (before or after it became durable, fenced or not), loads, opens or a standby's reads
+  (`tail`) fail N times, a write waits at a gate until the test releases it.
 
 Every call blocks as Kafka's would (the runtime makes them on the partition's own thread), so a
 gate holds a write the way a slow commit does. Nothing here talks to Kafka.
@@ -76,12 +76,17 @@ class MemoryTopic:
         self._gates: list[Gate] = []
         self._load_failures = 0
         self._open_failures = 0
+        self._tail_failures = 0
         self.loads = 0  # attempts at loading, failed ones included
         self.opens = 0
 
     def log(self, partition: int) -> MemoryPartitionLog:
         """A new handle on `partition`, as `PartitionRuntime(log=...)` takes one."""
         return MemoryPartitionLog(self, partition)
+
+    def tail(self, partition: int) -> MemoryPartitionTail:
+        """A new reader of `partition` from its first record, as a `Standby` takes one."""
+        return MemoryPartitionTail(self, partition)
 
     # --- what a test reads -------------------------------------------------------------------
 
@@ -126,6 +131,11 @@ class MemoryTopic:
         with self._lock:
             self._open_failures = times
 
+    def fail_tails(self, times: int = 1) -> None:
+        """The next `times` reads of a standby's tail fail as when the brokers cannot be read (0: none)."""
+        with self._lock:
+            self._tail_failures = times
+
     def hold_next_write(self) -> Gate:
         """The next write waits at the returned gate, before its records are committed."""
         gate = Gate()
@@ -156,6 +166,13 @@ class MemoryTopic:
                 raise LogError(f"reading {self.name}[{partition}]: unavailable (injected)")
             entries = list(self._part(partition).entries)
         return _replay(self.name, partition, entries, state)
+
+    def _read(self, partition: int, start: int) -> list[tuple[bytes, bytes | None]]:
+        with self._lock:
+            if self._tail_failures:
+                self._tail_failures -= 1
+                raise LogError(f"tailing {self.name}[{partition}]: unavailable (injected)")
+            return self._part(partition).entries[start:]
 
     def _write(self, partition: int, epoch: int, entries: list[tuple[bytes, bytes | None]]) -> None:
         with self._lock:
@@ -210,3 +227,38 @@ class MemoryPartitionLog:
 
     def close(self) -> None:
         self.closed = True
+
+
+class MemoryPartitionTail:
+    """A reader of a `MemoryTopic`'s partition onward (the `PartitionTail` a `Standby` follows):
+    every committed record from the first, as a read_committed consumer sees them."""
+
+    def __init__(self, topic: MemoryTopic, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.next_offset = 0
+        self.closed = False
+        self._closing = threading.Event()
+
+    def poll(self, state: CoordinatorState, result: LoadResult, timeout_s: float) -> int:
+        read = self._replay(state, result)
+        if not read:
+            self._closing.wait(min(timeout_s, 0.01))  # as a consumer waits for records to arrive
+        return read
+
+    def catch_up(self, state: CoordinatorState, result: LoadResult, timeout_s: float) -> None:
+        self._replay(state, result)
+
+    def _replay(self, state: CoordinatorState, result: LoadResult) -> int:
+        entries = self.topic._read(self.partition, self.next_offset)
+        start, self.next_offset = self.next_offset, self.next_offset + len(entries)
+        state.replay_all(
+            record
+            for offset, (key, value) in enumerate(entries, start)
+            if (record := checked_record(self.topic.name, self.partition, offset, key, value, result)) is not None
+        )
+        return len(entries)
+
+    def close(self) -> None:
+        self.closed = True
+        self._closing.set()

@@ -30,6 +30,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from coordinator.service.server import CoordinatorServer
+from coordinator.service.standby import standby_partitions
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +73,13 @@ class GroupOwnership:
         *,
         session_timeout_ms: int = 10_000,
         kafka_advertised: tuple[str, int] | None = None,
+        standby_partitions: int = 0,
     ) -> None:
         self.server = server
         self.group_id = group_id
+        # How many partitions not owned here to keep standbys of (`coordinator.service.standby`).
+        self.standby_count = standby_partitions
+        self._owned: set[int] = set()  # the partitions the consumer group assigned us, as it says
         self.locate = Locator(lambda: asyncio.to_thread(self._described_owners))
         self._config = {
             **kafka_config,
@@ -138,16 +143,27 @@ class GroupOwnership:
         taken = sorted(tp.partition for tp in partitions)
         if taken:
             log.info("consumer group %s assigned partitions %s", self.group_id, taken)
+            self._owned.update(taken)
             # Not waited for: loading may take seconds, and the partition answers
-            # COORDINATOR_LOAD_IN_PROGRESS meanwhile.
+            # COORDINATOR_LOAD_IN_PROGRESS meanwhile. A standby of a taken partition is promoted
+            # (assign takes it before keep_standbys, scheduled after it, can run).
             asyncio.run_coroutine_threadsafe(self.server.assign(taken), self._loop)
+        self._follow_assignment()
 
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         lost = sorted(tp.partition for tp in partitions)
         if lost:
             log.info("consumer group %s revoked partitions %s", self.group_id, lost)
+            self._owned.difference_update(lost)
             # Waited for: the partitions must stop serving before another instance takes them.
             asyncio.run_coroutine_threadsafe(self.server.revoke(lost), self._loop).result()
+            self._follow_assignment()
+
+    def _follow_assignment(self) -> None:
+        """Keep the standbys the assignment now calls for (none without --standby-partitions)."""
+        if self.standby_count and not self._stopping.is_set():  # not on the way out
+            wanted = standby_partitions(self._owned, self.server.partitions, self.standby_count)
+            asyncio.run_coroutine_threadsafe(self.server.keep_standbys(wanted), self._loop)
 
     def _described_owners(self) -> dict[int, Owner]:
         try:

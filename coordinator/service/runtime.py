@@ -45,6 +45,7 @@ from coordinator.core.state import CoordinatorState
 from coordinator.service.events import Observer, Told
 from coordinator.service.log import LoadResult, PartitionLog, UnreadableFormatLevel, kafka_logs
 from coordinator.service.metrics import Metrics
+from coordinator.service.standby import Standby
 from coordinator.tools.logs import event
 from coordinator.tools.partitions import LogError
 
@@ -135,19 +136,26 @@ class PartitionRuntime:
 
     # --- life cycle ----------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, standby: Standby | None = None) -> None:
         """Fence the previous owner, load the partition, arm its timers, then serve.
 
         When Kafka cannot do that now (brokers down, too few in-sync replicas, the transaction
         coordinator moving), the partition goes on trying in the background, with backoff, and
         answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, until it loads or is closed. It never gives
-        up: its owner holds it, so nobody else would ever serve it."""
+        up: its owner holds it, so nobody else would ever serve it.
+
+        With `standby` (this instance's shadow copy of the partition, `coordinator.service.standby`),
+        the first attempt promotes it instead of loading: after fencing, only the tail it has not
+        seen is read. Any later attempt loads in full. The runtime closes the standby either way."""
         self.status = Status.LOADING
         try:
-            await self._load()
+            await self._load(standby)
         except LogError as e:
             if self.status is Status.LOADING:
                 self._loading = asyncio.create_task(self._keep_loading(e), name=f"loading-{self.partition}")
+        finally:
+            if standby is not None:
+                await asyncio.to_thread(standby.close)
 
     async def _keep_loading(self, error: LogError) -> None:
         delay = self.load_retry_s
@@ -169,16 +177,24 @@ class PartitionRuntime:
                 self.status = Status.FAILED
                 return
 
-    async def _load(self) -> None:
+    async def _load(self, standby: Standby | None = None) -> None:
         """One attempt at what `start` does; LogError when Kafka cannot do it now."""
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         partition_log = self.logs(self.partition)
+        promoted = None
+        if standby is not None:
+            standby.stop_soon()
         try:
             # Fence first (init_transactions): once it returns, the old owner can no longer commit,
-            # so what we load next is everything it will ever have written.
+            # so what we read next is everything it will ever have written.
             await self._blocking(partition_log.open)
             if self.status is Status.LOADING:  # else closed meanwhile, and its thread is gone
-                self.last_load = await self._blocking(partition_log.load, self.coordinator.state)
+                promoted = None if standby is None else await self._blocking(standby.promote)
+                if promoted is not None:  # the shadow state and the tail read after fencing
+                    self.coordinator = GroupCoordinator(standby.state, self.config)
+                    self.last_load = promoted
+                else:
+                    self.last_load = await self._blocking(partition_log.load, self.coordinator.state)
         except UnreadableFormatLevel as e:
             await asyncio.to_thread(partition_log.close)
             self.coordinator = GroupCoordinator(CoordinatorState(), self.config)  # nothing half-read is kept
@@ -195,6 +211,14 @@ class PartitionRuntime:
             await asyncio.to_thread(partition_log.close)
             return
         self._log = partition_log
+        self._loaded(promoted_from=standby if promoted is not None else None)
+        self._arm(self.coordinator.timers(self.now_ms()))
+        if self._loop_task is None:
+            self._loop_task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
+        self.status = Status.ACTIVE
+
+    def _loaded(self, promoted_from: Standby | None) -> None:
+        """Say what loading (or promoting a standby) found: skipped records, sizes, metrics."""
         for corrupt in self.last_load.corrupt:
             event(
                 log,
@@ -208,12 +232,14 @@ class PartitionRuntime:
                 offset=corrupt[0],
             )
         state = self.coordinator.state
+        how = "loaded" if promoted_from is None else "promoted from its standby, whose tail held"
         event(
             log,
             "partition-loaded",
-            "%s[%d] loaded: %d records in %.3f s",
+            "%s[%d] %s: %d records in %.3f s",
             self.topic,
             self.partition,
+            how,
             self.last_load.records,
             self.last_load.seconds,
             partition=self.partition,
@@ -221,14 +247,11 @@ class PartitionRuntime:
             seconds=round(self.last_load.seconds, 6),
             groups=len(state.groups),
             members=sum(len(g.members) for g in state.groups.values()),
+            standby_records=None if promoted_from is None else promoted_from.result.records,
         )
         self.observer.loaded(state, self.now_ms())
         if self.metrics is not None:
             self.metrics.observe_load(self.partition, self.last_load.seconds, self.last_load.records)
-        self._arm(self.coordinator.timers(self.now_ms()))
-        if self._loop_task is None:
-            self._loop_task = asyncio.create_task(self._run(), name=f"partition-{self.partition}")
-        self.status = Status.ACTIVE
 
     async def close(self, status: Status = Status.CLOSED) -> None:
         """Stop serving (CLOSED: revoked or shutting down; FENCED: taken over by another owner)."""

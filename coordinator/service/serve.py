@@ -186,6 +186,15 @@ def _ownership_flags(parser: argparse.ArgumentParser) -> None:
         "(env COORDINATOR_OWNERSHIP_SESSION_TIMEOUT_MS, default 10000)",
     )
     own.add_argument(
+        "--standby-partitions",
+        type=_number(int),
+        default=env("COORDINATOR_STANDBY_PARTITIONS", "0"),
+        metavar="N",
+        help="group ownership: keep hot standbys of N partitions this instance does not own (the ones "
+        "after its own; all of them when N is at least their number), so that taking one over reads "
+        "only the records it has not seen (env COORDINATOR_STANDBY_PARTITIONS, default 0)",
+    )
+    own.add_argument(
         "--peer",
         action="append",
         default=_env_list("COORDINATOR_PEERS"),
@@ -379,6 +388,14 @@ def run(args: argparse.Namespace) -> int:
             "find-coordinator asks the consumer group who owns a partition; remove it",
             exit_code=2,
         )
+    if args.standby_partitions < 0:
+        raise CliError(f"--standby-partitions {args.standby_partitions}: expected 0 or more", exit_code=2)
+    if args.standby_partitions and args.ownership != "group":
+        raise CliError(
+            "--standby-partitions (COORDINATOR_STANDBY_PARTITIONS) is for group ownership only: a static "
+            "instance never takes over another's partitions; add --ownership group or remove it",
+            exit_code=2,
+        )
     config = kafka_config.client_config(args)
     # A broker with auto.create.topics.enable (Apache Kafka's default) creates a missing topic that a
     # client asks metadata about, and librdkafka's producers and admin clients ask for that unless told
@@ -559,6 +576,7 @@ async def _serve(
             config,
             args.group_id or f"worker-coordinator-{args.topic}",
             session_timeout_ms=args.ownership_session_timeout_ms,
+            standby_partitions=args.standby_partitions,
             kafka_advertised=kafka_listener.advertised if kafka_listener else None,
         )
         await ownership.start()

@@ -53,6 +53,8 @@ from coordinator.service.log import PartitionLog, kafka_logs
 from coordinator.service.metrics import Metrics
 from coordinator.service.pages import Pages
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
+from coordinator.service.standby import PartitionTail, Standby, kafka_tails
+from coordinator.tools.logs import event
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.release import release
 
@@ -119,6 +121,7 @@ class CoordinatorServer:
         linger_ms: float = 2.0,
         max_body_bytes: int = MAX_BODY_BYTES,
         log: Callable[[int], PartitionLog] | None = None,
+        tail: Callable[[int], PartitionTail] | None = None,
     ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
@@ -129,6 +132,9 @@ class CoordinatorServer:
         self.transactional_prefix = transactional_prefix
         # partition -> a new handle on its log, for each partition's runtime: the topic's by default.
         self.logs = log or kafka_logs(self.kafka_config, topic, transactional_prefix)
+        # partition -> a new reader of its log from the first offset, for each standby kept here.
+        self.tails = tail or kafka_tails(self.kafka_config, topic)
+        self.standbys: dict[int, Standby] = {}  # shadow copies of partitions not served here
         self.linger_ms = linger_ms
         self.max_body_bytes = max_body_bytes
         self.metrics = Metrics()
@@ -143,10 +149,14 @@ class CoordinatorServer:
         await self.assign(self._owned)
 
     async def close(self) -> None:
+        await self.keep_standbys(())
         await self.revoke(list(self.runtimes))
 
     async def assign(self, partitions: Iterable[int]) -> None:
-        """Serve `partitions` from now on: each fences its previous owner and loads."""
+        """Serve `partitions` from now on: each fences its previous owner and loads, or promotes
+        this instance's standby of it (taken before the first await: `keep_standbys` may run next)."""
+        partitions = list(partitions)
+        standbys = {p: self.standbys.pop(p) for p in partitions if p in self.standbys and p not in self.runtimes}
         new = []
         for p in partitions:
             if p not in self.runtimes:
@@ -161,7 +171,7 @@ class CoordinatorServer:
                     log=self.logs,
                 )
                 new.append(self.runtimes[p])
-        results = await asyncio.gather(*(r.start() for r in new), return_exceptions=True)
+        results = await asyncio.gather(*(r.start(standbys.get(r.partition)) for r in new), return_exceptions=True)
         for runtime, result in zip(new, results):
             if isinstance(result, BaseException):
                 log.error("partition %d could not be taken: %s", runtime.partition, result)
@@ -171,6 +181,24 @@ class CoordinatorServer:
         """Stop serving `partitions` at once (their new owner fences this process anyway)."""
         closing = [self.runtimes.pop(p) for p in list(partitions) if p in self.runtimes]
         await asyncio.gather(*(r.close() for r in closing), return_exceptions=True)
+
+    async def keep_standbys(self, partitions: Iterable[int]) -> None:
+        """Keep standbys of `partitions` (those not served here) and of no others: new ones start
+        tailing from the first offset, the ones no longer wanted stop."""
+        wanted = {p for p in partitions if p not in self.runtimes}
+        dropped = [self.standbys.pop(p) for p in list(self.standbys) if p not in wanted]
+        for p in sorted(wanted - set(self.standbys)):
+            self.standbys[p] = Standby(p, self.tails(p)).start()
+            event(log, "standby-started", "keeping a standby of partition %d", p, partition=p)
+        for standby in dropped:
+            event(
+                log,
+                "standby-stopped",
+                "no longer keeping a standby of partition %d",
+                standby.partition,
+                partition=standby.partition,
+            )
+        await asyncio.gather(*(asyncio.to_thread(s.close) for s in dropped))
 
     def runtime_for(self, group_id: str) -> PartitionRuntime:
         partition = partition_for(group_id, self.partitions)
