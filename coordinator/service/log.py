@@ -18,6 +18,7 @@ the protocol beyond records.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -178,11 +179,18 @@ def _load_latest(
 ) -> bool:
     """Load through compaction's view; False (and `state` untouched) if any of it is corrupt."""
     latest = LatestPerKey(tp.topic, tp.partition)
-    key, value = Message.key, Message.value
-    for messages in _rounds(consumer, tp, end, deadline):
-        latest.add(list(map(key, messages)), list(map(value, messages)), messages)
-    fresh = not (state.groups or state.classic_groups or state.format_level_record)
-    records = latest.records(tombstones=not fresh)
+    # As in replay_all: the messages and records made here hold no cycles, and a collection would
+    # only walk the growing set of them again and again.
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        for messages in _rounds(consumer, tp, end, deadline):
+            latest.add(messages)
+        fresh = not (state.groups or state.classic_groups or state.format_level_record)
+        records = latest.records(tombstones=not fresh)
+    finally:
+        if paused:
+            gc.enable()
     if records is None:
         return False
     state.replay_all(records)
@@ -215,34 +223,31 @@ class LatestPerKey:
         self.topic = topic
         self.partition = partition
         self.count = 0
-        self._values: dict[bytes, bytes | None] = {}
-        self._positions: dict[bytes, int] = {}
+        self._last: dict[bytes, Message] = {}  # key bytes -> its last message so far
 
-    def add(self, keys: list[bytes], values: list[bytes | None], messages: Sequence[Message] = ()) -> None:
-        """The next records of the partition in offset order, as parallel lists of keys and values
-        (and the messages they came from, whose offsets a format-level record is reported with)."""
-        count = self.count
-        self.count += len(keys)
+    def add(self, messages: Sequence[Message]) -> None:
+        """The next messages of the partition, in offset order."""
+        self.count += len(messages)
+        keys = list(map(Message.key, messages))
         if _FORMAT_LEVEL_KEY in keys:  # rare: a level raised; check each, superseded or not
-            for i, (key, value) in enumerate(zip(keys, values, strict=True)):
+            for key, message in zip(keys, messages, strict=True):
                 if key == _FORMAT_LEVEL_KEY:
-                    offset = messages[i].offset() if messages else count + i
-                    checked_record(self.topic, self.partition, offset, key, value, LoadResult(self.partition))
-        # dict.update keeps the last of each key, in C: with the read, most of the load's cost.
-        self._values.update(zip(keys, values))
-        self._positions.update(zip(keys, range(count, self.count)))
+                    checked_record(
+                        self.topic, self.partition, message.offset(), key, message.value(), LoadResult(self.partition)
+                    )
+        # dict.update keeps the last message of each key, in C: with the read, most of the load's cost.
+        self._last.update(zip(keys, messages))
 
     def records(self, tombstones: bool = True) -> list[Record] | None:
         """The last record of each key in offset order, decoded (without the tombstones if not
         `tombstones`); None if one does not decode."""
-        values = self._values
         records = []
         append = records.append
         try:
-            for key in sorted(self._positions, key=self._positions.__getitem__):
-                value = values[key]
+            for message in sorted(self._last.values(), key=Message.offset):
+                value = message.value()
                 if value is not None or tombstones:
-                    append(decode(key, value))
+                    append(decode(message.key(), value))
         except RecordDecodeError:
             return None
         return records
