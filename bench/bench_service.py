@@ -1014,10 +1014,18 @@ def bench_load(bootstrap: str, topic: str, partitions: int, sizes: Sizes) -> Non
     written = write_encoded(bootstrap, topic, partition, encoded)
     config = {"bootstrap.servers": bootstrap}
     new_times, old_times, read_times = [], [], []
+    cpu: dict[str, list[float]] = {"new": [], "old": [], "read": []}  # this process's, librdkafka's threads included
+
+    def timed(what: str, call, *args):  # noqa: ANN001, ANN202
+        started = time.process_time()
+        outcome = call(*args)
+        cpu[what].append(time.process_time() - started)
+        return outcome
+
     for _ in range(sizes.load_rounds):  # interleaved, so that the machine's load falls on each alike
         state, baseline = CoordinatorState(), EveryRecord.state()
-        result = load_partition(config, topic, partition, state)
-        old = load_partition({**config, **EveryRecord.OLD_READ}, topic, partition, baseline)
+        result = timed("new", load_partition, config, topic, partition, state)
+        old = timed("old", load_partition, {**config, **EveryRecord.OLD_READ}, topic, partition, baseline)
         for r in (result, old):
             if r.records != len(encoded) or r.corrupt:
                 raise RuntimeError(f"loaded {r.records} records ({len(r.corrupt)} corrupt), wrote {len(encoded)}")
@@ -1025,7 +1033,7 @@ def bench_load(bootstrap: str, topic: str, partitions: int, sizes: Sizes) -> Non
             raise RuntimeError("compaction's view loaded another state than replaying every record")
         new_times.append(result.seconds)
         old_times.append(old.seconds)
-        read_times.append(read_only_seconds(config, topic, partition))
+        read_times.append(timed("read", read_only_seconds, config, topic, partition))
     seconds, old_seconds, read = map(statistics.median, (new_times, old_times, read_times))
     live = len(state.slots())
 
@@ -1049,6 +1057,11 @@ def bench_load(bootstrap: str, topic: str, partitions: int, sizes: Sizes) -> Non
     print(
         f"  bound, reading it without decoding: {n / read:9,.0f} records/s ({read:.2f} s; the load is "
         f"{seconds / read:.2f}x its time); decode + replay of every record from memory {n / base:,.0f}/s"
+    )
+    new_cpu, old_cpu, read_cpu = (statistics.median(cpu[k]) for k in ("new", "old", "read"))
+    print(
+        f"  CPU of this process (median): load {new_cpu:.2f} s ({n / new_cpu:,.0f} records per CPU-second), "
+        f"baseline {old_cpu:.2f} s ({n / old_cpu:,.0f}), reading alone {read_cpu:.2f} s ({n / read_cpu:,.0f})"
     )
     # The failover partition was written by PartitionWriter (small batches, as the runtime writes).
     small_records = load_partition(config, topic, 0, CoordinatorState()).records
