@@ -968,12 +968,7 @@ class EveryRecord:
     load took before compaction's view (each record decoded and replayed in topic order), and
     OLD_READ puts back the consumer settings it read with."""
 
-    OLD_READ = {
-        "queued.min.messages": 100_000,
-        "queued.max.messages.kbytes": 65_536,
-        "max.partition.fetch.bytes": 16 * 1024 * 1024,
-        "fetch.max.bytes": 50 * 1024 * 1024,
-    }
+    OLD_READ = {"queued.min.messages": 100_000}
 
     @staticmethod
     def state():  # noqa: ANN205

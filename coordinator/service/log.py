@@ -145,15 +145,12 @@ def load_partition(
     return result
 
 
-# A load reads one partition from start to end as fast as it can take it: a deeper prefetch queue
-# (librdkafka stops fetching at 100,000 queued messages or 64 MiB) and larger fetches keep the
-# broker's next response on its way while Python takes the last one.
-_LOAD_DEFAULTS = {
-    "queued.min.messages": 1_000_000,
-    "queued.max.messages.kbytes": 1_048_576,
-    "max.partition.fetch.bytes": 64 * 1024 * 1024,
-    "fetch.max.bytes": 64 * 1024 * 1024,
-}
+# A load reads one partition from start to end as fast as it can take it. librdkafka fetches again
+# only when fewer than queued.min.messages (100,000) wait in its queue: with records this small,
+# Python drained the queue and waited for the next fetch. At 1,000,000 the next one is on its way
+# meanwhile (read alone, 500k records: 1.67 s -> 1.06 s, the same CPU); its byte bound
+# (queued.max.messages.kbytes, 64 MiB) still caps the memory.
+_LOAD_DEFAULTS = {"queued.min.messages": 1_000_000}
 
 
 def _rounds(consumer: Consumer, tp: TopicPartition, end: int, deadline: float) -> Iterable[list[Message]]:
