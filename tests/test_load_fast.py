@@ -1,6 +1,6 @@
 """Loading through compaction's view (`coordinator.service.log.LatestPerKey`) gives the state that
 replaying every record gives, on a real broker: the scripted and random histories of the replay
-tests, their compacted form, the golden records, hypothesis-made logs with tombstones, corrupt
+tests, their compacted form, the golden records, the benchmark's partition, hypothesis-made logs with tombstones, corrupt
 records and format-level records.
 
 The record-by-record load is `load_partition` with a subclass of CoordinatorState (a state that
@@ -118,6 +118,20 @@ def test_the_golden_records_load_to_the_same_state(kafka_broker, unique_topic: s
     create_topic(kafka_broker.bootstrap_servers, unique_topic)
     _write(kafka_broker, unique_topic, entries + entries[::-1])  # each key superseded by itself, reversed
     _assert_same_load(kafka_broker, unique_topic)
+
+
+def test_the_benchmark_partition_loads_to_the_same_state(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
+    """bench/bench_service.py's partition (group histories copied under many ids), smaller."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))  # as the benchmark runs
+    from bench_service import large_log
+
+    entries, _ = large_log(20_000, 0, 1)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
+    _write(kafka_broker, unique_topic, entries)
+    old, new = _assert_same_load(kafka_broker, unique_topic)
+    assert new.records == len(entries) and not new.corrupt
 
 
 GOOD = encode(Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(7)))
