@@ -23,6 +23,8 @@ from records import (
     ConnectGroupMetadataValue,
     FormatLevelKey,
     FormatLevelValue,
+    MemberMetadataKey,
+    MemberMetadataValue,
     Record,
     encode,
 )
@@ -183,6 +185,22 @@ def test_tombstones_of_the_last_record_empty_a_state_that_held_the_key(kafka_bro
     state.replay(Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(1)))  # held before the load
     load_partition(kafka_broker.client_config(), unique_topic, 0, state)
     assert set(state.groups) == {"h"}
+
+
+def test_keys_are_replayed_in_the_order_of_their_last_records(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
+    """Which member a static instance id points to depends on the order across keys: A and B both
+    claim it, then A writes again. Replaying every record leaves it with A; so must the view."""
+
+    def member(member_id: str, epoch: int) -> Entry:
+        value = MemberMetadataValue(epoch, "static-1", "client", "/10.0.0.1", None, 60_000, None)
+        return encode(Record(MemberMetadataKey("g", member_id), value))
+
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
+    _write(kafka_broker, unique_topic, [member("A", 1), member("B", 1), member("A", 2)])
+    _assert_same_load(kafka_broker, unique_topic)
+    state = CoordinatorState()
+    load_partition(kafka_broker.client_config(), unique_topic, 0, state)
+    assert state.groups["g"].member_with_instance("static-1") == "A"
 
 
 # Hypothesis: logs of every record type over a few group and member ids (so that records supersede
