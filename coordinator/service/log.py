@@ -201,10 +201,10 @@ class LatestPerKey:
 
     Why it equals replaying every record: replay puts a record's value into its key's slot (or
     empties it for a tombstone) and nothing else in the state depends on a value a later record of
-    the same key replaced (DESIGN §3: `replay(compact(log))` equals `replay(log)`). Volatile state is
-    not in the log, and the derived caches are rebuilt from the slots. Keeping the keys' order of
-    their last offsets keeps what depends on the order across keys (which member a static instance
-    id points to) as a compaction of the log would leave it. A last record that is a tombstone is
+    the same key replaced (DESIGN §3: `replay(compact(log))` equals `replay(log)`); volatile state is
+    not in the log. One cache depends on the order across keys: which member a static instance id
+    points to, the last to claim it. Replaying the keys in the order of their last records leaves it
+    as replaying every record does (tests/test_load_fast.py), as a compaction of the log would. A last record that is a tombstone is
     replayed only into a state that already holds something: into an empty one it is a no-op.
 
     Two things a superseded record can do are still done:
