@@ -204,7 +204,8 @@ class LatestPerKey:
     the same key replaced (DESIGN §3: `replay(compact(log))` equals `replay(log)`); volatile state is
     not in the log. One cache depends on the order across keys: which member a static instance id
     points to, the last to claim it. Replaying the keys in the order of their last records leaves it
-    as replaying every record does (tests/test_load_fast.py), as a compaction of the log would. A last record that is a tombstone is
+    as a compaction of the log would, and as replaying every record does unless a superseded record
+    claimed it (two live members claiming one id at once: the protocol replaces the old member). A last record that is a tombstone is
     replayed only into a state that already holds something: into an empty one it is a no-op.
 
     Two things a superseded record can do are still done:
