@@ -23,6 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from confluent_kafka import Producer
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from records import encode  # noqa: E402
@@ -94,6 +96,25 @@ def week(workers: int, events: int, seed: int = 32) -> list[Step]:
 def recorded(steps: list[Step]) -> list[RawRecord]:
     run = run_script(GROUP, steps, SETTINGS, T0, steps[-1].at_ms)
     return [RawRecord(0, n, stamp, *encode(r)) for n, (r, stamp) in enumerate(zip(run.log, run.stamps))]
+
+
+def write_week(bootstrap: str, topic: str, workers: int, events: int, group: str = GROUP) -> int:
+    """The generated week (`week`) of `group` into partition 0 of `topic`, its times moved to end a minute
+    ago (a coordinator loading it sees a group whose members have just stopped). Returns the records."""
+    steps = week(workers, events)
+    run = run_script(group, steps, SETTINGS, T0, steps[-1].at_ms)
+    shift = int(time.time() * 1000) - 60_000 - run.stamps[-1]
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for record, stamp in zip(run.log, run.stamps):
+        key, value = encode(record)
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=0, timestamp=stamp + shift)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+    return len(run.log)
 
 
 def simulate_once(raw: list[RawRecord]) -> tuple[float, dict]:

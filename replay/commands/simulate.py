@@ -14,7 +14,7 @@ import re
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from coordinator.core.driver.scripted import ScriptSettings
@@ -24,7 +24,7 @@ from replay.errors import ReplayError
 from replay.history import History
 from replay.positions import format_clock, format_duration, format_time, parse_time
 from replay.simulate import Outcome, differences, faithfulness, measure, own_settings, rerun
-from replay.whatif import PROTOCOLS, Recorded, check_settings, extract, recorded_settings
+from replay.whatif import PROTOCOLS, Extracted, Recorded, check_settings, extract, recorded_settings
 
 # The topic keeps every record for min.compaction.lag.ms (an hour by default); older ones may be
 # compacted away, and a history read from them misses the superseded ones.
@@ -108,9 +108,27 @@ def alternatives(
     return out
 
 
-def run_simulate(args: argparse.Namespace) -> int:
-    _check(args)
-    history, read = _read(args)
+@dataclass
+class Simulation:
+    """What `replay simulate` computed: the recorded history, its re-runs and their numbers. The CLI
+    prints it; the group page's "what if" view (`coordinator.service.whatif`) draws it."""
+
+    history: History
+    read: Read
+    extracted: Extracted
+    recorded: Recorded
+    own: ScriptSettings
+    base: Outcome  # the recorded history's numbers
+    outcomes: list[Outcome]  # the faithful re-run's, then each alternative's
+    histories: list[tuple[str, History]]  # every history by name: recorded, re-run, alternatives
+    since: int | None
+
+
+def simulation(args: argparse.Namespace, read: Read | None = None) -> Simulation:
+    """The command's work without its printing: read (what `read` holds if given, else what the
+    arguments name), extract, re-run, measure."""
+    check(args)
+    history, read = _read(args, read)
     given = {
         name: value
         for name, value in (
@@ -127,22 +145,34 @@ def run_simulate(args: argparse.Namespace) -> int:
     own = own_settings(extracted, recorded)
     classic = extracted.protocol == "classic"
     runs = [("protocol connect" if classic else "re-run", own), *alternatives(args, own, classic)]
-    recorded_outcome, outcomes, histories = _run_all(history, extracted, runs, since)
+    base, outcomes, histories = _run_all(history, extracted, runs, since)
+    named = [("recorded", history), *zip([n for n, _ in runs], histories)]
+    return Simulation(history, read, extracted, recorded, own, base, outcomes, named, since)
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    sim = simulation(args)
     if args.format == "json":
-        _print_json(extracted, recorded, own, recorded_outcome, outcomes)
+        _print_json(sim.extracted, sim.recorded, sim.own, sim.base, sim.outcomes)
     else:
         print(
-            f"group {args.group}: {read_summary(history, read)}"
-            + (f"; re-run from {format_time(since)}" if since else "")
+            f"group {args.group}: {read_summary(sim.history, sim.read)}"
+            + (f"; re-run from {format_time(sim.since)}" if sim.since else "")
         )
-        _print_report(extracted, recorded, own, recorded_outcome, outcomes, since)
+        print(settings_line(sim))
+        print()
+        header, rows = report_table(sim)
+        print(table(rows, header))
+        print()
+        for line in report_notes(sim):
+            print(line)
     if args.plot:
-        _plot(args.plot, args.group, [("recorded", history), *zip([n for n, _ in runs], histories)])
+        _plot(args.plot, args.group, sim.histories)
         print(f"plot written to {args.plot}", file=sys.stderr)
     return 0
 
 
-def _check(args: argparse.Namespace) -> None:
+def check(args: argparse.Namespace) -> None:
     """What can be refused before anything is read."""
     if args.plot and Path(args.plot).suffix.lower() not in (".html", ".htm"):
         raise ReplayError(f"--plot {args.plot}: the timelines are drawn on an .html page", invalid_input=True)
@@ -158,10 +188,10 @@ def _check(args: argparse.Namespace) -> None:
             raise ReplayError(f"{flag} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
 
 
-def _read(args: argparse.Namespace) -> tuple[History, Read]:
+def _read(args: argparse.Namespace, read: Read | None = None) -> tuple[History, Read]:
     """The group's history up to --to. From its start, not from --from: the re-runs start from
     what the group was at --from, which the records before it say."""
-    read = Read(args, args.group)
+    read = read or Read(args, args.group)
     history = History(args.group, strict=args.strict)
     history.run(read)
     report_corrupt(history, args)
@@ -216,20 +246,23 @@ def _stable(o: Outcome) -> tuple[str, str]:
     return format_duration(round(statistics.median(known))), format_duration(max(known))
 
 
-def _print_report(  # noqa: ANN001
-    extracted, recorded: Recorded, own: ScriptSettings, base: Outcome, outcomes: list[Outcome], since: int | None
-) -> None:
-    s = own
-    print(
-        f"{len(extracted.happenings)} happenings re-run; settings as recorded: "
-        f"session {format_duration(s.session_timeout_ms)} ({recorded.how['session_timeout_ms']}), "
-        f"heartbeat {format_duration(s.heartbeat_interval_ms)} ({recorded.how['heartbeat_interval_ms']}), "
+def settings_line(sim: Simulation) -> str:
+    """The settings the re-run took as recorded, and how each was known."""
+    s, how = sim.own, sim.recorded.how
+    return (
+        f"{len(sim.extracted.happenings)} happenings re-run; settings as recorded: "
+        f"session {format_duration(s.session_timeout_ms)} ({how['session_timeout_ms']}), "
+        f"heartbeat {format_duration(s.heartbeat_interval_ms)} ({how['heartbeat_interval_ms']}), "
         f"scheduled delay {format_duration(s.scheduled_rebalance_max_delay_ms)} "
-        f"({recorded.how['scheduled_rebalance_max_delay_ms']}), initial delay "
-        f"{format_duration(s.initial_assignment_delay_ms)} ({recorded.how['initial_assignment_delay_ms']}), "
-        f"{'server-side ' if extracted.server_side else ''}{extracted.assignor}"
+        f"({how['scheduled_rebalance_max_delay_ms']}), initial delay "
+        f"{format_duration(s.initial_assignment_delay_ms)} ({how['initial_assignment_delay_ms']}), "
+        f"{'server-side ' if sim.extracted.server_side else ''}{sim.extracted.assignor}"
     )
-    everything = [base, *outcomes]
+
+
+def report_table(sim: Simulation) -> tuple[list[str], list[list]]:
+    """The side-by-side table: its header (a column per history) and its rows."""
+    everything = [sim.base, *sim.outcomes]
     rows = [
         ["rebalances", *(o.rebalances for o in everything)],
         ["items moved", *(len(o.moves) for o in everything)],
@@ -239,28 +272,33 @@ def _print_report(  # noqa: ANN001
         ["time to stable, median", *(_stable(o)[0] for o in everything)],
         ["time to stable, longest", *(_stable(o)[1] for o in everything)],
     ]
-    print()
-    print(table(rows, ["", *(o.name for o in everything)]))
+    return ["", *(o.name for o in everything)], rows
+
+
+def report_notes(sim: Simulation) -> list[str]:
+    """The lines under the table: faithfulness, what was not reconstructed, workers refused, and
+    the happenings where each alternative differs most from the re-run."""
+    extracted, outcomes = sim.extracted, sim.outcomes
     # The alternatives are set against the re-run (the setting's doing alone), not the record.
     base_said = "as recorded (re-run)"
     if extracted.protocol == "classic":
         base_said = "on the connect protocol"
-        print(f"\nfaithfulness: {CLASSIC_FAITHFULNESS}")
+        out = [f"faithfulness: {CLASSIC_FAITHFULNESS}"]
     else:
-        _print_faithfulness(faithfulness(base, outcomes[0]))
-    for line in extracted.not_reconstructed:
-        print(f"not reconstructed: {line}")
+        out = [_faithfulness_line(faithfulness(sim.base, outcomes[0]))]
+    out += [f"not reconstructed: {line}" for line in extracted.not_reconstructed]
     for o in outcomes:
         for member_id, why in sorted(o.given_up.items()):
-            print(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
+            out.append(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
     for o in outcomes[1:]:
-        for d in differences(extracted, outcomes[0], o, from_ms=since):
-            print(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, base_said, o.name))
+        for d in differences(extracted, outcomes[0], o, from_ms=sim.since):
+            out.append(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, base_said, o.name))
+    return out
 
 
-def _print_faithfulness(f) -> None:  # noqa: ANN001
-    print(
-        f"\nfaithfulness: the re-run with the group's own settings made {f.matched_moves} of the "
+def _faithfulness_line(f) -> str:  # noqa: ANN001
+    return (
+        f"faithfulness: the re-run with the group's own settings made {f.matched_moves} of the "
         f"{f.recorded_moves} recorded moves; "
         + (
             "the same items moved to the same workers, rebalance after rebalance"
