@@ -62,7 +62,12 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=100)
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--seconds", type=float, default=20.0, help="heartbeats measured per round")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=90.0,
+        help="heartbeats measured per round (a simulation of the week lasts about that)",
+    )
     parser.add_argument("--groups", type=int, default=10)
     parser.add_argument("--members", type=int, default=10, help="per group")
     parser.add_argument("--concurrency", type=int, default=16, help="heartbeats in flight")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import logging
 import os
 import sys
 import urllib.parse
@@ -30,6 +31,8 @@ from coordinator.service.whatif_child import MEMORY_EXIT
 from coordinator.tools.text import iso_time
 from replay.commands.simulate import duration
 from replay.positions import format_duration, parse_time
+
+log = logging.getLogger(__name__)
 
 MAX_DELAY_MS = 2**31 - 1
 MIN_MEMORY_MB = 16
@@ -93,7 +96,7 @@ class Outcome:
     """What a simulation came to: `status` for the page, and the child's answer or a line."""
 
     status: int
-    result: dict[str, Any] | None = None
+    report: bytes | None = None  # the report's HTML, as the child wrote it
     line: str = ""
 
 
@@ -159,8 +162,9 @@ class WhatIf:
 
 
 def _outcome(code: int | None, out: bytes, err: bytes, bounds: Bounds) -> Outcome:
+    head, _, report_ = out.partition(b"\n")
     try:
-        answer = orjson.loads(out) if out else None
+        answer = orjson.loads(head) if head else None
     except orjson.JSONDecodeError:
         answer = None
     memory = (
@@ -171,12 +175,13 @@ def _outcome(code: int | None, out: bytes, err: bytes, bounds: Bounds) -> Outcom
     if answer is None and code is not None and code < 0:
         return Outcome(503, line=f"the simulation was killed by signal {-code}")
     if answer is None or code != 0:
+        log.warning("a what-if simulation failed (exit code %s): %s", code, err.decode(errors="replace")[-4000:])
         last = err.decode(errors="replace").strip().splitlines()[-1:] or ["no message"]
         return Outcome(503, line=f"the simulation failed (exit code {code}): {last[0]}")
     if "error" in answer:
         status = {"input": 400, "nothing": 404}.get(answer["error"], 503)
         return Outcome(status, line=answer["message"])
-    return Outcome(200, result=answer)
+    return Outcome(200, report=report_)
 
 
 # --- the page's body -----------------------------------------------------------------------------------
