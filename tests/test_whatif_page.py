@@ -265,3 +265,23 @@ def test_one_simulation_too_many_is_refused_at_once(live: Live) -> None:
         _with_bounds(live, old)
     assert refused.status_code == 429 and "as many as this server runs at once" in refused.text
     assert first[0].status_code == 200
+
+
+@pytest.mark.parametrize(
+    "flag, value, said",
+    [
+        ("--whatif-concurrency", "0", "--whatif-concurrency must be at least 1, not 0"),
+        ("--whatif-memory-mb", "8", "--whatif-memory-mb must be at least 16, not 8"),
+        ("--whatif-timeout-s", "0", "--whatif-timeout-s must be at least 0.1, not 0"),
+        ("--whatif-timeout-s", "soon", "expected a number, got 'soon'"),
+    ],
+)
+def test_serves_bounds_out_of_range_are_one_line(flag: str, value: str, said: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "coordinator", "serve", "--bootstrap-server", "127.0.0.1:1", "--log-format", "text"]
+        + [flag, value],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
