@@ -21,6 +21,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -99,17 +100,19 @@ def recorded(steps: list[Step]) -> list[RawRecord]:
 
 
 def write_week(bootstrap: str, topic: str, workers: int, events: int, group: str = GROUP) -> int:
-    """The generated week (`week`) of `group` into partition 0 of `topic`, its times moved to end a minute
-    ago (a coordinator loading it sees a group whose members have just stopped). Returns the records."""
+    """The generated week (`week`) of `group` into partition 0 of `topic`, re-run to end a minute ago
+    (its records' own times with it: a deferral's deadline is as far from its record as it was), so
+    that a coordinator loading it sees a group whose members have just stopped. Returns the records."""
     steps = week(workers, events)
-    run = run_script(group, steps, SETTINGS, T0, steps[-1].at_ms)
-    shift = int(time.time() * 1000) - 60_000 - run.stamps[-1]
+    shift = int(time.time() * 1000) - 60_000 - steps[-1].at_ms
+    steps = [replace(step, at_ms=step.at_ms + shift) for step in steps]
+    run = run_script(group, steps, SETTINGS, T0 + shift, steps[-1].at_ms)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
     for record, stamp in zip(run.log, run.stamps):
         key, value = encode(record)
         while True:
             try:
-                producer.produce(topic, key=key, value=value, partition=0, timestamp=stamp + shift)
+                producer.produce(topic, key=key, value=value, partition=0, timestamp=stamp)
                 break
             except BufferError:
                 producer.poll(0.05)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import html
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import orjson
 import pytest
@@ -31,7 +33,7 @@ from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ErrorResponse, SetConnectorsRequest
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
-from coordinator.service.auth import Acl, Authorizer, Operation
+from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
 from coordinator.service.server import CoordinatorServer
 from coordinator.service.whatif import Bounds
 from tests.topics import create_topic
@@ -42,6 +44,8 @@ G = "whatif-group"
 BIG = "whatif-big"  # a generated week of 20 workers, written before the server starts: enough to exceed a bound
 OPS, ALICE = "whatif-ops-token", "whatif-alice-token"
 SESSION_MS = 1_500
+SCREENSHOT = Path(__file__).resolve().parents[1] / ".run" / "screenshots" / "whatif-page.png"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @dataclass
@@ -72,7 +76,9 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         [
             Acl("User:ops", frozenset({Operation.ALL}), "*"),
             Acl("User:alice", frozenset({Operation.READ}), "alice-*"),
+            Acl(ANONYMOUS, frozenset({Operation.DESCRIBE}), BIG),  # the browser's, for the screenshot
         ],
+        allow_anonymous=True,
     )
     server = CoordinatorServer(
         kafka_broker.client_config(),
@@ -193,7 +199,7 @@ def test_the_views_numbers_are_the_commands(live: Live, delay: str) -> None:
 
 
 def test_the_view_answers_under_the_group_pages_acl(live: Live) -> None:
-    for token, status in ((ALICE, 403), ("not-a-token", 401), (None, 401)):
+    for token, status in ((ALICE, 403), ("not-a-token", 401), (None, 403)):
         assert _get(live, f"/ui/groups/{G}", token=token).status_code == status
         refused = _get(live, f"/ui/groups/{G}/whatif", token=token, params={"delay": "0"})
         assert refused.status_code == status and "<table" not in refused.text
@@ -285,3 +291,23 @@ def test_serves_bounds_out_of_range_are_one_line(flag: str, value: str, said: st
         timeout=60,
     )
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (`make chromium` installs Debian's)")
+def test_the_view_in_headless_chromium(live: Live) -> None:
+    """The generated week's view as a browser draws it (anonymous may describe that group):
+    `.run/screenshots/whatif-page.png`."""
+    url = f"{live.url}/ui/groups/{BIG}/whatif?delay=0"
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"]
+    flags.append(f"--user-data-dir={SCREENSHOT.parent / 'chromium-profile-whatif'}")
+    dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=True).stdout
+    assert dom.count("<svg") == 3 and "faithfulness:" in dom and "delay 0 ms" in dom
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    SCREENSHOT.unlink(missing_ok=True)
+    subprocess.run(
+        [*flags, f"--screenshot={SCREENSHOT}", "--window-size=1440,2400", url],
+        capture_output=True,
+        timeout=180,
+        check=True,
+    )
+    assert SCREENSHOT.stat().st_size > 10_000
