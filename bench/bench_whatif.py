@@ -44,7 +44,7 @@ from coordinator.core.items import connectors_and_tasks  # noqa: E402
 from coordinator.core.protocol import HeartbeatRequest  # noqa: E402
 
 
-def simulations(port: int, stop: threading.Event, times: list[float], failures: list[str]) -> None:
+def simulations(port: int, stop: threading.Event, times: list[float], failures: list[str], sizes: list[int]) -> None:
     """The view's simulation of the week, back to back until `stop`."""
     url = f"http://127.0.0.1:{port}/ui/groups/{GROUP}/whatif"
     while not stop.is_set():
@@ -52,6 +52,7 @@ def simulations(port: int, stop: threading.Event, times: list[float], failures: 
         answer = requests.get(url, params={"delay": "60s"}, timeout=600)
         if answer.status_code == 200:
             times.append(time.perf_counter() - started)
+            sizes.append(len(answer.content))
         else:
             failures.append(f"{answer.status_code}: {answer.text[-300:]}")
 
@@ -106,13 +107,13 @@ def run(server: Serve, args: argparse.Namespace) -> None:
     sizes = SimpleNamespace(seconds=args.seconds, warmup=2.0, concurrency=args.concurrency)
     url = f"http://127.0.0.1:{server.port}{HEARTBEAT}"
     print(f"fleet: {len(members)} members in {len(groups)} groups; {args.concurrency} heartbeats in flight")
-    quiet, loaded, sims, failures = [], [], [], []
+    quiet, loaded, sims, failures, pages = [], [], [], [], []
     for n in range(args.rounds):
         q = run_loadgen(url, bodies, sizes)
         quiet.append(q)
         stop = threading.Event()
         times: list[float] = []
-        thread = threading.Thread(target=simulations, args=(server.port, stop, times, failures))
+        thread = threading.Thread(target=simulations, args=(server.port, stop, times, failures, pages))
         thread.start()
         time.sleep(3)  # the first child is running: interpreter up, records being read
         loaded_round = run_loadgen(url, bodies, sizes)
@@ -132,7 +133,10 @@ def run(server: Serve, args: argparse.Namespace) -> None:
         print(f"heartbeat {name}, median of {args.rounds}: quiet {a * scale:.2f}{unit}, while simulating "
               f"{b * scale:.2f}{unit}; ratio {b / a:.2f}")  # fmt: skip
     if sims:
-        print(f"a simulation of the week through the view: median {statistics.median(sims):.1f} s ({len(sims)} done)")
+        print(
+            f"a simulation of the week through the view: median {statistics.median(sims):.1f} s ({len(sims)} done), "
+            f"pages of {statistics.median(pages) / 1e6:.1f} MB"
+        )
     for failure in failures[:3]:
         print(f"a simulation failed: {failure}")
 
