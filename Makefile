@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate soak promtool chromium postgresql clean
+.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate bench-whatif soak promtool chromium postgresql clean
 
 install: $(STAMP)
 
@@ -130,6 +130,11 @@ bench-wire: install
 
 bench-simulate: install
 	$(BIN)/python bench/bench_simulate.py $(SIMULATE_ARGS)
+
+# The group page's "what if" view under load (bench/bench_whatif.py): heartbeat p50/p99 of a steady fleet
+# against one serve, alone and while the view simulates the generated week back to back (WHATIF_ARGS).
+bench-whatif: install broker-up
+	$(BIN)/python bench/bench_whatif.py --bootstrap-servers $(BOOTSTRAP) $(WHATIF_ARGS)
 
 bench-state: install
 	$(BIN)/python bench/bench_state.py

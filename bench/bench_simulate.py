@@ -21,7 +21,10 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
+
+from confluent_kafka import Producer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -94,6 +97,27 @@ def week(workers: int, events: int, seed: int = 32) -> list[Step]:
 def recorded(steps: list[Step]) -> list[RawRecord]:
     run = run_script(GROUP, steps, SETTINGS, T0, steps[-1].at_ms)
     return [RawRecord(0, n, stamp, *encode(r)) for n, (r, stamp) in enumerate(zip(run.log, run.stamps))]
+
+
+def write_week(bootstrap: str, topic: str, workers: int, events: int, group: str = GROUP) -> int:
+    """The generated week (`week`) of `group` into partition 0 of `topic`, re-run to end a minute ago
+    (its records' own times with it: a deferral's deadline is as far from its record as it was), so
+    that a coordinator loading it sees a group whose members have just stopped. Returns the records."""
+    steps = week(workers, events)
+    shift = int(time.time() * 1000) - 60_000 - steps[-1].at_ms
+    steps = [replace(step, at_ms=step.at_ms + shift) for step in steps]
+    run = run_script(group, steps, SETTINGS, T0 + shift, steps[-1].at_ms)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True})
+    for record, stamp in zip(run.log, run.stamps):
+        key, value = encode(record)
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, partition=0, timestamp=stamp)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    producer.flush(60)
+    return len(run.log)
 
 
 def simulate_once(raw: list[RawRecord]) -> tuple[float, dict]:

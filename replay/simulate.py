@@ -86,6 +86,10 @@ class Report:
     histories: list[tuple[str, History]]  # ("recorded", the history read), then each re-run's
     since: int | None  # compared from here (the alternatives take over then)
 
+    @property
+    def recorded_history(self) -> History:
+        return self.histories[0][1]
+
 
 def simulate(
     history: History,

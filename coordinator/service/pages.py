@@ -41,6 +41,7 @@ from records import ConnectorsAndTasks
 
 from coordinator.core.items import describe, items_of
 from coordinator.core.protocol import GroupDescription, GroupListing, MemberDescription
+from coordinator.service import whatif
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.tools.partitions import partition_for, reader_config
@@ -158,7 +159,7 @@ td.k { color: #555; width: 9em; white-space: nowrap; }
 .members { display: flex; flex-wrap: wrap; gap: 0 1.5em; }
 .timeline { background: white; padding: .5em; box-shadow: 0 1px 2px #0002; overflow-x: auto; }
 .timeline svg { max-width: 100%; height: auto; }
-.note { color: #666; font-size: .9em; }
+.note { color: #666; font-size: .9em; } .error { color: #a33; font-weight: 600; }
 """
 
 
@@ -284,6 +285,10 @@ def group_page(
         else '<p class="none">no members</p>'
     )
     out.append("<h2>Timeline</h2>")
+    out.append(
+        f'<p><a href="{_esc(whatif.href(d.group_id))}">what if: this history re-run with another scheduled '
+        "delay</a></p>"
+    )
     out.append(f'<div class="timeline">{picture}</div>' if picture is not None else "")
     out.append(f'<p class="note">{_esc(note)}</p>')
     return page(f"group {_esc(d.group_id)}", "".join(out))
@@ -309,6 +314,9 @@ def groups_page(groups: list, partitions: dict[int, str], coordinator: str, now_
     return page("groups", body)
 
 
+_SPLICE = "<!--report-->"
+
+
 def _answer(text: str, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(text=text, status=status, content_type="text/html", charset="utf-8", headers=headers)
 
@@ -329,6 +337,7 @@ class Served(Protocol):
     advertised_url: str
     runtimes: dict[int, PartitionRuntime]
     authorizer: Authorizer
+    whatif_bounds: whatif.Bounds
 
     async def owner_of(self, partition: int) -> str | None: ...
 
@@ -341,6 +350,7 @@ class Pages:
     def __init__(self, server: Served) -> None:
         self.server = server
         self.timelines = Timelines(server.kafka_config, server.topic)
+        self.whatif = whatif.WhatIf(server.kafka_config, server.topic, server.whatif_bounds)
 
     def routes(self) -> list[web.RouteDef]:
         return [
@@ -348,6 +358,7 @@ class Pages:
             web.get("/ui/", self.home),
             web.get("/ui/groups", self.groups),
             web.get("/ui/groups/{group_id:[^/]+}", self.group),
+            web.get("/ui/groups/{group_id:[^/]+}/whatif", self.what_if),
         ]
 
     async def home(self, request: web.Request) -> web.StreamResponse:
@@ -371,6 +382,9 @@ class Pages:
 
     async def group(self, request: web.Request) -> web.Response:
         return await self._guarded(request, self._group)
+
+    async def what_if(self, request: web.Request) -> web.Response:
+        return await self._guarded(request, self._what_if)
 
     async def _guarded(
         self, request: web.Request, render: Callable[[web.Request, str], Awaitable[web.Response]]
@@ -404,12 +418,59 @@ class Pages:
     async def _group(self, request: web.Request, principal: str) -> web.Response:
         group_id = request.match_info["group_id"]
         self.server.authorizer.authorize(principal, Operation.DESCRIBE, group_id)
+        found = await self._described(request, group_id)
+        if isinstance(found, web.Response):
+            return found
+        partition, description = found
+        picture, note = await self.timelines.picture(group_id, partition)
+        return _answer(
+            group_page(
+                description,
+                picture,
+                note,
+                coordinator=self.server.advertised_url,
+                partition=partition,
+                now_ms=int(time.time() * 1000),
+            )
+        )
+
+    async def _what_if(self, request: web.Request, principal: str) -> web.Response:
+        """The "what if" view (`coordinator.service.whatif`): under the group page's ACL."""
+        group_id = request.match_info["group_id"]
+        self.server.authorizer.authorize(principal, Operation.DESCRIBE, group_id)
+        try:
+            ask = whatif.asked(request.query)
+        except whatif.BadParameter as e:
+            return _message("bad parameter", _esc(e), 400)
+        found = await self._described(request, group_id)
+        if isinstance(found, web.Response):
+            return found
+        _, description = found
+        title = f"what if: group {_esc(group_id)}"
+        body = (
+            f'<h1>{title}</h1><div class="meta"><a href="{_esc(_group_href(group_id))}">the group\'s page</a></div>'
+            + whatif.form(group_id, ask, description.scheduled_rebalance_max_delay_ms)
+        )
+        if ask.delay_ms is None:
+            return _answer(page(title, body, refresh=False))
+        outcome = await self.whatif.simulate(group_id, ask)
+        if outcome.report is None:
+            return _answer(
+                page(title, body + f'<p class="error">{_esc(outcome.line)}</p>', refresh=False), outcome.status
+            )
+        # The child's report spliced in as bytes: megabytes of SVG never decoded here.
+        head, tail = page(title, body + _SPLICE, refresh=False).encode().split(_SPLICE.encode())
+        return web.Response(body=head + outcome.report + tail, content_type="text/html", charset="utf-8")
+
+    async def _described(self, request: web.Request, group_id: str) -> tuple[int, GroupDescription] | web.Response:
+        """The group's partition and description, or the page that says why not: a 307 to the
+        instance serving it, a 503 while nobody does, a 404 for no such group."""
         partition = partition_for(group_id, self.server.partitions)
         runtime = self.server.runtimes.get(partition)
         if runtime is None or runtime.status not in (Status.ACTIVE, Status.LOADING):
             url = await self.server.owner_of(partition)
             if url is not None and url.rstrip("/") != self.server.advertised_url.rstrip("/"):
-                target = url.rstrip("/") + _group_href(group_id)
+                target = url.rstrip("/") + str(request.rel_url)
                 raise web.HTTPTemporaryRedirect(
                     target,
                     text=page("moved", f'<p>served by <a href="{_esc(target)}">{_esc(url)}</a></p>', refresh=False),
@@ -424,14 +485,4 @@ class Pages:
         description = await runtime.query(lambda c: c.describe_group(group_id))
         if description is None:
             return _message("no such group", f"group {_esc(group_id)} does not exist.", 404)
-        picture, note = await self.timelines.picture(group_id, partition)
-        return _answer(
-            group_page(
-                description,
-                picture,
-                note,
-                coordinator=self.server.advertised_url,
-                partition=partition,
-                now_ms=int(time.time() * 1000),
-            )
-        )
+        return partition, description

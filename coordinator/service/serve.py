@@ -25,6 +25,8 @@ from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.errors import CliError
 from coordinator.service.auth import Authorizer, ConfigError
 from coordinator.service.server import MAX_BODY_BYTES, CoordinatorServer
+from coordinator.service.whatif import MIN_MEMORY_MB as MIN_WHATIF_MEMORY_MB
+from coordinator.service.whatif import Bounds
 from coordinator.tools import kafka_config, logs
 from coordinator.tools import tls as tls_context
 
@@ -84,6 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _security_flags(parser)
     _group_default_flags(parser)
     _classic_flags(parser)
+    _whatif_flags(parser)
     _output_flags(parser)
     # `coordinator` writes serve's errors, bad flags included, as JSON where its logs are JSON.
     parser.set_defaults(func=run, error_line=logs.error_line)
@@ -312,6 +315,35 @@ def _classic_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
+def _whatif_flags(parser: argparse.ArgumentParser) -> None:
+    """The bounds of the group page's "what if" simulations (`coordinator.service.whatif`)."""
+    whatif = parser.add_argument_group("the group page's what-if view (each simulation is a child process)")
+    for flag, name, kind, default, metavar, help_ in (
+        ("--whatif-timeout-s", "COORDINATOR_WHATIF_TIMEOUT_S", float, Bounds().timeout_s, "SECONDS",
+         "a simulation still running after this is killed and its page says so"),
+        ("--whatif-memory-mb", "COORDINATOR_WHATIF_MEMORY_MB", int, Bounds().memory_mb, "MB",
+         "a simulation's address space (RLIMIT_AS); beyond it, its page says it ran out"),
+        ("--whatif-concurrency", "COORDINATOR_WHATIF_CONCURRENCY", int, Bounds().concurrency, "N",
+         "simulations at once; one more is answered 429"),
+    ):  # fmt: skip
+        whatif.add_argument(
+            flag, type=_number(kind), default=env(name, str(default)), metavar=metavar,
+            help=f"{help_} (env {name}, default {default:g})",
+        )  # fmt: skip
+
+
+def whatif_bounds(args: argparse.Namespace) -> Bounds:
+    """The flags' bounds, or a one-line error naming the flag."""
+    for flag, value, least in (
+        ("--whatif-timeout-s", args.whatif_timeout_s, 0.1),
+        ("--whatif-memory-mb", args.whatif_memory_mb, MIN_WHATIF_MEMORY_MB),
+        ("--whatif-concurrency", args.whatif_concurrency, 1),
+    ):
+        if value < least:
+            raise CliError(f"{flag} must be at least {least:g}, not {value:g}", exit_code=2)
+    return Bounds(args.whatif_timeout_s, args.whatif_memory_mb, args.whatif_concurrency)
+
+
 def _output_flags(parser: argparse.ArgumentParser) -> None:
     """How long to wait for Kafka, and the logs."""
     parser.add_argument(
@@ -396,6 +428,7 @@ def run(args: argparse.Namespace) -> int:
             "instance never takes over another's partitions; add --ownership group or remove it",
             exit_code=2,
         )
+    bounds = whatif_bounds(args)
     config = kafka_config.client_config(args)
     # A broker with auto.create.topics.enable (Apache Kafka's default) creates a missing topic that a
     # client asks metadata about, and librdkafka's producers and admin clients ask for that unless told
@@ -446,6 +479,7 @@ def run(args: argparse.Namespace) -> int:
         group_config,
         authorizer=authorizer,
         max_body_bytes=args.max_request_bytes,
+        whatif_bounds=bounds,
     )
     return asyncio.run(_serve(server, args, config, host, port, tls))
 

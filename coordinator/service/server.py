@@ -54,6 +54,7 @@ from coordinator.service.metrics import Metrics
 from coordinator.service.pages import Pages
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.service.standby import PartitionTail, Standby, kafka_tails
+from coordinator.service.whatif import Bounds
 from coordinator.tools.logs import event
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.release import release
@@ -122,6 +123,7 @@ class CoordinatorServer:
         max_body_bytes: int = MAX_BODY_BYTES,
         log: Callable[[int], PartitionLog] | None = None,
         tail: Callable[[int], PartitionTail] | None = None,
+        whatif_bounds: Bounds | None = None,
     ) -> None:
         self.kafka_config = dict(kafka_config)
         self.topic = topic
@@ -143,6 +145,7 @@ class CoordinatorServer:
         self.locate: Callable[[int], Awaitable[str | None]] | None = None
         self.locate_kafka: Callable[[int], Awaitable[tuple[str, str, int] | None]] | None = None
         self._owned = list(owned)
+        self.whatif_bounds = whatif_bounds or Bounds()
         self.pages = Pages(self)
 
     async def start(self) -> None:

@@ -28,7 +28,11 @@ _CORRUPT_SHOWN = 20
 class Read:
     """The records a command's arguments name, and the progress shown while reading them."""
 
-    def __init__(self, args: argparse.Namespace, group_id: str | None = None) -> None:
+    def __init__(
+        self, args: argparse.Namespace, group_id: str | None = None, config: dict[str, str] | None = None
+    ) -> None:
+        """`config`: the Kafka client settings to read with, instead of those the arguments give (the
+        group page's "what if" view reads with its server's)."""
         window = Window(args.from_offset, args.to_offset, args.from_time, args.to_time)
         if window.from_offset is not None and window.to_offset is not None and window.from_offset > window.to_offset:
             raise CliError("--from-offset is after --to-offset", exit_code=2)
@@ -39,13 +43,13 @@ class Read:
                 args.file, partitions=args.partition, window=window, progress=self.progress
             )
             return
-        if not args.bootstrap_servers:
+        if config is None and not args.bootstrap_servers:
             raise CliError(
                 "nothing to read: pass --file DUMP, or --bootstrap-servers (or set "
                 "KAFKA_BOOTSTRAP_SERVERS) for the topic",
                 exit_code=2,
             )
-        config = kafka_config.client_config(args)
+        config = config if config is not None else kafka_config.client_config(args)
         partitions: Any = args.partition
         if partitions is None and group_id is not None:
             partitions = lambda count: [partition_for(group_id, count)]  # noqa: E731 - the group's partition

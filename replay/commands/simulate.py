@@ -111,8 +111,16 @@ def given(args: argparse.Namespace) -> dict[str, int]:
 
 
 def run_simulate(args: argparse.Namespace) -> int:
+    report, read = simulation(args)
+    show(report, args, read_summary(report.recorded_history, read))
+    return 0
+
+
+def simulation(args: argparse.Namespace, read: Read | None = None) -> tuple[Report, Read]:
+    """The command's work without its printing: read (what `read` holds if given, else what the
+    arguments name), then `replay.simulate.simulate`. The group page's "what if" view calls it too."""
     check(args)
-    history, read = _read(args)
+    history, read = _read(args, read)
     report = simulate(
         history,
         args.group,
@@ -121,8 +129,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         given=given(args),
         where=f"{between(_since(args), args.to_time)} in {read.description}",
     )
-    show(report, args, read_summary(history, read))
-    return 0
+    return report, read
 
 
 def _since(args: argparse.Namespace) -> int | None:
@@ -160,10 +167,10 @@ def check(args: argparse.Namespace) -> None:
             raise ReplayError(f"{flag} must be between {minimum} ms and 2^31-1 ms, not {value} ms", invalid_input=True)
 
 
-def _read(args: argparse.Namespace) -> tuple[History, Read]:
+def _read(args: argparse.Namespace, read: Read | None = None) -> tuple[History, Read]:
     """The group's history up to --to. From its start, not from --from: the re-runs start from
     what the group was at --from, which the records before it say."""
-    read = Read(args, args.group)
+    read = read or Read(args, args.group)
     history = History(args.group, strict=args.strict)
     history.run(read)
     report_corrupt(history, args)
@@ -201,22 +208,31 @@ def _stable(o: Outcome) -> tuple[str, str]:
 def report_text(report: Report) -> str:
     """The report for people: the settings, the side-by-side table, faithfulness, what could not be
     reconstructed, and the happenings where each alternative differs most."""
-    extracted, recorded, s, base, outcomes = report.extracted, report.recorded, report.own, report.base, report.outcomes
-    lines = [
+    header, rows = report_table(report)
+    return "\n".join([settings_line(report), "", table(rows, header), "", *report_notes(report)])
+
+
+def settings_line(report: Report) -> str:
+    """The settings the re-run took as recorded, and how each was known."""
+    extracted, s, how = report.extracted, report.own, report.recorded.how
+    return (
         f"{len(extracted.happenings)} happenings re-run; settings as recorded: "
-        f"session {format_duration(s.session_timeout_ms)} ({recorded.how['session_timeout_ms']}), "
-        f"heartbeat {format_duration(s.heartbeat_interval_ms)} ({recorded.how['heartbeat_interval_ms']}), "
+        f"session {format_duration(s.session_timeout_ms)} ({how['session_timeout_ms']}), "
+        f"heartbeat {format_duration(s.heartbeat_interval_ms)} ({how['heartbeat_interval_ms']}), "
         f"scheduled delay {format_duration(s.scheduled_rebalance_max_delay_ms)} "
-        f"({recorded.how['scheduled_rebalance_max_delay_ms']}), initial delay "
-        f"{format_duration(s.initial_assignment_delay_ms)} ({recorded.how['initial_assignment_delay_ms']}), "
+        f"({how['scheduled_rebalance_max_delay_ms']}), initial delay "
+        f"{format_duration(s.initial_assignment_delay_ms)} ({how['initial_assignment_delay_ms']}), "
         + (
             f"classic protocol, Connect's leader assigning (connect.protocol={s.connect_protocol})"
             if s.protocol == "classic"
             else f"{'server-side ' if extracted.server_side else ''}{extracted.assignor}"
-        ),
-        "",
-    ]
-    everything = [base, *outcomes]
+        )
+    )
+
+
+def report_table(report: Report) -> tuple[list[str], list[list]]:
+    """The side-by-side table: its header (a column per history) and its rows."""
+    everything = [report.base, *report.outcomes]
     rows = [
         ["rebalances", *(o.rebalances for o in everything)],
         ["items moved", *(len(o.moves) for o in everything)],
@@ -226,23 +242,28 @@ def report_text(report: Report) -> str:
         ["time to stable, median", *(_stable(o)[0] for o in everything)],
         ["time to stable, longest", *(_stable(o)[1] for o in everything)],
     ]
-    lines.append(table(rows, ["", *(o.name for o in everything)]))
-    # The alternatives are set against the re-run (the setting's doing alone), not the record.
-    base_said = "as recorded (re-run)"
-    lines.append(_faithfulness_text(faithfulness(base, outcomes[0])))
-    lines += [f"not reconstructed: {line}" for line in extracted.not_reconstructed]
+    return ["", *(o.name for o in everything)], rows
+
+
+def report_notes(report: Report) -> list[str]:
+    """The lines under the table: faithfulness, what was not reconstructed, workers refused, and
+    the happenings where each alternative differs most from the re-run."""
+    extracted, outcomes = report.extracted, report.outcomes
+    out = [_faithfulness_text(faithfulness(report.base, outcomes[0]))]
+    out += [f"not reconstructed: {line}" for line in extracted.not_reconstructed]
     for o in outcomes:
         for member_id, why in sorted(o.given_up.items()):
-            lines.append(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
+            out.append(f"{o.name}: the coordinator refused {member_id} for good ({why}); it is left out from then on")
+    # The alternatives are set against the re-run (the setting's doing alone), not the record.
     for o in outcomes[1:]:
         for d in differences(extracted, outcomes[0], o, from_ms=report.since):
-            lines.append(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, base_said, o.name))
-    return "\n".join(lines)
+            out.append(f"at {format_clock(d.at_ms)} {d.what}: " + _said(d, "as recorded (re-run)", o.name))
+    return out
 
 
 def _faithfulness_text(f) -> str:  # noqa: ANN001
     return (
-        f"\nfaithfulness: the re-run with the group's own settings made {f.matched_moves} of the "
+        f"faithfulness: the re-run with the group's own settings made {f.matched_moves} of the "
         f"{f.recorded_moves} recorded moves; "
         + (
             "the same items moved to the same workers, rebalance after rebalance"
