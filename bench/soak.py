@@ -429,7 +429,15 @@ async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     async with TimedClient(serves[0].url, retry_for_s=60) as client:
         fleets = [
-            Fleet(client, f"soak-{g:03d}", static=False, server_side=g % 2 == 1, quiet=True) for g in range(args.groups)
+            Fleet(
+                client,
+                f"soak-{g:03d}",
+                static=False,
+                server_side=g % 2 == 1,
+                quiet=True,
+                session_timeout_ms=args.session_ms,
+            )
+            for g in range(args.groups)
         ]
         connectors = [{f"conn-{c}": args.tasks for c in range(args.connectors)} for _ in fleets]
         soak = Soak(args, client, fleets, connectors)
