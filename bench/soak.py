@@ -77,10 +77,28 @@ clock = time.monotonic
 class TimedClient(CoordinatorClient):
     """The workers' client, timing each heartbeat exchange (not the retries' back-off)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, connections: int = 100, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.connections = connections  # aiohttp's pool: a request beyond it waits for a free connection
         self.latencies: list[float] = []
+        self.lags: list[float] = []  # the event loop's lateness, from `probe_loop`
         self.failures = 0
+
+    def _http(self) -> Any:
+        import aiohttp
+
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.connections)
+            self._session = aiohttp.ClientSession(timeout=self.timeout, connector=connector)
+        return self._session
+
+    async def probe_loop(self, every_s: float = 0.1) -> None:
+        """How late this process's event loop wakes a sleeper: the part of the heartbeats' latency that
+        is the workers' own side (their loop busy, or the process waiting for a core)."""
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(every_s)
+            self.lags.append(time.perf_counter() - started - every_s)
 
     async def request(
         self,
@@ -102,9 +120,10 @@ class TimedClient(CoordinatorClient):
         self.latencies.append(time.perf_counter() - started)
         return got
 
-    def take(self) -> list[float]:
-        taken, self.latencies = self.latencies, []
-        return taken
+    def take(self) -> tuple[list[float], list[float]]:
+        """(heartbeat latencies, loop lags) since the last take."""
+        taken, self.latencies, lags, self.lags = self.latencies, [], self.lags, []
+        return taken, lags
 
 
 # --- what the coordinator's process shows -------------------------------------------------------------
@@ -192,6 +211,7 @@ class Line:
     p50_ms: float
     p99_ms: float
     heartbeats: int
+    lag_p99_ms: float
     requests: int
     rebalances: int
     cpu: float  # cores
@@ -203,7 +223,8 @@ class Line:
         return (
             f"minute {self.minute:5.2f}: RSS {rss} MiB  fds {self.fds:4d} "
             f"({self.sockets} sockets)  "
-            f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats)  "
+            f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats; "
+            f"workers' loop lag p99 {self.lag_p99_ms:.1f} ms)  "
             f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
             f"coordinator CPU {self.cpu * 100:3.0f}%  workers CPU {self.workers_cpu * 100:3.0f}%  "
             f"churn events {self.churn}"
@@ -406,7 +427,8 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         print(f"(could not delete topic {topic}: {e})", flush=True)
 
 
-def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Line:
+def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float]], churn: int) -> Line:
+    latencies, lags = taken
     span = max(1e-9, b.at_s - a.at_s)
     return Line(
         b.at_s / 60,
@@ -416,6 +438,7 @@ def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Li
         percentile(latencies, 0.5) * 1e3,
         percentile(latencies, 0.99) * 1e3,
         len(latencies),
+        percentile(lags, 0.99) * 1e3,
         round(b.requests - a.requests),
         round(b.rebalances - a.rebalances),
         (b.cpu_s - a.cpu_s) / span,
@@ -427,7 +450,8 @@ def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Li
 async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
     main = asyncio.current_task()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
-    async with TimedClient(serves[0].url, retry_for_s=60) as client:
+    async with TimedClient(serves[0].url, retry_for_s=60, connections=args.connections) as client:
+        probe = asyncio.create_task(client.probe_loop())
         fleets = [
             Fleet(
                 client,
@@ -444,6 +468,7 @@ async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
         try:
             return await _soak(args, serves, soak)
         finally:
+            probe.cancel()
             await asyncio.shield(soak.halt())
 
 
@@ -601,6 +626,12 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="coordinator serve instances: 1 static, more in group ownership (--ownership group)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=100,
+        help="the workers' shared HTTP connection pool (aiohttp's limit; 0: no limit)",
     )
     parser.add_argument("--groups", type=int, default=50)
     parser.add_argument("--workers", type=int, default=4, help="workers per group")
