@@ -21,7 +21,7 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install install-test install-spark install-plot run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate soak promtool chromium postgresql clean
+.PHONY: install install-test install-spark install-plot run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate soak fleet promtool chromium postgresql clean
 
 install: $(STAMP)
 
@@ -193,6 +193,13 @@ bench-gateway: install broker-up
 # (bench/soak.py; `SOAK_ARGS="--minutes 1 --groups 10"` for a short one).
 soak: install broker-up
 	$(BIN)/python bench/soak.py --bootstrap-servers $(BOOTSTRAP) $(SOAK_ARGS)
+
+# The soak at scale (issue 33): 100,000 workers (5,000 groups x 20) heartbeating every 30 s against three
+# `coordinator serve` instances in group ownership, for 30 minutes, with the same churn and the same
+# ownership check at the end (FLEET_ARGS overrides any of it: a flag given twice takes the last).
+fleet: install broker-up
+	$(BIN)/python bench/soak.py --bootstrap-servers $(BOOTSTRAP) --instances 3 --groups 5000 --workers 20 \
+		--heartbeat-ms 30000 --session-ms 90000 --minutes 30 $(FLEET_ARGS)
 
 # `coordinator audit` (Spark) on a topic of 1,000,000 records in 16 partitions with the local broker: the no-decoding baseline, the raw records table (JVM and Python decoders),
 # the full audit, end-to-end lag with a processing-time trigger (`AUDIT_ARGS=--quick` to smoke-test).

@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import gc
 import os
 import random
 import shutil
@@ -82,6 +83,8 @@ class TimedClient(CoordinatorClient):
         self.connections = connections  # aiohttp's pool: a request beyond it waits for a free connection
         self.latencies: list[float] = []
         self.lags: list[float] = []  # the event loop's lateness, from `probe_loop`
+        self.gc_pauses: list[float] = []  # the collector's pauses of this process, from `time_gc`
+        self._gc_started = 0.0
         self.failures = 0
 
     def _http(self) -> Any:
@@ -120,10 +123,18 @@ class TimedClient(CoordinatorClient):
         self.latencies.append(time.perf_counter() - started)
         return got
 
-    def take(self) -> tuple[list[float], list[float]]:
-        """(heartbeat latencies, loop lags) since the last take."""
+    def time_gc(self, phase: str, info: dict) -> None:
+        """gc.callbacks: a full collection walks every object of 10,000s of workers, stopping the loop."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pauses.append(time.perf_counter() - self._gc_started)
+
+    def take(self) -> tuple[list[float], list[float], list[float]]:
+        """(heartbeat latencies, loop lags, collector pauses) since the last take."""
         taken, self.latencies, lags, self.lags = self.latencies, [], self.lags, []
-        return taken, lags
+        pauses, self.gc_pauses = self.gc_pauses, []
+        return taken, lags, pauses
 
 
 # --- what the coordinator's process shows -------------------------------------------------------------
@@ -212,6 +223,7 @@ class Line:
     p99_ms: float
     heartbeats: int
     lag_p99_ms: float
+    gc_max_ms: float
     requests: int
     rebalances: int
     cpu: float  # cores
@@ -224,7 +236,7 @@ class Line:
             f"minute {self.minute:5.2f}: RSS {rss} MiB  fds {self.fds:4d} "
             f"({self.sockets} sockets)  "
             f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats; "
-            f"workers' loop lag p99 {self.lag_p99_ms:.1f} ms)  "
+            f"workers' loop lag p99 {self.lag_p99_ms:.1f} ms, longest GC pause {self.gc_max_ms:.1f} ms)  "
             f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
             f"coordinator CPU {self.cpu * 100:3.0f}%  workers CPU {self.workers_cpu * 100:3.0f}%  "
             f"churn events {self.churn}"
@@ -427,8 +439,8 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         print(f"(could not delete topic {topic}: {e})", flush=True)
 
 
-def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float]], churn: int) -> Line:
-    latencies, lags = taken
+def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float], list[float]], churn: int) -> Line:
+    latencies, lags, pauses = taken
     span = max(1e-9, b.at_s - a.at_s)
     return Line(
         b.at_s / 60,
@@ -439,6 +451,7 @@ def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float]], c
         percentile(latencies, 0.99) * 1e3,
         len(latencies),
         percentile(lags, 0.99) * 1e3,
+        max(pauses, default=0.0) * 1e3,
         round(b.requests - a.requests),
         round(b.rebalances - a.rebalances),
         (b.cpu_s - a.cpu_s) / span,
@@ -452,6 +465,7 @@ async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
     async with TimedClient(serves[0].url, retry_for_s=60, connections=args.connections) as client:
         probe = asyncio.create_task(client.probe_loop())
+        gc.callbacks.append(client.time_gc)
         fleets = [
             Fleet(
                 client,
@@ -491,6 +505,12 @@ async def _soak(args: argparse.Namespace, serves: list[ServeProcess], soak: Soak
         f"soaking for {args.minutes:g} min, a line every {args.report_every:g} s",
         flush=True,
     )
+    if not args.no_gc_freeze:
+        # The workers joined are long-lived: out of the collector's way, a full collection no longer
+        # walks all of them (with 10,000s of workers it stopped this loop for long enough to delay
+        # heartbeats). The load generator's own cost, not the coordinator's.
+        gc.collect()
+        gc.freeze()
 
     stop = asyncio.Event()
     churn = asyncio.create_task(soak.churn(stop))
@@ -664,6 +684,11 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         metavar="SECONDS",
         help="how long the groups may take to converge (default: 30 s + 3 x (session + delay))",
+    )
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="leave the joined workers to Python's collector (by default they are frozen out of it, gc.freeze)",
     )
     parser.add_argument("--keep-log", action="store_true", help="keep the coordinator's log (its path is printed)")
     args = parser.parse_args(argv)
