@@ -493,6 +493,8 @@ async def _soak(args: argparse.Namespace, serves: list[ServeProcess], soak: Soak
     for fleet, counts in zip(soak.fleets, soak.connectors, strict=True):
         await fleet.set_connectors(dict(counts))
         await fleet.join(args.workers)
+        if not args.no_gc_freeze:
+            gc.freeze()  # as below, group by group: O(1), and a collection during the joins walks only the newest
         await asyncio.sleep(pause)
     took, problems = await converge(soak, args.converge_timeout)
     if problems:
