@@ -196,10 +196,11 @@ soak: install broker-up
 
 # The soak at scale (issue 33): 100,000 workers (5,000 groups x 20) heartbeating every 30 s against three
 # `coordinator serve` instances in group ownership, for 30 minutes, with the same churn and the same
-# ownership check at the end (FLEET_ARGS overrides any of it: a flag given twice takes the last).
+# ownership check at the end; the groups join one after another over 10 minutes, which the partitions'
+# commits keep up with (FLEET_ARGS overrides any of it: a flag given twice takes the last).
 fleet: install broker-up
 	$(BIN)/python bench/soak.py --bootstrap-servers $(BOOTSTRAP) --instances 3 --groups 5000 --workers 20 \
-		--heartbeat-ms 30000 --session-ms 90000 --minutes 30 $(FLEET_ARGS)
+		--heartbeat-ms 30000 --session-ms 90000 --join-over 600 --minutes 30 $(FLEET_ARGS)
 
 # `coordinator audit` (Spark) on a topic of 1,000,000 records in 16 partitions with the local broker: the no-decoding baseline, the raw records table (JVM and Python decoders),
 # the full audit, end-to-end lag with a processing-time trigger (`AUDIT_ARGS=--quick` to smoke-test).

@@ -488,8 +488,11 @@ async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
 
 async def _soak(args: argparse.Namespace, serves: list[ServeProcess], soak: Soak) -> int:
     started = clock()
-    # Joins spread over one heartbeat interval, so that the heartbeats stay spread.
-    pause = args.heartbeat_ms / 1000 / len(soak.fleets)
+    # Joins spread over --join-over (one heartbeat interval by default), so that the heartbeats stay
+    # spread and the joins' writes stay under what the partitions commit: 50,000 workers joining within
+    # 30 s (1,700 joins/s, each a few records) outran the commits, and the heartbeats waiting behind them
+    # went unanswered for a session.
+    pause = (args.join_over or args.heartbeat_ms / 1000) / len(soak.fleets)
     for fleet, counts in zip(soak.fleets, soak.connectors, strict=True):
         await fleet.set_connectors(dict(counts))
         await fleet.join(args.workers)
@@ -678,6 +681,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=2_000,
         help="scheduled.rebalance.max.delay.ms: how long a departed worker's work waits",
+    )
+    parser.add_argument(
+        "--join-over",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long the groups take to join, one after another (default: one heartbeat interval)",
     )
     parser.add_argument("--partitions", type=int, default=16, help="partitions of the soak's topic")
     parser.add_argument(
