@@ -1,10 +1,14 @@
 # Everything runs from the project's own virtual environment (.venv), which `make install`
 # creates; every other target depends on it, so a fresh clone needs nothing installed by hand.
+# `make install` (and so `make run`) installs only what the main job needs; the targets that need an
+# extra of pyproject.toml (test, spark, plot) install it first, once each (a stamp per extra), and
+# `coordinator audit`/`sql`/`spark-conf` and `replay timeline --plot FILE.png` install theirs on first use.
 
 PYTHON      ?= $(shell command -v python3.11 || command -v python3)
 VENV        := .venv
 BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.installed
+EXTRA       := $(VENV)/.installed-
 RUN_DIR     := .run
 BROKER_PORT ?= 19092
 # 1, or 3 for a local cluster with replication factor 3 and min ISR 2 (node i on BROKER_PORT+i-1).
@@ -17,17 +21,29 @@ PYTEST_ARGS ?=
 
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: install run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate bench-whatif soak promtool chromium postgresql clean
+.PHONY: install install-test install-spark install-plot run run-connect test lint test-long broker-up broker-down bench bench-records bench-state bench-rebalance bench-replay bench-service bench-audit bench-wire bench-vs-connect bench-migration bench-capacity bench-gateway bench-simulate bench-whatif soak fleet promtool chromium postgresql clean
 
 install: $(STAMP)
 
 # Reinstall when the dependency list changes. The project is installed editable so the
-# console script `coordinator` runs the working tree.
+# console script `coordinator` runs the working tree. pip is not upgraded: the venv's own installs
+# the project's wheels, and asking the index for a new pip costs a newcomer's first run seconds.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,spark,plot]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
 	touch $(STAMP)
+
+# An extra (`$(EXTRA)test`, ...spark, ...plot): its requirements on top of the base install, again when
+# pyproject.toml changes. Installed as pip installs '.[NAME]', without rebuilding the project.
+$(EXTRA)%: $(STAMP)
+	$(BIN)/python -c 'import sys; from coordinator.tools.extras import requirements; print(*requirements(sys.argv[1]), sep="\n")' $* \
+		> $(VENV)/requirements-$*.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r $(VENV)/requirements-$*.txt
+	touch $@
+
+install-test: $(EXTRA)test
+install-spark: $(EXTRA)spark
+install-plot: $(EXTRA)plot
 
 # Runs the command $(1) against the local Apache Kafka with the compacted topic created: the broker is
 # started first and stopped after, unless one was already running. The first start downloads Kafka's
@@ -52,12 +68,12 @@ run-connect: install
 
 # The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
 # broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.
-test: install promtool chromium postgresql
+test: install-test install-spark install-plot promtool chromium postgresql
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff (pinned in the test extra; rules and the reason for each ignore in pyproject.toml): the lint
 # rules, then the formatting, which `$(BIN)/ruff format .` applies.
-lint: install
+lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
@@ -108,7 +124,7 @@ postgresql:
 		echo "make postgresql: Debian's postgresql could not be installed ($$why); the metastore test will be skipped" >&2
 
 # The property tests at many times their CI example counts (the stateful state-machine test most).
-test-long: install
+test-long: install-test
 	STATEFUL_EXAMPLES=$${STATEFUL_EXAMPLES:-50000} $(BIN)/python -m pytest \
 		tests/test_state_machine_stateful.py tests/test_assignors.py $(PYTEST_ARGS)
 
@@ -161,7 +177,7 @@ bench-replay: install
 
 # `coordinator serve` under load, with the local broker: steady heartbeats against a bare aiohttp endpoint,
 # join/leave churn, kill -9 failover, partition load (`SERVICE_ARGS=--quick` to smoke-test).
-bench-service: install broker-up
+bench-service: install-test broker-up
 	$(BIN)/python bench/bench_service.py --bootstrap-servers $(BOOTSTRAP) $(SERVICE_ARGS)
 
 # What one `coordinator serve` answers, for docs/capacity.md: steady heartbeats at rising offered rates
@@ -183,9 +199,17 @@ bench-gateway: install broker-up
 soak: install broker-up
 	$(BIN)/python bench/soak.py --bootstrap-servers $(BOOTSTRAP) $(SOAK_ARGS)
 
+# The soak at scale (issue 33): 100,000 workers (5,000 groups x 20) heartbeating every 30 s against three
+# `coordinator serve` instances in group ownership, for 30 minutes, with the same churn and the same
+# ownership check at the end; the groups join one after another over 10 minutes, which the partitions'
+# commits keep up with (FLEET_ARGS overrides any of it: a flag given twice takes the last).
+fleet: install broker-up
+	$(BIN)/python bench/soak.py --bootstrap-servers $(BOOTSTRAP) --instances 3 --groups 5000 --workers 20 \
+		--heartbeat-ms 30000 --session-ms 90000 --join-over 600 --minutes 30 $(FLEET_ARGS)
+
 # `coordinator audit` (Spark) on a topic of 1,000,000 records in 16 partitions with the local broker: the no-decoding baseline, the raw records table (JVM and Python decoders),
 # the full audit, end-to-end lag with a processing-time trigger (`AUDIT_ARGS=--quick` to smoke-test).
-bench-audit: install broker-up
+bench-audit: install-spark broker-up
 	$(BIN)/python bench/bench_audit.py --bootstrap-servers $(BOOTSTRAP) $(AUDIT_ARGS)
 
 clean: broker-down

@@ -1,8 +1,10 @@
 """Soak (`make soak`): one `coordinator serve` for a long time under steady heartbeats and churn.
 
 What runs: a fresh topic (`coordinator topic create`, a unique name) on the broker it is given, one
-`coordinator serve` (a child process, `--allow-anonymous`, static ownership of every partition)
-and, in this process, `--groups` groups of `--workers` SDK workers each (`coordinator.sdk.fleet`:
+`coordinator serve` (a child process, `--allow-anonymous`, static ownership of every partition), or
+with `--instances N` (N > 1) N of them sharing the partitions in group ownership (`--ownership
+group`: the workers find each group's instance through find-coordinator at the first one), and, in
+this process, `--groups` groups of `--workers` SDK workers each (`coordinator.sdk.fleet`:
 real `Worker`s heartbeating over HTTP at the group's interval; even groups run the assignor
 client-side, odd ones server-side). Each group has `--connectors` connectors of `--tasks` tasks.
 
@@ -11,14 +13,19 @@ sends its leave), a worker joins, a connector's task count changes (one up or do
 killed (stops heartbeating without a leave: the coordinator finds out at its session timeout),
 a worker joins. The number of live workers stays where it started.
 
-Every `--report-every` seconds (a minute by default) one line: the elapsed minutes; the
+Every `--report-every` seconds (a minute by default) one line: the elapsed minutes; each
 coordinator's resident memory (VmRSS in /proc/PID/status) and open file descriptors (/proc/PID/fd,
 and how many are sockets: the workers' HTTP connections, Kafka's); the heartbeats' p50 and p99
 latency measured in the workers (one HTTP exchange, from sending the request to reading the
 answer), over that interval; the requests the coordinator answered
 (`coordinator_request_seconds_count` of its /metrics), the rebalances it started
 (`coordinator_rebalances_total`), the CPU it used, and the churn events. At the end, the growth from
-the first line to the last (RSS, descriptors, p99).
+the first line to the last (RSS, descriptors, p99, rebalances a minute). With several instances the
+memory is each one's, the descriptors, requests, rebalances and CPU the instances' sum; the workers'
+own process's CPU is shown too (`workers CPU`), since on one machine it competes with theirs.
+
+`make fleet` runs it at scale (issue 33): 100,000 workers in 5,000 groups against three instances,
+heartbeats every 30 s, for 30 minutes (`FLEET_ARGS` to change any of it).
 
 Then the churn stops and the groups are described through the HTTP API (GET /v1/groups/{id}) until
 they converge (bounded by `--converge-timeout`): every configured connector and task of every
@@ -36,6 +43,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
+import gc
 import os
 import random
 import shutil
@@ -70,10 +78,30 @@ clock = time.monotonic
 class TimedClient(CoordinatorClient):
     """The workers' client, timing each heartbeat exchange (not the retries' back-off)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, connections: int = 100, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.connections = connections  # aiohttp's pool: a request beyond it waits for a free connection
         self.latencies: list[float] = []
+        self.lags: list[float] = []  # the event loop's lateness, from `probe_loop`
+        self.gc_pauses: list[float] = []  # the collector's pauses of this process, from `time_gc`
+        self._gc_started = 0.0
         self.failures = 0
+
+    def _http(self) -> Any:
+        import aiohttp
+
+        if self._session is None:
+            connector = aiohttp.TCPConnector(limit=self.connections)
+            self._session = aiohttp.ClientSession(timeout=self.timeout, connector=connector)
+        return self._session
+
+    async def probe_loop(self, every_s: float = 0.1) -> None:
+        """How late this process's event loop wakes a sleeper: the part of the heartbeats' latency that
+        is the workers' own side (their loop busy, or the process waiting for a core)."""
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(every_s)
+            self.lags.append(time.perf_counter() - started - every_s)
 
     async def request(
         self,
@@ -95,9 +123,18 @@ class TimedClient(CoordinatorClient):
         self.latencies.append(time.perf_counter() - started)
         return got
 
-    def take(self) -> list[float]:
-        taken, self.latencies = self.latencies, []
-        return taken
+    def time_gc(self, phase: str, info: dict) -> None:
+        """gc.callbacks: a full collection walks every object of 10,000s of workers, stopping the loop."""
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+        else:
+            self.gc_pauses.append(time.perf_counter() - self._gc_started)
+
+    def take(self) -> tuple[list[float], list[float], list[float]]:
+        """(heartbeat latencies, loop lags, collector pauses) since the last take."""
+        taken, self.latencies, lags, self.lags = self.latencies, [], self.lags, []
+        pauses, self.gc_pauses = self.gc_pauses, []
+        return taken, lags, pauses
 
 
 # --- what the coordinator's process shows -------------------------------------------------------------
@@ -147,18 +184,26 @@ REQUESTS, REBALANCES = "coordinator_request_seconds_count", "coordinator_rebalan
 @dataclass
 class Sample:
     at_s: float
-    rss: int
-    fds: int
+    rss: list[int]  # each instance's
+    fds: int  # the instances' sum, as the rest
     sockets: int
     cpu_s: float
     requests: float
     rebalances: float
+    workers_cpu_s: float  # this process: the workers' side
 
 
-def sample(serve: ServeProcess, started: float) -> Sample:
-    pid = serve.process.pid
-    sums = metric_sums(serve.url, (REQUESTS, REBALANCES))
-    return Sample(clock() - started, rss_bytes(pid), *open_fds(pid), cpu_seconds(pid), sums[REQUESTS], sums[REBALANCES])
+def sample(serves: list[ServeProcess], started: float) -> Sample:
+    rss, fds, sockets, cpu, requests, rebalances = [], 0, 0, 0.0, 0.0, 0.0
+    for serve in serves:
+        pid = serve.process.pid
+        sums = metric_sums(serve.url, (REQUESTS, REBALANCES))
+        rss.append(rss_bytes(pid))
+        f, s = open_fds(pid)
+        fds, sockets, cpu = fds + f, sockets + s, cpu + cpu_seconds(pid)
+        requests, rebalances = requests + sums[REQUESTS], rebalances + sums[REBALANCES]
+    own = os.times()
+    return Sample(clock() - started, rss, fds, sockets, cpu, requests, rebalances, own.user + own.system)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -171,24 +216,30 @@ def percentile(values: list[float], q: float) -> float:
 @dataclass
 class Line:
     minute: float
-    rss: int
+    rss: list[int]
     fds: int
     sockets: int
     p50_ms: float
     p99_ms: float
     heartbeats: int
+    lag_p99_ms: float
+    gc_max_ms: float
     requests: int
     rebalances: int
     cpu: float  # cores
+    workers_cpu: float
     churn: int
 
     def text(self) -> str:
+        rss = "/".join(f"{r / 2**20:.1f}" for r in self.rss)
         return (
-            f"minute {self.minute:5.2f}: RSS {self.rss / 2**20:6.1f} MiB  fds {self.fds:4d} "
+            f"minute {self.minute:5.2f}: RSS {rss} MiB  fds {self.fds:4d} "
             f"({self.sockets} sockets)  "
-            f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats)  "
+            f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats; "
+            f"workers' loop lag p99 {self.lag_p99_ms:.1f} ms, longest GC pause {self.gc_max_ms:.1f} ms)  "
             f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
-            f"coordinator CPU {self.cpu * 100:3.0f}%  churn events {self.churn}"
+            f"coordinator CPU {self.cpu * 100:3.0f}%  workers CPU {self.workers_cpu * 100:3.0f}%  "
+            f"churn events {self.churn}"
         )
 
 
@@ -309,25 +360,37 @@ def _item_text(item: Any) -> str:
     return f"connector {item}" if isinstance(item, str) else f"task {item.connector}-{item.task}"
 
 
-async def describe_all(url: str, groups: list[str]) -> list[dict]:
+async def describe_all(client: TimedClient, groups: list[str]) -> list[dict]:
+    """Each group's description from its own coordinator (found as the workers find it)."""
     import aiohttp
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
         limit = asyncio.Semaphore(16)
 
         async def one(g: str) -> dict:
-            async with limit, session.get(f"{url}/v1/groups/{g}") as response:
-                return orjson.loads(await response.read())
+            async with limit:
+                url = await client.coordinator_of(g)
+                async with session.get(f"{url}/v1/groups/{g}") as response:
+                    return orjson.loads(await response.read())
 
         return await asyncio.gather(*(one(g) for g in groups))
 
 
-async def converge(url: str, soak: Soak, timeout: float) -> tuple[float, list[str]]:
+def described_problems(description: dict, fleet: Fleet, client: TimedClient) -> list[str]:
+    if "GroupId" not in description:  # NOT_COORDINATOR while ownership moves: asked again next round
+        client._coordinators.pop(fleet.group_id, None)
+        return [f"{fleet.group_id}: not described: {description.get('ErrorMessage') or description}"]
+    return group_problems(description, fleet)
+
+
+async def converge(soak: Soak, timeout: float) -> tuple[float, list[str]]:
     """(seconds until every group converged, []) or (timeout, the problems left)."""
     started = clock()
     while True:
-        descriptions = await describe_all(url, [f.group_id for f in soak.fleets])
-        problems = [p for d, f in zip(descriptions, soak.fleets, strict=True) for p in group_problems(d, f)]
+        descriptions = await describe_all(soak.client, [f.group_id for f in soak.fleets])
+        problems = [
+            p for d, f in zip(descriptions, soak.fleets, strict=True) for p in described_problems(d, f, soak.client)
+        ]
         if not problems:
             return clock() - started, []
         if clock() - started > timeout:
@@ -376,7 +439,8 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         print(f"(could not delete topic {topic}: {e})", flush=True)
 
 
-def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Line:
+def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float], list[float]], churn: int) -> Line:
+    latencies, lags, pauses = taken
     span = max(1e-9, b.at_s - a.at_s)
     return Line(
         b.at_s / 60,
@@ -386,37 +450,56 @@ def line_between(a: Sample, b: Sample, latencies: list[float], churn: int) -> Li
         percentile(latencies, 0.5) * 1e3,
         percentile(latencies, 0.99) * 1e3,
         len(latencies),
+        percentile(lags, 0.99) * 1e3,
+        max(pauses, default=0.0) * 1e3,
         round(b.requests - a.requests),
         round(b.rebalances - a.rebalances),
         (b.cpu_s - a.cpu_s) / span,
+        (b.workers_cpu_s - a.workers_cpu_s) / span,
         churn,
     )
 
 
-async def run(args: argparse.Namespace, serve: ServeProcess) -> int:
+async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
     main = asyncio.current_task()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
-    async with TimedClient(serve.url, retry_for_s=60) as client:
+    async with TimedClient(serves[0].url, retry_for_s=60, connections=args.connections) as client:
+        probe = asyncio.create_task(client.probe_loop())
+        gc.callbacks.append(client.time_gc)
         fleets = [
-            Fleet(client, f"soak-{g:03d}", static=False, server_side=g % 2 == 1, quiet=True) for g in range(args.groups)
+            Fleet(
+                client,
+                f"soak-{g:03d}",
+                static=False,
+                server_side=g % 2 == 1,
+                quiet=True,
+                session_timeout_ms=args.session_ms,
+            )
+            for g in range(args.groups)
         ]
         connectors = [{f"conn-{c}": args.tasks for c in range(args.connectors)} for _ in fleets]
         soak = Soak(args, client, fleets, connectors)
         try:
-            return await _soak(args, serve, soak)
+            return await _soak(args, serves, soak)
         finally:
+            probe.cancel()
             await asyncio.shield(soak.halt())
 
 
-async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> int:
+async def _soak(args: argparse.Namespace, serves: list[ServeProcess], soak: Soak) -> int:
     started = clock()
-    # Joins spread over one heartbeat interval, so that the heartbeats stay spread.
-    pause = args.heartbeat_ms / 1000 / len(soak.fleets)
+    # Joins spread over --join-over (one heartbeat interval by default), so that the heartbeats stay
+    # spread and the joins' writes stay under what the partitions commit: 50,000 workers joining within
+    # 30 s (1,700 joins/s, each a few records) outran the commits, and the heartbeats waiting behind them
+    # went unanswered for a session.
+    pause = (args.join_over or args.heartbeat_ms / 1000) / len(soak.fleets)
     for fleet, counts in zip(soak.fleets, soak.connectors, strict=True):
         await fleet.set_connectors(dict(counts))
         await fleet.join(args.workers)
+        if not args.no_gc_freeze:
+            gc.freeze()  # as below, group by group: O(1), and a collection during the joins walks only the newest
         await asyncio.sleep(pause)
-    took, problems = await converge(serve.url, soak, args.converge_timeout)
+    took, problems = await converge(soak, args.converge_timeout)
     if problems:
         print(f"the groups did not converge after joining within {args.converge_timeout:g} s:", flush=True)
         for p in problems[:20]:
@@ -427,13 +510,19 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
         f"soaking for {args.minutes:g} min, a line every {args.report_every:g} s",
         flush=True,
     )
+    if not args.no_gc_freeze:
+        # The workers joined are long-lived: out of the collector's way, a full collection no longer
+        # walks all of them (with 10,000s of workers it stopped this loop for long enough to delay
+        # heartbeats). The load generator's own cost, not the coordinator's.
+        gc.collect()
+        gc.freeze()
 
     stop = asyncio.Event()
     churn = asyncio.create_task(soak.churn(stop))
     lines: list[Line] = []
     soak_started = clock()
     soak.client.take()
-    before = await asyncio.to_thread(sample, serve, soak_started)
+    before = await asyncio.to_thread(sample, serves, soak_started)
     churn_before = 0
     end = soak_started + args.minutes * 60
     try:
@@ -442,10 +531,11 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
             if next_at > end + 1e-6:
                 break
             await asyncio.sleep(max(0.0, next_at - clock()))
-            if serve.process.poll() is not None:
-                print(f"coordinator serve exited {serve.process.returncode}:\n{serve.log()}", flush=True)
-                return 1
-            now = await asyncio.to_thread(sample, serve, soak_started)
+            for serve in serves:
+                if serve.process.poll() is not None:
+                    print(f"coordinator serve exited {serve.process.returncode}:\n{serve.log()}", flush=True)
+                    return 1
+            now = await asyncio.to_thread(sample, serves, soak_started)
             churned = sum(soak.churned.values())
             lines.append(line_between(before, now, soak.client.take(), churned - churn_before))
             print(lines[-1].text(), flush=True)
@@ -455,13 +545,7 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
         await churn
 
     if lines:
-        first, last = lines[0], lines[-1]
-        print(
-            f"growth from minute {first.minute:.2f} to {last.minute:.2f}: RSS {(last.rss - first.rss) / 2**20:+.1f} MiB "
-            f"({(last.rss / first.rss - 1) * 100:+.1f}%), fds {last.fds - first.fds:+d}, heartbeat p99 "
-            f"{last.p99_ms - first.p99_ms:+.2f} ms ({first.p99_ms:.2f} -> {last.p99_ms:.2f} ms)",
-            flush=True,
-        )
+        print(growth(lines, args.report_every), flush=True)
     print(
         f"churn: {sum(soak.churned.values())} events ({', '.join(f'{k} {n}' for k, n in sorted(soak.churned.items()))}); "
         f"{len(soak.churn_errors)} failed{': ' + '; '.join(soak.churn_errors[:5]) if soak.churn_errors else ''}; "
@@ -469,7 +553,7 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
         flush=True,
     )
 
-    took, problems = await converge(serve.url, soak, args.converge_timeout)
+    took, problems = await converge(soak, args.converge_timeout)
     items = sum(len(c) + sum(c.values()) for c in soak.connectors)
     if problems:
         print(f"ownership: NOT converged {took:.1f} s after the churn stopped ({len(problems)} problems):", flush=True)
@@ -482,6 +566,60 @@ async def _soak(args: argparse.Namespace, serve: ServeProcess, soak: Soak) -> in
         flush=True,
     )
     return 0
+
+
+def growth(lines: list[Line], report_every_s: float) -> str:
+    """From the first line to the last: memory (the largest instance's), descriptors, p99, rebalances a minute."""
+    first, last = lines[0], lines[-1]
+    a, b = max(first.rss), max(last.rss)
+    per_minute = 60 / report_every_s
+    return (
+        f"growth from minute {first.minute:.2f} to {last.minute:.2f}: RSS (largest instance) {(b - a) / 2**20:+.1f} MiB "
+        f"({(b / a - 1) * 100:+.1f}%), fds {last.fds - first.fds:+d}, heartbeat p99 "
+        f"{last.p99_ms - first.p99_ms:+.2f} ms ({first.p99_ms:.2f} -> {last.p99_ms:.2f} ms), rebalances a minute "
+        f"{first.rebalances * per_minute:.0f} -> {last.rebalances * per_minute:.0f}"
+    )
+
+
+def start_instances(args: argparse.Namespace, topic: str, log_dir: Path) -> list[ServeProcess]:
+    """One static instance, or `--instances` in group ownership, waited for until every partition is served."""
+    ownership = ("--ownership", "group") if args.instances > 1 else ()
+    serves = [
+        ServeProcess(
+            args.bootstrap_servers,
+            topic,
+            log_dir,
+            "--allow-anonymous",
+            "--log-level",
+            "WARNING",
+            *ownership,
+            "--heartbeat-interval-ms",
+            str(args.heartbeat_ms),
+            "--session-timeout-ms",
+            str(args.session_ms),
+            "--scheduled-rebalance-max-delay-ms",
+            str(args.delay_ms),
+            "--initial-assignment-delay-ms",
+            "0",
+        )
+        for _ in range(args.instances)
+    ]
+    for serve in serves:
+        _started.append(serve)
+        serve.start(wait=False)
+    for serve in serves:
+        serve.wait_healthy(timeout=60)
+    deadline = clock() + 120
+    while True:
+        served = [len(serve.request("GET", "/health")[1].get("Partitions", ())) for serve in serves]
+        if sum(served) == args.partitions and all(served):
+            break
+        if clock() > deadline:
+            raise RuntimeError(f"the instances serve {served} of {args.partitions} partitions after 120 s")
+        time.sleep(0.2)
+    for serve, n in zip(serves, served, strict=True):
+        print(f"coordinator serve pid {serve.process.pid} at {serve.url}: {n} partitions", flush=True)
+    return serves
 
 
 _started: list[ServeProcess] = []
@@ -508,6 +646,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="a line of figures every so many seconds (default: every minute)",
     )
+    parser.add_argument(
+        "--instances",
+        type=int,
+        default=1,
+        help="coordinator serve instances: 1 static, more in group ownership (--ownership group)",
+    )
+    parser.add_argument(
+        "--connections",
+        type=int,
+        default=100,
+        help="the workers' shared HTTP connection pool (aiohttp's limit; 0: no limit)",
+    )
     parser.add_argument("--groups", type=int, default=50)
     parser.add_argument("--workers", type=int, default=4, help="workers per group")
     parser.add_argument("--connectors", type=int, default=2, help="connectors per group")
@@ -532,6 +682,13 @@ def main(argv: list[str] | None = None) -> int:
         default=2_000,
         help="scheduled.rebalance.max.delay.ms: how long a departed worker's work waits",
     )
+    parser.add_argument(
+        "--join-over",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long the groups take to join, one after another (default: one heartbeat interval)",
+    )
     parser.add_argument("--partitions", type=int, default=16, help="partitions of the soak's topic")
     parser.add_argument(
         "--converge-timeout",
@@ -540,17 +697,25 @@ def main(argv: list[str] | None = None) -> int:
         metavar="SECONDS",
         help="how long the groups may take to converge (default: 30 s + 3 x (session + delay))",
     )
+    parser.add_argument(
+        "--no-gc-freeze",
+        action="store_true",
+        help="leave the joined workers to Python's collector (by default they are frozen out of it, gc.freeze)",
+    )
     parser.add_argument("--keep-log", action="store_true", help="keep the coordinator's log (its path is printed)")
     args = parser.parse_args(argv)
     if args.converge_timeout is None:
         args.converge_timeout = 30 + 3 * (args.session_ms + args.delay_ms) / 1000
-    if args.minutes <= 0 or args.report_every <= 0 or args.groups < 1 or args.workers < 1:
-        parser.error("--minutes, --report-every, --groups and --workers must be positive")
+    if args.minutes <= 0 or args.report_every <= 0 or min(args.groups, args.workers, args.instances) < 1:
+        parser.error("--minutes, --report-every, --instances, --groups and --workers must be positive")
+    if args.instances > args.partitions:
+        parser.error("--instances must not exceed --partitions (an instance without a partition serves nothing)")
 
     topic = f"soak-{os.getpid()}-{int(time.time())}"
     log_dir = Path(tempfile.mkdtemp(prefix="soak-"))
     print(
-        f"soak: broker {args.bootstrap_servers}, topic {topic} ({args.partitions} partitions), {args.groups} groups x "
+        f"soak: broker {args.bootstrap_servers}, topic {topic} ({args.partitions} partitions), "
+        f"{args.instances} instance{'s' * (args.instances > 1)}, {args.groups} groups x "
         f"{args.workers} workers, {args.connectors} connectors x {args.tasks} tasks each; heartbeat "
         f"{args.heartbeat_ms} ms, session {args.session_ms} ms, delay {args.delay_ms} ms; a churn event every "
         f"{args.churn_every:g} s; {os.cpu_count()} cores",
@@ -564,26 +729,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         create_topic(args.bootstrap_servers, topic, args.partitions)
         created = True
-        serve = ServeProcess(
-            args.bootstrap_servers,
-            topic,
-            log_dir,
-            "--allow-anonymous",
-            "--log-level",
-            "WARNING",
-            "--heartbeat-interval-ms",
-            str(args.heartbeat_ms),
-            "--session-timeout-ms",
-            str(args.session_ms),
-            "--scheduled-rebalance-max-delay-ms",
-            str(args.delay_ms),
-            "--initial-assignment-delay-ms",
-            "0",
-        )
-        _started.append(serve)
-        serve.start()
-        print(f"coordinator serve pid {serve.process.pid} at {serve.url}", flush=True)
-        code = asyncio.run(run(args, serve))
+        code = asyncio.run(run(args, start_instances(args, topic, log_dir)))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("interrupted: stopping what was started here", flush=True)
         code = 130

@@ -6,6 +6,8 @@ and this module imports it only when a PNG is drawn.
 
 from __future__ import annotations
 
+from coordinator.errors import CliError
+from coordinator.tools import extras
 from replay.errors import ReplayError
 from replay.plot_layout import (
     LANE_GAP,
@@ -38,18 +40,14 @@ _LEGEND_ROW_IN = 0.25
 _LEGEND_CHAR_IN = 0.065  # 8 pt sans serif, a generous average character
 
 
-PNG_NEEDS_MATPLOTLIB = (
-    "a .png plot needs matplotlib: pip install 'worker-coordinator[plot]' (an .html or .svg plot needs nothing)"
-)
-
-
 def require_matplotlib() -> None:
-    """ReplayError in one line unless matplotlib imports: checked before the log is read, so a missing
-    extra is said at once rather than after a long replay."""
+    """matplotlib, the `plot` extra, installed on first use (`coordinator.tools.extras`, one line on
+    stderr), or ReplayError in one line where it cannot be: checked before the log is read, so that it
+    happens at once rather than after a long replay. An .html or .svg plot needs nothing."""
     try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        raise ReplayError(PNG_NEEDS_MATPLOTLIB) from None
+        extras.ensure("plot", ("matplotlib",), "a .png plot")
+    except CliError as e:
+        raise ReplayError(str(e)) from None
 
 
 def png(picture: Layout, path: str) -> None:

@@ -74,12 +74,12 @@ import replay as replay_package
 from coordinator.tools.kafka_config import java_client_config
 from replay.history import History
 from replay.positions import RawRecord
+from spark import DEFAULT_DATABASE
 from spark import tables as t
 from spark.decode import decode_avro, spark_schema
 
 SCRATCH = "_tmp"
 AUDITS = "_audit"
-DEFAULT_DATABASE = "worker_coordinator"
 _RAW = ["partition", "offset", "timestamp", "key", "value"]
 
 # What `Audit.start` passes to DataStreamWriter.trigger unless told otherwise: a micro-batch every 10 s.

@@ -20,8 +20,9 @@ from typing import Any
 import orjson
 
 from coordinator.errors import CliError
-from coordinator.tools import kafka_config
+from coordinator.tools import extras, kafka_config
 from coordinator.tools.text import table
+from spark import DEFAULT_DATABASE
 
 # A batch's records and history rows pass through the driver: this bounds its memory when the audit
 # starts far behind (a new audit of a long topic) and costs nothing once it has caught up.
@@ -247,8 +248,6 @@ def _warehouse(parser: argparse.ArgumentParser, *, database: bool = True) -> Non
         help="the directory of the tables and their catalog (env COORDINATOR_WAREHOUSE)",
     )
     if database:
-        from spark.audit import DEFAULT_DATABASE
-
         parser.add_argument(
             "--database",
             default=os.environ.get("COORDINATOR_AUDIT_DATABASE", DEFAULT_DATABASE),
@@ -279,13 +278,8 @@ def _warehouse_dir(args: argparse.Namespace) -> Path:
 
 
 def _require_spark() -> None:
-    try:
-        import pyarrow  # noqa: F401
-        import pyspark  # noqa: F401
-    except ImportError as e:
-        raise CliError(
-            f"Spark is not installed ({e}): install the project with its spark extra, pip install '.[spark]'"
-        ) from None
+    """The `spark` extra, installed on first use (`coordinator.tools.extras`): one line on stderr says so."""
+    extras.ensure("spark", ("pyspark", "pyarrow", "pandas"), "Spark (audit, sql, spark-conf)")
 
 
 def _spark(warehouse: Path, *, catalog: bool, args: argparse.Namespace | None = None):  # noqa: ANN202 - a SparkSession

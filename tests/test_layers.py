@@ -154,6 +154,19 @@ def test_the_command_line_imports_no_subcommand_until_one_runs() -> None:
     assert not {m for m in loaded if m.startswith(("coordinator.service", "coordinator.sdk", "coordinator.core"))}
 
 
+def test_the_main_job_imports_no_extra() -> None:
+    """`make run` installs no extra (pyproject.toml: spark, plot, test): what `coordinator demo` imports,
+    in its own process and in the `coordinator serve` it starts, loads none of their modules."""
+    loaded = _imported_after(
+        "import contextlib, io; from coordinator import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit): cli.main(['demo', '--help'])\n"
+        "import coordinator.sdk.demo, coordinator.sdk.demo_connect, coordinator.service.serve"
+    )
+    extras = ("pyspark", "pyarrow", "pandas", "matplotlib", "numpy", "pytest", "hypothesis", "schemathesis", "yaml")
+    assert "coordinator.service.serve" in loaded
+    assert not {m for m in loaded if m.split(".")[0] in extras}
+
+
 def test_the_history_replay_keeps_loads_neither_kafka_nor_the_service() -> None:
     """What the group page imports of `replay` (history, events, plot) loads no Kafka client, no
     HTTP server and no matplotlib; the page reads the topic itself."""

@@ -666,9 +666,11 @@ def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001
 
 
 def test_a_png_without_matplotlib_says_to_install_the_extra(capsys, dumps, tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    """matplotlib is the extra `plot` (the server image has none): a PNG asked for without it is one
-    line naming the extra, exit 1, and no file; the .html plot still works."""
+    """matplotlib is the extra `plot` (the server image has none): a PNG asked for without it, where
+    installing it on first use is switched off, is one line naming the extra, exit 1, and no file; the
+    .html plot still works. (tests/test_lean_install.py installs it on first use.)"""
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    monkeypatch.setenv("COORDINATOR_INSTALL_EXTRAS", "0")
     png = tmp_path / "story.png"
     code, out, err = run(
         capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(png)

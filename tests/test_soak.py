@@ -17,9 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 LINE = re.compile(
-    r"^minute +(\d+\.\d\d): RSS +\d+\.\d MiB +fds +(\d+) \(\d+ sockets\) +heartbeat p50 +\d+\.\d\d ms +"
-    r"p99 +\d+\.\d\d ms +\(([\d,]+) heartbeats\) +requests served ([\d,]+) +rebalances ([\d,]+) +"
-    r"coordinator CPU +\d+% +churn events (\d+)$",
+    r"^minute +(\d+\.\d\d): RSS ([\d./]+) MiB +fds +(\d+) \(\d+ sockets\) +heartbeat p50 +\d+\.\d\d ms +"
+    r"p99 +\d+\.\d\d ms +\(([\d,]+) heartbeats; workers' loop lag p99 \d+\.\d ms, longest GC pause \d+\.\d ms\) +"
+    r"requests served ([\d,]+) +rebalances ([\d,]+) +coordinator CPU +\d+% +workers CPU +\d+% +churn events (\d+)$",
     re.MULTILINE,
 )
 
@@ -33,7 +33,10 @@ def soak_module() -> ModuleType:
 
 
 @pytest.mark.integration
-def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker) -> None:  # noqa: ANN001
+@pytest.mark.parametrize("instances", [1, 2])
+def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker, instances: int) -> None:  # noqa: ANN001
+    """One static instance, or two sharing the partitions in group ownership (the workers find each
+    group's instance; a line shows each instance's memory)."""
     result = subprocess.run(
         [
             sys.executable,
@@ -56,6 +59,8 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
             "1000",
             "--partitions",
             "4",
+            "--instances",
+            str(instances),
         ],
         capture_output=True,
         text=True,
@@ -66,14 +71,15 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     lines = LINE.findall(out)
     assert [m for m, *_ in lines] == ["0.17", "0.33", "0.50"], out
-    for _, fds, heartbeats, requests, _, churn in lines:
+    for _, rss, fds, heartbeats, requests, _, churn in lines:
+        assert len(rss.split("/")) == instances
         # 18 workers at one heartbeat a second over 10 s, every one answered, and churn in every interval.
         assert int(fds) > 0 and int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
         assert int(churn) > 0
     assert sum(int(r.replace(",", "")) for *_, r, _ in lines) > 0  # the churn rebalanced groups
     assert re.search(
-        r"^growth from minute 0\.17 to 0\.50: RSS [+-]\d+\.\d MiB \([+-]\d+\.\d%\), fds [+-]\d+, "
-        r"heartbeat p99 [+-]\d+\.\d\d ms",
+        r"^growth from minute 0\.17 to 0\.50: RSS \(largest instance\) [+-]\d+\.\d MiB \([+-]\d+\.\d%\), "
+        r"fds [+-]\d+, heartbeat p99 [+-]\d+\.\d\d ms .*, rebalances a minute \d+ -> \d+$",
         out,
         re.MULTILINE,
     ), out

@@ -145,6 +145,7 @@ class Fleet:
         clock: Callable[[], float] = time.monotonic,
         events: BinaryIO | None = None,
         protocol: str = "connect",
+        session_timeout_ms: int | None = None,
     ) -> None:
         self.client = client
         self.group_id = group_id
@@ -156,6 +157,9 @@ class Fleet:
         self.clock = clock
         self.events = events
         self.protocol = protocol
+        # The workers' own session timeout (Worker's default if None): a group with a longer one than
+        # the default needs it too, or its workers stop their work between two heartbeats.
+        self.session_timeout_ms = session_timeout_ms
         self.protocols: dict[str, str] = {}  # each worker's, by name
         self.started = clock()
         self.workers: dict[str, Worker] = {}  # the live ones
@@ -188,6 +192,7 @@ class Fleet:
             assignors=(self.assignor_name,),
             server_side=self.server_side and protocol == "connect",
             listener=_Printer(self, name),
+            **({} if self.session_timeout_ms is None else {"session_timeout_ms": self.session_timeout_ms}),
         )
         worker.metrics = _RecordedMetrics(self, name)
         return worker
