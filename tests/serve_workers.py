@@ -68,6 +68,43 @@ def served(server: ServeProcess) -> set[int]:
     return {int(p) for p, s in (body.get("Partitions") or {}).items() if s == "active"}
 
 
+def ownership_instance(broker, topic: str, tmp_path, session_ms: int, *flags: str) -> ServeProcess:  # noqa: ANN001
+    """A `coordinator serve` in group ownership with an ownership session of `session_ms`, for
+    handover tests: the workers' own session (60 s) outlasts a handover, which they spend without an
+    answer; heartbeats every 500 ms; the server-side assignor at once."""
+    return ServeProcess(
+        broker.bootstrap_servers,
+        topic,
+        tmp_path,
+        "--allow-anonymous",
+        "--ownership",
+        "group",
+        "--ownership-session-timeout-ms",
+        str(session_ms),
+        *flags,
+        "--session-timeout-ms",
+        "60000",
+        "--heartbeat-interval-ms",
+        "500",
+        "--server-assignment-interval-ms",
+        "0",
+    )
+
+
+def acknowledged(server: ServeProcess, group: str) -> dict:
+    """The group as `server` describes it: what was committed (a describe waits for the writes it shows)."""
+    status, d = server.request("GET", f"/v1/groups/{group}", timeout=30)
+    assert status == 200 and d["ErrorCode"] == 0, d
+    return {
+        "GroupEpoch": d["GroupEpoch"],
+        "AssignmentEpoch": d["AssignmentEpoch"],
+        "Connectors": d["Connectors"],
+        "Members": sorted(
+            (m["MemberId"], m["MemberEpoch"], m["State"], str(m["Assignment"]), str(m["Target"])) for m in d["Members"]
+        ),
+    }
+
+
 def group_on_partition(partition: int, partitions: int, prefix: str = "group") -> str:
     return next(f"{prefix}-{i}" for i in range(10_000) if partition_for(f"{prefix}-{i}", partitions) == partition)
 

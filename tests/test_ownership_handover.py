@@ -12,14 +12,21 @@ from __future__ import annotations
 
 import signal
 import time
-from pathlib import Path
 
 import pytest
-from serve_workers import Ledger, Worker, converge, group_on_partition, served, wait_for
+from serve_workers import (
+    Ledger,
+    Worker,
+    acknowledged,
+    converge,
+    group_on_partition,
+    ownership_instance,
+    served,
+    wait_for,
+)
 
 from records import TaskId
 
-from coordinator.tools.process import ServeProcess
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -32,44 +39,10 @@ HANDOVER_WITHIN_S = 20.0
 EVERYTHING = frozenset(["A", "B"] + [TaskId("A", t) for t in range(3)] + [TaskId("B", t) for t in range(1)])
 
 
-def _instance(broker, topic: str, tmp_path: Path) -> ServeProcess:  # noqa: ANN001
-    return ServeProcess(
-        broker.bootstrap_servers,
-        topic,
-        tmp_path,
-        "--allow-anonymous",
-        "--ownership",
-        "group",
-        "--ownership-session-timeout-ms",
-        str(OWNERSHIP_SESSION_MS),
-        # The workers' session is longer than the handover, which they spend without an answer.
-        "--session-timeout-ms",
-        "60000",
-        "--heartbeat-interval-ms",
-        "500",
-        "--server-assignment-interval-ms",
-        "0",
-    )
-
-
-def _acknowledged(server: ServeProcess, group: str) -> dict:
-    """The group as `server` describes it: what was committed (a describe waits for the writes it shows)."""
-    status, d = server.request("GET", f"/v1/groups/{group}", timeout=30)
-    assert status == 200 and d["ErrorCode"] == 0, d
-    return {
-        "GroupEpoch": d["GroupEpoch"],
-        "AssignmentEpoch": d["AssignmentEpoch"],
-        "Connectors": d["Connectors"],
-        "Members": sorted(
-            (m["MemberId"], m["MemberEpoch"], m["State"], str(m["Assignment"]), str(m["Target"])) for m in d["Members"]
-        ),
-    }
-
-
 def test_sigterm_hands_the_partitions_over_before_the_session_timeout(kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
     create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
-    a = _instance(kafka_broker, unique_topic, tmp_path)
-    b = _instance(kafka_broker, unique_topic, tmp_path)
+    a = ownership_instance(kafka_broker, unique_topic, tmp_path, OWNERSHIP_SESSION_MS)
+    b = ownership_instance(kafka_broker, unique_topic, tmp_path, OWNERSHIP_SESSION_MS)
     try:
         a.start()
         wait_for(lambda: served(a) == {0, 1}, 60, "the first instance to take every partition")
@@ -90,7 +63,7 @@ def test_sigterm_hands_the_partitions_over_before_the_session_timeout(kafka_brok
         ledger = Ledger()
         workers = [Worker(group, f"w{i}", ledger, timeout=30) for i in range(2)]
         converge(a, workers, EVERYTHING)
-        before = _acknowledged(a, group)
+        before = acknowledged(a, group)
         assert len(before["Members"]) == 2 and before["GroupEpoch"] > 0
 
         sent = time.monotonic()
@@ -109,7 +82,7 @@ def test_sigterm_hands_the_partitions_over_before_the_session_timeout(kafka_brok
         assert "Traceback" not in a.log(), a.log()
 
         # B serves the group as A acknowledged it, and the workers carry on at their epochs.
-        assert _acknowledged(b, group) == before
+        assert acknowledged(b, group) == before
         for w in workers:
             epoch, owned = w.epoch, w.owned
             assert w.heartbeat(b) == 0, (w, w.unexpected)

@@ -14,11 +14,19 @@
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
-from serve_workers import Ledger, Worker, converge, group_on_partition, served, wait_for
+from serve_workers import (
+    Ledger,
+    Worker,
+    acknowledged,
+    converge,
+    group_on_partition,
+    ownership_instance,
+    served,
+    wait_for,
+)
 
 from records import ConnectorTaskCount, TaskId, encode
 
@@ -28,7 +36,6 @@ from coordinator.core.protocol import HeartbeatRequest, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import PartitionWriter, load_partition
 from coordinator.service.standby import KafkaPartitionTail, Standby
-from coordinator.tools.process import ServeProcess
 from tests.test_standby_memory import durable
 from tests.topics import create_topic
 
@@ -104,45 +111,10 @@ OWNERSHIP_SESSION_MS = 6_000  # the broker's group.min.session.timeout.ms (its d
 EVERYTHING = frozenset(["A", "B"] + [TaskId("A", t) for t in range(3)] + [TaskId("B", t) for t in range(1)])
 
 
-def _instance(broker, topic: str, tmp_path: Path) -> ServeProcess:  # noqa: ANN001
-    return ServeProcess(
-        broker.bootstrap_servers,
-        topic,
-        tmp_path,
-        "--allow-anonymous",
-        "--ownership",
-        "group",
-        "--ownership-session-timeout-ms",
-        str(OWNERSHIP_SESSION_MS),
-        "--standby-partitions",
-        "1",
-        # The workers' session outlasts the takeover, which they spend without an answer.
-        "--session-timeout-ms",
-        "60000",
-        "--heartbeat-interval-ms",
-        "500",
-        "--server-assignment-interval-ms",
-        "0",
-    )
-
-
-def _described(server: ServeProcess, group: str) -> dict:
-    status, d = server.request("GET", f"/v1/groups/{group}", timeout=30)
-    assert status == 200 and d["ErrorCode"] == 0, d
-    return {
-        "GroupEpoch": d["GroupEpoch"],
-        "AssignmentEpoch": d["AssignmentEpoch"],
-        "Connectors": d["Connectors"],
-        "Members": sorted(
-            (m["MemberId"], m["MemberEpoch"], m["State"], str(m["Assignment"]), str(m["Target"])) for m in d["Members"]
-        ),
-    }
-
-
 def test_kill_9_of_the_owner_promotes_the_other_instances_standby(kafka_broker, unique_topic, tmp_path) -> None:  # noqa: ANN001
     create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
-    a = _instance(kafka_broker, unique_topic, tmp_path)
-    b = _instance(kafka_broker, unique_topic, tmp_path)
+    a = ownership_instance(kafka_broker, unique_topic, tmp_path, OWNERSHIP_SESSION_MS, "--standby-partitions", "1")
+    b = ownership_instance(kafka_broker, unique_topic, tmp_path, OWNERSHIP_SESSION_MS, "--standby-partitions", "1")
     try:
         a.start()
         wait_for(lambda: served(a) == {0, 1}, 60, "the first instance to take every partition")
@@ -164,7 +136,7 @@ def test_kill_9_of_the_owner_promotes_the_other_instances_standby(kafka_broker, 
         ledger = Ledger()
         workers = [Worker(group, f"w{i}", ledger, timeout=30) for i in range(2)]
         converge(a, workers, EVERYTHING)
-        before = _described(a, group)
+        before = acknowledged(a, group)
         assert len(before["Members"]) == 2 and before["GroupEpoch"] > 0
 
         killed = time.monotonic()
@@ -176,7 +148,7 @@ def test_kill_9_of_the_owner_promotes_the_other_instances_standby(kafka_broker, 
         assert "Traceback" not in log, log[-4000:]
 
         # b serves the group as a acknowledged it, which is what a full load of the partition gives.
-        assert _described(b, group) == before
+        assert acknowledged(b, group) == before
         loaded = CoordinatorState()
         load_partition({"bootstrap.servers": kafka_broker.bootstrap_servers}, unique_topic, partition, loaded)
         state = loaded.groups[group]
