@@ -153,18 +153,23 @@ def load_partition(
 _LOAD_DEFAULTS = {"queued.min.messages": 1_000_000}
 
 
-def _rounds(consumer: Consumer, tp: TopicPartition, end: int, deadline: float) -> Iterable[list[Message]]:
+def rounds_to_end(
+    consumer: Consumer, tp: TopicPartition, end: int, deadline: float, doing: str = "loading"
+) -> Iterable[list[Message]]:
+    """`batches_to_end`, bounded by `deadline` (time.monotonic()): LogError, saying what was being
+    done (`doing` the partition) and where it stood, when another round is needed after it. Shared
+    by a load and a standby's promotion, which reads the tail after fencing."""
     for round_, messages in enumerate(batches_to_end(consumer, tp, end)):
         if round_ and time.monotonic() > deadline:  # another round is needed, and the time is up
             (position,) = consumer.position([tp])
             raise LogError(
-                f"loading {tp.topic}[{tp.partition}] did not reach offset {end} in time (at {position.offset})"
+                f"{doing} {tp.topic}[{tp.partition}] did not reach offset {end} in time (at {position.offset})"
             )
         yield messages
 
 
 def _records(consumer: Consumer, tp: TopicPartition, end: int, deadline: float, result: LoadResult) -> Iterable[Record]:
-    for messages in _rounds(consumer, tp, end, deadline):
+    for messages in rounds_to_end(consumer, tp, end, deadline):
         for message in messages:
             record = checked_record(tp.topic, tp.partition, message.offset(), message.key(), message.value(), result)
             if record is not None:
@@ -181,7 +186,7 @@ def _load_latest(
     paused = gc.isenabled()
     gc.disable()
     try:
-        for messages in _rounds(consumer, tp, end, deadline):
+        for messages in rounds_to_end(consumer, tp, end, deadline):
             latest.add(messages)
         fresh = not (state.groups or state.classic_groups or state.format_level_record)
         records = latest.records(tombstones=not fresh)

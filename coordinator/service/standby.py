@@ -33,9 +33,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPar
 from records import Record
 
 from coordinator.core.state import CoordinatorState
-from coordinator.service.log import LoadResult, checked_record
+from coordinator.service.log import LoadResult, checked_record, rounds_to_end
 from coordinator.tools.logs import event
-from coordinator.tools.partitions import LogError, batches_to_end, reader_config
+from coordinator.tools.partitions import LogError, reader_config
 
 log = logging.getLogger(__name__)
 
@@ -191,13 +191,9 @@ class KafkaPartitionTail:
             (position,) = self._consumer.position([self.tp])
             # Nothing to read when the standby is at the end (then a consume would only sit out its
             # timeout: 30 ms of a takeover), or the partition is empty (no fetch moves the position).
-            behind = end > low and position.offset < end
-            for round_, messages in enumerate(batches_to_end(self._consumer, self.tp, end) if behind else ()):
-                if round_ and time.monotonic() > deadline:
-                    raise LogError(
-                        f"the tail of {self.tp.topic}[{self.tp.partition}] did not reach offset {end} in time"
-                    )
-                state.replay_all(self._records(messages, result))
+            if end > low and position.offset < end:
+                for messages in rounds_to_end(self._consumer, self.tp, end, deadline, "reading the tail of"):
+                    state.replay_all(self._records(messages, result))
         except KafkaException as e:
             raise LogError(f"reading the tail of {self.tp.topic}[{self.tp.partition}]: {e}") from None
         self.next_offset = max(self.next_offset, end)
