@@ -76,11 +76,10 @@ from replay.history import History
 from replay.positions import RawRecord
 from spark import DEFAULT_DATABASE
 from spark import tables as t
-from spark.decode import decode_avro, spark_schema
+from spark.decode import RAW_COLUMNS, decode_avro, spark_schema
 
 SCRATCH = "_tmp"
 AUDITS = "_audit"
-_RAW = ["partition", "offset", "timestamp", "key", "value"]
 
 # What `Audit.start` passes to DataStreamWriter.trigger unless told otherwise: a micro-batch every 10 s.
 DEFAULT_TRIGGER = {"processingTime": "10000 milliseconds"}
@@ -285,7 +284,7 @@ class Audit:
         # Spark decodes and writes them to the records table.
         df.persist()
         try:
-            records = df.select(*_RAW).toArrow()
+            records = df.select(*RAW_COLUMNS).toArrow()
             # Each table's write is one commit, mostly waiting (on the log, on a small job): they go
             # at once. The history's may commit before the records': the rows of a batch that did
             # not commit come again from the same records when it runs again, and a restart rebuilds
@@ -293,7 +292,7 @@ class Audit:
             writes = [self._pool.submit(self._write, t.RECORDS, decode_avro(df), batch_id)]
             try:
                 history = self._history_before(batch_id)
-                history.run(_raw(records))
+                history.run(raw_records(records))
                 corrupt = len(history.corrupt)
                 events, rebalances, intervals = history.take()  # corrupt records: the records table has them
                 kinds = {
@@ -342,7 +341,7 @@ class Audit:
             return self._history
         snapshot_batch, history = self._read_snapshot(batch_id)
         records = self._records_between(snapshot_batch, batch_id)
-        history.run(_raw(records))
+        history.run(raw_records(records))
         history.take()  # written when those batches ran
         self._history, self._history_batch = history, batch_id - 1
         self._since_snapshot = records.num_rows
@@ -356,7 +355,7 @@ class Audit:
 
         batch = F.col("batch_id")
         rows = self.spark.table(self.name(t.RECORDS)).where((batch > after) & (batch < before))
-        return rows.select(*_RAW).toArrow()
+        return rows.select(*RAW_COLUMNS).toArrow()
 
     # --- the History's snapshots ------------------------------------------------------------------------
 
@@ -482,7 +481,7 @@ def _code_version() -> str:
     return digest.hexdigest()[:16]
 
 
-def _raw(records: pa.Table) -> list[RawRecord]:
+def raw_records(records: pa.Table) -> list[RawRecord]:
     """The records as `replay.history` reads them, in offset order within each partition."""
     records = records.sort_by([("partition", "ascending"), ("offset", "ascending")])
     millis = records.column("timestamp").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()

@@ -34,7 +34,8 @@ from replay.simulate import Outcome, Report
 from replay.simulate import simulate as simulate_history
 from replay.whatif import Alternatives
 from spark import tables as t
-from spark.audit import _RAW, DATABASE_NAME, DEFAULT_DATABASE, _raw
+from spark.audit import DATABASE_NAME, DEFAULT_DATABASE, raw_records
+from spark.decode import RAW_COLUMNS
 
 # One row per history of a report (the recorded one, the faithful re-run, each alternative).
 FIGURES_SCHEMA = (
@@ -51,12 +52,12 @@ def group_rows(records, group_id: str, *, end_ms: int | None = None):  # noqa: A
     rows = records.where(F.col("group_id") == group_id)
     if end_ms is not None:
         rows = rows.where(F.col("timestamp") <= F.timestamp_millis(F.lit(end_ms)))
-    return rows.select(*_RAW)
+    return rows.select(*RAW_COLUMNS)
 
 
 def group_records(records, group_id: str, *, end_ms: int | None = None) -> list[RawRecord]:  # noqa: ANN001 - a DataFrame
     """`group_rows` on the driver, raw, in offset order within each partition."""
-    return _raw(group_rows(records, group_id, end_ms=end_ms).toArrow())
+    return raw_records(group_rows(records, group_id, end_ms=end_ms).toArrow())
 
 
 def simulate(
