@@ -27,12 +27,12 @@ from typing import Any
 import orjson
 from multidict import MultiMapping
 
-from coordinator.service.whatif_child import MEMORY_EXIT
 from coordinator.tools.text import iso_time
 from replay.commands.simulate import duration
 from replay.positions import format_duration, parse_time
 
 log = logging.getLogger(__name__)
+MEMORY_EXIT = 3  # the child ran out of its memory bound (said in its answer too, when it could write one)
 
 MAX_DELAY_MS = 2**31 - 1
 MIN_MEMORY_MB = 16

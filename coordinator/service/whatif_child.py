@@ -25,7 +25,6 @@ from typing import Any
 
 import orjson
 
-MEMORY_EXIT = 3  # the child ran out of its memory bound (said in its answer too, when it could write one)
 _bounded = False  # the address space is bounded from here on
 
 
@@ -108,12 +107,13 @@ def main() -> int:
     # machine a simulation waits for the server's CPU, not the other way round.
     with contextlib.suppress(OSError):
         os.nice(10)
+    # Imported here, niced, and before the memory bound: the page's HTML and the exit code the server reads.
+    from coordinator.service.whatif import MEMORY_EXIT, report
+
     request = orjson.loads(sys.stdin.buffer.read())
     try:
         result = answer(request)
         if "error" not in result:
-            from coordinator.service.whatif import report
-
             result["peak_mb"] = address_space_mb("VmPeak")
             page = report(result).encode()
     except (MemoryError, SystemError):
