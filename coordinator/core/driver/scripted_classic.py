@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from coordinator.core.assignors.connect_leader import ConnectLeaderAssignor
+from coordinator.core.driver.script import Crash, Join, Leave, ScriptSettings, SetConnectors, Step
 from coordinator.core.driver.simulation import Driver, SimClassicWorker, step_all
 from coordinator.core.protocol import (
     CLASSIC_SESSION,
@@ -64,7 +65,7 @@ class ClassicRun:
     """The workers of one classic re-run; `apply` a step, `until` a time, `settle` at the end.
     The steps of one instant are applied together, then the workers step."""
 
-    def __init__(self, d: Driver, group_id: str, settings: Any) -> None:  # a ScriptSettings
+    def __init__(self, d: Driver, group_id: str, settings: ScriptSettings) -> None:
         self.d = d
         self.group_id = group_id
         self.settings = settings
@@ -76,7 +77,7 @@ class ClassicRun:
     def heartbeats(self) -> int:
         return sum(w.heartbeats for w in self.everyone)
 
-    def switch(self, settings: Any) -> None:
+    def switch(self, settings: ScriptSettings) -> None:
         """Other settings from now on: the coordinator's (the initial delay), and each worker's own
         (session, heartbeat interval, scheduled.rebalance.max.delay.ms), as a rolling restart with
         the new worker configuration would give them: a leader's memory starts afresh."""
@@ -90,9 +91,7 @@ class ClassicRun:
                 worker.assignor = ConnectLeaderAssignor(settings.scheduled_rebalance_max_delay_ms)
         self._step()
 
-    def apply(self, step: Any) -> None:  # a Step
-        from coordinator.core.driver.scripted import Crash, Join, Leave, SetConnectors
-
+    def apply(self, step: Step) -> None:
         if isinstance(step, SetConnectors):
             self.d.set_connectors(self.group_id, step.connectors)
         elif isinstance(step, Join):
