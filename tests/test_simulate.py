@@ -350,6 +350,37 @@ def test_the_report_names_the_differences(dump: Path, tmp_path: Path) -> None:
     assert page.read_text().count("<svg") == 3  # recorded, re-run, delay 0
 
 
+def test_a_move_limit_spreads_the_same_moves_over_more_rebalances(dump: Path) -> None:
+    """The third question (would a move limit have helped?) on the on-call story: Design III's
+    limit lets a rebalance move at most N items and leaves the rest to follow-up rebalances, so the
+    tighter the limit, the more rebalances the same history takes."""
+    out = subprocess.run(
+        [
+            COORDINATOR,
+            "replay",
+            "simulate",
+            "--file",
+            str(dump),
+            "--no-progress",
+            "--group",
+            GROUP,
+            "--max-moves",
+            "1",
+            "--max-moves",
+            "2",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    outcomes = {o["name"]: o for o in map(orjson.loads, out.splitlines()) if o["type"] == "outcome"}
+    assert set(outcomes) == {"recorded", "re-run", "max moves 1", "max moves 2"}
+    rebalances = [outcomes[name]["rebalances"] for name in ("re-run", "max moves 2", "max moves 1")]
+    assert rebalances[0] < rebalances[1] < rebalances[2], rebalances
+
+
 def test_from_compares_from_a_time_with_the_group_as_it_was_then(dump: Path) -> None:
     """From just before W2's crash: what moved before (the first balance, W4's share) is the group
     as it was; the delay of 0 takes over there, and moves W2's work when W2 is removed."""
