@@ -86,6 +86,8 @@ DEFAULT_TRIGGER = {"processingTime": "10000 milliseconds"}
 DATABASE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a database name Spark SQL takes unquoted
 # A restart replays at most about this many records from the records table (spark.audit's Bounded restarts).
 DEFAULT_SNAPSHOT_EVERY_RECORDS = 500_000
+# A restart reads the records table this many records at a time (whole batches): bounded driver memory.
+RESTART_CHUNK_RECORDS = 1_000_000
 SNAPSHOTS = "snapshots"
 _SNAPSHOT_FORMAT = 1
 _SNAPSHOTS_KEPT = 2  # the newest may be of a batch killed half written, and is then not the one used
@@ -340,22 +342,29 @@ class Audit:
         if self._history is not None and self._history_batch == batch_id - 1:
             return self._history
         snapshot_batch, history = self._read_snapshot(batch_id)
-        records = self._records_between(snapshot_batch, batch_id)
-        history.run(raw_records(records))
-        history.take()  # written when those batches ran
+        replayed = 0
+        for records in self._records_between(snapshot_batch, batch_id):
+            history.run(raw_records(records))
+            history.take()  # written when those batches ran
+            replayed += records.num_rows
         self._history, self._history_batch = history, batch_id - 1
-        self._since_snapshot = records.num_rows
-        self.restored = (snapshot_batch, records.num_rows)
+        self._since_snapshot = replayed
+        self.restored = (snapshot_batch, replayed)
         return history
 
-    def _records_between(self, after: int, before: int) -> pa.Table:
-        """The raw records of the batches after `after` and before `before`, from the records table
-        (batch_id is in each file's statistics: Delta reads only the files of those batches)."""
+    def _records_between(self, after: int, before: int) -> Iterator[pa.Table]:
+        """The raw records of the batches after `after` and before `before`, from the records table,
+        a run of whole batches at a time of at most about RESTART_CHUNK_RECORDS records: a restart
+        without a usable snapshot may have millions, more than the driver may collect at once
+        (spark.driver.maxResultSize). Whole batches keep each partition's offset order across runs;
+        batch_id is in each file's statistics, so Delta reads only the files of a run's batches."""
         from pyspark.sql import functions as F
 
         batch = F.col("batch_id")
         rows = self.spark.table(self.name(t.RECORDS)).where((batch > after) & (batch < before))
-        return rows.select(*RAW_COLUMNS).toArrow()
+        counts = rows.groupBy("batch_id").count().orderBy("batch_id").collect()
+        for first, last in _runs([(row["batch_id"], row["count"]) for row in counts], RESTART_CHUNK_RECORDS):
+            yield rows.where((batch >= first) & (batch <= last)).select(*RAW_COLUMNS).toArrow()
 
     # --- the History's snapshots ------------------------------------------------------------------------
 
@@ -479,6 +488,22 @@ def _code_version() -> str:
             digest.update(str(source.relative_to(root)).encode())
             digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
+
+
+def _runs(counts: list[tuple[int, int]], limit: int) -> Iterator[tuple[int, int]]:
+    """(first, last) batch ids of consecutive runs of `counts` ((batch id, records), in batch order),
+    each as long as it stays within `limit` records, and at least one batch."""
+    first, previous, total = None, -1, 0
+    for batch_id, count in counts:
+        if first is not None and total + count > limit:
+            yield first, previous
+            first, total = None, 0
+        if first is None:
+            first = batch_id
+        total += count
+        previous = batch_id
+    if first is not None:
+        yield first, previous
 
 
 def raw_records(records: pa.Table) -> list[RawRecord]:
