@@ -37,7 +37,7 @@ from coordinator import cli
 
 # Imported, not importorskip: a missing module of ours is a failure, never a skip.
 from coordinator.service import auth
-from coordinator.tools import topic
+from coordinator.tools import extras, topic
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
@@ -154,7 +154,10 @@ def test_the_runtime_stage_runs_coordinator_serve_as_a_user() -> None:
     assert [exec_form(a) for i, a in final if i == "ENTRYPOINT"] == [["coordinator"]]
     assert [exec_form(a) for i, a in final if i == "CMD"] == [["serve"]]
     assert any(a.split() == ["8400"] for i, a in final if i == "EXPOSE")
-    assert "COORDINATOR_LISTEN=0.0.0.0:8400" in " ".join(a for i, a in final if i == "ENV").split()
+    env = " ".join(a for i, a in final if i == "ENV").split()
+    assert "COORDINATOR_LISTEN=0.0.0.0:8400" in env
+    # A server image never installs an extra at run time (coordinator.tools.extras' switch).
+    assert f"{extras.SWITCH}=0" in env
 
 
 # --- the health check, run against a real HTTP server ----------------------------------------------
