@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import orjson
 import pytest
 
 from coordinator.core.config import CoordinatorConfig
@@ -220,6 +221,60 @@ def test_the_server_promotes_its_standby_and_follows_the_wanted_set() -> None:
         assert sorted(server.standbys) == [0]
         await server.close()
         assert not server.standbys and not server.runtimes
+        await writer.close()
+
+    run(scenario)
+
+
+def test_health_and_metrics_show_each_standby_and_a_failed_one_is_started_again() -> None:
+    """Operators see the standbys (/health, coordinator_standby_*): how far each has read, and one
+    whose tailing failed, which a takeover would load in full; the next keep_standbys replaces it."""
+    topic = MemoryTopic()
+
+    async def standbys_health(server: CoordinatorServer) -> dict[str, Any]:
+        response = await server.health(None)
+        return orjson.loads(response.body)["Standbys"]
+
+    def standby_series(server: CoordinatorServer) -> dict[str, float]:
+        return {
+            line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
+            for line in server.metrics.exposition().decode().splitlines()
+            if line.startswith("coordinator_standby_")
+        }
+
+    async def scenario() -> None:
+        writer = PartitionRuntime({}, topic.name, 1, CONFIG, log=topic.log, linger_ms=1.0)
+        await writer.start()
+        assert (await writer.call(set_connectors("g1", a=1))).error_code == ErrorCode.NONE
+        server = CoordinatorServer({}, topic.name, 3, [], "http://127.0.0.1:1", CONFIG, log=topic.log, tail=topic.tail)
+        await server.keep_standbys([1])
+        await asyncio.to_thread(server.standbys[1].caught_up.wait, 5)
+        end = len(topic.records(1))
+        assert end > 0
+        assert await standbys_health(server) == {"1": {"Status": "following", "NextOffset": end, "Records": end}}
+        series = standby_series(server)
+        assert series['coordinator_standby_status{partition="1",status="following"}'] == 1.0
+        assert series['coordinator_standby_status{partition="1",status="failed"}'] == 0.0
+        assert series['coordinator_standby_next_offset{partition="1"}'] == end
+        assert (await server.health(None)).status == 200  # a standby is not served: no effect on status
+
+        topic.fail_tails()
+        assert (await writer.call(set_connectors("g1", a=2))).error_code == ErrorCode.NONE
+        failed = server.standbys[1]
+        await until(lambda: failed.failed is not None)
+        assert (await standbys_health(server))["1"]["Status"] == "failed"
+        assert standby_series(server)['coordinator_standby_status{partition="1",status="failed"}'] == 1.0
+
+        await server.keep_standbys([1])  # the next change of assignment: a new standby from the start
+        assert server.standbys[1] is not failed
+        await asyncio.to_thread(server.standbys[1].caught_up.wait, 5)
+        assert (await standbys_health(server))["1"] == {
+            "Status": "following",
+            "NextOffset": len(topic.records(1)),
+            "Records": len(topic.records(1)),
+        }
+        await server.close()
+        assert await standbys_health(server) == {}
         await writer.close()
 
     run(scenario)

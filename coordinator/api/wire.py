@@ -201,6 +201,10 @@ class Health(Body):
         dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], int],
         doc("Serving partition number -> the record format level it writes at."),
     ]
+    standbys: Annotated[
+        dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], StandbyHealth],
+        doc("Partition number -> the hot standby kept of it here (not served here; no effect on status)."),
+    ] = {}
 
 
 class FormatLevelRequest(Body):
@@ -217,6 +221,21 @@ class FormatLevelResponse(Body):
         dict[Annotated[str, Meta(pattern="^(0|[1-9][0-9]*)$")], ErrorResponse],
         doc("Partition number -> its outcome: 0 once the level is durable in the partition."),
     ]
+
+
+class StandbyHealth(Body):
+    """One hot standby this process keeps (`serve --standby-partitions`)."""
+
+    status: Annotated[
+        Literal["catching-up", "following", "failed"],
+        doc(
+            "catching-up until a read first finds nothing new, then following; failed when tailing stopped "
+            "(a takeover of the partition then loads it in full; the standby is started again at the next "
+            "change of assignment)."
+        ),
+    ]
+    next_offset: Annotated[int, Meta(ge=0), doc("The partition offset the standby reads next.")]
+    records: Annotated[int, Meta(ge=0), doc("Records the standby has replayed.")]
 
 
 class Liveness(Body):

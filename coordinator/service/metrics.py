@@ -60,6 +60,8 @@ PARTITION_STATUSES = {
     "refused": "refused",
 }
 
+STANDBY_STATUSES = ("catching-up", "following", "failed")  # coordinator.service.standby.Standby.status
+
 # Codes that are steps of the protocol, not failures: a member asked to compute the target
 # (client-side assignment), a classic member told to rejoin or to join again with its new id. An
 # alert on coordinator_errors_total must not fire on a normal rebalance, so they are counted apart.
@@ -208,10 +210,13 @@ class Metrics:
             registry=r,
         )
 
-    def watch(self, partitions: Callable[[], Mapping[int, Any]]) -> None:
-        """Report the status of the partitions (runtimes) `partitions()` returns when scraped, and the
-        groups, members, epochs and rebalances in progress of those serving."""
-        self.registry.register(_StateCollector(partitions))
+    def watch(
+        self, partitions: Callable[[], Mapping[int, Any]], standbys: Callable[[], Mapping[int, Any]] = dict
+    ) -> None:
+        """Report the status of the partitions (runtimes) `partitions()` returns when scraped, the
+        groups, members, epochs and rebalances in progress of those serving, and the standbys
+        (`coordinator.service.standby.Standby`) `standbys()` returns."""
+        self.registry.register(_StateCollector(partitions, standbys))
 
     def observe_request(self, api: str, seconds: float, error_code: int) -> None:
         self.request_seconds.labels(api).observe(seconds)
@@ -252,8 +257,9 @@ class Metrics:
 
 
 class _StateCollector(Collector):
-    def __init__(self, partitions: Callable[[], Mapping[int, Any]]) -> None:
+    def __init__(self, partitions: Callable[[], Mapping[int, Any]], standbys: Callable[[], Mapping[int, Any]]) -> None:
         self.partitions = partitions
+        self.standbys = standbys
 
     def collect(self) -> Iterable[GaugeMetricFamily]:
         groups = GaugeMetricFamily("coordinator_groups", "Groups held by a partition", labels=["partition"])
@@ -297,3 +303,21 @@ class _StateCollector(Collector):
                 group_epoch.add_metric([group.group_id], group.group_epoch)
                 assignment_epoch.add_metric([group.group_id], group.assignment_epoch)
         yield from (groups, members, group_epoch, assignment_epoch, status, in_progress, level)
+        yield from self._standbys()
+
+    def _standbys(self) -> Iterable[GaugeMetricFamily]:
+        status = GaugeMetricFamily(
+            "coordinator_standby_status",
+            "1 for the status each hot standby kept here is in (catching-up, following, failed: a "
+            "takeover then loads in full), 0 for the others",
+            labels=["partition", "status"],
+        )
+        offset = GaugeMetricFamily(
+            "coordinator_standby_next_offset", "The partition offset each standby reads next", labels=["partition"]
+        )
+        for partition, standby in sorted(self.standbys().items()):
+            current = standby.status
+            for name in STANDBY_STATUSES:
+                status.add_metric([str(partition), name], 1.0 if name == current else 0.0)
+            offset.add_metric([str(partition)], standby.next_offset)
+        yield from (status, offset)

@@ -141,7 +141,7 @@ class CoordinatorServer:
         self.max_body_bytes = max_body_bytes
         self.metrics = Metrics()
         self.runtimes: dict[int, PartitionRuntime] = {}
-        self.metrics.watch(lambda: dict(self.runtimes))
+        self.metrics.watch(lambda: dict(self.runtimes), lambda: dict(self.standbys))
         self.locate: Callable[[int], Awaitable[str | None]] | None = None
         self.locate_kafka: Callable[[int], Awaitable[tuple[str, str, int] | None]] | None = None
         self._owned = list(owned)
@@ -189,7 +189,8 @@ class CoordinatorServer:
         """Keep standbys of `partitions` (those not served here) and of no others: new ones start
         tailing from the first offset, the ones no longer wanted stop."""
         wanted = {p for p in partitions if p not in self.runtimes}
-        dropped = [self.standbys.pop(p) for p in list(self.standbys) if p not in wanted]
+        # A failed standby is replaced by a new one (it reads from the first offset again).
+        dropped = [self.standbys.pop(p) for p in list(self.standbys) if p not in wanted or self.standbys[p].failed]
         for p in sorted(wanted - set(self.standbys)):
             self.standbys[p] = Standby(p, self.tails(p)).start()
             event(log, "standby-started", "keeping a standby of partition %d", p, partition=p)
@@ -444,6 +445,10 @@ class CoordinatorServer:
                     str(p): r.coordinator.state.format_level
                     for p, r in sorted(self.runtimes.items())
                     if r.status is Status.ACTIVE
+                },
+                standbys={
+                    str(p): wire.StandbyHealth(status=s.status, next_offset=s.next_offset, records=s.result.records)
+                    for p, s in sorted(self.standbys.items())
                 },
             ),
             200 if healthy else 503,

@@ -99,6 +99,13 @@ class Standby:
     def next_offset(self) -> int:
         return self._tail.next_offset
 
+    @property
+    def status(self) -> str:
+        """As /health and coordinator_standby_status name it: catching-up, following or failed."""
+        if self.failed is not None:
+            return "failed"
+        return "following" if self.caught_up.is_set() else "catching-up"
+
     def _follow(self) -> None:
         try:
             while not self._stop.is_set():
