@@ -243,16 +243,22 @@ def described_problems(description: dict, fleet: Fleet, client: TimedClient) -> 
 async def converge(soak: Soak, timeout: float) -> tuple[float, list[str]]:
     """(seconds until every group converged, []) or (timeout, the problems left)."""
     started = clock()
+    pending = soak.fleets
     while True:
-        descriptions = await describe_all(soak.client, [f.group_id for f in soak.fleets])
-        problems = [
-            p for d, f in zip(descriptions, soak.fleets, strict=True) for p in described_problems(d, f, soak.client)
-        ]
-        if not problems:
+        # Only the groups not yet converged are described again (describing thousands of groups every
+        # half second competed with their heartbeats); once none is left, every group once more.
+        descriptions = await describe_all(soak.client, [f.group_id for f in pending])
+        problems: dict[Fleet, list[str]] = {}
+        for d, f in zip(descriptions, pending, strict=True):
+            if found := described_problems(d, f, soak.client):
+                problems[f] = found
+        if not problems and len(pending) == len(soak.fleets):
             return clock() - started, []
         if clock() - started > timeout:
-            return clock() - started, problems
-        await asyncio.sleep(0.5)
+            return clock() - started, [p for found in problems.values() for p in found]
+        pending = list(problems) or soak.fleets
+        if problems:
+            await asyncio.sleep(0.5)
 
 
 # --- a shard: the groups one process runs ---------------------------------------------------------------

@@ -32,6 +32,14 @@ def soak_module() -> ModuleType:
     return module
 
 
+def assert_every_10_s(minutes: list[str], count: int, out: str) -> None:
+    """A line every 10 s: each printed a moment after its interval ends (the loop's wake-up and the
+    sampling take some time on a busy machine), never before and never a whole interval late."""
+    assert len(minutes) == count, out
+    for i, minute in enumerate(minutes, 1):
+        assert i * 10 / 60 - 0.005 <= float(minute) < (i + 1) * 10 / 60, out
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("instances", [1, 2])
 def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker, instances: int) -> None:  # noqa: ANN001
@@ -70,7 +78,7 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
     out = result.stdout
     assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     lines = LINE.findall(out)
-    assert [m for m, *_ in lines] == ["0.17", "0.33", "0.50"], out
+    assert_every_10_s([m for m, *_ in lines], 3, out)
     for _, rss, fds, heartbeats, requests, _, churn in lines:
         assert len(rss.split("/")) == instances
         # 18 workers at one heartbeat a second over 10 s, every one answered, and churn in every interval.
@@ -78,7 +86,7 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
         assert int(churn) > 0
     assert sum(int(r.replace(",", "")) for *_, r, _ in lines) > 0  # the churn rebalanced groups
     assert re.search(
-        r"^growth from minute 0\.17 to 0\.50: RSS \(largest instance\) [+-]\d+\.\d MiB \([+-]\d+\.\d%\), "
+        r"^growth from minute 0\.1\d to 0\.[45]\d: RSS \(largest instance\) [+-]\d+\.\d MiB \([+-]\d+\.\d%\), "
         r"fds [+-]\d+, heartbeat p99 [+-]\d+\.\d\d ms .*, rebalances a minute \d+ -> \d+$",
         out,
         re.MULTILINE,
@@ -119,7 +127,7 @@ def test_a_soak_in_two_worker_processes_merges_their_lines_and_checks_both_share
         re.MULTILINE,
     ), out
     lines = LINE.findall(out)
-    assert [m for m, *_ in lines] == ["0.17", "0.33"], out
+    assert_every_10_s([m for m, *_ in lines], 2, out)
     for _, _, _, heartbeats, requests, _, churn in lines:
         assert int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
         assert int(churn) > 0  # each process churns its share
