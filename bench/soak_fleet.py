@@ -388,7 +388,10 @@ async def serve_shard(args: argparse.Namespace, url: str, index: int, of: int) -
     except asyncio.CancelledError:
         return 130
     finally:
-        await asyncio.shield(shard.close())
+        try:
+            await asyncio.shield(shard.close())
+        except asyncio.CancelledError:
+            pass  # the soak's SIGTERM after its wait: what is not halted yet stops with the process
     return 0
 
 
@@ -453,8 +456,8 @@ class WorkerProcess:
                     stop()
                 except ProcessLookupError:
                     return
-            try:
-                await asyncio.wait_for(self.process.wait(), 15)
+            try:  # halting 10,000s of workers on a busy machine took more than 15 s
+                await asyncio.wait_for(self.process.wait(), 60 if stop is None else 15)
                 return
             except TimeoutError:
                 continue
