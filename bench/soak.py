@@ -4,9 +4,11 @@ What runs: a fresh topic (`coordinator topic create`, a unique name) on the brok
 `coordinator serve` (a child process, `--allow-anonymous`, static ownership of every partition), or
 with `--instances N` (N > 1) N of them sharing the partitions in group ownership (`--ownership
 group`: the workers find each group's instance through find-coordinator at the first one), and, in
-this process, `--groups` groups of `--workers` SDK workers each (`coordinator.sdk.fleet`:
-real `Worker`s heartbeating over HTTP at the group's interval; even groups run the assignor
-client-side, odd ones server-side). Each group has `--connectors` connectors of `--tasks` tasks.
+this process or in `--worker-processes K` processes of this script (bench/soak_fleet.py: each a K-th
+of the groups and of the churn), `--groups` groups of `--workers` SDK workers each
+(`coordinator.sdk.fleet`: real `Worker`s heartbeating over HTTP at the group's interval; even groups
+run the assignor client-side, odd ones server-side). Each group has `--connectors` connectors of
+`--tasks` tasks.
 
 Churn, one event every `--churn-every` seconds, in this cycle: a worker leaves (revokes, then
 sends its leave), a worker joins, a connector's task count changes (one up or down), a worker is
@@ -22,10 +24,12 @@ answer), over that interval; the requests the coordinator answered
 (`coordinator_rebalances_total`), the CPU it used, and the churn events. At the end, the growth from
 the first line to the last (RSS, descriptors, p99, rebalances a minute). With several instances the
 memory is each one's, the descriptors, requests, rebalances and CPU the instances' sum; the workers'
-own process's CPU is shown too (`workers CPU`), since on one machine it competes with theirs.
+own processes' CPU is shown too (`workers CPU`, their sum), since on one machine it competes with theirs;
+with several worker processes, p50 and p99 are over all of their heartbeats.
 
 `make fleet` runs it at scale (issue 33): 100,000 workers in 5,000 groups against three instances,
-heartbeats every 30 s, for 30 minutes (`FLEET_ARGS` to change any of it).
+heartbeats every 60 s (what fits 2 cores: the Makefile says why), in two worker processes, for 30
+minutes (`FLEET_ARGS` to change any of it).
 
 Then the churn stops and the groups are described through the HTTP API (GET /v1/groups/{id}) until
 they converge (bounded by `--converge-timeout`): every configured connector and task of every
@@ -43,9 +47,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import atexit
-import gc
 import os
-import random
 import shutil
 import signal
 import subprocess
@@ -54,87 +56,17 @@ import tempfile
 import time
 import urllib.request
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = Path(__file__).resolve()
 sys.path.insert(0, str(ROOT))
 
-import orjson  # noqa: E402
-
-from coordinator.sdk.client import CoordinatorClient  # noqa: E402
-from coordinator.sdk.fleet import Fleet  # noqa: E402
-from coordinator.sdk.worker import HEARTBEAT  # noqa: E402
+from bench.soak_fleet import Shard, ShardDied, WorkerProcess, clock, group_problems, serve_shard  # noqa: E402
 from coordinator.tools.process import ServeProcess  # noqa: E402
 
-CHURN = ("leave", "join", "tasks", "kill", "join")
-clock = time.monotonic
-
-
-# --- what the workers measure -------------------------------------------------------------------------
-
-
-class TimedClient(CoordinatorClient):
-    """The workers' client, timing each heartbeat exchange (not the retries' back-off)."""
-
-    def __init__(self, *args: Any, connections: int = 100, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.connections = connections  # aiohttp's pool: a request beyond it waits for a free connection
-        self.latencies: list[float] = []
-        self.lags: list[float] = []  # the event loop's lateness, from `probe_loop`
-        self.gc_pauses: list[float] = []  # the collector's pauses of this process, from `time_gc`
-        self._gc_started = 0.0
-        self.failures = 0
-
-    def _http(self) -> Any:
-        import aiohttp
-
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=self.connections)
-            self._session = aiohttp.ClientSession(timeout=self.timeout, connector=connector)
-        return self._session
-
-    async def probe_loop(self, every_s: float = 0.1) -> None:
-        """How late this process's event loop wakes a sleeper: the part of the heartbeats' latency that
-        is the workers' own side (their loop busy, or the process waiting for a core)."""
-        while True:
-            started = time.perf_counter()
-            await asyncio.sleep(every_s)
-            self.lags.append(time.perf_counter() - started - every_s)
-
-    async def request(
-        self,
-        method: str,
-        path: str,
-        answer: type,
-        body: Any = None,
-        url: str | None = None,
-        timeout_s: float | None = None,
-    ) -> Any:
-        if (method, path) != HEARTBEAT:
-            return await super().request(method, path, answer, body, url, timeout_s)
-        started = time.perf_counter()
-        try:
-            got = await super().request(method, path, answer, body, url, timeout_s)
-        except Exception:  # not CancelledError: a worker stopped by the churn mid-heartbeat failed nothing
-            self.failures += 1
-            raise
-        self.latencies.append(time.perf_counter() - started)
-        return got
-
-    def time_gc(self, phase: str, info: dict) -> None:
-        """gc.callbacks: a full collection walks every object of 10,000s of workers, stopping the loop."""
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        else:
-            self.gc_pauses.append(time.perf_counter() - self._gc_started)
-
-    def take(self) -> tuple[list[float], list[float], list[float]]:
-        """(heartbeat latencies, loop lags, collector pauses) since the last take."""
-        taken, self.latencies, lags, self.lags = self.latencies, [], self.lags, []
-        pauses, self.gc_pauses = self.gc_pauses, []
-        return taken, lags, pauses
+__all__ = ["group_problems", "main"]  # group_problems: the ownership check, tested through this script
 
 
 # --- what the coordinator's process shows -------------------------------------------------------------
@@ -190,10 +122,10 @@ class Sample:
     cpu_s: float
     requests: float
     rebalances: float
-    workers_cpu_s: float  # this process: the workers' side
+    workers_cpu_s: float  # the workers' processes (this one with --worker-processes 1)
 
 
-def sample(serves: list[ServeProcess], started: float) -> Sample:
+def sample(serves: list[ServeProcess], started: float, workers_cpu_s: float) -> Sample:
     rss, fds, sockets, cpu, requests, rebalances = [], 0, 0, 0.0, 0.0, 0.0
     for serve in serves:
         pid = serve.process.pid
@@ -202,8 +134,7 @@ def sample(serves: list[ServeProcess], started: float) -> Sample:
         f, s = open_fds(pid)
         fds, sockets, cpu = fds + f, sockets + s, cpu + cpu_seconds(pid)
         requests, rebalances = requests + sums[REQUESTS], rebalances + sums[REBALANCES]
-    own = os.times()
-    return Sample(clock() - started, rss, fds, sockets, cpu, requests, rebalances, own.user + own.system)
+    return Sample(clock() - started, rss, fds, sockets, cpu, requests, rebalances, workers_cpu_s)
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -241,161 +172,6 @@ class Line:
             f"coordinator CPU {self.cpu * 100:3.0f}%  workers CPU {self.workers_cpu * 100:3.0f}%  "
             f"churn events {self.churn}"
         )
-
-
-# --- the groups -----------------------------------------------------------------------------------------
-
-
-@dataclass
-class Soak:
-    args: argparse.Namespace
-    client: TimedClient
-    fleets: list[Fleet]
-    connectors: list[dict[str, int]]
-    rng: random.Random = field(default_factory=lambda: random.Random(848))
-    churned: Counter = field(default_factory=Counter)
-    churn_errors: list[str] = field(default_factory=list)
-
-    def live(self) -> int:
-        return sum(len(f.workers) for f in self.fleets)
-
-    def _by_size(self, largest: bool) -> Fleet:
-        sizes = [len(f.workers) for f in self.fleets]
-        extreme = max(sizes) if largest else min(sizes)
-        return self.rng.choice([f for f, n in zip(self.fleets, sizes, strict=True) if n == extreme])
-
-    async def churn_once(self, kind: str) -> None:
-        if kind == "join":
-            await self._by_size(largest=False).join(1)
-        elif kind in ("leave", "kill"):
-            fleet = self._by_size(largest=True)
-            if not fleet.workers:
-                return
-            name = self.rng.choice(sorted(fleet.workers))
-            await (fleet.leave(name) if kind == "leave" else fleet.crash(name))
-        elif kind == "tasks":
-            g = self.rng.randrange(len(self.fleets))
-            counts = self.connectors[g]
-            name = self.rng.choice(sorted(counts))
-            base = self.args.tasks
-            counts[name] = (
-                base + 1
-                if counts[name] <= base - 1
-                else base - 1
-                if counts[name] >= base + 1
-                else self.rng.choice((base - 1, base + 1))
-            )
-            counts[name] = max(1, counts[name])
-            await self.fleets[g].set_connectors(dict(counts))
-        self.churned[kind] += 1
-
-    async def churn(self, stop: asyncio.Event) -> None:
-        i = 0
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), self.args.churn_every)
-                return
-            except TimeoutError:
-                pass
-            kind = CHURN[i % len(CHURN)]
-            i += 1
-            try:
-                await asyncio.wait_for(self.churn_once(kind), 30)
-            except Exception as e:  # noqa: BLE001 - counted and printed; the soak goes on
-                self.churn_errors.append(f"{kind}: {type(e).__name__}: {e}")
-
-    async def halt(self) -> None:
-        """Stop every worker without a leave (the coordinator goes away next)."""
-        workers = [w for f in self.fleets for w in list(f.workers.values()) + list(f.crashed.values())]
-        await asyncio.gather(*(w.stop(leave=False) for w in workers), return_exceptions=True)
-        for f in self.fleets:
-            f.workers.clear()
-
-
-# --- ownership through the HTTP API --------------------------------------------------------------------
-
-
-def _items(assignment: dict) -> list[str]:
-    return [f"connector {c}" for c in assignment["Connectors"]] + [
-        f"task {t['Connector']}-{t['Task']}" for t in assignment["Tasks"]
-    ]
-
-
-def group_problems(description: dict, fleet: Fleet) -> list[str]:
-    """Why `description` (GET /v1/groups/{id}) is not converged with every item owned once; [] if it is."""
-    g = description["GroupId"]
-    configured = [f"connector {c['Name']}" for c in description["Connectors"]] + [
-        f"task {c['Name']}-{t}" for c in description["Connectors"] for t in range(c["Tasks"])
-    ]
-    owners: dict[str, list[str]] = {item: [] for item in configured}
-    problems = []
-    for m in description["Members"]:
-        for item in _items(m["Assignment"]):
-            owners.setdefault(item, []).append(m["MemberId"])
-        if _items(m["PendingRevocation"]):
-            problems.append(f"{g}: {m['MemberId']} still revoking {', '.join(_items(m['PendingRevocation']))}")
-        if m["MemberEpoch"] != description["GroupEpoch"]:
-            problems.append(
-                f"{g}: {m['MemberId']} at epoch {m['MemberEpoch']}, the group at {description['GroupEpoch']}"
-            )
-    configured_set = set(configured)
-    for item, who in owners.items():
-        if len(who) > 1:
-            problems.append(f"{g}: {item} owned {len(who)} times ({', '.join(who)})")
-        elif not who:
-            problems.append(f"{g}: {item} unowned")
-        elif item not in configured_set:
-            problems.append(f"{g}: {item} owned by {who[0]} but not configured")
-    members = {m["MemberId"]: set(_items(m["Assignment"])) for m in description["Members"]}
-    workers = {w.member_id: {_item_text(i) for i in w.owned} for w in fleet.workers.values()}
-    if set(members) != set(workers):
-        problems.append(f"{g}: members {sorted(set(members) ^ set(workers))} are not both in the group and live")
-    for member_id, owned in workers.items():
-        if member_id in members and owned != members[member_id]:
-            problems.append(f"{g}: {member_id} runs {sorted(owned)}, the coordinator says {sorted(members[member_id])}")
-    return problems
-
-
-def _item_text(item: Any) -> str:
-    return f"connector {item}" if isinstance(item, str) else f"task {item.connector}-{item.task}"
-
-
-async def describe_all(client: TimedClient, groups: list[str]) -> list[dict]:
-    """Each group's description from its own coordinator (found as the workers find it)."""
-    import aiohttp
-
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as session:
-        limit = asyncio.Semaphore(16)
-
-        async def one(g: str) -> dict:
-            async with limit:
-                url = await client.coordinator_of(g)
-                async with session.get(f"{url}/v1/groups/{g}") as response:
-                    return orjson.loads(await response.read())
-
-        return await asyncio.gather(*(one(g) for g in groups))
-
-
-def described_problems(description: dict, fleet: Fleet, client: TimedClient) -> list[str]:
-    if "GroupId" not in description:  # NOT_COORDINATOR while ownership moves: asked again next round
-        client._coordinators.pop(fleet.group_id, None)
-        return [f"{fleet.group_id}: not described: {description.get('ErrorMessage') or description}"]
-    return group_problems(description, fleet)
-
-
-async def converge(soak: Soak, timeout: float) -> tuple[float, list[str]]:
-    """(seconds until every group converged, []) or (timeout, the problems left)."""
-    started = clock()
-    while True:
-        descriptions = await describe_all(soak.client, [f.group_id for f in soak.fleets])
-        problems = [
-            p for d, f in zip(descriptions, soak.fleets, strict=True) for p in described_problems(d, f, soak.client)
-        ]
-        if not problems:
-            return clock() - started, []
-        if clock() - started > timeout:
-            return clock() - started, problems
-        await asyncio.sleep(0.5)
 
 
 # --- the run --------------------------------------------------------------------------------------------
@@ -439,8 +215,10 @@ def delete_topic(bootstrap: str, topic: str) -> None:
         print(f"(could not delete topic {topic}: {e})", flush=True)
 
 
-def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float], list[float]], churn: int) -> Line:
-    latencies, lags, pauses = taken
+def line_between(a: Sample, b: Sample, taken: list[dict], churn: int) -> Line:
+    """The line of figures from sample `a` to `b`, with the workers' processes' measures (`Shard.take`)."""
+    latencies = [x for t in taken for x in t["latencies"]]
+    lags = [x for t in taken for x in t["lags"]]
     span = max(1e-9, b.at_s - a.at_s)
     return Line(
         b.at_s / 60,
@@ -451,7 +229,7 @@ def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float], li
         percentile(latencies, 0.99) * 1e3,
         len(latencies),
         percentile(lags, 0.99) * 1e3,
-        max(pauses, default=0.0) * 1e3,
+        max((x for t in taken for x in t["pauses"]), default=0.0) * 1e3,
         round(b.requests - a.requests),
         round(b.rebalances - a.rebalances),
         (b.cpu_s - a.cpu_s) / span,
@@ -460,109 +238,94 @@ def line_between(a: Sample, b: Sample, taken: tuple[list[float], list[float], li
     )
 
 
-async def run(args: argparse.Namespace, serves: list[ServeProcess]) -> int:
+async def run(args: argparse.Namespace, serves: list[ServeProcess], argv: list[str]) -> int:
+    """The soak's groups in this process, or in --worker-processes processes of this script."""
     main = asyncio.current_task()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main.cancel)
-    async with TimedClient(serves[0].url, retry_for_s=60, connections=args.connections) as client:
-        probe = asyncio.create_task(client.probe_loop())
-        gc.callbacks.append(client.time_gc)
-        fleets = [
-            Fleet(
-                client,
-                f"soak-{g:03d}",
-                static=False,
-                server_side=g % 2 == 1,
-                quiet=True,
-                session_timeout_ms=args.session_ms,
-            )
-            for g in range(args.groups)
-        ]
-        connectors = [{f"conn-{c}": args.tasks for c in range(args.connectors)} for _ in fleets]
-        soak = Soak(args, client, fleets, connectors)
-        try:
-            return await _soak(args, serves, soak)
-        finally:
-            probe.cancel()
-            await asyncio.shield(soak.halt())
+    url, k = serves[0].url, args.worker_processes
+    if k == 1:
+        shards: list = [Shard(args, url)]
+    else:
+        shards = list(await asyncio.gather(*(WorkerProcess.spawn(SCRIPT, argv, url, i, k) for i in range(k))))
+    try:
+        return await _soak(args, serves, shards)
+    except ShardDied as e:
+        print(f"{e}: its groups are not measured, the soak stops", flush=True)
+        return 1
+    finally:
+        await asyncio.shield(asyncio.gather(*(s.close() for s in shards), return_exceptions=True))
 
 
-async def _soak(args: argparse.Namespace, serves: list[ServeProcess], soak: Soak) -> int:
+async def _each(shards: list, command: str) -> list[dict]:
+    return list(await asyncio.gather(*(getattr(s, command)() for s in shards)))
+
+
+async def _soak(args: argparse.Namespace, serves: list[ServeProcess], shards: list) -> int:
     started = clock()
-    # Joins spread over --join-over (one heartbeat interval by default), so that the heartbeats stay
-    # spread and the joins' writes stay under what the partitions commit: 50,000 workers joining within
-    # 30 s (1,700 joins/s, each a few records) outran the commits, and the heartbeats waiting behind them
-    # went unanswered for a session.
-    pause = (args.join_over or args.heartbeat_ms / 1000) / len(soak.fleets)
-    for fleet, counts in zip(soak.fleets, soak.connectors, strict=True):
-        await fleet.set_connectors(dict(counts))
-        await fleet.join(args.workers)
-        if not args.no_gc_freeze:
-            gc.freeze()  # as below, group by group: O(1), and a collection during the joins walks only the newest
-        await asyncio.sleep(pause)
-    took, problems = await converge(soak, args.converge_timeout)
+    joined = await _each(shards, "joined")
+    problems = [p for j in joined for p in j["problems"]]
     if problems:
         print(f"the groups did not converge after joining within {args.converge_timeout:g} s:", flush=True)
         for p in problems[:20]:
             print(f"  {p}")
         return 1
+    processes = f"{len(shards)} worker processes ({' + '.join(str(j['live']) for j in joined)} workers)"
     print(
-        f"{soak.live()} workers in {len(soak.fleets)} groups joined and converged in {clock() - started:.1f} s; "
+        f"{sum(j['live'] for j in joined)} workers in {sum(j['groups'] for j in joined)} groups "
+        f"joined and converged in {clock() - started:.1f} s"
+        f"{' in ' + processes if len(shards) > 1 else ''}; "
         f"soaking for {args.minutes:g} min, a line every {args.report_every:g} s",
         flush=True,
     )
-    if not args.no_gc_freeze:
-        # The workers joined are long-lived: out of the collector's way, a full collection no longer
-        # walks all of them (with 10,000s of workers it stopped this loop for long enough to delay
-        # heartbeats). The load generator's own cost, not the coordinator's.
-        gc.collect()
-        gc.freeze()
 
-    stop = asyncio.Event()
-    churn = asyncio.create_task(soak.churn(stop))
     lines: list[Line] = []
     soak_started = clock()
-    soak.client.take()
-    before = await asyncio.to_thread(sample, serves, soak_started)
+    taken = await _each(shards, "start")
+    before = await asyncio.to_thread(sample, serves, soak_started, sum(t["cpu_s"] for t in taken))
     churn_before = 0
     end = soak_started + args.minutes * 60
-    try:
-        while True:
-            next_at = soak_started + (len(lines) + 1) * args.report_every
-            if next_at > end + 1e-6:
-                break
-            await asyncio.sleep(max(0.0, next_at - clock()))
-            for serve in serves:
-                if serve.process.poll() is not None:
-                    print(f"coordinator serve exited {serve.process.returncode}:\n{serve.log()}", flush=True)
-                    return 1
-            now = await asyncio.to_thread(sample, serves, soak_started)
-            churned = sum(soak.churned.values())
-            lines.append(line_between(before, now, soak.client.take(), churned - churn_before))
-            print(lines[-1].text(), flush=True)
-            before, churn_before = now, churned
-    finally:
-        stop.set()
-        await churn
+    while True:
+        next_at = soak_started + (len(lines) + 1) * args.report_every
+        if next_at > end + 1e-6:
+            break
+        await asyncio.sleep(max(0.0, next_at - clock()))
+        for serve in serves:
+            if serve.process.poll() is not None:
+                print(f"coordinator serve exited {serve.process.returncode}:\n{serve.log()}", flush=True)
+                return 1
+        taken = await _each(shards, "take")
+        now = await asyncio.to_thread(sample, serves, soak_started, sum(t["cpu_s"] for t in taken))
+        churned = sum(t["churned"] for t in taken)
+        lines.append(line_between(before, now, taken, churned - churn_before))
+        print(lines[-1].text(), flush=True)
+        before, churn_before = now, churned
 
     if lines:
         print(growth(lines, args.report_every), flush=True)
+    return report_end(await _each(shards, "finish"))
+
+
+def report_end(finished: list[dict]) -> int:
+    """The churn's totals and the ownership check over every worker process's groups."""
+    churned = sum((Counter(f["churned"]) for f in finished), Counter())
+    errors = [e for f in finished for e in f["errors"]]
     print(
-        f"churn: {sum(soak.churned.values())} events ({', '.join(f'{k} {n}' for k, n in sorted(soak.churned.items()))}); "
-        f"{len(soak.churn_errors)} failed{': ' + '; '.join(soak.churn_errors[:5]) if soak.churn_errors else ''}; "
-        f"heartbeat exchanges that failed: {soak.client.failures}",
+        f"churn: {sum(churned.values())} events ({', '.join(f'{k} {n}' for k, n in sorted(churned.items()))}); "
+        f"{len(errors)} failed{': ' + '; '.join(errors[:5]) if errors else ''}; "
+        f"heartbeat exchanges that failed: {sum(f['failures'] for f in finished)}",
         flush=True,
     )
-
-    took, problems = await converge(soak, args.converge_timeout)
-    items = sum(len(c) + sum(c.values()) for c in soak.connectors)
+    took = max(f["took"] for f in finished)
+    problems = [p for f in finished for p in f["problems"]]
     if problems:
         print(f"ownership: NOT converged {took:.1f} s after the churn stopped ({len(problems)} problems):", flush=True)
         for p in problems[:50]:
             print(f"  {p}")
         return 1
+    groups, live, items = (sum(f[key] for f in finished) for key in ("groups", "live", "items"))
     print(
-        f"ownership: every task of every group owned by exactly one member ({len(soak.fleets)} groups, "
-        f"{soak.live()} workers, {items} connectors and tasks), converged {took:.1f} s after the churn stopped",
+        f"ownership: every task of every group owned by exactly one member ({groups} groups, "
+        f"{live} workers, {items} connectors and tasks), converged {took:.1f} s after the churn stopped",
         flush=True,
     )
     return 0
@@ -703,6 +466,17 @@ def main(argv: list[str] | None = None) -> int:
         help="leave the joined workers to Python's collector (by default they are frozen out of it, gc.freeze)",
     )
     parser.add_argument("--keep-log", action="store_true", help="keep the coordinator's log (its path is printed)")
+    parser.add_argument(
+        "--worker-processes",
+        type=int,
+        default=1,
+        metavar="K",
+        help="run the workers in K processes, each a K-th of the groups and of the churn (one Python "
+        "process's loop falls behind at about 50,000 workers at 30 s heartbeats)",
+    )
+    parser.add_argument("--shard", default=None, help=argparse.SUPPRESS)  # I/K: a worker process (soak_fleet)
+    parser.add_argument("--coordinator-url", default=None, help=argparse.SUPPRESS)
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     if args.converge_timeout is None:
         args.converge_timeout = 30 + 3 * (args.session_ms + args.delay_ms) / 1000
@@ -710,6 +484,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--minutes, --report-every, --instances, --groups and --workers must be positive")
     if args.instances > args.partitions:
         parser.error("--instances must not exceed --partitions (an instance without a partition serves nothing)")
+    if not 1 <= args.worker_processes <= args.groups:
+        parser.error("--worker-processes must be between 1 and --groups (a process without a group measures nothing)")
+    if args.shard is not None:
+        index, _, of = args.shard.partition("/")
+        return asyncio.run(serve_shard(args, args.coordinator_url, int(index), int(of)))
 
     topic = f"soak-{os.getpid()}-{int(time.time())}"
     log_dir = Path(tempfile.mkdtemp(prefix="soak-"))
@@ -718,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.instances} instance{'s' * (args.instances > 1)}, {args.groups} groups x "
         f"{args.workers} workers, {args.connectors} connectors x {args.tasks} tasks each; heartbeat "
         f"{args.heartbeat_ms} ms, session {args.session_ms} ms, delay {args.delay_ms} ms; a churn event every "
-        f"{args.churn_every:g} s; {os.cpu_count()} cores",
+        f"{args.churn_every:g} s; {args.worker_processes} worker process{'es' * (args.worker_processes > 1)}; "
+        f"{os.cpu_count()} cores",
         flush=True,
     )
     atexit.register(_cleanup)
@@ -729,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         create_topic(args.bootstrap_servers, topic, args.partitions)
         created = True
-        code = asyncio.run(run(args, start_instances(args, topic, log_dir)))
+        code = asyncio.run(run(args, start_instances(args, topic, log_dir), argv))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("interrupted: stopping what was started here", flush=True)
         code = 130
