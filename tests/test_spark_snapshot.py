@@ -25,7 +25,9 @@ from spark.audit import Audit, warehouse_of
 pytestmark = pytest.mark.integration
 
 KILLED_AT = 3  # the batch whose snapshot is written and whose history rows are not
-PER_TRIGGER = 80  # maxOffsetsPerTrigger: several batches from a few stories
+# maxOffsetsPerTrigger: the stories' 790 or so offsets in about 6 batches, 3 before the kill and some
+# after it; each batch is a few Delta commits, in each of the three audits, so no more of them than that.
+PER_TRIGGER = 150
 
 # One run of the audit in its own process. With a batch to kill at: a snapshot after every odd
 # batch only (so that the restart has a batch to replay after the snapshot it reads), the history
