@@ -140,15 +140,20 @@ def standalone_cluster(root: Path, workers: int = 2) -> Iterator[Cluster]:
     cluster = Cluster(f"spark://127.0.0.1:{port}", root, master)
     try:
         _wait_for(log, "I have been elected leader", master)
+        # The workers start at once, once the master is up: a worker that finds no master retries
+        # only after 5-15 s (Spark's registration backoff), which would cost more than it saves.
+        logs = []
         for i in range(workers):
             cluster.work_dir(i).mkdir()
-            worker, log = _daemon(
+            worker, worker_log = _daemon(
                 root, f"worker-{i}", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                 "--cores", "1", "--memory", "1g", "--work-dir", str(cluster.work_dir(i)),
                 "--webui-port", str(free_port()), cluster.url,
             )  # fmt: skip
             cluster.workers.append(worker)
-            _wait_for(log, "Successfully registered with master", worker)
+            logs.append(worker_log)
+        for worker, worker_log in zip(cluster.workers, logs):
+            _wait_for(worker_log, "Successfully registered with master", worker)
         yield cluster
     finally:
         for process in [*cluster.workers, master]:

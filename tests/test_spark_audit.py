@@ -383,13 +383,13 @@ def test_a_restarted_audit_continues_without_duplicates_or_gaps(capsys, kafka_br
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
     random_story(21, "restart-a", w.driver)
-    out = audit(capsys, kafka_broker, unique_topic, where, "--max-offsets-per-trigger", "60")
+    out = audit(capsys, kafka_broker, unique_topic, where, "--max-offsets-per-trigger", "150")
     first_batches = out.count("batch ")
     assert first_batches > 1
     random_story(22, "restart-b", w.driver)  # new records in between, in other groups and the same ones
     random_story(23, "restart-a", w.driver)
     w.close()
-    out = audit(capsys, kafka_broker, unique_topic, where, "--max-offsets-per-trigger", "60")
+    out = audit(capsys, kafka_broker, unique_topic, where, "--max-offsets-per-trigger", "150")
     assert re.search(rf"^batch {first_batches}:", out, re.M), "the restart did not continue from the checkpoint"
     assert_every_record_once(capsys, kafka_broker, unique_topic, where)
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
@@ -434,9 +434,9 @@ def test_a_batch_that_fails_half_written_runs_again_whole(
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
 
 
-# Its own bounds, one after the other: the first audit's run up to batch 3 (_FIRST_RUN_S), the
-# resumed audit and the plain session (600 s each), `spark-conf` (120 s); pytest's timeout above
-# their sum (1,620 s), so that one of them is what fires, with its message, never pytest's 300 s.
+# Its own bounds, one after the other: `spark-conf` (120 s), the first audit's run up to batch 3
+# (_FIRST_RUN_S), the resumed audit and the plain session's answer (600 s each); pytest's timeout
+# above their sum (1,620 s), so that one of them is what fires, with its message, never pytest's 300 s.
 _FIRST_RUN_S = 300
 
 
@@ -454,13 +454,54 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
     w.close()
     here = Where(tmp_path / "warehouse")
     coordinator = str(Path(sys.executable).with_name("coordinator"))
+    conf = subprocess.run(
+        [coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,  # the session's earlier Spark tests fetched the jars already
+        check=True,
+    ).stdout
+    # The plain session starts now, while the audits run: it makes its session and then waits for
+    # the queries on stdin before it touches the catalog (the audits' Derby admits one JVM at a time).
+    # Its stderr to a file: nobody reads it while the audits run, and a full pipe would stop the JVM.
+    plain_err = (tmp_path / "plain.err").open("w+")
+    plain = subprocess.Popen(
+        [sys.executable, "-c", _PLAIN_SESSION, conf],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=plain_err,
+        text=True,
+        cwd=tmp_path,
+    )
+    try:
+        _kill_and_resume_an_audit(kafka_broker, unique_topic, here, coordinator)
+        assert_every_record_once(capsys, kafka_broker, unique_topic, here)
+        assert_agrees_with_replay(capsys, kafka_broker, unique_topic, here)
+        queries = documented_queries()
+        out, _ = plain.communicate(json.dumps(queries), timeout=600)
+    finally:
+        plain.kill()
+        plain_err.seek(0)
+        err = plain_err.read()
+        plain_err.close()
+    assert plain.returncode == 0, err[-3000:]
+    answers = orjson.loads(out.splitlines()[-1])
+    assert set(answers["tables"]) == set(t.TABLES) | set(t.VIEWS)
+    assert answers["records"] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
+    assert len(answers["rows"]) == len(queries)  # zip below would stop at the shorter
+    for query, rows in zip(queries, answers["rows"]):  # in any order where ORDER BY has ties
+        assert sorted(map(orjson.dumps, rows)) == sorted(map(orjson.dumps, sql(capsys, here, query))), query
+
+
+def _kill_and_resume_an_audit(broker, topic: str, here: Where, coordinator: str) -> None:  # noqa: ANN001
+    """`coordinator audit` killed (-9) once batch 3 is done, then run again to the end of the topic."""
     command = [
         coordinator,
         "audit",
         "--bootstrap-servers",
-        kafka_broker.bootstrap_servers,
+        broker.bootstrap_servers,
         "--topic",
-        unique_topic,
+        topic,
         *here.args(),
         "--trigger",
         "200ms",
@@ -493,34 +534,10 @@ def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
     resumed = subprocess.run([*command[:-4], "--trigger", "available-now"], capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert re.search(r"^batch [1-9]\d*:", resumed.stdout, re.M), "the restart did not continue from the checkpoint"
-    assert_every_record_once(capsys, kafka_broker, unique_topic, here)
-    assert_agrees_with_replay(capsys, kafka_broker, unique_topic, here)
-
-    conf = subprocess.run(
-        [coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,  # the resumed audit fetched the same jars already
-        check=True,
-    ).stdout
-    queries = documented_queries()
-    plain = subprocess.run(
-        [sys.executable, "-c", _PLAIN_SESSION, conf, json.dumps(queries)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=tmp_path,
-    )
-    assert plain.returncode == 0, plain.stderr[-3000:]
-    answers = orjson.loads(plain.stdout.splitlines()[-1])
-    assert set(answers["tables"]) == set(t.TABLES) | set(t.VIEWS)
-    assert answers["records"] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
-    assert len(answers["rows"]) == len(queries)  # zip below would stop at the shorter
-    for query, rows in zip(queries, answers["rows"]):  # in any order where ORDER BY has ties
-        assert sorted(map(orjson.dumps, rows)) == sorted(map(orjson.dumps, sql(capsys, here, query))), query
 
 
-# A Spark session made with nothing but pyspark and the settings `coordinator spark-conf` printed.
+# A Spark session made with nothing but pyspark and the settings `coordinator spark-conf` printed
+# (argv[1]); the queries come on stdin, once the audits that hold the catalog have ended.
 _PLAIN_SESSION = """
 import json, sys
 from pyspark.sql import SparkSession
@@ -531,9 +548,10 @@ for key, value in json.loads(sys.argv[1]).items():
     builder = builder.config(key, value)
 spark = builder.getOrCreate()
 spark.sparkContext.setLogLevel("ERROR")
+queries = json.loads(sys.stdin.read())
 spark.sql("USE worker_coordinator")
 rows = []
-for query in json.loads(sys.argv[2]):
+for query in queries:
     out = spark.sql(query)
     rows.append([json.loads(r) for r in out.toJSON().collect()])
 tables = [r.tableName for r in spark.sql("SHOW TABLES IN worker_coordinator").collect()]
@@ -719,7 +737,7 @@ def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(
         kafka_broker.client_config(),
         unique_topic,
         database=where.database,
-        max_offsets_per_trigger=30,
+        max_offsets_per_trigger=80,  # a few batches: a few files per table for OPTIMIZE to compact
         optimize_every_ms=3_600_000,
     )
     a.start({"availableNow": True}).awaitTermination(120)
@@ -728,6 +746,7 @@ def test_a_rerun_batch_writes_nothing_twice_and_optimize_compacts(
     a.batch(raw, 0)  # batch 0 again, with the whole topic: every table already holds batch 0's write
     assert {table: spark_session.table(a.name(table)).count() for table in t.TABLES} == before
     assert before[t.RECORDS] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
+    assert spark_session.sql(f"DESCRIBE DETAIL {a.name(t.RECORDS)}").first()["numFiles"] > 1
     a.optimize()
     detail = spark_session.sql(f"DESCRIBE DETAIL {a.name(t.RECORDS)}").first()
     assert detail["numFiles"] == 1

@@ -92,10 +92,13 @@ def test_the_executors_get_our_code_from_the_driver(cluster, kafka_broker, topic
 @pytest.mark.timeout(1200)
 def test_the_audit_on_a_cluster_survives_a_lost_executor(capsys, cluster, kafka_broker, topic, tmp_path) -> None:  # noqa: ANN001
     here = Where(tmp_path / "warehouse")
+    # 80 offsets a batch: the topic's two stories (about 580 offsets with the transactions' markers)
+    # take about 8 batches, so that the kill in batch 2 has batches after it; each batch here is
+    # seconds of cluster work, so no more of them than that.
     command = [
         COORDINATOR, "audit", "--bootstrap-servers", kafka_broker.bootstrap_servers, "--topic", topic, *here.args(),
         "--master", cluster.url, "--conf", f"spark.pyspark.python={cluster.python}",
-        "--trigger", "available-now", "--max-offsets-per-trigger", "40", "--min-partitions", "4",
+        "--trigger", "available-now", "--max-offsets-per-trigger", "80", "--min-partitions", "4",
     ]  # fmt: skip
     process = subprocess.Popen(
         command,

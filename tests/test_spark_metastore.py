@@ -131,18 +131,18 @@ def test_a_second_session_reads_the_tables_by_name_while_the_audit_writes(
         stdout=subprocess.PIPE, stderr=audit_err, text=True, cwd=tmp_path,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )  # fmt: skip
-    reader = None
+    # The reader's JVM starts with the audit's; its session touches the metastore only at its first
+    # query, which waits for a count on stdin, sent once the audit has made the metastore's schema
+    # and its tables: two sessions creating the schema of an empty database at once would race.
+    reader = subprocess.Popen(
+        [sys.executable, "-c", _READER, json.dumps(shared)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=reader_err, text=True, cwd=tmp_path,
+    )  # fmt: skip
     watchdog = threading.Timer(900, audit.kill)
     watchdog.start()
     try:
-        # The reader starts once the audit has made the metastore's schema and its tables: two
-        # sessions creating the schema of an empty database at once would race.
         first = audit.stdout.readline()
         assert first.startswith("batch 0:"), first + _tail(audit_err)
-        reader = subprocess.Popen(
-            [sys.executable, "-c", _READER, json.dumps(shared)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=reader_err, text=True, cwd=tmp_path,
-        )  # fmt: skip
         seen = []
         for more in (True, False):
             total = len(list(read_topic(kafka_broker.client_config(), topic)))
@@ -161,9 +161,8 @@ def test_a_second_session_reads_the_tables_by_name_while_the_audit_writes(
     finally:
         watchdog.cancel()
         for process in (reader, audit):
-            if process is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    process.kill()
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
     before, after = seen
     assert {"records", "events", "rebalances", "ownership", "ownership_open"} <= set(before["names"])
     assert before["names"] == after["names"]

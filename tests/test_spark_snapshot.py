@@ -25,7 +25,9 @@ from spark.audit import Audit, warehouse_of
 pytestmark = pytest.mark.integration
 
 KILLED_AT = 3  # the batch whose snapshot is written and whose history rows are not
-PER_TRIGGER = 80  # maxOffsetsPerTrigger: several batches from a few stories
+# maxOffsetsPerTrigger: the stories' 790 or so offsets in about 6 batches, 3 before the kill and some
+# after it; each batch is a few Delta commits, in each of the three audits, so no more of them than that.
+PER_TRIGGER = 150
 
 # One run of the audit in its own process. With a batch to kill at: a snapshot after every odd
 # batch only (so that the restart has a batch to replay after the snapshot it reads), the history
@@ -71,8 +73,9 @@ print(orjson.dumps({"restored": audit.restored}).decode(), flush=True)
 """
 
 
-def _audit_process(broker, topic: str, warehouse: Path, kill_at: int) -> tuple[int, list[dict]]:  # noqa: ANN001
-    done = subprocess.run(
+def _audit_process(broker, topic: str, warehouse: Path, kill_at: int) -> subprocess.Popen:  # noqa: ANN001
+    """The audit's process, started: `_ended` waits for it."""
+    return subprocess.Popen(
         [
             sys.executable,
             "-c",
@@ -83,13 +86,23 @@ def _audit_process(broker, topic: str, warehouse: Path, kill_at: int) -> tuple[i
             str(kill_at),
             str(PER_TRIGGER),
         ],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
         text=True,
-        timeout=600,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
-    lines = [orjson.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return done.returncode, lines
+
+
+def _ended(process: subprocess.Popen) -> tuple[int, list[dict]]:
+    """The process's exit code and JSON lines, once it ends (within 600 s, else it is killed)."""
+    try:
+        out, _ = process.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        raise
+    lines = [orjson.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return process.returncode, lines
 
 
 def _history_tables(capsys, where: Where) -> dict[str, list[bytes]]:  # noqa: ANN001
@@ -113,8 +126,28 @@ def test_a_restart_from_a_snapshot_killed_after_it_gives_the_tables_of_a_full_re
         random_story(seed, f"snapshot-{seed}", w.driver)
     w.close()
 
+    # The killed audit's process starts first: while its JVM starts and it runs, the audit it is
+    # compared with runs in the test session's Spark (another JVM, another warehouse).
     killed = Where(tmp_path / "warehouse")
-    code, lines = _audit_process(kafka_broker, unique_topic, killed.warehouse, KILLED_AT)
+    process = _audit_process(kafka_broker, unique_topic, killed.warehouse, KILLED_AT)
+    try:
+        full = Where(warehouse_of(spark_session), f"t_full_{unique_topic[-8:]}")
+        audit = Audit(
+            spark_session,
+            kafka_broker.client_config(),
+            unique_topic,
+            database=full.database,
+            max_offsets_per_trigger=PER_TRIGGER,
+            snapshot_every_records=0,
+        )
+        query = audit.start({"availableNow": True})
+        query.awaitTermination(600)
+        assert query.exception() is None
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    code, lines = _ended(process)
     assert code == -9, f"the audit was to be killed in batch {KILLED_AT}; it ended with {code}"
     done = {line["batch"]: line["records"] for line in lines if "batch" in line}
     assert sorted(done) == list(range(KILLED_AT)), "batches before the killed one ran whole"
@@ -123,25 +156,12 @@ def test_a_restart_from_a_snapshot_killed_after_it_gives_the_tables_of_a_full_re
     # Killed in between: batch 3's snapshot is written, none of its history rows.
     assert sql(capsys, killed, f"SELECT count(*) AS n FROM history_rows WHERE batch_id = {KILLED_AT}") == [{"n": 0}]
 
-    code, lines = _audit_process(kafka_broker, unique_topic, killed.warehouse, -1)
+    code, lines = _ended(_audit_process(kafka_broker, unique_topic, killed.warehouse, -1))
     assert code == 0
     resumed = [line["batch"] for line in lines if "batch" in line]
     assert resumed[0] == KILLED_AT
     # Not batch 3's own snapshot (its tables had not committed): batch 1's, then batch 2's records.
     assert lines[-1]["restored"] == [KILLED_AT - 2, done[KILLED_AT - 1]]
-
-    full = Where(warehouse_of(spark_session), f"t_full_{unique_topic[-8:]}")
-    audit = Audit(
-        spark_session,
-        kafka_broker.client_config(),
-        unique_topic,
-        database=full.database,
-        max_offsets_per_trigger=PER_TRIGGER,
-        snapshot_every_records=0,
-    )
-    query = audit.start({"availableNow": True})
-    query.awaitTermination(600)
-    assert query.exception() is None
 
     assert _history_tables(capsys, killed) == _history_tables(capsys, full)
     assert_every_record_once(capsys, kafka_broker, unique_topic, killed)
