@@ -360,6 +360,8 @@ class Audit:
         batch_id is in each file's statistics, so Delta reads only the files of a run's batches."""
         from pyspark.sql import functions as F
 
+        if before <= after + 1:
+            return  # no batch in between (a new audit's first batch): not even a query of the table
         batch = F.col("batch_id")
         rows = self.spark.table(self.name(t.RECORDS)).where((batch > after) & (batch < before))
         counts = rows.groupBy("batch_id").count().orderBy("batch_id").collect()

@@ -167,9 +167,19 @@ def unique_topic(request: pytest.FixtureRequest) -> str:
 def spark_session(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - a SparkSession
     """One SparkSession for every test that needs Spark (it takes seconds to start; DESIGN §10),
     with a catalog in a warehouse of its own: each test audits into a database of its own there."""
+    from pyspark.sql import SparkSession
+
     from spark.session import session
 
+    # A command run in this process before (`coordinator sql` through cli.main) leaves its session
+    # active, and getOrCreate would hand it back without this warehouse's catalog: stopped first.
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
     root = tmp_path_factory.mktemp("spark")
     spark = session(root / "scratch", warehouse=root / "warehouse")
+    from spark.audit import warehouse_of
+
+    assert warehouse_of(spark) == root / "warehouse", "getOrCreate handed back another session"
     yield spark
     spark.stop()
