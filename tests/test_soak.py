@@ -32,6 +32,19 @@ def soak_module() -> ModuleType:
     return module
 
 
+def run_soak(broker, *args: str) -> str:  # noqa: ANN001
+    """bench/soak.py on the session's broker; its output, once it has exited 0."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "soak.py"), "--bootstrap-servers", broker.bootstrap_servers, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
 def assert_every_10_s(minutes: list[str], count: int, out: str) -> None:
     """A line every 10 s: each printed a moment after its interval ends (the loop's wake-up and the
     sampling take some time on a busy machine), never before and never a whole interval late."""
@@ -45,38 +58,11 @@ def assert_every_10_s(minutes: list[str], count: int, out: str) -> None:
 def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker, instances: int) -> None:  # noqa: ANN001
     """One static instance, or two sharing the partitions in group ownership (the workers find each
     group's instance; a line shows each instance's memory)."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "soak.py"),
-            "--bootstrap-servers",
-            kafka_broker.bootstrap_servers,
-            "--minutes",
-            "0.5",
-            "--report-every",
-            "10",
-            "--groups",
-            "6",
-            "--workers",
-            "3",
-            "--churn-every",
-            "1",
-            "--session-ms",
-            "3000",
-            "--delay-ms",
-            "1000",
-            "--partitions",
-            "4",
-            "--instances",
-            str(instances),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
+    out = run_soak(
+        kafka_broker,
+        *("--minutes", "0.5", "--report-every", "10", "--groups", "6", "--workers", "3", "--churn-every", "1"),
+        *("--session-ms", "3000", "--delay-ms", "1000", "--partitions", "4", "--instances", str(instances)),
     )
-    out = result.stdout
-    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     lines = LINE.findall(out)
     assert_every_10_s([m for m, *_ in lines], 3, out)
     for _, rss, fds, heartbeats, requests, _, churn in lines:
@@ -103,23 +89,12 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
 def test_a_soak_in_two_worker_processes_merges_their_lines_and_checks_both_shares_of_groups(kafka_broker) -> None:  # noqa: ANN001
     """--worker-processes 2: each child process runs half the groups; the soak's lines merge their
     heartbeats, and the ownership check at the end covers the groups of both."""
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "soak.py"),
-            "--bootstrap-servers",
-            kafka_broker.bootstrap_servers,
-            *("--minutes", "0.34", "--report-every", "10", "--groups", "5", "--workers", "3"),
-            *("--churn-every", "1", "--session-ms", "3000", "--delay-ms", "1000", "--partitions", "4"),
-            *("--instances", "2", "--worker-processes", "2"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
+    out = run_soak(
+        kafka_broker,
+        *("--minutes", "0.34", "--report-every", "10", "--groups", "5", "--workers", "3"),
+        *("--churn-every", "1", "--session-ms", "3000", "--delay-ms", "1000", "--partitions", "4"),
+        *("--instances", "2", "--worker-processes", "2"),
     )
-    out = result.stdout
-    assert result.returncode == 0, out[-3000:] + result.stderr[-3000:]
     # Groups 0, 2, 4 in one process, 1 and 3 in the other.
     assert re.search(
         r"^15 workers in 5 groups joined and converged in [\d.]+ s in 2 worker processes \(9 \+ 6 workers\)",
