@@ -226,6 +226,7 @@ def test_live_while_a_partition_loads_and_not_ready(kafka_broker, unique_topic) 
                     "Release": release(),
                     "MaxFormatLevel": MAX_FORMAT_LEVEL,
                     "FormatLevels": {"0": 1},  # a loading partition's level is not known yet
+                    "Standbys": {},  # none kept without --standby-partitions
                 }
             gate.set()
             await asyncio.wrap_future(held)
