@@ -19,6 +19,8 @@ import pytest
 from replay_scenarios import random_story
 from test_spark_audit import Where, Writers, assert_agrees_with_replay, assert_every_record_once, make_topic, sql
 
+import spark.audit as audit_module
+from replay.history import History, interval_json, rebalance_json
 from spark import tables as t
 from spark.audit import Audit, warehouse_of
 
@@ -116,9 +118,31 @@ def _history_tables(capsys, where: Where) -> dict[str, list[bytes]]:  # noqa: AN
     }
 
 
+def _history_state(history: History) -> bytes:
+    return orjson.dumps(
+        [[rebalance_json(r) for r in history.all_rebalances()], [interval_json(i) for i in history.all_intervals()]]
+    )
+
+
+def _assert_a_restart_without_snapshots_reads_in_runs(monkeypatch, spark, broker, audit: Audit) -> None:  # noqa: ANN001
+    """A restart with no snapshot reads the records table a run of whole batches at a time (bounded
+    driver memory; at most one batch a run here) and rebuilds the History the audit holds."""
+    monkeypatch.setattr(audit_module, "RESTART_CHUNK_RECORDS", PER_TRIGGER)
+    runs = []
+    real = audit_module.raw_records
+    monkeypatch.setattr(audit_module, "raw_records", lambda records: runs.append(records.num_rows) or real(records))
+    restarted = Audit(spark, broker.client_config(), audit.topic, database=audit.database, snapshot_every_records=0)
+    restarted.prepare()
+    last = audit._history_batch
+    history = restarted._history_before(last + 1)
+    assert len(runs) > 2 and all(0 < n <= PER_TRIGGER for n in runs), runs  # several runs, none over the limit
+    assert restarted.restored == (-1, sum(runs))
+    assert _history_state(history) == _history_state(audit._history)
+
+
 @pytest.mark.timeout(1500)
 def test_a_restart_from_a_snapshot_killed_after_it_gives_the_tables_of_a_full_replay(
-    capsys, kafka_broker, spark_session, unique_topic, tmp_path
+    capsys, kafka_broker, spark_session, unique_topic, tmp_path, monkeypatch
 ) -> None:  # noqa: ANN001
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
@@ -143,6 +167,7 @@ def test_a_restart_from_a_snapshot_killed_after_it_gives_the_tables_of_a_full_re
         query = audit.start({"availableNow": True})
         query.awaitTermination(600)
         assert query.exception() is None
+        _assert_a_restart_without_snapshots_reads_in_runs(monkeypatch, spark_session, kafka_broker, audit)
     except BaseException:
         process.kill()
         process.wait()
