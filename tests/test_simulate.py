@@ -323,27 +323,19 @@ def test_bad_input_is_one_line(dump: Path, arguments: list[str], said: str, code
     assert "Traceback" not in done.stderr
 
 
-def test_the_report_names_the_differences(dump: Path, tmp_path: Path) -> None:
-    page = tmp_path / "what-if.html"
-    out = subprocess.run(
-        [
-            COORDINATOR,
-            "replay",
-            "simulate",
-            "--file",
-            str(dump),
-            "--no-progress",
-            "--group",
-            GROUP,
-            "--scheduled-delay",
-            "0",
-            "--plot",
-            str(page),
-        ],
+def simulate_group(dump: Path, *arguments: str) -> str:
+    """`coordinator replay simulate` of the dump's group with `arguments`: its output (exit 0 checked)."""
+    return subprocess.run(
+        [COORDINATOR, "replay", "simulate", "--file", str(dump), "--no-progress", "--group", GROUP, *arguments],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+
+
+def test_the_report_names_the_differences(dump: Path, tmp_path: Path) -> None:
+    page = tmp_path / "what-if.html"
+    out = simulate_group(dump, "--scheduled-delay", "0", "--plot", str(page))
     assert "faithfulness: the re-run with the group's own settings made 13 of the 13 recorded moves" in out
     # W3's absence was shorter than the recorded delay: with none, its work moved when it was removed.
     assert "W3's crash: as recorded (re-run) nothing moved; with delay 0 ms 4 items moved" in out
@@ -354,27 +346,7 @@ def test_a_move_limit_spreads_the_same_moves_over_more_rebalances(dump: Path) ->
     """The third question (would a move limit have helped?) on the on-call story: Design III's
     limit lets a rebalance move at most N items and leaves the rest to follow-up rebalances, so the
     tighter the limit, the more rebalances the same history takes."""
-    out = subprocess.run(
-        [
-            COORDINATOR,
-            "replay",
-            "simulate",
-            "--file",
-            str(dump),
-            "--no-progress",
-            "--group",
-            GROUP,
-            "--max-moves",
-            "1",
-            "--max-moves",
-            "2",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = simulate_group(dump, "--max-moves", "1", "--max-moves", "2", "--format", "json")
     outcomes = {o["name"]: o for o in map(orjson.loads, out.splitlines()) if o["type"] == "outcome"}
     assert set(outcomes) == {"recorded", "re-run", "max moves 1", "max moves 2"}
     rebalances = [outcomes[name]["rebalances"] for name in ("re-run", "max moves 2", "max moves 1")]
@@ -386,27 +358,7 @@ def test_from_compares_from_a_time_with_the_group_as_it_was_then(dump: Path) -> 
     as it was; the delay of 0 takes over there, and moves W2's work when W2 is removed."""
     story = on_call_story()
     since = story.times["scaled_out"]
-    out = subprocess.run(
-        [
-            COORDINATOR,
-            "replay",
-            "simulate",
-            "--file",
-            str(dump),
-            "--no-progress",
-            "--group",
-            GROUP,
-            "--from",
-            str(since),
-            "--scheduled-delay",
-            "0",
-            "--format",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = simulate_group(dump, "--from", str(since), "--scheduled-delay", "0", "--format", "json")
     lines = [orjson.loads(line) for line in out.splitlines()]
     recorded, again, none = (line for line in lines if line["type"] == "outcome")
     moved = [(m["item"], m["from"], m["to"]) for m in recorded["moves"]]
@@ -683,13 +635,7 @@ def test_simulate_answers_a_classic_group_with_the_connect_re_run(tmp_path: Path
 def test_a_connect_group_re_runs_on_the_classic_protocol(dump: Path) -> None:
     """--protocol classic on a connect group: its workers as Kafka Connect workers (sessioned),
     its connectors and membership the same: every task is run by somebody at the end."""
-    out = subprocess.run(
-        [COORDINATOR, "replay", "simulate", "--file", str(dump), "--no-progress", "--group", GROUP]
-        + ["--protocol", "classic", "--format", "json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = simulate_group(dump, "--protocol", "classic", "--format", "json")
     outcomes = {x["name"]: x for x in map(orjson.loads, out.splitlines()) if x["type"] == "outcome"}
     assert list(outcomes) == ["recorded", "re-run", "protocol classic"]
     classic = outcomes["protocol classic"]
