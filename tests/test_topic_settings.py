@@ -158,4 +158,9 @@ def test_min_insync_replicas_is_two_with_replicas(kafka_cluster3, unique_topic, 
     out, err = capsys.readouterr()
     assert (code, err) == (0, ""), out
     assert out.splitlines()[1:-1] == ["  min.insync.replicas: 1 -> 2"], out
-    assert read_back(admin, unique_topic)["min.insync.replicas"] == ("2", SET_ON_TOPIC)
+    # The controller has committed the change when alter returns; the broker that answers
+    # DescribeConfigs may apply it a moment later (metadata propagates), as with the drift above.
+    deadline = time.monotonic() + 10
+    while (configs := read_back(admin, unique_topic))["min.insync.replicas"] != ("2", SET_ON_TOPIC):
+        assert time.monotonic() < deadline, configs["min.insync.replicas"]
+        time.sleep(0.2)
