@@ -463,7 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--no-gc-freeze",
         action="store_true",
-        help="leave the joined workers to Python's collector (by default they are frozen out of it, gc.freeze)",
+        help="leave the joined workers to Python's collector (by default they are frozen out of it, gc.freeze, and"
+        " the oldest generation is not collected during the soak)",
     )
     parser.add_argument("--keep-log", action="store_true", help="keep the coordinator's log (its path is printed)")
     parser.add_argument(

@@ -319,6 +319,12 @@ class Shard:
             # heartbeats). The load generator's own cost, not the coordinator's.
             gc.collect()
             gc.freeze()
+            # And the oldest generation is no longer collected by itself: what the churn adds to it
+            # (workers that join later, aiohttp's connections) grows by the minute, and collecting it
+            # stopped the loop for 3-5 s at 50,000 workers. The young generations, where a heartbeat's
+            # garbage dies, are still collected; a cycle that outlives them stays until the soak ends.
+            young, middle, _ = gc.get_threshold()
+            gc.set_threshold(young, middle, 1_000_000)
         self.churn = asyncio.create_task(self.soak.churn(self.stop_churn))
         self.client.take()
         return await self.take()
