@@ -4,9 +4,9 @@ dependency, and every bar and band has a tooltip (`--plot FILE.html|FILE.svg`, t
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 
+from coordinator.tools.text import escape
 from replay.plot_layout import (
     LANE_GAP,
     ROW,
@@ -47,10 +47,6 @@ class _SvgFrame:
         return self.left + (ms - self.picture.t0) * self.scale
 
 
-def _esc(text: str) -> str:
-    return html.escape(text, quote=True)
-
-
 def svg_element(picture: Layout) -> str:
     widest = max((len(name) for name, _ in picture.lanes), default=8)
     left, right = max(120, int(7.5 * widest) + 20), 20  # 11 px bold is about 7.5 px a character
@@ -84,7 +80,7 @@ def svg_element(picture: Layout) -> str:
         f'<line x1="0" y1="0" x2="0" y2="6" stroke="{UNOWNED_COLOUR}" stroke-width="3"/></pattern>'
         '<pattern id="away" width="5" height="5" patternUnits="userSpaceOnUse"><rect width="5" height="5" '
         'fill="white" fill-opacity="0.55"/><circle cx="2.5" cy="2.5" r="0.8" fill="#555"/></pattern></defs>',
-        f'<text x="{left}" y="22" font-size="15" font-weight="bold">{_esc(picture.title)}</text>',
+        f'<text x="{left}" y="22" font-size="15" font-weight="bold">{escape(picture.title)}</text>',
     ]
     out += _svg_time_axis(frame)
     out += _svg_bands(frame, levels)
@@ -118,7 +114,7 @@ def _svg_bands(f: _SvgFrame, levels: list[int]) -> list[str]:
         fill = "#d9d9d9" if band.converged else "#f4c7c3"
         label_y = f.top_margin - 6 - 15 * level
         out.append(
-            f'<g><title>{_esc(band.tooltip)}</title><rect x="{x0:.1f}" y="{f.top_margin}" '
+            f'<g><title>{escape(band.tooltip)}</title><rect x="{x0:.1f}" y="{f.top_margin}" '
             f'width="{x1 - x0:.1f}" height="{f.plot_h}" fill="{fill}" opacity="0.5"/><line x1="{x0:.1f}" '
             f'y1="{label_y + 3}" x2="{x0:.1f}" y2="{f.top_margin + f.plot_h}" stroke="#555" '
             f'stroke-dasharray="4 3"/><text x="{x0:.1f}" y="{label_y}" text-anchor="middle" font-size="10" '
@@ -137,11 +133,13 @@ def _svg_lanes(f: _SvgFrame) -> list[str]:
                 f'y2="{y0 - LANE_GAP * f.row_px / 2:.1f}" stroke="#bbb"/>'
             )
         label_y = y0 + rows * f.row_px / 2 + 4
-        out.append(f'<text x="{f.left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">{_esc(name)}</text>')
+        out.append(
+            f'<text x="{f.left - 8}" y="{label_y:.1f}" text-anchor="end" font-weight="bold">{escape(name)}</text>'
+        )
         if name in f.picture.instances:
             out.append(
                 f'<text x="{f.left - 8}" y="{label_y + 13:.1f}" text-anchor="end" fill="#555" '
-                f'font-size="10">instance {_esc(f.picture.instances[name])}</text>'
+                f'font-size="10">instance {escape(f.picture.instances[name])}</text>'
             )
     return out
 
@@ -161,7 +159,7 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
         y = f.top_margin + (f.tops[bar.lane] + bar.row * ROW) * row_px
         x0 = f.x(bar.start_ms)
         w = max(f.x(bar.end_ms) - x0, 1.5)
-        label = _esc(bar.label + (" ▸" if bar.still_held else ""))
+        label = escape(bar.label + (" ▸" if bar.still_held else ""))
         text = ""
         if place == "in":
             ink = "black" if bar.lane == UNOWNED or light(colour) else "white"
@@ -169,7 +167,7 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
         elif place == "out":
             text = f'<text x="{x0 + w + 3:.1f}" y="{y + row_px * 0.62:.1f}" fill="#333" font-size="10">{label}</text>'
         out.append(
-            f'<g><title>{_esc(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
+            f'<g><title>{escape(bar.tooltip)}</title><rect x="{x0:.1f}" y="{y + 1.5:.1f}" width="{w:.1f}" '
             f'height="{row_px - 3}" rx="2" fill="{fill}" {stroke}/>{text}</g>'
         )
     for a in picture.away:
@@ -177,8 +175,8 @@ def _svg_bars(f: _SvgFrame) -> list[str]:
         x0 = f.x(a.start_ms)
         until = f"{format_time(a.end_ms)}: {a.ended}" if a.ended else format_time(a.end_ms)
         out.append(
-            f"<g><title>{_esc(a.lane)} left as a static member at {format_time(a.start_ms)}; the "
-            f'coordinator kept its assignment until {_esc(until)}</title><rect x="{x0:.1f}" '
+            f"<g><title>{escape(a.lane)} left as a static member at {format_time(a.start_ms)}; the "
+            f'coordinator kept its assignment until {escape(until)}</title><rect x="{x0:.1f}" '
             f'y="{f.top_margin + f.tops[a.lane] * row_px:.1f}" width="{max(f.x(a.end_ms) - x0, 1.5):.1f}" '
             f'height="{rows * row_px}" fill="url(#away)" stroke="#555" stroke-width="0.6"/></g>'
         )
@@ -207,26 +205,26 @@ def _svg_legend(f: _SvgFrame, lines: list[str], legend_rows: list[list[int]]) ->
         for i in row:
             name, colour = entries[i]
             if colour is None:
-                out.append(f'<text x="{lx}" y="{y}">{_esc(name)}</text>')
+                out.append(f'<text x="{lx}" y="{y}">{escape(name)}</text>')
             else:
                 stroke = ' stroke="#555" stroke-dasharray="3 2"' if name == WAITING_LEGEND else ""
                 out.append(
                     f'<rect x="{lx}" y="{y - 10}" width="12" height="12" fill="{colour}"{stroke}/>'
-                    f'<text x="{lx + 16}" y="{y}">{_esc(name)}</text>'
+                    f'<text x="{lx + 16}" y="{y}">{escape(name)}</text>'
                 )
             lx += 28 + 6.5 * len(name)
     if lines:
         top = legend_y + 20 * (len(legend_rows) - 1) + 28
         out.append(f'<text x="{f.left}" y="{top}" font-family="monospace" font-size="11" fill="#222">')
         for n, line in enumerate(["rebalances: epoch reached, start, duration, why", *lines]):
-            out.append(f'<tspan x="{f.left}" dy="{0 if n == 0 else 14}" xml:space="preserve">{_esc(line)}</tspan>')
+            out.append(f'<tspan x="{f.left}" dy="{0 if n == 0 else 14}" xml:space="preserve">{escape(line)}</tspan>')
         out.append("</text>")
     return out
 
 
 def html_page(picture: Layout) -> str:
     return (
-        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(picture.title)}'
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(picture.title)}'
         "</title><style>body{margin:16px;font-family:Helvetica,Arial,sans-serif}svg{max-width:100%;height:auto}"
         "p{color:#555;font-size:13px}</style></head><body>\n"
         + svg_element(picture)

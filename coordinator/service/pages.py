@@ -13,7 +13,7 @@ served elsewhere is a redirect (307) to the instance serving it; a partition loa
 that reloads. Nothing answers 500: an unexpected failure is logged and shown as a 503 page.
 
 Every string a user chose (group ids, member and instance ids, connector names, hosts, URLs) is
-escaped (`html.escape`). The timeline is `replay.plot`'s SVG of `replay.history` over the group's
+escaped (`coordinator.tools.text.escape`). The timeline is `replay.plot`'s SVG of `replay.history` over the group's
 partition, read read_committed to its end offset (`replay.source.read_partition`) in a thread,
 within `TIMELINE_READ_S` per page; each group's history is kept (`Timelines`, the last `KEEP`
 groups asked for) with the offset it reached, so a reload reads only the records written since,
@@ -25,10 +25,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import html
 import logging
 import time
-import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -45,7 +43,7 @@ from coordinator.service import whatif
 from coordinator.service.auth import AuthError, Authorizer, Operation
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.tools.partitions import partition_for, reader_config
-from coordinator.tools.text import iso_time
+from coordinator.tools.text import escape, group_path, iso_time
 from replay import plot
 from replay.history import History
 from replay.positions import RawRecord, format_duration
@@ -58,16 +56,8 @@ TIMELINE_READ_S = 5.0  # reading the group's records, per page; the rest is read
 KEEP = 16  # groups whose history is kept between reloads
 
 
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def _iso(ms: int | None) -> str:
     return "-" if ms is None else iso_time(ms)
-
-
-def _group_href(group_id: str) -> str:
-    return "/ui/groups/" + urllib.parse.quote(group_id, safe="")
 
 
 # --- the timeline ------------------------------------------------------------------------------------
@@ -176,28 +166,28 @@ def page(title: str, body: str, *, refresh: bool = True) -> str:
 
 def _items(items: ConnectorsAndTasks) -> str:
     held = items_of(items)
-    return _esc(describe(held)) if held else '<span class="none">nothing</span>'
+    return escape(describe(held)) if held else '<span class="none">nothing</span>'
 
 
 def _state(state: str) -> str:
-    return f'<span class="state {_esc(state)}">{_esc(state)}</span>'
+    return f'<span class="state {escape(state)}">{escape(state)}</span>'
 
 
 def _member_table(m: MemberDescription) -> str:
     rows = [
-        ("instance", _esc(m.instance_id) if m.instance_id else '<span class="none">dynamic</span>'),
-        ("member epoch", _esc(m.member_epoch)),
+        ("instance", escape(m.instance_id) if m.instance_id else '<span class="none">dynamic</span>'),
+        ("member epoch", escape(m.member_epoch)),
         ("state", _state(m.state)),
-        ("protocol", _esc(m.protocol)),
-        ("client", f"{_esc(m.client_id)} at {_esc(m.client_host or '?')}"),
-        ("url", _esc(m.url) if m.url else '<span class="none">-</span>'),
+        ("protocol", escape(m.protocol)),
+        ("client", f"{escape(m.client_id)} at {escape(m.client_host or '?')}"),
+        ("url", escape(m.url) if m.url else '<span class="none">-</span>'),
     ]
     if m.protocol == "classic":
         # A Kafka Connect worker on the classic protocol: the config offset its JoinGroup said,
         # and what it runs by Connect's rule (coordinator.core.classic.holdings), or why that is
         # not known.
         offset = getattr(m, "config_offset", None)
-        rows.append(("config offset", _esc(offset) if offset is not None else '<span class="none">-</span>'))
+        rows.append(("config offset", escape(offset) if offset is not None else '<span class="none">-</span>'))
     # "assigned", the status endpoint's ASSIGNED: the coordinator knows what it gave, not what runs.
     rows += [
         ("assigned", _items(m.assignment)),
@@ -211,11 +201,11 @@ def _member_table(m: MemberDescription) -> str:
     ]
     note = getattr(m, "note", None)
     if note:
-        rows.append(("note", f'<span class="note">{_esc(note)}</span>'))
+        rows.append(("note", f'<span class="note">{escape(note)}</span>'))
     body = "".join(f'<tr><td class="k">{k}</td><td>{v}</td></tr>' for k, v in rows)
     return (
-        f'<table class="member" data-member="{_esc(m.member_id)}"><tr><th colspan="2">member '
-        f"{_esc(m.member_id)}</th></tr>{body}</table>"
+        f'<table class="member" data-member="{escape(m.member_id)}"><tr><th colspan="2">member '
+        f"{escape(m.member_id)}</th></tr>{body}</table>"
     )
 
 
@@ -224,9 +214,9 @@ def group_page(
 ) -> str:
     """The page of one group, from its description and its timeline."""
     out = [
-        f"<h1>group {_esc(d.group_id)} {_state(d.state)}</h1>",
+        f"<h1>group {escape(d.group_id)} {_state(d.state)}</h1>",
         (
-            f'<div class="meta">served by {_esc(coordinator)}, partition {partition}; as of {_iso(now_ms)} '
+            f'<div class="meta">served by {escape(coordinator)}, partition {partition}; as of {_iso(now_ms)} '
             f"(reloads every {REFRESH_S} s)</div>"
         ),
     ]
@@ -243,10 +233,10 @@ def group_page(
         epochs.append(("generation", f"{d.generation}, leader {d.leader or '-'}"))
     out.append(
         "<h2>Epochs</h2><table>"
-        + "".join(f'<tr><td class="k">{k}</td><td>{_esc(v)}</td></tr>' for k, v in epochs)
+        + "".join(f'<tr><td class="k">{k}</td><td>{escape(v)}</td></tr>' for k, v in epochs)
         + "</table>"
     )
-    connectors = "".join(f"<tr><td>{_esc(c.name)}</td><td>{c.tasks}</td></tr>" for c in d.connectors)
+    connectors = "".join(f"<tr><td>{escape(c.name)}</td><td>{c.tasks}</td></tr>" for c in d.connectors)
     out.append(
         "<h2>Connectors</h2>"
         + (
@@ -271,11 +261,11 @@ def group_page(
     else:
         out.append('<h2>Deferred work</h2><p class="none">none</p>')
     if d.assignment_error:
-        out.append(f"<p>the last assignment failed ({d.assignment_error}): {_esc(d.assignment_error_message)}</p>")
+        out.append(f"<p>the last assignment failed ({d.assignment_error}): {escape(d.assignment_error_message)}</p>")
     if d.departures:
         out.append(
             "<h2>Left at this epoch</h2><ul>"
-            + "".join(f"<li>{_esc(x.member_id)}: {_esc(x.reason)}</li>" for x in d.departures)
+            + "".join(f"<li>{escape(x.member_id)}: {escape(x.reason)}</li>" for x in d.departures)
             + "</ul>"
         )
     out.append(f"<h2>Members ({len(d.members)})</h2>")
@@ -286,24 +276,24 @@ def group_page(
     )
     out.append("<h2>Timeline</h2>")
     out.append(
-        f'<p><a href="{_esc(whatif.href(d.group_id))}">what if: this history re-run with another scheduled '
+        f'<p><a href="{escape(whatif.href(d.group_id))}">what if: this history re-run with another scheduled '
         "delay</a></p>"
     )
     out.append(f'<div class="timeline">{picture}</div>' if picture is not None else "")
-    out.append(f'<p class="note">{_esc(note)}</p>')
-    return page(f"group {_esc(d.group_id)}", "".join(out))
+    out.append(f'<p class="note">{escape(note)}</p>')
+    return page(f"group {escape(d.group_id)}", "".join(out))
 
 
 def groups_page(groups: list, partitions: dict[int, str], coordinator: str, now_ms: int) -> str:
     """The list of groups (protocol.GroupListing) of the partitions this process serves."""
     rows = "".join(
-        f'<tr><td><a href="{_esc(_group_href(g.group_id))}">{_esc(g.group_id)}</a></td>'
+        f'<tr><td><a href="{escape(group_path(g.group_id))}">{escape(g.group_id)}</a></td>'
         f"<td>{_state(g.state)}</td><td>{g.group_epoch}</td><td>{g.members}</td></tr>"
         for g in groups
     )
-    served = ", ".join(f"{p} ({_esc(s)})" for p, s in sorted(partitions.items())) or "none"
+    served = ", ".join(f"{p} ({escape(s)})" for p, s in sorted(partitions.items())) or "none"
     body = (
-        f'<h1>groups</h1><div class="meta">{_esc(coordinator)} serves partitions {served}; as of '
+        f'<h1>groups</h1><div class="meta">{escape(coordinator)} serves partitions {served}; as of '
         f"{_iso(now_ms)} (reloads every {REFRESH_S} s)</div>"
         + (
             f"<table><tr><th>group</th><th>state</th><th>epoch</th><th>members</th></tr>{rows}</table>"
@@ -324,7 +314,7 @@ def _answer(text: str, status: int = 200, headers: dict[str, str] | None = None)
 def _message(
     title: str, text: str, status: int, *, refresh: bool = False, headers: dict[str, str] | None = None
 ) -> web.Response:
-    return _answer(page(_esc(title), f"<h1>{_esc(title)}</h1><p>{text}</p>", refresh=refresh), status, headers)
+    return _answer(page(escape(title), f"<h1>{escape(title)}</h1><p>{text}</p>", refresh=refresh), status, headers)
 
 
 class Served(Protocol):
@@ -395,15 +385,16 @@ class Pages:
             if e.status == 401:
                 return _message(
                     "authentication needed",
-                    _esc(e) + ". Give the token as the password (any user name), or send Authorization: Bearer TOKEN.",
+                    escape(e)
+                    + ". Give the token as the password (any user name), or send Authorization: Bearer TOKEN.",
                     401,
                     headers={"WWW-Authenticate": 'Basic realm="worker-coordinator", charset="UTF-8"'},
                 )
-            return _message("not allowed", _esc(e), 403)
+            return _message("not allowed", escape(e), 403)
         except web.HTTPException:
             raise  # the redirect to the instance serving the group
         except NotServing as e:
-            return _message("not available here", _esc(e), 503, refresh=True)
+            return _message("not available here", escape(e), 503, refresh=True)
         except Exception:  # a bug: logged with its traceback, never shown
             log.exception("unexpected failure on %s", request.path)
             return _message(
@@ -441,14 +432,14 @@ class Pages:
         try:
             ask = whatif.asked(request.query)
         except whatif.BadParameter as e:
-            return _message("bad parameter", _esc(e), 400)
+            return _message("bad parameter", escape(e), 400)
         found = await self._described(request, group_id)
         if isinstance(found, web.Response):
             return found
         _, description = found
-        title = f"what if: group {_esc(group_id)}"
+        title = f"what if: group {escape(group_id)}"
         body = (
-            f'<h1>{title}</h1><div class="meta"><a href="{_esc(_group_href(group_id))}">the group\'s page</a></div>'
+            f'<h1>{title}</h1><div class="meta"><a href="{escape(group_path(group_id))}">the group\'s page</a></div>'
             + whatif.form(group_id, ask, description.scheduled_rebalance_max_delay_ms)
         )
         if ask.delay_ms is None:
@@ -456,7 +447,7 @@ class Pages:
         outcome = await self.whatif.simulate(group_id, ask)
         if outcome.report is None:
             return _answer(
-                page(title, body + f'<p class="error">{_esc(outcome.line)}</p>', refresh=False), outcome.status
+                page(title, body + f'<p class="error">{escape(outcome.line)}</p>', refresh=False), outcome.status
             )
         # The child's report spliced in as bytes: megabytes of SVG never decoded here.
         head, tail = page(title, body + _SPLICE, refresh=False).encode().split(_SPLICE.encode())
@@ -473,16 +464,16 @@ class Pages:
                 target = url.rstrip("/") + str(request.rel_url)
                 raise web.HTTPTemporaryRedirect(
                     target,
-                    text=page("moved", f'<p>served by <a href="{_esc(target)}">{_esc(url)}</a></p>', refresh=False),
+                    text=page("moved", f'<p>served by <a href="{escape(target)}">{escape(url)}</a></p>', refresh=False),
                     content_type="text/html",
                 )
             return _message(
                 "not served here",
-                f"group {_esc(group_id)} lives in partition {partition}, which no coordinator is known to serve now.",
+                f"group {escape(group_id)} lives in partition {partition}, which no coordinator is known to serve now.",
                 503,
                 refresh=True,
             )
         description = await runtime.query(lambda c: c.describe_group(group_id))
         if description is None:
-            return _message("no such group", f"group {_esc(group_id)} does not exist.", 404)
+            return _message("no such group", f"group {escape(group_id)} does not exist.", 404)
         return partition, description

@@ -16,18 +16,16 @@ proper. It runs at niceness 10, so on a busy machine the server's CPU comes firs
 from __future__ import annotations
 
 import asyncio
-import html
 import logging
 import os
 import sys
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 from multidict import MultiMapping
 
-from coordinator.tools.text import iso_time
+from coordinator.tools.text import escape, group_path, iso_time
 from replay.commands.simulate import duration
 from replay.positions import format_duration, parse_time
 
@@ -187,12 +185,8 @@ def _outcome(code: int | None, out: bytes, err: bytes, bounds: Bounds) -> Outcom
 # --- the page's body -----------------------------------------------------------------------------------
 
 
-def _esc(text: object) -> str:
-    return html.escape(str(text), quote=True)
-
-
 def href(group_id: str, delay_ms: int | None = None) -> str:
-    path = "/ui/groups/" + urllib.parse.quote(group_id, safe="") + "/whatif"
+    path = group_path(group_id) + "/whatif"
     return path + (f"?delay={delay_ms}ms" if delay_ms is not None else "")
 
 
@@ -202,26 +196,26 @@ def form(group_id: str, ask: Asked, recorded_delay_ms: int) -> str:
     since = iso_time(ask.from_ms) if ask.from_ms is not None else ""
     until = iso_time(ask.to_ms) if ask.to_ms is not None else ""
     return (
-        f'<form method="get" action="{_esc(href(group_id))}" class="whatif">'
-        f'<label>scheduled delay <input name="delay" value="{_esc(delay)}" size="8"></label> '
-        f'<label>from <input name="from" value="{_esc(since)}" size="24" placeholder="the start"></label> '
-        f'<label>to <input name="to" value="{_esc(until)}" size="24" placeholder="the end"></label> '
+        f'<form method="get" action="{escape(href(group_id))}" class="whatif">'
+        f'<label>scheduled delay <input name="delay" value="{escape(delay)}" size="8"></label> '
+        f'<label>from <input name="from" value="{escape(since)}" size="24" placeholder="the start"></label> '
+        f'<label>to <input name="to" value="{escape(until)}" size="24" placeholder="the end"></label> '
         '<button type="submit">re-run</button></form>'
-        f'<p class="note">the group runs with a scheduled delay of {_esc(format_duration(recorded_delay_ms))}; '
+        f'<p class="note">the group runs with a scheduled delay of {escape(format_duration(recorded_delay_ms))}; '
         "durations as 60s, 1500ms, 5min; times in ISO 8601 (UTC unless they say) or epoch ms</p>"
     )
 
 
 def report(result: dict[str, Any]) -> str:
     """`replay simulate`'s report: what was read, the settings, the table, the notes, the timelines."""
-    header = "".join(f"<th>{_esc(h)}</th>" for h in result["header"])
-    rows = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in result["rows"])
+    header = "".join(f"<th>{escape(h)}</th>" for h in result["header"])
+    rows = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in result["rows"])
     out = [
-        f'<p class="meta">{_esc(result["summary"])}</p><p class="meta">{_esc(result["settings"])}</p>'
+        f'<p class="meta">{escape(result["summary"])}</p><p class="meta">{escape(result["settings"])}</p>'
         f'<p class="note">simulated in a child process of at most {result["peak_mb"]} MB</p>',
         f'<table class="whatif">{"<tr>" + header + "</tr>"}{rows}</table>',
-        '<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in result["notes"]) + "</ul>",
+        '<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in result["notes"]) + "</ul>",
     ]
     for name, svg in result["plots"]:
-        out.append(f'<h2>{_esc(name)}</h2><div class="timeline">{svg}</div>')
+        out.append(f'<h2>{escape(name)}</h2><div class="timeline">{svg}</div>')
     return "".join(out)

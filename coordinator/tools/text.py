@@ -1,8 +1,11 @@
 """How times and tables are written for people: the one ISO 8601 form of every CLI table, log
-line, page and wire field that shows a time, and the one plain-text table of the commands."""
+line, page and wire field that shows a time, the one plain-text table of the commands, and the one
+HTML escaping and group address of the pages."""
 
 from __future__ import annotations
 
+import html
+import urllib.parse
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +18,16 @@ def iso_time(ms: int) -> str:
         .isoformat(timespec="milliseconds")
         .replace("+00:00", "Z")
     )
+
+
+def escape(text: object) -> str:
+    """Any value as HTML text or attribute value (quotes escaped): the pages' and plots' one escaping."""
+    return html.escape(str(text), quote=True)
+
+
+def group_path(group_id: str) -> str:
+    """`/ui/groups/{group}`: a group's page, its id quoted whole (a `/` in it stays in the one segment)."""
+    return "/ui/groups/" + urllib.parse.quote(group_id, safe="")
 
 
 def table(rows: list[list[Any]], header: list[str]) -> str:
