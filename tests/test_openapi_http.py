@@ -21,13 +21,10 @@ The base64 pattern is checked exhaustively against the decoder in `tests/test_wi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import re
-import socket
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -60,6 +57,7 @@ from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import ErrorCode
 from coordinator.service.auth import Acl, Authorizer, Operation
 from coordinator.service.server import CoordinatorServer
+from tests.live_server import served
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -115,9 +113,6 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     # Module-scoped, so not the function-scoped `unique_topic`: the same kind of name, made here.
     topic = f"test-openapi-http-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_broker.bootstrap_servers, topic, PARTITIONS)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     authorizer = Authorizer(
         {TOKEN: "User:fuzz", READER_TOKEN: "User:reader"},
         [
@@ -125,43 +120,23 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
             Acl("User:reader", frozenset({Operation.READ}), "readable-*"),
         ],
     )
-    server = CoordinatorServer(
-        kafka_broker.client_config(),
-        topic,
-        PARTITIONS,
-        range(PARTITIONS),
-        url,
-        CoordinatorConfig(server_assignment_interval_ms=100, initial_assignment_delay_ms=0),
-        authorizer=authorizer,
-        max_body_bytes=1 << 20,
-    )  # small, so that the 413 test sends little
-    app = server.app()
-    runner = web.AppRunner(app)
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="openapi-live-server", daemon=True)
-    thread.start()
-
-    async def start() -> None:
-        await server.start()
-        await runner.setup()
-        await web.SockSite(runner, sock).start()
-
-    async def stop() -> None:
-        await runner.cleanup()
-        await server.close()
-
     errors: list[logging.LogRecord] = []
     handler = _Collect(errors)
     logging.getLogger("coordinator").addHandler(handler)
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=60)
     try:
-        yield Live(url, server, app, errors)
+        with served(
+            "openapi-live-server",
+            kafka_broker.client_config(),
+            topic,
+            PARTITIONS,
+            range(PARTITIONS),
+            CoordinatorConfig(server_assignment_interval_ms=100, initial_assignment_delay_ms=0),
+            authorizer=authorizer,
+            max_body_bytes=1 << 20,  # small, so that the 413 test sends little
+        ) as s:
+            yield Live(s.url, s.server, s.app, errors)
     finally:
         logging.getLogger("coordinator").removeHandler(handler)
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
 
 
 # --- the document ----------------------------------------------------------------------------------

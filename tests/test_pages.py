@@ -10,9 +10,7 @@ import asyncio
 import base64
 import os
 import shutil
-import socket
 import subprocess
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -21,7 +19,6 @@ from pathlib import Path
 
 import pytest
 import requests
-from aiohttp import web
 
 from records import ConnectorTaskCount
 
@@ -30,7 +27,7 @@ from coordinator.core.protocol import ErrorCode, ErrorResponse, SetConnectorsReq
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
-from coordinator.service.server import CoordinatorServer
+from tests.live_server import served
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -74,9 +71,6 @@ def _get(live: Live, path: str, token: str | None = OPS, **kw) -> requests.Respo
 def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     topic = f"test-pages-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_broker.bootstrap_servers, topic)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     # ops may do everything; alice only her own groups; anonymous visitors (the browser) may look at page-*.
     authorizer = Authorizer(
         {OPS: "User:ops", ALICE: "User:alice"},
@@ -87,25 +81,10 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         ],
         allow_anonymous=True,
     )
-    server = CoordinatorServer(
-        kafka_broker.client_config(),
-        topic,
-        1,
-        [0],
-        url,
-        CoordinatorConfig(heartbeat_interval_ms=200, initial_assignment_delay_ms=0),
-        authorizer=authorizer,
-    )
-    runner = web.AppRunner(server.app())
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="pages-live-server", daemon=True)
-    thread.start()
+    config = CoordinatorConfig(heartbeat_interval_ms=200, initial_assignment_delay_ms=0)
     workers: list[Worker] = []
 
-    async def start() -> None:
-        await server.start()
-        await runner.setup()
-        await web.SockSite(runner, sock).start()
+    async def start(url: str) -> None:
         client = CoordinatorClient(url, token=OPS, retry_for_s=10)
         body = SetConnectorsRequest(
             connectors=[
@@ -128,17 +107,13 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         for w in workers:
             await w.stop()
         await workers[0].client.close()
-        await runner.cleanup()
-        await server.close()
 
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=60)
-    try:
-        yield Live(url, workers, loop)
-    finally:
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+    with served("pages-live-server", kafka_broker.client_config(), topic, 1, [0], config, authorizer=authorizer) as s:
+        s.run(start(s.url))
+        try:
+            yield Live(s.url, workers, s.loop)
+        finally:
+            s.run(stop())
 
 
 # --- the status endpoint ------------------------------------------------------------------------------

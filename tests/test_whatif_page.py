@@ -11,7 +11,6 @@ import asyncio
 import html
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -24,7 +23,6 @@ from pathlib import Path
 import orjson
 import pytest
 import requests
-from aiohttp import web
 
 from records import ConnectorTaskCount
 
@@ -36,6 +34,7 @@ from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
 from coordinator.service.server import CoordinatorServer
 from coordinator.service.whatif import Bounds
+from tests.live_server import served
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -68,9 +67,6 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     topic = f"test-whatif-{uuid.uuid4().hex[:8]}"
     create_topic(kafka_broker.bootstrap_servers, topic)
     write_week(kafka_broker.bootstrap_servers, topic, 20, 150, group=BIG)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     authorizer = Authorizer(
         {OPS: "User:ops", ALICE: "User:alice"},
         [
@@ -80,24 +76,12 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         ],
         allow_anonymous=True,
     )
-    server = CoordinatorServer(
-        kafka_broker.client_config(),
-        topic,
-        1,
-        [0],
-        url,
-        CoordinatorConfig(
-            heartbeat_interval_ms=200,
-            session_timeout_ms=SESSION_MS,
-            initial_assignment_delay_ms=0,
-            scheduled_rebalance_max_delay_ms=2_000,
-        ),
-        authorizer=authorizer,
+    config = CoordinatorConfig(
+        heartbeat_interval_ms=200,
+        session_timeout_ms=SESSION_MS,
+        initial_assignment_delay_ms=0,
+        scheduled_rebalance_max_delay_ms=2_000,
     )
-    runner = web.AppRunner(server.app())
-    loop = asyncio.new_event_loop()
-    thread = threading.Thread(target=loop.run_forever, name="whatif-live-server", daemon=True)
-    thread.start()
     workers: list[Worker] = []
 
     async def converged(count: int, tasks: int) -> None:
@@ -108,10 +92,7 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
             await asyncio.sleep(0.05)
         raise AssertionError("the group did not converge")
 
-    async def start() -> None:
-        await server.start()
-        await runner.setup()
-        await web.SockSite(runner, sock).start()
+    async def start(url: str) -> None:
         client = CoordinatorClient(url, token=OPS, retry_for_s=10)
         body = SetConnectorsRequest(connectors=[ConnectorTaskCount(name="orders-sink", tasks=6)])
         assert (await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)).error_code == 0
@@ -131,17 +112,13 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
         for w in workers:
             await w.stop()
         await workers[0].client.close()
-        await runner.cleanup()
-        await server.close()
 
-    asyncio.run_coroutine_threadsafe(start(), loop).result(timeout=90)
-    try:
-        yield Live(url, kafka_broker.bootstrap_servers, topic, server, workers, loop)
-    finally:
-        asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=60)
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+    with served("whatif-live-server", kafka_broker.client_config(), topic, 1, [0], config, authorizer=authorizer) as s:
+        s.run(start(s.url), 90)
+        try:
+            yield Live(s.url, kafka_broker.bootstrap_servers, topic, s.server, workers, s.loop)
+        finally:
+            s.run(stop())
 
 
 def _table(page: str) -> dict[str, list[str]]:
