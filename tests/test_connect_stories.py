@@ -78,6 +78,7 @@ class Cluster:
     gateway_port: int = 0
     killed_ms: dict[str, int] = field(default_factory=dict)  # worker name -> when it was killed (-9)
     watch: Watch | None = None
+    told: set[str] = field(default_factory=set)  # the stories told to the end in this cluster: "a", ...
 
     def worker(self, name: str, **settings: object) -> ConnectWorker:
         """A new worker (not started) named `name`, replacing any earlier one of that name."""
@@ -520,6 +521,7 @@ def test_a_worker_added_stopped_and_killed_moves_only_what_it_must(cluster: Clus
     assert given["start_timestamp_ms"] - released["start_timestamp_ms"] >= DELAY_MS - 500, (released, given)
     assert {m["item"] for m in given["moved"] if m["to"] is not None} >= its, given
     _no_task_on_two_workers(c, start_ms)
+    c.told.add("a")
 
 
 def test_a2_the_story_re_runs_faithfully_on_the_classic_protocol(cluster: Cluster) -> None:
@@ -534,6 +536,8 @@ def test_a2_the_story_re_runs_faithfully_on_the_classic_protocol(cluster: Cluste
     and the re-run's workers learn of each rebalance at their next heartbeat (1 s); and a round
     Connect ran that moved nothing may be missing (12 rebalances against 13 once)."""
     c = cluster
+    if "a" not in c.told:  # deselected (-k), or failed and reported: this test re-runs its history
+        pytest.skip("re-runs story (a)'s history, which was not told to the end in this module's cluster")
     members = len(c.live())
     first = c.live()[0]
     for tasks in (TASKS - 2, TASKS):
