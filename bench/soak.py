@@ -24,8 +24,8 @@ answer), over that interval; the requests the coordinator answered
 (`coordinator_rebalances_total`), the CPU it used, and the churn events. At the end, the growth from
 the first line to the last (RSS, descriptors, p99, rebalances a minute). With several instances the
 memory is each one's, the descriptors, requests, rebalances and CPU the instances' sum; the workers'
-own processes' CPU is shown too (`workers CPU`, their sum), since on one machine it competes with theirs;
-with several worker processes, p50 and p99 are over all of their heartbeats.
+own processes' CPU is shown too (`workers CPU`, their sum, and each process's RSS), since on one machine
+it competes with theirs; with several worker processes, p50 and p99 are over all of their heartbeats.
 
 `make fleet` runs it at scale (issue 33): 100,000 workers in 5,000 groups against three instances,
 heartbeats every 60 s (what fits 2 cores: the Makefile says why), in two worker processes, for 30
@@ -159,6 +159,7 @@ class Line:
     rebalances: int
     cpu: float  # cores
     workers_cpu: float
+    workers_rss: list[int]  # each worker process's (the soak's own with --worker-processes 1)
     churn: int
 
     def text(self) -> str:
@@ -169,8 +170,8 @@ class Line:
             f"heartbeat p50 {self.p50_ms:6.2f} ms  p99 {self.p99_ms:7.2f} ms  ({self.heartbeats:,} heartbeats; "
             f"workers' loop lag p99 {self.lag_p99_ms:.1f} ms, longest GC pause {self.gc_max_ms:.1f} ms)  "
             f"requests served {self.requests:,}  rebalances {self.rebalances:,}  "
-            f"coordinator CPU {self.cpu * 100:3.0f}%  workers CPU {self.workers_cpu * 100:3.0f}%  "
-            f"churn events {self.churn}"
+            f"coordinator CPU {self.cpu * 100:3.0f}%  workers CPU {self.workers_cpu * 100:3.0f}% "
+            f"(RSS {'/'.join(f'{r / 2**20:.0f}' for r in self.workers_rss)} MiB)  churn events {self.churn}"
         )
 
 
@@ -234,6 +235,7 @@ def line_between(a: Sample, b: Sample, taken: list[dict], churn: int) -> Line:
         round(b.rebalances - a.rebalances),
         (b.cpu_s - a.cpu_s) / span,
         (b.workers_cpu_s - a.workers_cpu_s) / span,
+        [t["rss"] for t in taken],
         churn,
     )
 

@@ -331,14 +331,16 @@ class Shard:
 
     async def take(self) -> dict:
         """The heartbeats' latencies, the loop's lags and the collector's pauses since the last take,
-        this process's CPU seconds so far and its churn events so far."""
+        this process's CPU seconds so far, its resident memory now and its churn events so far."""
         latencies, lags, pauses = self.client.take()
         own = os.times()
+        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
         return {
             "latencies": latencies,
             "lags": lags,
             "pauses": pauses,
             "cpu_s": own.user + own.system,
+            "rss": resident_pages * os.sysconf("SC_PAGE_SIZE"),
             "churned": sum(self.soak.churned.values()),
         }
 

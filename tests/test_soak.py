@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LINE = re.compile(
     r"^minute +(\d+\.\d\d): RSS ([\d./]+) MiB +fds +(\d+) \(\d+ sockets\) +heartbeat p50 +\d+\.\d\d ms +"
     r"p99 +\d+\.\d\d ms +\(([\d,]+) heartbeats; workers' loop lag p99 \d+\.\d ms, longest GC pause \d+\.\d ms\) +"
-    r"requests served ([\d,]+) +rebalances ([\d,]+) +coordinator CPU +\d+% +workers CPU +\d+% +churn events (\d+)$",
+    r"requests served ([\d,]+) +rebalances ([\d,]+) +coordinator CPU +\d+% +workers CPU +\d+% "
+    r"\(RSS ([\d/]+) MiB\) +churn events (\d+)$",
     re.MULTILINE,
 )
 
@@ -65,12 +66,13 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
     )
     lines = LINE.findall(out)
     assert_every_10_s([m for m, *_ in lines], 3, out)
-    for _, rss, fds, heartbeats, requests, _, churn in lines:
+    for _, rss, fds, heartbeats, requests, _, workers_rss, churn in lines:
         assert len(rss.split("/")) == instances
+        assert int(workers_rss) > 0  # one number: the workers run in the soak's own process
         # 18 workers at one heartbeat a second over 10 s, every one answered, and churn in every interval.
         assert int(fds) > 0 and int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
         assert int(churn) > 0
-    assert sum(int(r.replace(",", "")) for *_, r, _ in lines) > 0  # the churn rebalanced groups
+    assert sum(int(r.replace(",", "")) for *_, r, _, _ in lines) > 0  # the churn rebalanced groups
     assert re.search(
         r"^growth from minute 0\.1\d to 0\.[45]\d: RSS \(largest instance\) [+-]\d+\.\d MiB \([+-]\d+\.\d%\), "
         r"fds [+-]\d+, heartbeat p99 [+-]\d+\.\d\d ms .*, rebalances a minute \d+ -> \d+$",
@@ -103,8 +105,9 @@ def test_a_soak_in_two_worker_processes_merges_their_lines_and_checks_both_share
     ), out
     lines = LINE.findall(out)
     assert_every_10_s([m for m, *_ in lines], 2, out)
-    for _, _, _, heartbeats, requests, _, churn in lines:
+    for _, _, _, heartbeats, requests, _, workers_rss, churn in lines:
         assert int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
+        assert len(workers_rss.split("/")) == 2 and all(int(r) > 0 for r in workers_rss.split("/"))  # each process's
         assert int(churn) > 0  # each process churns its share
     assert re.search(r"^churn: \d+ events \(join \d+, kill \d+, leave \d+, tasks \d+\); 0 failed", out, re.MULTILINE), (
         out
@@ -115,17 +118,19 @@ def test_a_soak_in_two_worker_processes_merges_their_lines_and_checks_both_share
 
 
 def test_a_line_merges_the_worker_processes_measures() -> None:
-    """The heartbeats of every process count, p99 is over all of them, the CPU is their sum."""
+    """The heartbeats of every process count, p99 is over all of them, the CPU is their sum, and each
+    process's memory is shown."""
     soak = soak_module()
     a = soak.Sample(0.0, [1], 0, 0, 0.0, 0.0, 0.0, workers_cpu_s=1.0)
     b = soak.Sample(10.0, [1], 0, 0, 0.0, 0.0, 0.0, workers_cpu_s=6.0)
-    fast = {"latencies": [0.001] * 90, "lags": [0.0], "pauses": [0.002]}
-    slow = {"latencies": [0.5] * 10, "lags": [0.3], "pauses": []}
+    fast = {"latencies": [0.001] * 90, "lags": [0.0], "pauses": [0.002], "rss": 300 << 20}
+    slow = {"latencies": [0.5] * 10, "lags": [0.3], "pauses": [], "rss": 200 << 20}
     line = soak.line_between(a, b, [fast, slow], churn=3)
     assert line.heartbeats == 100
     assert line.p50_ms == 1.0 and line.p99_ms == 500.0  # the slow process's tail shows
     assert line.lag_p99_ms == 300.0 and line.gc_max_ms == 2.0
     assert line.workers_cpu == 0.5
+    assert line.workers_rss == [300 << 20, 200 << 20] and "workers CPU  50% (RSS 300/200 MiB)" in line.text()
 
 
 def _description(members: list[tuple[str, list[str], list[int]]], tasks: int = 2) -> dict:
