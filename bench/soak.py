@@ -63,20 +63,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = Path(__file__).resolve()
 sys.path.insert(0, str(ROOT))
 
-from bench.soak_fleet import Shard, ShardDied, WorkerProcess, clock, group_problems, serve_shard  # noqa: E402
+from bench.soak_fleet import Shard, ShardDied, WorkerProcess, clock, group_problems, rss_bytes, serve_shard  # noqa: E402
 from coordinator.tools.process import ServeProcess  # noqa: E402
 
 __all__ = ["group_problems", "main"]  # group_problems: the ownership check, tested through this script
 
 
 # --- what the coordinator's process shows -------------------------------------------------------------
-
-
-def rss_bytes(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def open_fds(pid: int) -> tuple[int, int]:

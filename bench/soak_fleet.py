@@ -37,6 +37,14 @@ clock = time.monotonic
 # --- what the workers measure -------------------------------------------------------------------------
 
 
+def rss_bytes(pid: int) -> int:
+    """A process's resident memory (VmRSS): the instances' in the soak's lines, and each worker process's own."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
 class TimedClient(CoordinatorClient):
     """The workers' client, timing each heartbeat exchange (not the retries' back-off)."""
 
@@ -334,13 +342,12 @@ class Shard:
         this process's CPU seconds so far, its resident memory now and its churn events so far."""
         latencies, lags, pauses = self.client.take()
         own = os.times()
-        resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
         return {
             "latencies": latencies,
             "lags": lags,
             "pauses": pauses,
             "cpu_s": own.user + own.system,
-            "rss": resident_pages * os.sysconf("SC_PAGE_SIZE"),
+            "rss": rss_bytes(os.getpid()),
             "churned": sum(self.soak.churned.values()),
         }
 

@@ -15,13 +15,13 @@ has one node, so that row is read back from the three-node cluster of the broker
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from coordinator import cli
+from coordinator.tools.connect_worker import until
 from coordinator.tools.topic import topic_configs
 
 pytestmark = pytest.mark.integration
@@ -118,10 +118,11 @@ def test_create_sets_every_documented_setting_and_alter_corrects_each_drifted_on
         ],
     )
     admin.incremental_alter_configs([resource], request_timeout=10)[resource].result()
-    deadline = time.monotonic() + 10
-    while {n: read_back(admin, unique_topic)[n][0] for n in DRIFTED} != DRIFTED:
-        assert time.monotonic() < deadline, "the drift did not take"
-        time.sleep(0.2)
+    until(
+        lambda: {n: v for n, (v, _) in read_back(admin, unique_topic).items() if n in DRIFTED} == DRIFTED,
+        10,
+        "the drift took",
+    )
 
     code = cli.main(["topic", "alter", "--bootstrap-server", kafka_broker.bootstrap_servers, "--topic", unique_topic])
     out, err = capsys.readouterr()
@@ -150,17 +151,15 @@ def test_min_insync_replicas_is_two_with_replicas(kafka_cluster3, unique_topic, 
         incremental_configs=[ConfigEntry("min.insync.replicas", "1", incremental_operation=AlterConfigOpType.SET)],
     )
     admin.incremental_alter_configs([resource], request_timeout=10)[resource].result()
-    deadline = time.monotonic() + 10
-    while read_back(admin, unique_topic)["min.insync.replicas"][0] != "1":
-        assert time.monotonic() < deadline, "the drift did not take"
-        time.sleep(0.2)
+    until(lambda: read_back(admin, unique_topic)["min.insync.replicas"][0] == "1", 10, "the drift took")
     code = cli.main(["topic", "alter", "--bootstrap-server", kafka_cluster3.bootstrap_servers, "--topic", unique_topic])
     out, err = capsys.readouterr()
     assert (code, err) == (0, ""), out
     assert out.splitlines()[1:-1] == ["  min.insync.replicas: 1 -> 2"], out
     # The controller has committed the change when alter returns; the broker that answers
     # DescribeConfigs may apply it a moment later (metadata propagates), as with the drift above.
-    deadline = time.monotonic() + 10
-    while (configs := read_back(admin, unique_topic))["min.insync.replicas"] != ("2", SET_ON_TOPIC):
-        assert time.monotonic() < deadline, configs["min.insync.replicas"]
-        time.sleep(0.2)
+    until(
+        lambda: read_back(admin, unique_topic)["min.insync.replicas"] == ("2", SET_ON_TOPIC),
+        10,
+        "min.insync.replicas read back as 2, set on the topic",
+    )
