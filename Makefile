@@ -66,10 +66,13 @@ run: install
 run-connect: install
 	$(call with_broker,$(BIN)/coordinator demo --connect --bootstrap-servers $(BOOTSTRAP) --topic $(TOPIC))
 
-# The tests start their own Apache Kafka (tests/conftest.py: one node for the session, three for the
-# broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set.
+# The tests start their own Apache Kafka (tests/conftest.py: one node for each test process, three for
+# the broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set. TEST_PROCESSES runs
+# them on that many processes (pytest-xdist; a test module never spans two, tests/conftest.py says
+# why); TEST_PROCESSES=0 runs them in this one.
+TEST_PROCESSES ?= 2
 test: install-test install-spark install-plot promtool chromium postgresql
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
 
 # ruff (pinned in the test extra; rules and the reason for each ignore in pyproject.toml): the lint
 # rules, then the formatting, which `$(BIN)/ruff format .` applies.

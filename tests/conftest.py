@@ -12,6 +12,7 @@ local three-node cluster (replication factor 3, min ISR 2), started on first use
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from coordinator.tools import devbroker
 from coordinator.tools.devbroker import jars
@@ -43,6 +45,48 @@ os.environ.setdefault("COORDINATOR_CLASSIC_MIN_SESSION_TIMEOUT_MS", "100")
 # Kafka Connect worker survives (tests/connect_fatal.py). tests/scram_broker.py: the session's
 # SCRAM (SASL_PLAINTEXT and SASL_SSL) broker, started on first use by the tests that need one.
 pytest_plugins = ["connect_fatal", "scram_broker"]
+
+# Hypothesis' per-example deadline (200 ms) and its too-slow health check are timings: on two busy
+# cores an example that is correct can take longer, and the test failed for it (test_audit_runs, seen
+# under load). Tests never assert timings; the examples' results are what is checked.
+settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("suite")
+
+# `make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`): most of its time
+# is spent waiting on Kafka, Connect and Spark JVMs, not on our CPU. Each process has its own session
+# broker. A test module is one unit of work, so that its module-scoped fixtures (a Connect cluster, a
+# served coordinator) start once; the modules that use the session's Spark are one unit together, so
+# that the run starts one Spark driver. Units start longest first (their seconds in
+# tests/durations.json, from a whole run's `--durations=0`; `python -m tests.durations LOG` rewrites
+# it), so that the last unit to start is a short one and both processes end together.
+SHARED_FIXTURE_GROUPS = {
+    "spark_session": "spark-session",
+    "scram_broker": "scram-broker",
+    "kafka_cluster3": "kafka-cluster3",
+}
+DURATIONS = Path(__file__).with_name("durations.json")
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist turns the xdist_group marks into node ids
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    group = {}  # module name -> its unit of work
+    for item in items:
+        module = _module_of(item)
+        shared = [g for fixture, g in SHARED_FIXTURE_GROUPS.items() if fixture in getattr(item, "fixturenames", ())]
+        group[module] = shared[0] if shared else group.get(module, module)
+    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    weight: dict[str, float] = {}
+    for module, unit in group.items():
+        weight[unit] = weight.get(unit, 0.0) + seconds.get(module, 0.0)
+    first = {unit: i for i, unit in reversed(list(enumerate(group.values())))}
+    # A stable sort: the tests of a module keep their order (test_connect_stories' a2 follows a).
+    items.sort(key=lambda item: (-weight[group[_module_of(item)]], first[group[_module_of(item)]]))
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(group[_module_of(item)]))
+
+
+def _module_of(item: pytest.Item) -> str:
+    return Path(item.nodeid.split("::", 1)[0]).stem
 
 
 @dataclass(frozen=True)
