@@ -72,7 +72,7 @@ run-connect: install
 # why); TEST_PROCESSES=0 runs them in this one.
 TEST_PROCESSES ?= 2
 test: install-test install-spark install-plot promtool chromium postgresql
-	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadgroup --no-loadscope-reorder $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 
 # ruff (pinned in the test extra; rules and the reason for each ignore in pyproject.toml): the lint
 # rules, then the formatting, which `$(BIN)/ruff format .` applies.

@@ -52,37 +52,60 @@ pytest_plugins = ["connect_fatal", "scram_broker"]
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
 
-# `make test` runs the suite on two processes (pytest-xdist, `--dist loadgroup`): most of its time
-# is spent waiting on Kafka, Connect and Spark JVMs, not on our CPU. Each process has its own session
-# broker. A test module is one unit of work, so that its module-scoped fixtures (a Connect cluster, a
-# served coordinator) start once; the modules that use the session's Spark are one unit together, so
-# that the run starts one Spark driver. Units start longest first (their seconds in
-# tests/durations.json, from a whole run's `--durations=0`; `python -m tests.durations LOG` rewrites
-# it), so that the last unit to start is a short one and both processes end together.
-SHARED_FIXTURE_GROUPS = {
-    "spark_session": "spark-session",
-    "scram_broker": "scram-broker",
-    "kafka_cluster3": "kafka-cluster3",
+# `make test` runs the suite on two processes (pytest-xdist, `-n 2`): most of its time is spent waiting
+# on Kafka, Connect and Spark JVMs, not on our CPU. Each process has its own session broker. A test
+# module is one unit of work, so that its module-scoped fixtures (a Connect cluster, a served
+# coordinator) start once; the modules that share an expensive session fixture are one unit together
+# (UNITS), so that the run starts one Spark driver and one SCRAM broker. Units start longest first
+# (their seconds in tests/durations.json, from a whole run's `--durations=0`; `python -m
+# tests.durations LOG` rewrites it), so that the last unit to start is a short one.
+UNITS = {
+    "spark_session": (
+        "test_spark_audit",
+        "test_spark_snapshot",
+        "test_spark_compaction",
+        "test_simulate_spark",
+        "test_connect_ops",
+    ),
+    "scram_broker": ("test_gateway_security", "test_serve_sasl"),
 }
 DURATIONS = Path(__file__).with_name("durations.json")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist turns the xdist_group marks into node ids
+def unit_of(module: str) -> str:
+    """The unit of work (tests run in one process, in order) that the test module `module` belongs to."""
+    return next((fixture for fixture, modules in UNITS.items() if module in modules), module)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 - xdist's types
+    # xdist's own loadgroup reads marks into node ids, which pytest 9.2 no longer lets a plugin
+    # rewrite (it split modules across processes here); this scheduler names the unit itself.
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(Path(nodeid.split("::", 1)[0]).stem)
+
+    config.option.loadscopereorder = False  # the collection's order (below) is the one wanted
+    return ModuleUnits(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    group = {}  # module name -> its unit of work
     for item in items:
         module = _module_of(item)
-        shared = [g for fixture, g in SHARED_FIXTURE_GROUPS.items() if fixture in getattr(item, "fixturenames", ())]
-        group[module] = shared[0] if shared else group.get(module, module)
+        for fixture in UNITS:
+            if fixture in getattr(item, "fixturenames", ()) and unit_of(module) != fixture:
+                raise pytest.UsageError(f"{module} uses {fixture}: add it to UNITS[{fixture!r}] in tests/conftest.py")
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     weight: dict[str, float] = {}
-    for module, unit in group.items():
-        weight[unit] = weight.get(unit, 0.0) + seconds.get(module, 0.0)
-    first = {unit: i for i, unit in reversed(list(enumerate(group.values())))}
+    for module in {_module_of(item) for item in items}:
+        weight[unit_of(module)] = weight.get(unit_of(module), 0.0) + seconds.get(module, 0.0)
+    first: dict[str, int] = {}
+    for i, item in enumerate(items):
+        first.setdefault(unit_of(_module_of(item)), i)
     # A stable sort: the tests of a module keep their order (test_connect_stories' a2 follows a).
-    items.sort(key=lambda item: (-weight[group[_module_of(item)]], first[group[_module_of(item)]]))
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group[_module_of(item)]))
+    items.sort(key=lambda item: (-weight[unit_of(_module_of(item))], first[unit_of(_module_of(item))]))
 
 
 def _module_of(item: pytest.Item) -> str:
