@@ -80,7 +80,8 @@ class PartitionLog(Protocol):
     - `load(state)`: replay the partition's committed records into `state`; LogError when the log
       cannot be read now (try again later), UnreadableFormatLevel for a record format level this
       release does not read (trying again cannot help).
-    - `write(records, level)`: make `records` durable as one transaction, or raise LogError
+    - `write(records, level, timestamps)`: make `records` durable as one transaction, each
+      with its timestamp (ms; the time the coordinator decided it, None: now), or raise LogError
       (`fenced`: another owner opened the partition since; this one must stop serving it).
     - `close()`: let go of the log; a closed handle does not write again."""
 
@@ -88,7 +89,7 @@ class PartitionLog(Protocol):
 
     def load(self, state: CoordinatorState) -> LoadResult: ...
 
-    def write(self, records: Sequence[Record], level: int) -> None: ...
+    def write(self, records: Sequence[Record], level: int, timestamps: Sequence[int] | None = None) -> None: ...
 
     def close(self) -> None: ...
 
@@ -314,14 +315,21 @@ class PartitionWriter:
         except KafkaException as e:
             raise LogError(f"cannot start the transactions of {self.transactional_id}: {e}") from None
 
-    def write(self, records: Iterable[Record], level: int = DEFAULT_FORMAT_LEVEL) -> None:
+    def write(
+        self, records: Iterable[Record], level: int = DEFAULT_FORMAT_LEVEL, timestamps: Iterable[int] | None = None
+    ) -> None:
         """Make `records` durable as one transaction, each value at the version record format
-        `level` allows for its type; raises LogError if they may not be."""
+        `level` allows for its type, each with its timestamp (CreateTime, ms; without
+        `timestamps`, librdkafka's clock when produced); raises LogError if they may not be."""
+        records = list(records)
+        stamps = [0] * len(records) if timestamps is None else list(timestamps)  # 0: librdkafka's now
+        if len(stamps) != len(records):
+            raise ValueError(f"{len(records)} records with {len(stamps)} timestamps")
         try:
             self._producer.begin_transaction()
-            for record in records:
+            for record, stamp in zip(records, stamps):
                 key, value = encode(record, level=level)
-                self._producer.produce(self.topic, key=key, value=value, partition=self.partition)
+                self._producer.produce(self.topic, key=key, value=value, partition=self.partition, timestamp=stamp)
             self._producer.commit_transaction(self.timeout_s)
         except (KafkaException, BufferError) as e:  # BufferError: librdkafka's queue is full
             try:
@@ -360,8 +368,10 @@ class KafkaPartitionLog:
     def load(self, state: CoordinatorState) -> LoadResult:
         return load_partition(self.config, self.topic, self.partition, state)
 
-    def write(self, records: Sequence[Record], level: int = DEFAULT_FORMAT_LEVEL) -> None:
-        self.writer.write(records, level)
+    def write(
+        self, records: Sequence[Record], level: int = DEFAULT_FORMAT_LEVEL, timestamps: Sequence[int] | None = None
+    ) -> None:
+        self.writer.write(records, level, timestamps)
 
     def close(self) -> None:
         self.writer.close()

@@ -219,7 +219,10 @@ class MemoryPartitionLog:
     def load(self, state: CoordinatorState) -> LoadResult:
         return self.topic._load(self.partition, state)
 
-    def write(self, records: Sequence[Record], level: int = DEFAULT_FORMAT_LEVEL) -> None:
+    def write(
+        self, records: Sequence[Record], level: int = DEFAULT_FORMAT_LEVEL, timestamps: Sequence[int] | None = None
+    ) -> None:
+        # `timestamps` are not kept: nothing reads a memory topic's times.
         if self.epoch is None or self.closed:
             raise LogError(f"writing to {self.topic.name}[{self.partition}]: the log is not open")
         entries = [encode(record, level=level) for record in records]  # as Kafka's: refused if it cannot be

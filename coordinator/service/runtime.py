@@ -9,7 +9,9 @@ Rules it keeps:
 - a handler's records are applied (through `replay`) at once and appended to the open batch; the
   response waits until that batch is committed in one transaction of the log. One transaction is in
   flight at a time; a batch closes after a short linger, on size, or when the commit before it
-  ends, so under load many heartbeats share one commit;
+  ends, so under load many heartbeats share one commit. Each record's Kafka timestamp is the `now`
+  its handler ran as of (below), not when its batch was produced: a history read back
+  (`coordinator replay`, its re-runs) has the coordinator's times, however long a commit took;
 - a response that writes nothing is sent at once unless earlier writes are still in flight: then
   it waits for them, because it may describe state they created (nothing unacknowledged is ever
   shown as done);
@@ -19,7 +21,13 @@ Rules it keeps:
   coordinator moving) is tried again with backoff until it succeeds or the partition is closed,
   answering COORDINATOR_LOAD_IN_PROGRESS meanwhile: a partition never stops serving for good
   because Kafka was away for a while;
-- timers are keyed; arming a key replaces its timer; a fired timer is an event in the same loop;
+- time is the state machine's input, and the loop gives it as a virtual clock would: a request is
+  handled as of when it reached the partition (queued), not when its turn came, and a timer as of
+  its deadline, before any request that arrived after it (a timer is an event in the same loop;
+  timers are keyed, arming a key replaces its timer). Once a request has arrived, how long the
+  loop, the event loop or a commit kept it or a timer waiting changes no decision: what the
+  coordinator did follows from when requests arrived, which its records' timestamps say
+  (`coordinator replay simulate` re-runs a history on a virtual clock and decides the same);
 - a request the state machine answers later (a classic JoinGroup or SyncGroup, `Parked`) waits
   under its key until a later result delivers its answer, which is sent like a response: once
   that result's records are durable. A reload or a close answers every parked request
@@ -30,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -112,9 +121,15 @@ class PartitionRuntime:
         self.coordinator = GroupCoordinator(CoordinatorState(), self.config)
         self.last_load: LoadResult | None = None
         self.refused: str | None = None  # why the partition is REFUSED
-        self._queue: asyncio.Queue[tuple[Callable[[int], Any], asyncio.Future | None]] = asyncio.Queue()
-        self._timers: dict[TimerKey, asyncio.TimerHandle] = {}
+        # (when it arrived, the event, its answer); an event of None: a timer's deadline has passed.
+        self._queue: asyncio.Queue[tuple[int, Callable[[int], Any] | None, asyncio.Future | None]] = asyncio.Queue()
+        self._timers: dict[TimerKey, int] = {}  # each armed timer's deadline
+        self._deadlines: list[tuple[int, TimerKey]] = []  # a heap; entries a re-arming replaced are skipped
+        self._wake: asyncio.TimerHandle | None = None  # at the earliest deadline
+        self._wake_at: int | None = None
+        self._last_ms = 0  # the time the last event or timer was handled as of
         self._batch: list[Record] = []
+        self._stamps: list[int] = []  # each batched record's time: the `now` its handler ran as of
         self._told: list[Told] = []  # what the open batch's changes mean, told once it is committed
         self.observer = Observer(
             partition, None if metrics is None else functools.partial(metrics.observe_rebalance, partition)
@@ -259,9 +274,7 @@ class PartitionRuntime:
         if self._loading is not None:
             self._loading.cancel()
             self._loading = None
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        self._disarm_all()
         if self._loop_task is not None:
             self._loop_task.cancel()
             self._loop_task = None
@@ -282,7 +295,7 @@ class PartitionRuntime:
         self._check_serving()
         future = asyncio.get_running_loop().create_future()
         # The coordinator is passed when it runs: a reload replaces it.
-        await self._queue.put((lambda now: operation(self.coordinator, now), future))
+        await self._queue.put((self.now_ms(), lambda now: operation(self.coordinator, now), future))
         return await future
 
     async def query(self, read: Callable[[GroupCoordinator], Any]) -> Any:
@@ -290,7 +303,7 @@ class PartitionRuntime:
         (a describe must never show a change that a failed commit could still take back)."""
         self._check_serving()
         future = asyncio.get_running_loop().create_future()
-        await self._queue.put((lambda now: Result(read(self.coordinator)), future))
+        await self._queue.put((self.now_ms(), lambda now: Result(read(self.coordinator)), future))
         return await future
 
     def _check_serving(self) -> None:
@@ -303,45 +316,57 @@ class PartitionRuntime:
 
     async def _run(self) -> None:
         while True:
-            event, future = await self._queue.get()
+            arrived, event, future = await self._queue.get()
             if self.status is not Status.ACTIVE:
                 if future is not None and not future.done():
                     future.set_exception(NotServing(ErrorCode.NOT_COORDINATOR, "the partition is reloading"))
                 continue
-            try:
-                result = event(self.now_ms())
-            except Exception as e:  # a bug in a handler must not take the partition down
-                log.exception("handler failed")
-                if future is not None and not future.done():
-                    future.set_exception(e)
+            if event is None:  # a deadline passed
+                self._fire_due(arrived, at_deadline_too=True)
                 continue
-            seen = self.observer.before(self.coordinator.state, result.records) if result.records else None
-            self.coordinator.apply(result)
-            if seen is not None:
-                self._told += self.observer.after(self.coordinator.state, seen, self.now_ms())
-            self._arm(result.timers)
-            answers = [
-                (parked, response)
-                for key, response in result.deliveries
-                if (parked := self._parked.pop(key, None)) is not None
-            ]
-            if isinstance(result.response, Parked):
-                if future is not None:
-                    self._parked[result.response.key] = future
-            elif future is not None:
-                answers.append((future, result.response))
-            if result.records:
-                self._batch.extend(result.records)
-                self._waiting.extend(answers)
+            # The timers due before it arrived first (at a tie the request: a virtual clock's order,
+            # coordinator/core/driver/scripted.py's), then the request as of when it arrived.
+            self._fire_due(arrived, at_deadline_too=False)
+            self._handle(event, future, max(arrived, self._last_ms))
+
+    def _handle(self, event: Callable[[int], Any], future: asyncio.Future | None, now: int) -> None:
+        """Run one event as of `now`: apply its records, arm its timers, batch its writes, answer."""
+        self._last_ms = now
+        try:
+            result = event(now)
+        except Exception as e:  # a bug in a handler must not take the partition down
+            log.exception("handler failed")
+            if future is not None and not future.done():
+                future.set_exception(e)
+            return
+        seen = self.observer.before(self.coordinator.state, result.records) if result.records else None
+        self.coordinator.apply(result)
+        if seen is not None:
+            self._told += self.observer.after(self.coordinator.state, seen, self.now_ms())
+        self._arm(result.timers)
+        answers = [
+            (parked, response)
+            for key, response in result.deliveries
+            if (parked := self._parked.pop(key, None)) is not None
+        ]
+        if isinstance(result.response, Parked):
+            if future is not None:
+                self._parked[result.response.key] = future
+        elif future is not None:
+            answers.append((future, result.response))
+        if result.records:
+            self._batch.extend(result.records)
+            self._stamps.extend([now] * len(result.records))
+            self._waiting.extend(answers)
+            self._schedule_flush()
+        elif answers:
+            if self._batch or self._commits:
+                self._waiting.extend(answers)  # they may describe what those writes changed
                 self._schedule_flush()
-            elif answers:
-                if self._batch or self._commits:
-                    self._waiting.extend(answers)  # they may describe what those writes changed
-                    self._schedule_flush()
-                else:
-                    for answered, response in answers:
-                        if not answered.done():
-                            answered.set_result(response)
+            else:
+                for answered, response in answers:
+                    if not answered.done():
+                        answered.set_result(response)
 
     # --- batches -------------------------------------------------------------------------------
 
@@ -362,21 +387,24 @@ class PartitionRuntime:
         if self._commits or not (self._batch or self._waiting):
             return
         batch, self._batch = self._batch, []
+        stamps, self._stamps = self._stamps, []
         waiting, self._waiting = self._waiting, []
         told, self._told = self._told, []
         self._commits += 1
-        asyncio.create_task(self._commit(batch, waiting, told))
+        asyncio.create_task(self._commit(batch, stamps, waiting, told))
 
-    async def _commit(self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]) -> None:
+    async def _commit(
+        self, batch: list[Record], stamps: list[int], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]
+    ) -> None:
         try:
-            await self._write_batch(batch, waiting, told)
+            await self._write_batch(batch, stamps, waiting, told)
         finally:
             self._commits -= 1
         if self.status is Status.ACTIVE and (self._batch or self._waiting):
             self._start_flush()  # these waited a whole commit already: no linger
 
     async def _write_batch(
-        self, batch: list[Record], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]
+        self, batch: list[Record], stamps: list[int], waiting: list[tuple[asyncio.Future, Any]], told: list[Told]
     ) -> None:
         if self.status is not Status.ACTIVE or self._log is None:
             for future, _ in waiting:
@@ -386,7 +414,7 @@ class PartitionRuntime:
         try:
             if batch:
                 started = time.perf_counter()
-                await self._blocking(self._log.write, batch, self.coordinator.state.format_level)
+                await self._blocking(self._log.write, batch, self.coordinator.state.format_level, stamps)
                 if self.metrics is not None:
                     self.metrics.observe_commit(self.partition, batch, time.perf_counter() - started)
         except Exception as failure:  # noqa: BLE001 - whatever failed, the batch is not known to be durable
@@ -435,9 +463,7 @@ class PartitionRuntime:
     async def _reload(self) -> None:
         """The log is the truth: forget memory, fence, load again."""
         self.status = Status.LOADING
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        self._disarm_all()
         self._fail_waiting(ErrorCode.NOT_COORDINATOR, "the partition is reloading")
         partition_log, self._log = self._log, None
         if partition_log is not None:
@@ -450,6 +476,7 @@ class PartitionRuntime:
 
     def _fail_waiting(self, code: ErrorCode, message: str) -> None:
         self._batch = []
+        self._stamps = []
         self._told = []
         waiting, self._waiting = self._waiting, []
         parked, self._parked = self._parked, {}
@@ -460,23 +487,62 @@ class PartitionRuntime:
     # --- timers --------------------------------------------------------------------------------
 
     def _arm(self, timers: list[Timer]) -> None:
-        loop = asyncio.get_running_loop()
         for timer in timers:
-            old = self._timers.pop(timer.key, None)
-            if old is not None:
-                old.cancel()
-            if timer.deadline_ms is not None:
-                delay = max(0.0, timer.deadline_ms / 1000 - self.clock())
-                self._timers[timer.key] = loop.call_later(delay, self._fire, timer.key)
+            if timer.deadline_ms is None:
+                self._timers.pop(timer.key, None)
+            else:
+                self._timers[timer.key] = timer.deadline_ms
+                heapq.heappush(self._deadlines, (timer.deadline_ms, timer.key))
+        if len(self._deadlines) > 2 * len(self._timers) + 64:
+            # Mostly replaced entries (every heartbeat re-arms its member's session): rebuilt from
+            # the armed timers, so that the heap stays within twice their number.
+            self._deadlines[:] = [(deadline, key) for key, deadline in self._timers.items()]  # in place:
+            heapq.heapify(self._deadlines)  # `_fire_due` may be walking it
+        self._schedule_wake()
 
-    def _fire(self, key: TimerKey) -> None:
-        handle = self._timers.pop(key, None)
+    def _live(self, entry: tuple[int, TimerKey]) -> bool:
+        return self._timers.get(entry[1]) == entry[0]
 
-        def event(now: int) -> Result:
-            # Armed again while this event waited in the queue (a heartbeat renewed the session):
-            # the newer timer decides, this one is stale.
-            if key in self._timers and self._timers[key] is not handle:
-                return Result(None)
-            return self.coordinator.on_timer(key, now)
+    def _fire_due(self, now: int, at_deadline_too: bool) -> None:
+        """Every timer due before `now` (and at it, `at_deadline_too`), in the order of their
+        deadlines (a virtual clock's: `Driver.advance`), each as of its deadline: however late the
+        loop got to it, the state machine sees it fire on time. A timer's handler may arm another
+        that is due already: it fires too."""
+        heap = self._deadlines
+        while heap and (heap[0][0] < now or (at_deadline_too and heap[0][0] == now)):
+            entry = heapq.heappop(heap)
+            if not self._live(entry):
+                continue  # armed again (a heartbeat renewed the session) or disarmed since
+            deadline, key = entry
+            del self._timers[key]
+            # The coordinator is read when it runs: a reload replaces it.
+            self._handle(lambda at, key=key: self.coordinator.on_timer(key, at), None, max(deadline, self._last_ms))
+        self._schedule_wake()
 
-        self._queue.put_nowait((event, None))
+    def _schedule_wake(self) -> None:
+        """One wake-up of the loop, at the earliest deadline armed."""
+        heap = self._deadlines
+        while heap and not self._live(heap[0]):
+            heapq.heappop(heap)
+        when = heap[0][0] if heap else None
+        if when == self._wake_at:
+            return
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake_at = when
+        self._wake = None
+        if when is not None:
+            delay = max(0.0, when / 1000 - self.clock())
+            self._wake = asyncio.get_running_loop().call_later(delay, self._woken, when)
+
+    def _woken(self, when: int) -> None:
+        # The deadline is the event's time: the clock read here may be a millisecond short of it.
+        self._wake = None
+        self._queue.put_nowait((max(when, self.now_ms()), None, None))
+
+    def _disarm_all(self) -> None:
+        self._timers.clear()
+        self._deadlines.clear()
+        if self._wake is not None:
+            self._wake.cancel()
+        self._wake = self._wake_at = None
