@@ -4,7 +4,9 @@ their last line; a demo that fails says `PROBLEM:` and exits 1. And the fleet's 
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -21,14 +23,32 @@ ROW = re.compile(r"^  (worker-\d+)\s+(?:connect|classic)\s+epoch \d+\s+(.*)$")
 
 
 def demo(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
-    """`coordinator demo ARGS` as a process, as `make run` starts it."""
-    return subprocess.run(
+    """`coordinator demo ARGS` as a process, as `make run` starts it, in a session of its own: the demo
+    says it stops all it started, so once it exited nothing of its session may be left (checked here),
+    and a demo that overruns `timeout` is killed with its coordinators, gateway and JVMs, which a kill
+    of the demo alone would leave running."""
+    with subprocess.Popen(
         [sys.executable, "-m", "coordinator", "demo", *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        check=False,
-    )
+        start_new_session=True,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        finally:
+            left = _kill_session(process.pid)
+    assert not left, f"coordinator demo {' '.join(args)} left processes of its own running (killed now)"
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def _kill_session(sid: int) -> bool:
+    """SIGKILL to what is left of session `sid` (its process group); whether anything was."""
+    try:
+        os.killpg(sid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def last_line(text: str) -> str:
@@ -70,7 +90,7 @@ def test_coordinator_demo_tells_the_story_and_exits_0(kafka_broker, unique_topic
         kafka_broker.bootstrap_servers,
         "--topic",
         unique_topic,
-        timeout=300,
+        timeout=240,
     )
     assert run.returncode == 0, (run.stdout[-4000:], run.stderr[-4000:])
     assert last_line(run.stdout) == (
@@ -110,6 +130,7 @@ def test_coordinator_demo_on_a_topic_that_does_not_exist_says_problem_and_exits_
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(960)  # the demo's own timeout (900 s) fires first; three JVMs on 2 busy cores
 def test_coordinator_demo_connect_runs_unmodified_kafka_connect_and_exits_0(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     """`make run-connect`'s command: a coordinator with its Kafka listener, a gateway and three Kafka
     Connect 4.3.1 JVMs of its own (the story starts, stops and outlives them, so no other test's
