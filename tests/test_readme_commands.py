@@ -132,7 +132,7 @@ NOT_HERE = {
     "--scheduled-delay 0": "a classic "
     "group's records, which the story here does not write; tests/test_simulate.py runs this line on an eager group's",
     "make run": "the main job: starts its own broker and coordinator and plays a 25 s story; "
-    "tests/test_demo.py runs `coordinator demo`",
+    "tests/test_demo.py runs its `coordinator demo` as a process on the session broker (and `make run-connect`'s)",
     "make test": "the whole test suite, this test included",
     "coordinator topic upgrade-format --url http://coordinator-1:8400 [--level 2]": "a deployment's instances, "
     "all on a release that reads the level; tests/test_release_upgrade.py runs it with two releases' serve processes",

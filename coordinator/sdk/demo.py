@@ -26,6 +26,14 @@ from coordinator.tools import kafka_config
 from coordinator.tools.process import ServeProcess
 
 CONNECTORS = {"orders-source": 3, "payments-sink": 4, "audit-mirror": 2}
+BOUNCED, CRASHED = "worker-2", "worker-4"
+# The story bounces worker-2 and crashes worker-4, and the worker that scales out is one more: three
+# to begin with make worker-4 exist.
+MIN_WORKERS = 3
+# How long a coordinator may take to load the topic and answer /health. Generous: on 2 cores shared
+# with other work, the new coordinator once needed more than ServeProcess's 30 s. The fleet's workers
+# retry for as long (CoordinatorClient's retry_for_s below).
+START_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -51,7 +59,9 @@ class Outcome:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", description=__doc__)
     kafka_config.add_arguments(parser)
-    parser.add_argument("--workers", type=int, default=5)
+    parser.add_argument(
+        "--workers", type=int, default=5, help=f"workers that join first (at least {MIN_WORKERS}; one more scales out)"
+    )
     parser.add_argument("--group", default="demo-connect-cluster")
     parser.add_argument("--fast", action="store_true", help="shorter timeouts (the CI version of the story)")
     parser.add_argument(
@@ -65,6 +75,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = kafka_config.client_config(args)
+    if not args.connect and args.workers < MIN_WORKERS:
+        raise CliError(
+            f"--workers {args.workers}: the story needs at least {MIN_WORKERS} (it bounces {BOUNCED} and crashes "
+            f"{CRASHED}, and one more scales out)",
+            exit_code=2,
+        )
     if args.connect:
         from coordinator.sdk import demo_connect
 
@@ -112,6 +128,10 @@ def _serve_flags(timing: Timing, kafka_args: list[str]) -> list[str]:
     """`coordinator serve`'s flags for the story: its timing, the Kafka settings it was given."""
     return [
         "--allow-anonymous",
+        # Text, not the JSON that `auto` picks off a terminal: its last line is what the user is told
+        # when the coordinator does not start (start_coordinator).
+        "--log-format",
+        "text",
         "--heartbeat-interval-ms",
         str(timing.heartbeat_interval_ms),
         "--session-timeout-ms",
@@ -120,6 +140,21 @@ def _serve_flags(timing: Timing, kafka_args: list[str]) -> list[str]:
         str(timing.scheduled_rebalance_max_delay_ms),
         *kafka_args,
     ]
+
+
+def start_coordinator(serve: ServeProcess, which: str) -> ServeProcess:
+    """Starts `serve` and waits until it is healthy. One that exits (a topic that does not exist, a
+    broker it cannot reach) or never answers is the story's problem, told in one line: the
+    coordinator's own last word, not ServeProcess's AssertionError with the whole log."""
+    try:
+        serve.start(wait=False)
+        serve.wait_healthy(timeout=START_TIMEOUT_S)
+    except AssertionError:
+        code = serve.process.poll() if serve.process is not None else None
+        state = f"exited {code}" if code is not None else f"did not answer /health within {START_TIMEOUT_S:g} s"
+        lines = serve.log().strip().splitlines()
+        raise CliError(f"{which} ({serve.url}) {state}: {lines[-1] if lines else 'it wrote nothing'}") from None
+    return serve
 
 
 async def story(
@@ -132,8 +167,8 @@ async def story(
     everything = _items(CONNECTORS)
     try:
         _step(f"a coordinator serves {topic} at {first.url}")
-        await asyncio.to_thread(first.start)
-        async with CoordinatorClient(first.url, retry_for_s=60) as client:
+        await asyncio.to_thread(start_coordinator, first, "the coordinator")
+        async with CoordinatorClient(first.url, retry_for_s=START_TIMEOUT_S) as client:
             fleet = Fleet(client, group)
             await fleet.set_connectors(dict(CONNECTORS))
 
@@ -147,7 +182,7 @@ async def story(
             await fleet.wait_stable(everything)
             print(fleet.table(), flush=True)
 
-            bounced = outcome.bounced = "worker-2"
+            bounced = outcome.bounced = BOUNCED
             outcome.bounced_before = fleet.workers[bounced].owned
             _step(
                 f"{bounced} restarts and is back within {timing.scheduled_rebalance_max_delay_ms / 1000:g} s: "
@@ -163,7 +198,7 @@ async def story(
                     f"not its own {describe(outcome.bounced_before)}"
                 )
 
-            crashed = outcome.crashed = "worker-4"
+            crashed = outcome.crashed = CRASHED
             _step(
                 f"{crashed} crashes: after its session ({timing.session_timeout_ms / 1000:g} s) its work is "
                 f"deferred for {timing.scheduled_rebalance_max_delay_ms / 1000:g} s, then spread"
@@ -175,7 +210,7 @@ async def story(
             _step("the coordinator is killed (SIGKILL); a new one takes over from the topic")
             await asyncio.to_thread(first.kill)
             fleet.say("coordinator killed; the workers keep running what they own and retry")
-            await asyncio.to_thread(second.start)
+            await asyncio.to_thread(start_coordinator, second, "the new coordinator")
             fleet.say(f"a new coordinator loaded the topic and serves at {second.url}")
             grown = dict(CONNECTORS, **{"orders-source": 4})
             fleet.say("orders-source grows to 4 tasks: the first change the new coordinator acknowledges")

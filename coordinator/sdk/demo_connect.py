@@ -21,6 +21,8 @@ from collections import Counter
 from pathlib import Path
 
 from coordinator.api import operations
+from coordinator.errors import CliError
+from coordinator.sdk.demo import start_coordinator
 from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
@@ -108,13 +110,27 @@ def _timeline(bootstrap: str, topic: str) -> list[str]:
 def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
     """The story; what went wrong (nothing: an empty list)."""
     listener = f"127.0.0.1:{free_port()}"
-    flags = ("--allow-anonymous", "--kafka-listener", listener, "--heartbeat-interval-ms", "1000")
-    serves = [ServeProcess(bootstrap, topic, run_dir, *flags).start()]
-    gateway, proxy = _gateway(bootstrap, listener, run_dir)
-    print(f"coordinator {serves[0].url} (Kafka listener {listener}), gateway {gateway} in front of {bootstrap}")
-    workers = {n: ConnectWorker(run_dir, n, gateway, bootstrap, GROUP) for n in ("connect-1", "connect-2", "connect-3")}
+    # Text logs: a coordinator that does not start is told by its last line (start_coordinator).
+    flags = (
+        "--allow-anonymous",
+        "--kafka-listener",
+        listener,
+        "--heartbeat-interval-ms",
+        "1000",
+        "--log-format",
+        "text",
+    )
+    serves = [ServeProcess(bootstrap, topic, run_dir, *flags)]
+    proxy: subprocess.Popen | None = None
+    workers: dict[str, ConnectWorker] = {}
     watch = Watch(serves, GROUP)
     try:
+        start_coordinator(serves[0], "the coordinator")
+        gateway, proxy = _gateway(bootstrap, listener, run_dir)
+        print(f"coordinator {serves[0].url} (Kafka listener {listener}), gateway {gateway} in front of {bootstrap}")
+        workers = {
+            n: ConnectWorker(run_dir, n, gateway, bootstrap, GROUP) for n in ("connect-1", "connect-2", "connect-3")
+        }
         for name in ("connect-1", "connect-2"):
             workers[name].start()
         until(lambda: all(workers[n].up() for n in ("connect-1", "connect-2")), 180, "connect-1 and -2 answer")
@@ -156,7 +172,8 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
 
         serves[0].kill()
         print("\n== the coordinator was killed with SIGKILL; a new process takes its partitions over from the topic")
-        serves.append(ServeProcess(bootstrap, topic, run_dir, *flags, port=serves[0].port).start())
+        serves.append(ServeProcess(bootstrap, topic, run_dir, *flags, port=serves[0].port))
+        start_coordinator(serves[-1], "the new coordinator")
         time.sleep(6.0)
         until(lambda: first.running("src", TASKS), 60, "every task RUNNING after the failover")
         exited = [n for n, w in workers.items() if n != "connect-2" and not w.alive()]
@@ -174,17 +191,19 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         watch.stop()
         for w in workers.values():
             w.kill()
-        proxy.kill()
-        proxy.wait(timeout=30)
+        if proxy is not None:
+            proxy.kill()
+            proxy.wait(timeout=30)
         for s in serves:
-            s.kill()
+            if s.process is not None:
+                s.kill()
 
 
 def run(bootstrap: str, topic: str) -> int:
     with tempfile.TemporaryDirectory(prefix="coordinator-demo-connect-") as logs:
         try:
             problems = story(bootstrap, topic, Path(logs))
-        except (AssertionError, RuntimeError, OSError) as e:
+        except (CliError, AssertionError, RuntimeError, OSError) as e:
             problems = [str(e)]
     for problem in problems:
         print(f"PROBLEM: {problem}", file=sys.stderr)
