@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from confluent_kafka import Consumer
 
 from records import ConnectorTaskCount
 
@@ -27,6 +29,8 @@ from coordinator.core.protocol import ErrorCode, ErrorResponse, SetConnectorsReq
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
+from coordinator.service.pages import Timelines
+from coordinator.tools.partitions import read_range, reader_config
 from tests.live_server import served
 from tests.topics import create_topic
 
@@ -60,6 +64,8 @@ class Live:
     url: str
     workers: list[Worker]
     loop: asyncio.AbstractEventLoop
+    topic: str
+    timelines: Timelines  # the group pages' kept histories
 
 
 def _get(live: Live, path: str, token: str | None = OPS, **kw) -> requests.Response:  # noqa: ANN003
@@ -111,7 +117,7 @@ def live(kafka_broker) -> Iterator[Live]:  # noqa: ANN001
     with served("pages-live-server", kafka_broker.client_config(), topic, 1, [0], config, authorizer=authorizer) as s:
         s.run(start(s.url))
         try:
-            yield Live(s.url, workers, s.loop)
+            yield Live(s.url, workers, s.loop, topic, s.server.pages.timelines)
         finally:
             s.run(stop())
 
@@ -156,12 +162,39 @@ def test_group_page_shows_members_their_work_and_the_timeline(live: Live) -> Non
     assert EVIL not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
 
 
-def test_a_refresh_reads_only_what_was_written_since(live: Live) -> None:
-    _get(live, f"/ui/groups/{G}")
-    started = time.monotonic()
+def test_a_refresh_reads_only_what_was_written_since(live: Live, kafka_broker) -> None:  # noqa: ANN001
+    """The page keeps the group's replayed history and the offset it reached: a reload reads the
+    records written to the partition since the page before, each once, and nothing it read before."""
+    first = _read_to(_get(live, f"/ui/groups/{G}"))
+    read_before = live.timelines.records_read(G)
+    assert first > 0 and read_before > 0  # there was a history to keep
+    # Records written meanwhile: another group's, to the same partition (the topic has one).
+    other = f"{G}-refreshed"
+    body = SetConnectorsRequest(connectors=[ConnectorTaskCount(name="refresh-sink", tasks=2)])
+    put = live.workers[0].client.call(other, "PUT", f"/v1/groups/{other}/connectors", ErrorResponse, body)
+    assert asyncio.run_coroutine_threadsafe(put, live.loop).result(timeout=60).error_code == 0
     again = _get(live, f"/ui/groups/{G}")
     assert again.status_code == 200 and "<svg" in again.text
-    assert time.monotonic() - started < 5  # the kept history, not a whole new read
+    written = _records_between(kafka_broker.client_config(), live.topic, first, _read_to(again))
+    assert written > 0, "the PUT wrote nothing"
+    assert live.timelines.records_read(G) - read_before == written
+
+
+def _read_to(page: requests.Response) -> int:
+    """The offset the page's timeline has read to (its note: `TOPIC[0] up to offset N`)."""
+    found = re.search(r"\[0\] up to offset (\d+)", page.text)
+    assert found, page.text
+    return int(found[1])
+
+
+def _records_between(kafka_config: dict, topic: str, start: int, end: int) -> int:
+    """The records (not transaction markers) of offsets [start, end) of the topic's partition, as
+    every reader of it reads them (`read_range`)."""
+    consumer = Consumer(reader_config(kafka_config, f"test-pages-{uuid.uuid4().hex[:8]}"))
+    try:
+        return sum(1 for _ in read_range(consumer, topic, 0, start, end, 60))
+    finally:
+        consumer.close()
 
 
 def test_basic_credentials_carry_the_token(live: Live) -> None:

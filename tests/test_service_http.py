@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -50,6 +51,7 @@ from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import Item, items_of
 from coordinator.core.protocol import (
     SCHEDULED_REBALANCE,
+    ErrorCode,
     HeartbeatResponse,
     InstallAssignmentRequest,
     PrepareAssignmentRequest,
@@ -62,7 +64,7 @@ from coordinator.core.state import CoordinatorState
 from coordinator.core.worker.member import Assign, ComputeAssignment, Lose, Member, Revoke
 from coordinator.service.log import load_partition
 from coordinator.service.server import CoordinatorServer
-from coordinator.tools.partitions import partition_for
+from coordinator.tools.partitions import LogError, partition_for
 from coordinator.tools.topic import topic_configs
 
 pytestmark = pytest.mark.integration
@@ -898,30 +900,49 @@ def test_deferred_work_is_reassigned_even_if_the_wall_clock_steps_back(kafka_bro
     _serve(kafka_broker, unique_topic, scenario)
 
 
-def test_describe_shows_only_what_was_acknowledged(kafka_broker, unique_topic) -> None:  # noqa: ANN001
+def test_describe_never_shows_a_write_that_then_fails(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     """runtime.py: "a response that writes nothing ... waits for [writes in flight], because it may
-    describe state they created (nothing unacknowledged is ever shown as done)". Describe is such a
-    response, but does not go through the partition's loop. With a slow commit: a PUT of
-    connectors is not acknowledged yet, and describe already shows the new connectors (and would
-    go on showing them until a reload if the commit then failed)."""
+    describe state they created (nothing unacknowledged is ever shown as done)". A PUT of connectors
+    is applied in memory at once and waits for its commit, held here until a describe has read the
+    state, B included; then the commit fails. The describe, held behind the commit, fails with it
+    (NOT_COORDINATOR, as the PUT does) and the reloaded partition shows what the log holds: A. A
+    describe answered at once would have shown B, which never became durable, whatever came after."""
 
     async def scenario(client: TestClient, server: CoordinatorServer) -> None:
         cluster = Cluster(client, G)
         await cluster.set_connectors({"A": 1})
         runtime = server.runtime_for(G)
-        write = runtime._log.write
+        committing, fail = threading.Event(), threading.Event()
 
-        def slow_write(records: list, *level: int) -> None:  # runs in a worker thread
-            time.sleep(0.5)
-            return write(records, *level)
+        def failing_write(records: list, *level: int) -> None:  # runs in the partition's I/O thread
+            committing.set()
+            fail.wait(30)
+            raise LogError("the broker went away during the commit (the test's)")
 
-        runtime._log.write = slow_write
-        put = asyncio.create_task(cluster.set_connectors({"A": 1, "B": 1}))
-        await asyncio.sleep(0.15)
-        assert not put.done(), "the PUT is still being committed"
-        shown = [c["Name"] for c in (await cluster.describe())["Connectors"]]
-        acknowledged = put.done()
-        await put
-        assert acknowledged or shown == ["A"], f"describe showed {shown} before the PUT was acknowledged"
+        runtime._log.write = failing_write  # the reload opens a new log: this one goes with the failure
+        body = msgspec.to_builtins(
+            SetConnectorsRequest(connectors=[ConnectorTaskCount("A", 1), ConnectorTaskCount("B", 1)])
+        )
+        put = asyncio.create_task(client.put(f"/v1/groups/{G}/connectors", json=body))
+        assert await asyncio.to_thread(committing.wait, 30), "the PUT never reached its commit"
+        read = asyncio.Event()
+        coordinator = runtime.coordinator
+        describe_group = coordinator.describe_group
+
+        def describe_then_say(group_id: str) -> Any:  # the partition's loop reads the state for the describe
+            read.set()
+            return describe_group(group_id)
+
+        coordinator.describe_group = describe_then_say
+        describe = asyncio.create_task(cluster.describe())
+        await read.wait()
+        fail.set()
+        shown = await describe
+        assert shown["ErrorCode"] == ErrorCode.NOT_COORDINATOR, f"describe showed {shown} of a write that failed"
+        assert (await (await put).json())["ErrorCode"] == ErrorCode.NOT_COORDINATOR
+        while (reloaded := await cluster.describe())["ErrorCode"] != NONE:
+            assert reloaded["ErrorCode"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, reloaded
+            await asyncio.sleep(0.05)
+        assert [c["Name"] for c in reloaded["Connectors"]] == ["A"]
 
     _serve(kafka_broker, unique_topic, scenario)

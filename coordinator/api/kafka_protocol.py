@@ -330,12 +330,36 @@ def decode_request(payload: bytes) -> Request:
     try:
         stream = io.BytesIO(payload)
         _LibRequestHeader.decode(stream, flexible=flexible)  # skips the header's tagged fields
-        body = request_class.decode(memoryview(payload)[stream.tell() :], version=header.api_version)
+        body = _decode_body(request_class, memoryview(payload)[stream.tell() :], header.api_version)
     except Exception as e:  # noqa: BLE001 (the library raises IndexError, ValueError, struct.error, ...)
         raise KafkaProtocolError(
             f"{header.api_name} v{header.api_version} request does not decode: {type(e).__name__}: {e}"
         ) from None
     return Request(header, body)
+
+
+def _decode_body(cls: Any, data: memoryview, version: int) -> Any:
+    """A message of `cls` at `version` from `data`, which must hold every byte its fields declare.
+
+    The library's `decode` slices strings, bytes and tagged-field values without checking that they
+    are all there, so a frame cut inside a field decoded to a shorter value (a FindCoordinator cut
+    in its key asked for group "conn" instead of "connect-cluster"); Kafka's own readers raise on
+    such a frame. Its compiled decoder (what `decode` runs) also returns where the message ended,
+    past the data when a slice came up short. A top-level tagged-field section is read through a
+    copy that cannot go past the data, so a message ending in one is decoded once more with a byte
+    appended: it ends past the data only when a tagged value lacked bytes (trailing bytes are left
+    alone, as Kafka leaves them; only the top-level section can end a message cut short silently,
+    a nested one cut short leaves no bytes for the fields after it)."""
+    flexible = cls.flexible_version_q(version)
+    decoder = cls._struct.compiled_decode_from(version, compact=flexible, tagged=flexible, data_class=cls[None])
+    body, end = decoder(data, 0)
+    if end > len(data):
+        raise ValueError(f"its fields declare {end - len(data)} bytes more than it holds")
+    if flexible and end == len(data) and (body.unknown_tags or body.tags):
+        _, padded_end = decoder(memoryview(bytes(data) + b"\x00"), 0)
+        if padded_end > len(data):
+            raise ValueError("a tagged field holds fewer bytes than it declares")
+    return body
 
 
 def request_class(api_key: int, version: int) -> Any:
@@ -408,7 +432,7 @@ def decode_response(api_key: int, version: int, payload: bytes) -> tuple[int, An
     try:
         stream = io.BytesIO(payload)
         head = _LibResponseHeader.decode(stream, flexible=flexible)
-        body = _encodable(_MESSAGES[api_key][1].decode(memoryview(payload)[stream.tell() :], version=version))
+        body = _encodable(_decode_body(_MESSAGES[api_key][1], memoryview(payload)[stream.tell() :], version))
     except Exception as e:  # noqa: BLE001 (as in decode_request)
         raise KafkaProtocolError(
             f"{NAMES.get(api_key, api_key)} v{version} response does not decode: {type(e).__name__}: {e}"
@@ -448,7 +472,7 @@ def decode_any_request(payload: bytes) -> Request:
         raise UnsupportedRequest(f"{header.api_name} v{header.api_version} cannot be read here", header)
     try:
         start = _header_end(payload, header, cls)
-        body = _encodable(cls.decode(memoryview(payload)[start:], version=header.api_version))
+        body = _encodable(_decode_body(cls, memoryview(payload)[start:], header.api_version))
     except Exception as e:  # noqa: BLE001 (as in decode_request)
         raise KafkaProtocolError(
             f"{header.api_name} v{header.api_version} request does not decode: {type(e).__name__}: {e}"

@@ -69,6 +69,7 @@ class _Timeline:
     next_offset: int = 0  # the first offset of the partition not read yet
     svg: str | None = None
     drawn_at: int = -1  # next_offset when `svg` was drawn
+    records_read: int = 0  # from the partition by all its pages together: a reload adds only what is new
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
@@ -92,6 +93,12 @@ class Timelines:
             self._groups.popitem(last=False)
         async with timeline.lock:
             return await asyncio.to_thread(self._read, timeline, group_id, partition)
+
+    def records_read(self, group_id: str) -> int:
+        """The records a group's pages have read from its partition since its history was first
+        kept (0 for a group not kept): each reload adds the records written since the one before."""
+        timeline = self._groups.get(group_id)
+        return 0 if timeline is None else timeline.records_read
 
     def _read(self, timeline: _Timeline, group_id: str, partition: int) -> tuple[str | None, str]:
         try:
@@ -121,6 +128,7 @@ class Timelines:
         self, consumer: Consumer, timeline: _Timeline, partition: int, start: int, end: int, deadline: float
     ) -> Iterator[RawRecord]:
         for record in read_partition(consumer, self.topic, partition, start, end, self.read_s):
+            timeline.records_read += 1
             yield record
             timeline.next_offset = record.offset + 1  # applied: History asks for the next one only then
             if time.monotonic() > deadline:
