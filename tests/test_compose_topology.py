@@ -45,6 +45,7 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient
 from serve_workers import GONE, Ledger, Worker, converge, items, served, wait_for
 from test_docker_files import (
@@ -83,8 +84,6 @@ from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 
 pytestmark = pytest.mark.integration
-
-yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
 
 # Broker settings that say where a node runs (addresses, paths, listener names), not how durable it is.
 WHERE_IT_RUNS = {

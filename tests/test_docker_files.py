@@ -30,8 +30,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import setuptools
+import yaml
 
 from coordinator import cli
 
@@ -242,7 +244,6 @@ def interpolate(value: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
     return interpolate(yaml.safe_load(COMPOSE.read_text()))
 
 
@@ -627,16 +628,12 @@ KUBERNETES = DOCKER / "kubernetes"
 GATEWAY_K8S = KUBERNETES / "gateway"
 
 
-def _yaml() -> Any:
-    return pytest.importorskip("yaml", reason="needs PyYAML")
-
-
 def k8s_objects(*files: Path) -> list[dict[str, Any]]:
-    return [d for f in files for d in _yaml().safe_load_all(f.read_text()) if d]
+    return [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
 
 
 def gateway_k8s() -> tuple[dict[str, Any], dict[str, Any]]:
-    kustomization = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
+    kustomization = yaml.safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
     objects = k8s_objects(*(GATEWAY_K8S / r for r in kustomization["resources"]))
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     (service,) = [o for o in objects if o["kind"] == "Service"]
@@ -644,9 +641,9 @@ def gateway_k8s() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
-    main = _yaml().safe_load((KUBERNETES / "kustomization.yaml").read_text())
+    main = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
     assert "gateway" in main["components"]
-    component = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
+    component = yaml.safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
     assert component["kind"] == "Component" and component["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
     assert sorted(component["resources"]) == sorted(
         p.name for p in GATEWAY_K8S.glob("*.yaml") if p.name != "kustomization.yaml"
@@ -657,7 +654,7 @@ def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
             [kubectl, "kustomize", str(KUBERNETES)], capture_output=True, text=True, timeout=60, check=False
         )
         assert rendered.returncode == 0, rendered.stderr
-        objects = [d for d in _yaml().safe_load_all(rendered.stdout) if d]
+        objects = [d for d in yaml.safe_load_all(rendered.stdout) if d]
         gateways = [o for o in objects if o["metadata"]["name"] == "worker-coordinator-gateway"]
         assert sorted(o["kind"] for o in gateways) == ["Deployment", "Service"]
         assert all(o["metadata"]["namespace"] == main["namespace"] for o in gateways)
@@ -667,9 +664,6 @@ def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
 
 
 def test_the_kubernetes_gateway_objects_validate() -> None:
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed"
-    )
     for o in gateway_k8s():
         kubernetes_validate.validate(o, "1.30.0", strict=True)
 
@@ -717,7 +711,7 @@ def test_the_kubernetes_gateway_ports_and_settings(monkeypatch: pytest.MonkeyPat
     assert {p["port"] for p in service["spec"]["ports"]} == set(ports.values())
     assert all(ports[p["targetPort"]] == p["port"] for p in service["spec"]["ports"])
     # Clients dial the Service's name (in the kustomization's namespace) for every port.
-    namespace = _yaml().safe_load((KUBERNETES / "kustomization.yaml").read_text())["namespace"]
+    namespace = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())["namespace"]
     assert args.advertised_host == f"{service['metadata']['name']}.{namespace}.svc"
     # --coordinator: the coordinators' Service at their Kafka listener's port.
     coordinator_service = k8s_objects(KUBERNETES / "service.yaml")[0]

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
-import shutil
 import subprocess
 import time
 import uuid
@@ -28,6 +26,7 @@ from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import Worker
 from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
 from tests.live_server import served
+from tests.support import installed
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -37,22 +36,6 @@ OTHER = "alice-group"
 EVIL = "<script>alert(1)</script>"
 OPS, ALICE = "pages-ops-token", "pages-alice-token"
 SCREENSHOT = Path(__file__).resolve().parents[1] / ".run" / "screenshots" / "group-page.png"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _why_no_chromium() -> str:
-    """`make test` installs Debian's chromium first (the Makefile's `chromium` target) wherever it can, so the
-    browser test skips only where that is impossible; the reason says which case this machine is."""
-    if os.geteuid() != 0:
-        return (
-            "Debian's chromium is not installed and `make chromium` needs root to install it (apt-get install chromium)"
-        )
-    if shutil.which("apt-get") is None:
-        return "Debian's chromium is not installed and cannot be here: no apt-get"
-    return (
-        "Debian's chromium is not installed: run `make chromium` (part of `make test`), which installs it here; "
-        "if it ran, its apt-get install failed (its line on stderr)"
-    )
 
 
 @dataclass
@@ -197,11 +180,11 @@ def test_a_group_id_with_markup_is_escaped(live: Live) -> None:
 # --- in a browser ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason=_why_no_chromium())
 def test_group_page_in_headless_chromium(live: Live) -> None:
+    chromium = installed.chromium()
     url = f"{live.url}/ui/groups/{G}"
     flags = [
-        CHROMIUM,
+        chromium,
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
