@@ -32,7 +32,6 @@ from records import (
     encode,
 )
 
-from coordinator import cli
 from coordinator.api import wire
 from coordinator.core.driver import SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
@@ -45,6 +44,7 @@ from replay.history import History
 from replay.invariants import EPOCH_WENT_BACK, HELD_TWICE, INVALID_TARGET, Invariants
 from replay.positions import Point, RawRecord, format_duration, format_time, parse_point, parse_time
 from replay.source import SourceError, dump_header, read_dump, write_dump
+from tests.support.cli import run
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +63,6 @@ def dumps(story, tmp_path_factory):  # noqa: ANN001, ANN201
             write_dump(out, story.raw(), fmt, dump_header("test", "__worker_offsets", [0]))
         files[fmt] = path
     return files
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def json_lines(text: str) -> list[dict]:

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from replay_scenarios import random_story
 from spark_cluster import free_port
-from test_spark_audit import Where, Writers, assert_every_record_once, make_topic
 
 from replay.source import read_topic
 from tests.support import installed
+from tests.support.spark_audit import Where, Writers, assert_every_record_once, make_topic
 
 pytestmark = pytest.mark.integration
 
