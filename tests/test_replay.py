@@ -828,7 +828,7 @@ def test_a_migration_keeps_each_workers_holding_whole_across_the_change_of_proto
     group, moving that work to connect records, and its leave downgrades it back, in one batch
     each. A worker never stops running what it keeps: who-owned shows one holding, not one per
     protocol, verify finds nothing, and no rebalance counts the move as work changing hands."""
-    from test_classic_views import G, cat, migrated
+    from tests.support.classic import G, cat, migrated
 
     d = StampedDriver()
     c1, c2 = migrated(d)

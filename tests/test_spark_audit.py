@@ -716,10 +716,9 @@ def test_the_views_sql_names_only_tables_and_views_before_them() -> None:
 def test_the_audit_tells_who_ran_what_in_a_classic_group(capsys, kafka_broker, unique_topic, where) -> None:  # noqa: ANN001
     """A classic group of Kafka Connect workers (type 2 records with Connect's own bytes): the
     events and ownership tables say who ran what, by Connect's rule, as `coordinator replay` does."""
-    from test_classic_views import G as CLASSIC
-    from test_classic_views import classic_log, url
-
     from coordinator.tools.partitions import partition_for
+    from tests.support.classic import G as CLASSIC
+    from tests.support.classic import classic_log, url
 
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)
