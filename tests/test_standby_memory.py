@@ -22,18 +22,8 @@ from coordinator.service.memory_log import MemoryPartitionTail, MemoryTopic
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.service.standby import Standby, standby_partitions
-from tests.test_runtime_memory import CONFIG, G, join, run, runtime, set_connectors, until
-
-
-def durable(state: CoordinatorState) -> dict[str, Any]:
-    """What records put in a state (not the volatile computations a handler adds in memory): the
-    slots of every connect group, every classic group, and the format level."""
-    slots = ("metadata", "connectors", "config", "target_metadata", "members", "targets", "currents")
-    return {
-        "groups": {g: {s: getattr(group, s) for s in slots} for g, group in state.groups.items()},
-        "classic": dict(state.classic_groups),
-        "format_level": state.format_level_record,
-    }
+from tests.support.runtime_memory import CONFIG, G, durable, join, run, runtime, set_connectors
+from tests.support.waiting import until
 
 
 class LaggingTail(MemoryPartitionTail):
