@@ -22,6 +22,7 @@ from coordinator.service.memory_log import MemoryPartitionTail, MemoryTopic
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.service.standby import Standby, standby_partitions
+from tests.support.metrics import exposed
 from tests.support.runtime_memory import CONFIG, G, durable, join, run, runtime, set_connectors
 from tests.support.waiting import until
 
@@ -226,11 +227,7 @@ def test_health_and_metrics_show_each_standby_and_a_failed_one_is_started_again(
         return orjson.loads(response.body)["Standbys"]
 
     def standby_series(server: CoordinatorServer) -> dict[str, float]:
-        return {
-            line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
-            for line in server.metrics.exposition().decode().splitlines()
-            if line.startswith("coordinator_standby_")
-        }
+        return {k: v for k, v in exposed(server.metrics.exposition()).items() if k.startswith("coordinator_standby_")}
 
     async def scenario() -> None:
         writer = PartitionRuntime({}, topic.name, 1, CONFIG, log=topic.log, linger_ms=1.0)
