@@ -48,7 +48,20 @@ import pytest
 import yaml
 from confluent_kafka.admin import AdminClient
 from serve_workers import GONE, Ledger, Worker, converge, items, served, wait_for
-from test_docker_files import (
+
+from records import TaskId
+from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
+
+from coordinator.api import kafka_protocol as kp
+from coordinator.cli import main as coordinator
+from coordinator.gateway.rules import COORDINATOR_NODE_ID, parse_address
+from coordinator.service import auth
+from coordinator.service.ownership import owner_client_id
+from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
+from coordinator.tools.devbroker import Cluster, free_port, free_port_block
+from coordinator.tools.partitions import partition_for
+from coordinator.tools.process import ServeProcess
+from tests.support.compose import (
     COMPOSE,
     DOCKER,
     OUR_ENV,
@@ -68,19 +81,6 @@ from test_docker_files import (
     stages,
     topic_init_commands,
 )
-
-from records import TaskId
-from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
-
-from coordinator.api import kafka_protocol as kp
-from coordinator.cli import main as coordinator
-from coordinator.gateway.rules import COORDINATOR_NODE_ID, parse_address
-from coordinator.service import auth
-from coordinator.service.ownership import owner_client_id
-from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
-from coordinator.tools.devbroker import Cluster, free_port, free_port_block
-from coordinator.tools.partitions import partition_for
-from coordinator.tools.process import ServeProcess
 from tests.support.kafka_listener import MEMBER_ID_REQUIRED, Client
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import json
 import re
 import shlex
 import shutil
@@ -40,47 +39,37 @@ from coordinator import cli
 # Imported, not importorskip: a missing module of ours is a failure, never a skip.
 from coordinator.service import auth
 from coordinator.tools import extras, topic
-
-ROOT = Path(__file__).resolve().parent.parent
-DOCKER = ROOT / "docker"
-DOCKERFILE = DOCKER / "Dockerfile"
-COMPOSE = DOCKER / "compose.yaml"
+from tests.support.compose import (
+    COMPOSE,
+    DOCKER,
+    OUR_ENV,
+    ROOT,
+    SINK_GROUP_NAMES,
+    brokers,
+    connect_properties,
+    connect_workers,
+    coordinator_services,
+    dockerfile,
+    environment,
+    exec_form,
+    gateway_service,
+    healthcheck_code,
+    interpolate,
+    mounted_files,
+    option,
+    run_healthcheck,
+    script,
+    serve_parser,
+    setting,
+    stages,
+    topic_init_commands,
+)
 
 # What the image may take from the build context (the repository root).
 ALLOWED_SOURCES = {"pyproject.toml", "README.md", "coordinator", "records", "replay", "spark"}
-# Environment variables of ours, as opposed to the image's own (PATH, PYTHON*).
-OUR_ENV = re.compile(r"^(COORDINATOR_\w+|KAFKA_BOOTSTRAP_SERVERS|KAFKA_CONFIG_FILE|WORKER_OFFSETS_TOPIC)$")
 
 
 # --- the Dockerfile ------------------------------------------------------------------------------
-
-
-def dockerfile() -> list[tuple[str, str]]:
-    """The Dockerfile's instructions as (INSTRUCTION, arguments), continuation lines joined."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    instructions = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            instructions.append((word.upper(), rest.strip()))
-    return instructions
-
-
-def stages() -> list[list[tuple[str, str]]]:
-    result: list[list[tuple[str, str]]] = []
-    for instruction in dockerfile():
-        if instruction[0] == "FROM":
-            result.append([])
-        if result:
-            result[-1].append(instruction)
-    return result
-
-
-def exec_form(arguments: str) -> list[str]:
-    value = json.loads(arguments)
-    assert isinstance(value, list) and all(isinstance(v, str) for v in value), arguments
-    return value
 
 
 def listed_packages() -> set[str]:
@@ -165,13 +154,6 @@ def test_the_runtime_stage_runs_coordinator_serve_as_a_user() -> None:
 # --- the health check, run against a real HTTP server ----------------------------------------------
 
 
-def healthcheck_code() -> str:
-    (arguments,) = [a for i, a in dockerfile() if i == "HEALTHCHECK"]
-    command = exec_form(arguments.partition("CMD ")[2])
-    assert command[0].endswith("python") and command[1] == "-c"
-    return command[2]
-
-
 @pytest.fixture
 def health_server() -> Iterator[tuple[int, dict[str, int]]]:
     answer = {"status": 200}
@@ -196,13 +178,6 @@ def health_server() -> Iterator[tuple[int, dict[str, int]]]:
         server.server_close()
 
 
-def run_healthcheck(listen: str) -> int:
-    env = {"COORDINATOR_LISTEN": listen, "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-c", healthcheck_code()], env=env, capture_output=True, timeout=30
-    ).returncode
-
-
 def test_the_health_check_passes_on_200_and_fails_otherwise(health_server) -> None:  # noqa: ANN001
     port, answer = health_server
     # A wildcard listen address is probed on loopback; a specific one as it is.
@@ -220,83 +195,10 @@ def test_the_health_check_fails_when_nothing_listens() -> None:
 
 # --- the compose file ------------------------------------------------------------------------------
 
-_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
-
-
-def interpolate(value: Any) -> Any:
-    """Compose's variable substitution with every variable unset: the file must work without .env."""
-    if isinstance(value, dict):
-        return {k: interpolate(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [interpolate(v) for v in value]
-    if not isinstance(value, str):
-        return value
-
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        if match.group(2) is None:
-            pytest.fail(f"{match.group(0)} in compose.yaml has no default: {value!r}")
-        return match.group(2)
-
-    return _VARIABLE.sub(substitute, value)
-
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     return interpolate(yaml.safe_load(COMPOSE.read_text()))
-
-
-def brokers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The Apache Kafka image's services that are brokers (the Connect workers run the same image)."""
-    return {
-        n: s
-        for n, s in compose["services"].items()
-        if s.get("image", "").startswith("apache/kafka:") and "KAFKA_NODE_ID" in environment(s)
-    }
-
-
-def connect_workers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The services that run Kafka Connect (connect-distributed.sh) from the Apache Kafka image."""
-    return {
-        n: s
-        for n, s in compose["services"].items()
-        if s.get("image", "").startswith("apache/kafka:") and "connect-distributed.sh" in script(s)
-    }
-
-
-def script(service: dict[str, Any]) -> str:
-    command = service.get("command") or ""
-    return "\n".join(command) if isinstance(command, list) else command
-
-
-def _our_image(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Services that run the image built from docker/Dockerfile, other than the one-shot topic-init."""
-    result = {}
-    for name, service in compose["services"].items():
-        build = service.get("build") or {}
-        if build.get("dockerfile") == "docker/Dockerfile" and name != "topic-init":
-            assert (DOCKER / build["context"]).resolve() == ROOT, "the build context must be the repository root"
-            result[name] = service
-    return result
-
-
-def coordinator_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The services that run `coordinator serve` (the image's default command)."""
-    return {n: s for n, s in _our_image(compose).items() if (s.get("command") or ["serve"])[0] == "serve"}
-
-
-def gateway_service(compose: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The one service that runs `coordinator gateway`."""
-    (gateway,) = [(n, s) for n, s in _our_image(compose).items() if (s.get("command") or ["serve"])[0] == "gateway"]
-    return gateway
-
-
-def environment(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.partition("=")[::2] for item in env)
-    return {k: str(v) for k, v in env.items()}
 
 
 def test_three_kraft_brokers_with_one_quorum(compose) -> None:  # noqa: ANN001
@@ -324,24 +226,6 @@ def test_three_kraft_brokers_with_one_quorum(compose) -> None:  # noqa: ANN001
         assert service["healthcheck"]["test"]
 
 
-def topic_init_commands(compose: dict[str, Any]) -> list[list[str]]:
-    """The `coordinator ...` command lines of topic-init's script, as argv lists."""
-    service = compose["services"]["topic-init"]
-    script = "\n".join(service["command"]) if isinstance(service["command"], list) else service["command"]
-    commands = []
-    for line in script.splitlines():
-        words = shlex.split(line)
-        while words and words[0] in ("until", "exec", "if", "then", "!"):
-            words = words[1:]
-        if words and words[0] == "coordinator":
-            commands.append(words[1:])
-    return commands
-
-
-def option(argv: list[str], name: str) -> str:
-    return argv[argv.index(name) + 1]
-
-
 def test_topic_init_creates_the_topic_compacted_with_replication_3(compose) -> None:  # noqa: ANN001
     commands = topic_init_commands(compose)
     creates = [c for c in commands if c[:2] == ["topic", "create"]]
@@ -363,11 +247,6 @@ def test_topic_init_creates_the_topic_compacted_with_replication_3(compose) -> N
     assert {n: d["condition"] for n, d in service["depends_on"].items()} == dict.fromkeys(
         brokers(compose), "service_healthy"
     )
-
-
-def setting(command: list[str], env: dict[str, str], flag: str, variable: str) -> str | None:
-    """A `serve` setting as the command line gives it, else as the environment does."""
-    return option(command, flag) if flag in command else env.get(variable)
 
 
 def test_two_coordinators_in_group_ownership(compose) -> None:  # noqa: ANN001
@@ -397,16 +276,6 @@ def test_two_coordinators_in_group_ownership(compose) -> None:  # noqa: ANN001
         assert listener.rsplit(":", 1)[1] in service.get("expose", []), name
 
 
-def mounted_files(service: dict[str, Any]) -> dict[str, Path]:
-    """Container path -> the file in docker/ bind-mounted there."""
-    mounts = {}
-    for volume in service.get("volumes", []):
-        source, target = volume.split(":")[:2]
-        if source.startswith("."):
-            mounts[target] = (DOCKER / source).resolve()
-    return mounts
-
-
 def test_tokens_and_acls_are_mounted_from_docker(compose) -> None:  # noqa: ANN001
     for name, service in coordinator_services(compose).items():
         env, mounts = environment(service), mounted_files(service)
@@ -427,12 +296,6 @@ def test_the_example_files_parse_and_agree() -> None:
 
 
 # --- what the files pass to `coordinator serve` ---------------------------------------------------
-
-
-def serve_parser() -> argparse.ArgumentParser:
-    subcommands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert "serve" in subcommands.choices, "coordinator has no serve subcommand"
-    return subcommands.choices["serve"]
 
 
 def test_every_serve_flag_and_variable_is_accepted(compose, monkeypatch) -> None:  # noqa: ANN001
@@ -484,10 +347,6 @@ def test_anonymous_may_only_read_the_connect_group(compose: dict[str, Any]) -> N
 
 # --- the gateway and the Kafka Connect workers ------------------------------------------------------
 
-# A sample of sink connectors' consumer group names (`connect-<connector name>`): they stay on the
-# brokers' own coordinator, so the gateway's --groups must match none.
-SINK_GROUP_NAMES = ["sink", "s3-sink", "jdbc", "kafka-connect-cluster", "cluster", "a", "connect", "x.y_z-1"]
-
 
 def published(service: dict[str, Any]) -> dict[int, int]:
     """Container port -> host port, for `ADDRESS:HOST:CONTAINER` entries."""
@@ -521,21 +380,6 @@ def gateway_ports(base: int, node_ids: list[int]) -> set[int]:
 
 def broker_node_ids(compose: dict[str, Any]) -> list[int]:
     return sorted(int(environment(s)["KAFKA_NODE_ID"]) for s in brokers(compose).values())
-
-
-def connect_properties(compose: dict[str, Any], name: str) -> dict[str, str]:
-    """What a Connect worker's connect-distributed.sh reads: the mounted properties file, then the
-    lines its command appends (with the service's environment substituted)."""
-    service = compose["services"][name]
-    mounts = mounted_files(service)
-    (target,) = [t for t in mounts if t.endswith(".properties")]
-    text = mounts[target].read_text()
-    assert f"cat {target}" in script(service), "the worker's properties come from the mounted file"
-    env = environment(service)
-    for echoed in re.findall(r'echo "([^"]*)"', script(service)):
-        text += "\n" + re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], echoed)
-    pairs = (line.partition("=") for line in text.splitlines() if line.strip() and not line.startswith("#"))
-    return {key.strip(): value.strip() for key, _, value in pairs}
 
 
 def test_the_gateway_command_and_its_ports(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

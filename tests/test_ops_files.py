@@ -824,7 +824,7 @@ def _config() -> dict[str, str]:
 
 
 def test_the_environment_is_what_coordinator_serve_reads(monkeypatch) -> None:  # noqa: ANN001
-    from test_docker_files import OUR_ENV, serve_parser
+    from tests.support.compose import OUR_ENV, serve_parser
 
     _, pod = _pod()
     (container,) = pod["spec"]["containers"]

@@ -785,9 +785,8 @@ def test_progress_is_silent_for_short_reads_and_draws_on_a_terminal() -> None:
 def test_the_timeline_tells_a_migration_both_ways() -> None:
     """Classic workers, a connect worker joins (upgrade), then leaves (downgrade): the timeline says
     when the group changed protocol and because of whom, and replays without a broken invariant."""
-    from test_migration import G, Mixed
-
     from coordinator.core.worker.member import Lose
+    from tests.support.migration import G, Mixed
 
     d = StampedDriver()
     d.set_connectors(G, {"A": 4, "B": 3})
