@@ -93,7 +93,7 @@ promtool:
 	dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && \
 	mkdir -p "$(dir $(PROMTOOL))" && mv usr/bin/promtool "$(PROMTOOL)"; \
 	rm -rf $$dir; \
-	[ -x "$(PROMTOOL)" ] || { echo "make promtool: Debian's prometheus package could not be fetched; the promtool test will be skipped" >&2; $(REQUIRE_ALL); }
+	[ -x "$(PROMTOOL)" ] || { echo "make promtool: Debian's prometheus package could not be fetched; the promtool test skips without it (fails under COORDINATOR_TESTS_REQUIRE_ALL)" >&2; $(REQUIRE_ALL); }
 
 # chromium, for tests/test_pages.py's headless-browser test of the group page: Debian's package, installed
 # system-wide (unlike promtool it needs dozens of shared libraries, which only apt resolves), so only as root
@@ -110,7 +110,7 @@ chromium:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends chromium >/dev/null 2>&1; }; \
 		why="apt-get install chromium failed"; fi; \
 	command -v chromium >/dev/null 2>&1 || \
-		{ echo "make chromium: Debian's chromium could not be installed ($$why); the browser test will be skipped" >&2; $(REQUIRE_ALL); }
+		{ echo "make chromium: Debian's chromium could not be installed ($$why); the browser tests skip without it (fail under COORDINATOR_TESTS_REQUIRE_ALL)" >&2; $(REQUIRE_ALL); }
 
 # postgresql, for tests/test_spark_metastore.py's shared Hive metastore: Debian's server, installed as chromium
 # is (root, apt-get, `apt-get update` only if the install fails, the dpkg lock waited for). The package starts
@@ -127,7 +127,7 @@ postgresql:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends postgresql >/dev/null 2>&1; }; \
 		why="apt-get install postgresql failed"; fi; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
-		{ echo "make postgresql: Debian's postgresql could not be installed ($$why); the metastore test will be skipped" >&2; $(REQUIRE_ALL); }
+		{ echo "make postgresql: Debian's postgresql could not be installed ($$why); the metastore test skips without it (fails under COORDINATOR_TESTS_REQUIRE_ALL)" >&2; $(REQUIRE_ALL); }
 
 # The property tests at many times their CI example counts (the stateful state-machine test most).
 test-long: install-test
