@@ -80,9 +80,14 @@ lint: install-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# CI's switch (.ci/run sets it; tests/support/require.py reads it in the tests): with COORDINATOR_TESTS_REQUIRE_ALL
+# set to anything but empty, 0, false or no, a tool below that cannot be installed ends `make` with an error
+# instead of a warning, and the tests that need it fail instead of skipping.
+REQUIRE_ALL := case "$${COORDINATOR_TESTS_REQUIRE_ALL:-}" in ""|0|false|no) ;; *) exit 1;; esac
+
 # promtool, for tests/test_ops_files.py's `promtool check rules`: Debian's prometheus package, fetched
 # with apt-get download and unpacked into ~/.cache (nothing installed system-wide, no service started).
-# Best effort: without apt the test that runs it is skipped, saying why.
+# Best effort: without apt the test that runs it is skipped, saying why (an error under CI's switch).
 PROMTOOL := $(HOME)/.cache/worker-coordinator/promtool/promtool
 promtool:
 	@if [ -x "$(PROMTOOL)" ] || command -v promtool >/dev/null 2>&1; then exit 0; fi; \
@@ -91,13 +96,13 @@ promtool:
 	dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && \
 	mkdir -p "$(dir $(PROMTOOL))" && mv usr/bin/promtool "$(PROMTOOL)"; \
 	rm -rf $$dir; \
-	[ -x "$(PROMTOOL)" ] || echo "make promtool: Debian's prometheus package could not be fetched; the promtool test will be skipped" >&2
+	[ -x "$(PROMTOOL)" ] || { echo "make promtool: Debian's prometheus package could not be fetched; the promtool test skips without it (fails under COORDINATOR_TESTS_REQUIRE_ALL)" >&2; $(REQUIRE_ALL); }
 
 # chromium, for tests/test_pages.py's headless-browser test of the group page: Debian's package, installed
 # system-wide (unlike promtool it needs dozens of shared libraries, which only apt resolves), so only as root
 # with apt-get; `apt-get update` first only if the install fails (stale or absent package lists). About 125 MB
 # of packages; it waits up to 2 min for the dpkg lock if another apt holds it. Best effort: where it cannot be
-# installed the browser test is skipped, saying why.
+# installed the browser test is skipped, saying why (an error under CI's switch).
 chromium:
 	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then why="not root"; \
@@ -108,12 +113,13 @@ chromium:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends chromium >/dev/null 2>&1; }; \
 		why="apt-get install chromium failed"; fi; \
 	command -v chromium >/dev/null 2>&1 || \
-		echo "make chromium: Debian's chromium could not be installed ($$why); the browser test will be skipped" >&2
+		{ echo "make chromium: Debian's chromium could not be installed ($$why); the browser tests skip without it (fail under COORDINATOR_TESTS_REQUIRE_ALL)" >&2; $(REQUIRE_ALL); }
 
 # postgresql, for tests/test_spark_metastore.py's shared Hive metastore: Debian's server, installed as chromium
 # is (root, apt-get, `apt-get update` only if the install fails, the dpkg lock waited for). The package starts
 # no server the tests use: they run their own, in a directory of their own, as the postgres user. About 60 MB of
-# packages. Best effort: where it cannot be installed the metastore test is skipped, saying why.
+# packages. Best effort: where it cannot be installed the metastore test is skipped, saying why (an error under CI's
+# switch).
 postgresql:
 	@if ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then exit 0; fi; \
 	if [ "$$(id -u)" != 0 ]; then why="not root"; \
@@ -124,7 +130,7 @@ postgresql:
 		{ apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq -o DPkg::Lock::Timeout=120 --no-install-recommends postgresql >/dev/null 2>&1; }; \
 		why="apt-get install postgresql failed"; fi; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || \
-		echo "make postgresql: Debian's postgresql could not be installed ($$why); the metastore test will be skipped" >&2
+		{ echo "make postgresql: Debian's postgresql could not be installed ($$why); the metastore test skips without it (fails under COORDINATOR_TESTS_REQUIRE_ALL)" >&2; $(REQUIRE_ALL); }
 
 # The property tests at many times their CI example counts (the stateful state-machine test most).
 test-long: install-test

@@ -10,7 +10,7 @@ own (`org.apache.kafka.connect.runtime.distributed`, to reach package-private me
 
 Java and Maven are prerequisites, as for the dev broker: a missing `javac`/`java`/`mvn` fails with a
 message saying so. Set `COORDINATOR_TESTS_WITHOUT_JAVA=1` to skip the tests that need them instead
-(`require()`).
+(`require()`), except under CI's switch `COORDINATOR_TESTS_REQUIRE_ALL`, where they fail.
 
 From the command line, to regenerate a golden file:
     .venv/bin/python tests/connect_java.py tests/java/ConnectProtocolGolden.java generate > out.json
@@ -53,8 +53,11 @@ def opted_out() -> bool:
 
 def require() -> None:
     """For a test that needs Java: nothing if it can run, a skip if the environment opted out of
-    Java, else a failure that says what is missing."""
+    Java (a failure under CI's switch, which ignores the opt-out: tests/support/require.py), else a failure
+    that says what is missing."""
     import pytest
+
+    from tests.support.require import require as required
 
     try:
         _jdk_tool("javac")
@@ -63,7 +66,7 @@ def require() -> None:
     except CliError as e:
         missing = str(e)
     if opted_out():
-        pytest.skip(f"{OPT_OUT} is set: {missing}")
+        required(False, f"{OPT_OUT} is set: {missing}")
     pytest.fail(
         f"{missing}\n(Java 17+ and Maven are prerequisites of the tests; set {OPT_OUT}=1 to skip the "
         "tests that compare with Kafka Connect's own code)",

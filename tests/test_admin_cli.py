@@ -20,14 +20,11 @@ import select
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import msgspec
@@ -38,78 +35,18 @@ from serve_workers import served, wait_for
 
 import records
 
-from coordinator.api import wire
 from coordinator.cli import build_parser
 from coordinator.cli import main as coordinator
-from coordinator.core.driver import Driver, SimWorker, converge
-from coordinator.core.group_coordinator import GroupCoordinator
-from coordinator.core.protocol import ErrorResponse
 from coordinator.core.views import connector_status
 from coordinator.sdk.fleet import parse_scenario
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 from tests.signals import default_sigint
-
-G = "connect-cluster"
-
-
-@contextmanager
-def serving(coordinator_of: GroupCoordinator, puts: list | None = None) -> Iterator[str]:
-    """The base URL of an endpoint answering find-coordinator (itself) and describe from
-    `coordinator_of`, and taking any PUT (appended to `puts` as (path, body))."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_PUT(self) -> None:  # connectors set, config set
-            body = orjson.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            if puts is not None:
-                puts.append((self.path, body))
-            self._answer(ErrorResponse())
-
-        def do_POST(self) -> None:  # find-coordinator
-            self._answer(wire.FindCoordinatorResponse(error_code=0, error_message=None, partition=0, url=url))
-
-        def do_GET(self) -> None:
-            description = coordinator_of.describe_group(self.path.rpartition("/")[2])
-            self._answer(description)
-
-        def _answer(self, body: wire.Body) -> None:
-            data = wire.encode(body)
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: object) -> None:
-            pass  # no access log in the test's output
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield url
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def _static_member_crashed() -> Driver:
-    """W1 and a static member S2 (instance i-2); S2 stops heartbeating and its session ends."""
-    d = Driver()
-    d.set_config(G, session_timeout_ms=10_000, heartbeat_interval_ms=1_000)
-    d.set_connectors(G, {"A": 2})
-    w1 = SimWorker(d, G, "W1")
-    converge([w1, SimWorker(d, G, "S2", instance_id="i-2")])
-    for _ in range(11):
-        d.advance(1_000)
-        w1.heartbeat()
-    assert "S2" not in d.state.groups[G].members
-    return d
+from tests.support.admin import G, serving, static_member_crashed
 
 
 def test_describe_shows_who_left_and_why_in_the_table_and_the_json(capsys: pytest.CaptureFixture) -> None:
-    d = _static_member_crashed()
+    d = static_member_crashed()
     epoch = d.state.groups[G].group_epoch
     with serving(d.coordinator) as url:
         assert coordinator(["groups", "describe", G, "--url", url]) == 0
@@ -135,7 +72,7 @@ def test_describe_tasks_speaks_the_status_endpoints_words_and_shows_the_timeouts
     """Issue 29 item 6: one vocabulary for where a task is. The coordinator knows what it assigned,
     never that a task runs: describe --tasks (table and JSON) says what the status endpoint
     (views.connector_status) says, item by item. The default view shows the group's timeouts."""
-    d = _static_member_crashed()  # W1 holds A and A-0; S2's A-1 is deferred until the scheduled rebalance
+    d = static_member_crashed()  # W1 holds A and A-0; S2's A-1 is deferred until the scheduled rebalance
     status = connector_status(d.state, d.coordinator.config, G, "A")
     want = {("A", None): status.connector, **{("A", n): s for n, s in status.tasks}}
     with serving(d.coordinator) as url:
@@ -171,7 +108,7 @@ def test_describe_tasks_speaks_the_status_endpoints_words_and_shows_the_timeouts
 def test_deferred_work_without_a_rebalance_time_is_said_plainly(capsys: pytest.CaptureFixture) -> None:
     """Deferred with no time set (the scheduled rebalance has run; the status endpoint says null):
     it waits for the next target assignment, and describe says so rather than "a time not yet set"."""
-    d = _static_member_crashed()
+    d = static_member_crashed()
 
     class NoTime:
         def describe_group(self, group_id: str):  # noqa: ANN201
@@ -193,7 +130,7 @@ def test_deferred_work_without_a_rebalance_time_is_said_plainly(capsys: pytest.C
 
 def test_connectors_set_and_config_set_say_what_they_set(capsys: pytest.CaptureFixture) -> None:
     puts: list = []
-    with serving(_static_member_crashed().coordinator, puts) as url:
+    with serving(static_member_crashed().coordinator, puts) as url:
         assert coordinator(["connectors", "set", G, "A=2", "B=1", "--url", url]) == 0
         assert capsys.readouterr().out == f"group {G}: connectors set to A (2 tasks), B (1 task)\n"
         assert coordinator(["connectors", "set", G, "--url", url]) == 0
@@ -215,7 +152,7 @@ def test_connectors_set_and_config_set_say_what_they_set(capsys: pytest.CaptureF
 
 
 def test_describe_says_nothing_of_departures_when_the_last_change_removed_nobody(capsys: pytest.CaptureFixture) -> None:
-    d = _static_member_crashed()
+    d = static_member_crashed()
     d.set_connectors(G, {"A": 3})  # a new epoch, written by a change that removed nobody
     with serving(d.coordinator) as url:
         assert coordinator(["groups", "describe", G, "--url", url]) == 0

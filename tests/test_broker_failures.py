@@ -48,6 +48,7 @@ from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.tools.devbroker import Cluster
 from coordinator.tools.partitions import batches_to_end
 from coordinator.tools.process import ServeProcess
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -451,7 +452,7 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
                 with pytest.raises(NotServing) as refused:
                     await runtime.call(set_connectors(connectors("during")))
                 assert refused.value.code == ErrorCode.NOT_COORDINATOR  # not acknowledged; maybe written
-                await _until(lambda: "cannot be loaded now" in caplog.text, RECOVERY_S, "a failed load attempt")
+                await until(lambda: "cannot be loaded now" in caplog.text, RECOVERY_S, "a failed load attempt")
                 assert runtime.status is Status.LOADING
                 with pytest.raises(NotServing) as refused:
                     await runtime.call(set_connectors(connectors("during")))
@@ -459,7 +460,7 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
             finally:
                 # Together: each start waits until the cluster lists every node.
                 await asyncio.gather(*(asyncio.to_thread(cluster.start_node, node, 120) for node in down))
-            await _until(lambda: runtime.status is Status.ACTIVE, RECOVERY_S, "the partition to serve again")
+            await until(lambda: runtime.status is Status.ACTIVE, RECOVERY_S, "the partition to serve again")
             described = await runtime.query(lambda c: c.describe_group(group))
             assert [c.name for c in described.connectors] in (["before"], ["during"]), described.connectors
             assert (await runtime.call(set_connectors(connectors("after")))).error_code == ErrorCode.NONE
@@ -485,10 +486,3 @@ def test_majority_of_brokers_down_then_back(kafka_cluster3, unique_topic, caplog
             if node.pid() is None:
                 cluster.start_node(node.id, timeout=120)
         wait_in_sync(admin, unique_topic)
-
-
-async def _until(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out after {timeout:g} s waiting for {what}"
-        await asyncio.sleep(0.1)

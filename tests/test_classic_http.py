@@ -13,7 +13,6 @@ from pathlib import Path
 import orjson
 import pytest
 from aiohttp.test_utils import TestServer
-from test_worker_sdk import G, Recorder, _check_history, _connectors, _everything, _until
 
 from records import ConnectorsAndTasks
 from records.connect_protocol import (
@@ -42,6 +41,8 @@ from coordinator.sdk.worker import Worker
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.process import ServeProcess
+from tests.support.waiting import until
+from tests.support.worker_sdk import G, Recorder, check_history, everything, set_connectors
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -121,12 +122,12 @@ def _scenario(broker, topic: str, body) -> None:
 def test_classic_workers_share_the_work_and_a_failover_needs_no_rejoin(kafka_broker, unique_topic) -> None:
     async def body(client: CoordinatorClient, coordinators: Coordinators) -> None:
         events: list = []
-        await _connectors(client, A=4, B=3)
-        expected = _everything(A=4, B=3)
+        await set_connectors(client, A=4, B=3)
+        expected = everything(A=4, B=3)
         workers = [_worker(client, f"w{i}", events) for i in (1, 2, 3)]
         for w in workers:
             await w.start()
-        await _until(lambda: _converged(workers, expected), timeout=30)
+        await until(lambda: _converged(workers, expected), timeout=30)
         group = coordinators.group()
         assert group.state == "Stable" and group.protocol == "sessioned"
         assert {w.member_id for w in workers} == set(group.members)
@@ -145,10 +146,10 @@ def test_classic_workers_share_the_work_and_a_failover_needs_no_rejoin(kafka_bro
         # A fourth worker: the leader hands it a share in two rounds, revoking first.
         workers.append(_worker(client, "w4", events))
         await workers[-1].start()
-        await _until(lambda: _converged(workers, expected) and bool(workers[-1].owned), timeout=30)
+        await until(lambda: _converged(workers, expected) and bool(workers[-1].owned), timeout=30)
         for w in workers:
             await w.stop()
-        _check_history(events)
+        check_history(events)
 
     _scenario(kafka_broker, unique_topic, body)
 
@@ -301,11 +302,11 @@ def test_a_member_sending_a_real_connect_workers_bytes_joins_beside_our_classic_
 
     async def body(client: CoordinatorClient, coordinators: Coordinators) -> None:
         events: list = []
-        await _connectors(client, A=4, B=3)
-        expected = _everything(A=4, B=3)
+        await set_connectors(client, A=4, B=3)
+        expected = everything(A=4, B=3)
         ours = _worker(client, "w1", events, connect_protocol=offered[0])
         await ours.start()
-        await _until(lambda: _converged([ours], expected), timeout=30)
+        await until(lambda: _converged([ours], expected), timeout=30)
         real = ConnectBytesMember(client, offered)
         await real.join()
         await real.run_until(
@@ -358,13 +359,13 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
     async def scenario() -> None:
         events: list = []
         async with CoordinatorClient(first.url, retry_for_s=30) as client:
-            await _connectors(client, A=4, B=4)
-            expected = _everything(A=4, B=4)
+            await set_connectors(client, A=4, B=4)
+            expected = everything(A=4, B=4)
             names = ["w1", "w2", "w3", "w4"]
             workers = {n: _worker(client, n, events) for n in names}
             for w in workers.values():
                 await w.start()
-            await _until(lambda: _converged(list(workers.values()), expected), timeout=30)
+            await until(lambda: _converged(list(workers.values()), expected), timeout=30)
 
             async def switch(name: str, protocol: str) -> None:
                 await workers[name].stop()
@@ -381,7 +382,7 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
                         **options,
                     )
                 await workers[name].start()
-                await _until(lambda: _converged(list(workers.values()), expected), timeout=40)
+                await until(lambda: _converged(list(workers.values()), expected), timeout=40)
 
             for phase in ("connect", "classic"):
                 for i, name in enumerate(names):
@@ -392,7 +393,7 @@ def test_rolling_upgrade_and_downgrade_with_the_coordinator_killed_in_each(
                 assert group.group_type == phase and {m.protocol for m in group.members} == {phase}
             for w in workers.values():
                 await w.stop()
-        _check_history(events)
+        check_history(events)
 
     try:
         asyncio.run(asyncio.wait_for(scenario(), 240))

@@ -45,9 +45,23 @@ from typing import Any
 
 import orjson
 import pytest
+import yaml
 from confluent_kafka.admin import AdminClient
 from serve_workers import GONE, Ledger, Worker, converge, items, served, wait_for
-from test_docker_files import (
+
+from records import TaskId
+from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
+
+from coordinator.api import kafka_protocol as kp
+from coordinator.cli import main as coordinator
+from coordinator.gateway.rules import COORDINATOR_NODE_ID, parse_address
+from coordinator.service import auth
+from coordinator.service.ownership import owner_client_id
+from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
+from coordinator.tools.devbroker import Cluster, free_port, free_port_block
+from coordinator.tools.partitions import partition_for
+from coordinator.tools.process import ServeProcess
+from tests.support.compose import (
     COMPOSE,
     DOCKER,
     OUR_ENV,
@@ -67,24 +81,9 @@ from test_docker_files import (
     stages,
     topic_init_commands,
 )
-from test_gateway import MEMBER_ID_REQUIRED, Client, _free_base
-
-from records import TaskId
-from records.connect_protocol import SESSIONED, WorkerMetadata, encode_metadata
-
-from coordinator.api import kafka_protocol as kp
-from coordinator.cli import main as coordinator
-from coordinator.gateway.rules import COORDINATOR_NODE_ID, parse_address
-from coordinator.service import auth
-from coordinator.service.ownership import owner_client_id
-from coordinator.tools.connect_worker import ConnectWorker, http, source_connector, until
-from coordinator.tools.devbroker import Cluster, free_port
-from coordinator.tools.partitions import partition_for
-from coordinator.tools.process import ServeProcess
+from tests.support.kafka_listener import MEMBER_ID_REQUIRED, Client
 
 pytestmark = pytest.mark.integration
-
-yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
 
 # Broker settings that say where a node runs (addresses, paths, listener names), not how durable it is.
 WHERE_IT_RUNS = {
@@ -195,7 +194,7 @@ class Deployment:
         port, the host its answers name and the coordinators' Kafka listeners adapted."""
         _, service = gateway_service(self.compose)
         command = service["command"]
-        self.gateway_port = _free_base()
+        self.gateway_port = free_port_block(12)  # the gateway's bootstrap port, then its coordinator and broker ports
         coordinators = dict(
             zip(
                 [option(s["command"], "--kafka-advertised") for s in coordinator_services(self.compose).values()],

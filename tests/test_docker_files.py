@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import http.server
-import json
 import re
 import shlex
 import shutil
@@ -30,55 +29,47 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import setuptools
+import yaml
 
 from coordinator import cli
 
 # Imported, not importorskip: a missing module of ours is a failure, never a skip.
 from coordinator.service import auth
 from coordinator.tools import extras, topic
-
-ROOT = Path(__file__).resolve().parent.parent
-DOCKER = ROOT / "docker"
-DOCKERFILE = DOCKER / "Dockerfile"
-COMPOSE = DOCKER / "compose.yaml"
+from tests.support.compose import (
+    COMPOSE,
+    DOCKER,
+    OUR_ENV,
+    ROOT,
+    SINK_GROUP_NAMES,
+    brokers,
+    connect_properties,
+    connect_workers,
+    coordinator_services,
+    dockerfile,
+    environment,
+    exec_form,
+    gateway_service,
+    healthcheck_code,
+    interpolate,
+    mounted_files,
+    option,
+    run_healthcheck,
+    script,
+    serve_parser,
+    setting,
+    stages,
+    topic_init_commands,
+)
 
 # What the image may take from the build context (the repository root).
 ALLOWED_SOURCES = {"pyproject.toml", "README.md", "coordinator", "records", "replay", "spark"}
-# Environment variables of ours, as opposed to the image's own (PATH, PYTHON*).
-OUR_ENV = re.compile(r"^(COORDINATOR_\w+|KAFKA_BOOTSTRAP_SERVERS|KAFKA_CONFIG_FILE|WORKER_OFFSETS_TOPIC)$")
 
 
 # --- the Dockerfile ------------------------------------------------------------------------------
-
-
-def dockerfile() -> list[tuple[str, str]]:
-    """The Dockerfile's instructions as (INSTRUCTION, arguments), continuation lines joined."""
-    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text())
-    instructions = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            word, _, rest = line.partition(" ")
-            instructions.append((word.upper(), rest.strip()))
-    return instructions
-
-
-def stages() -> list[list[tuple[str, str]]]:
-    result: list[list[tuple[str, str]]] = []
-    for instruction in dockerfile():
-        if instruction[0] == "FROM":
-            result.append([])
-        if result:
-            result[-1].append(instruction)
-    return result
-
-
-def exec_form(arguments: str) -> list[str]:
-    value = json.loads(arguments)
-    assert isinstance(value, list) and all(isinstance(v, str) for v in value), arguments
-    return value
 
 
 def listed_packages() -> set[str]:
@@ -163,13 +154,6 @@ def test_the_runtime_stage_runs_coordinator_serve_as_a_user() -> None:
 # --- the health check, run against a real HTTP server ----------------------------------------------
 
 
-def healthcheck_code() -> str:
-    (arguments,) = [a for i, a in dockerfile() if i == "HEALTHCHECK"]
-    command = exec_form(arguments.partition("CMD ")[2])
-    assert command[0].endswith("python") and command[1] == "-c"
-    return command[2]
-
-
 @pytest.fixture
 def health_server() -> Iterator[tuple[int, dict[str, int]]]:
     answer = {"status": 200}
@@ -194,13 +178,6 @@ def health_server() -> Iterator[tuple[int, dict[str, int]]]:
         server.server_close()
 
 
-def run_healthcheck(listen: str) -> int:
-    env = {"COORDINATOR_LISTEN": listen, "PATH": "/usr/bin:/bin"}
-    return subprocess.run(
-        [sys.executable, "-c", healthcheck_code()], env=env, capture_output=True, timeout=30
-    ).returncode
-
-
 def test_the_health_check_passes_on_200_and_fails_otherwise(health_server) -> None:  # noqa: ANN001
     port, answer = health_server
     # A wildcard listen address is probed on loopback; a specific one as it is.
@@ -218,84 +195,10 @@ def test_the_health_check_fails_when_nothing_listens() -> None:
 
 # --- the compose file ------------------------------------------------------------------------------
 
-_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_]\w*)(?::?-([^}]*))?\}|\$([A-Za-z_]\w*)")
-
-
-def interpolate(value: Any) -> Any:
-    """Compose's variable substitution with every variable unset: the file must work without .env."""
-    if isinstance(value, dict):
-        return {k: interpolate(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [interpolate(v) for v in value]
-    if not isinstance(value, str):
-        return value
-
-    def substitute(match: re.Match[str]) -> str:
-        if match.group(0) == "$$":
-            return "$"
-        if match.group(2) is None:
-            pytest.fail(f"{match.group(0)} in compose.yaml has no default: {value!r}")
-        return match.group(2)
-
-    return _VARIABLE.sub(substitute, value)
-
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    yaml = pytest.importorskip("yaml", reason="needs PyYAML to parse compose.yaml")
     return interpolate(yaml.safe_load(COMPOSE.read_text()))
-
-
-def brokers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The Apache Kafka image's services that are brokers (the Connect workers run the same image)."""
-    return {
-        n: s
-        for n, s in compose["services"].items()
-        if s.get("image", "").startswith("apache/kafka:") and "KAFKA_NODE_ID" in environment(s)
-    }
-
-
-def connect_workers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The services that run Kafka Connect (connect-distributed.sh) from the Apache Kafka image."""
-    return {
-        n: s
-        for n, s in compose["services"].items()
-        if s.get("image", "").startswith("apache/kafka:") and "connect-distributed.sh" in script(s)
-    }
-
-
-def script(service: dict[str, Any]) -> str:
-    command = service.get("command") or ""
-    return "\n".join(command) if isinstance(command, list) else command
-
-
-def _our_image(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Services that run the image built from docker/Dockerfile, other than the one-shot topic-init."""
-    result = {}
-    for name, service in compose["services"].items():
-        build = service.get("build") or {}
-        if build.get("dockerfile") == "docker/Dockerfile" and name != "topic-init":
-            assert (DOCKER / build["context"]).resolve() == ROOT, "the build context must be the repository root"
-            result[name] = service
-    return result
-
-
-def coordinator_services(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The services that run `coordinator serve` (the image's default command)."""
-    return {n: s for n, s in _our_image(compose).items() if (s.get("command") or ["serve"])[0] == "serve"}
-
-
-def gateway_service(compose: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """The one service that runs `coordinator gateway`."""
-    (gateway,) = [(n, s) for n, s in _our_image(compose).items() if (s.get("command") or ["serve"])[0] == "gateway"]
-    return gateway
-
-
-def environment(service: dict[str, Any]) -> dict[str, str]:
-    env = service.get("environment") or {}
-    if isinstance(env, list):
-        env = dict(item.partition("=")[::2] for item in env)
-    return {k: str(v) for k, v in env.items()}
 
 
 def test_three_kraft_brokers_with_one_quorum(compose) -> None:  # noqa: ANN001
@@ -323,24 +226,6 @@ def test_three_kraft_brokers_with_one_quorum(compose) -> None:  # noqa: ANN001
         assert service["healthcheck"]["test"]
 
 
-def topic_init_commands(compose: dict[str, Any]) -> list[list[str]]:
-    """The `coordinator ...` command lines of topic-init's script, as argv lists."""
-    service = compose["services"]["topic-init"]
-    script = "\n".join(service["command"]) if isinstance(service["command"], list) else service["command"]
-    commands = []
-    for line in script.splitlines():
-        words = shlex.split(line)
-        while words and words[0] in ("until", "exec", "if", "then", "!"):
-            words = words[1:]
-        if words and words[0] == "coordinator":
-            commands.append(words[1:])
-    return commands
-
-
-def option(argv: list[str], name: str) -> str:
-    return argv[argv.index(name) + 1]
-
-
 def test_topic_init_creates_the_topic_compacted_with_replication_3(compose) -> None:  # noqa: ANN001
     commands = topic_init_commands(compose)
     creates = [c for c in commands if c[:2] == ["topic", "create"]]
@@ -362,11 +247,6 @@ def test_topic_init_creates_the_topic_compacted_with_replication_3(compose) -> N
     assert {n: d["condition"] for n, d in service["depends_on"].items()} == dict.fromkeys(
         brokers(compose), "service_healthy"
     )
-
-
-def setting(command: list[str], env: dict[str, str], flag: str, variable: str) -> str | None:
-    """A `serve` setting as the command line gives it, else as the environment does."""
-    return option(command, flag) if flag in command else env.get(variable)
 
 
 def test_two_coordinators_in_group_ownership(compose) -> None:  # noqa: ANN001
@@ -396,16 +276,6 @@ def test_two_coordinators_in_group_ownership(compose) -> None:  # noqa: ANN001
         assert listener.rsplit(":", 1)[1] in service.get("expose", []), name
 
 
-def mounted_files(service: dict[str, Any]) -> dict[str, Path]:
-    """Container path -> the file in docker/ bind-mounted there."""
-    mounts = {}
-    for volume in service.get("volumes", []):
-        source, target = volume.split(":")[:2]
-        if source.startswith("."):
-            mounts[target] = (DOCKER / source).resolve()
-    return mounts
-
-
 def test_tokens_and_acls_are_mounted_from_docker(compose) -> None:  # noqa: ANN001
     for name, service in coordinator_services(compose).items():
         env, mounts = environment(service), mounted_files(service)
@@ -426,12 +296,6 @@ def test_the_example_files_parse_and_agree() -> None:
 
 
 # --- what the files pass to `coordinator serve` ---------------------------------------------------
-
-
-def serve_parser() -> argparse.ArgumentParser:
-    subcommands = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    assert "serve" in subcommands.choices, "coordinator has no serve subcommand"
-    return subcommands.choices["serve"]
 
 
 def test_every_serve_flag_and_variable_is_accepted(compose, monkeypatch) -> None:  # noqa: ANN001
@@ -483,10 +347,6 @@ def test_anonymous_may_only_read_the_connect_group(compose: dict[str, Any]) -> N
 
 # --- the gateway and the Kafka Connect workers ------------------------------------------------------
 
-# A sample of sink connectors' consumer group names (`connect-<connector name>`): they stay on the
-# brokers' own coordinator, so the gateway's --groups must match none.
-SINK_GROUP_NAMES = ["sink", "s3-sink", "jdbc", "kafka-connect-cluster", "cluster", "a", "connect", "x.y_z-1"]
-
 
 def published(service: dict[str, Any]) -> dict[int, int]:
     """Container port -> host port, for `ADDRESS:HOST:CONTAINER` entries."""
@@ -520,21 +380,6 @@ def gateway_ports(base: int, node_ids: list[int]) -> set[int]:
 
 def broker_node_ids(compose: dict[str, Any]) -> list[int]:
     return sorted(int(environment(s)["KAFKA_NODE_ID"]) for s in brokers(compose).values())
-
-
-def connect_properties(compose: dict[str, Any], name: str) -> dict[str, str]:
-    """What a Connect worker's connect-distributed.sh reads: the mounted properties file, then the
-    lines its command appends (with the service's environment substituted)."""
-    service = compose["services"][name]
-    mounts = mounted_files(service)
-    (target,) = [t for t in mounts if t.endswith(".properties")]
-    text = mounts[target].read_text()
-    assert f"cat {target}" in script(service), "the worker's properties come from the mounted file"
-    env = environment(service)
-    for echoed in re.findall(r'echo "([^"]*)"', script(service)):
-        text += "\n" + re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], echoed)
-    pairs = (line.partition("=") for line in text.splitlines() if line.strip() and not line.startswith("#"))
-    return {key.strip(): value.strip() for key, _, value in pairs}
 
 
 def test_the_gateway_command_and_its_ports(compose: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -627,16 +472,12 @@ KUBERNETES = DOCKER / "kubernetes"
 GATEWAY_K8S = KUBERNETES / "gateway"
 
 
-def _yaml() -> Any:
-    return pytest.importorskip("yaml", reason="needs PyYAML")
-
-
 def k8s_objects(*files: Path) -> list[dict[str, Any]]:
-    return [d for f in files for d in _yaml().safe_load_all(f.read_text()) if d]
+    return [d for f in files for d in yaml.safe_load_all(f.read_text()) if d]
 
 
 def gateway_k8s() -> tuple[dict[str, Any], dict[str, Any]]:
-    kustomization = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
+    kustomization = yaml.safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
     objects = k8s_objects(*(GATEWAY_K8S / r for r in kustomization["resources"]))
     (deployment,) = [o for o in objects if o["kind"] == "Deployment"]
     (service,) = [o for o in objects if o["kind"] == "Service"]
@@ -644,9 +485,9 @@ def gateway_k8s() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
-    main = _yaml().safe_load((KUBERNETES / "kustomization.yaml").read_text())
+    main = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())
     assert "gateway" in main["components"]
-    component = _yaml().safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
+    component = yaml.safe_load((GATEWAY_K8S / "kustomization.yaml").read_text())
     assert component["kind"] == "Component" and component["apiVersion"] == "kustomize.config.k8s.io/v1alpha1"
     assert sorted(component["resources"]) == sorted(
         p.name for p in GATEWAY_K8S.glob("*.yaml") if p.name != "kustomization.yaml"
@@ -657,7 +498,7 @@ def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
             [kubectl, "kustomize", str(KUBERNETES)], capture_output=True, text=True, timeout=60, check=False
         )
         assert rendered.returncode == 0, rendered.stderr
-        objects = [d for d in _yaml().safe_load_all(rendered.stdout) if d]
+        objects = [d for d in yaml.safe_load_all(rendered.stdout) if d]
         gateways = [o for o in objects if o["metadata"]["name"] == "worker-coordinator-gateway"]
         assert sorted(o["kind"] for o in gateways) == ["Deployment", "Service"]
         assert all(o["metadata"]["namespace"] == main["namespace"] for o in gateways)
@@ -667,9 +508,6 @@ def test_the_gateway_is_a_component_of_the_kubernetes_deployment() -> None:
 
 
 def test_the_kubernetes_gateway_objects_validate() -> None:
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed"
-    )
     for o in gateway_k8s():
         kubernetes_validate.validate(o, "1.30.0", strict=True)
 
@@ -717,7 +555,7 @@ def test_the_kubernetes_gateway_ports_and_settings(monkeypatch: pytest.MonkeyPat
     assert {p["port"] for p in service["spec"]["ports"]} == set(ports.values())
     assert all(ports[p["targetPort"]] == p["port"] for p in service["spec"]["ports"])
     # Clients dial the Service's name (in the kustomization's namespace) for every port.
-    namespace = _yaml().safe_load((KUBERNETES / "kustomization.yaml").read_text())["namespace"]
+    namespace = yaml.safe_load((KUBERNETES / "kustomization.yaml").read_text())["namespace"]
     assert args.advertised_host == f"{service['metadata']['name']}.{namespace}.svc"
     # --coordinator: the coordinators' Service at their Kafka listener's port.
     coordinator_service = k8s_objects(KUBERNETES / "service.yaml")[0]

@@ -32,7 +32,7 @@ from coordinator.core.protocol import ErrorCode, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.service.metrics import Metrics
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
-from tests.test_runtime_kafka import _topic
+from tests.topics import create_topic
 
 LEVEL = Record(FormatLevelKey(FormatLevelKey.PARTITION), FormatLevelValue(1))
 
@@ -96,7 +96,7 @@ def test_a_partition_at_an_unreadable_level_is_refused_not_misread(kafka_broker,
     """A rollback after the level was raised: the older release finds a level it does not read.
     It serves nothing of the partition (no group from it, a clear answer), says why in /health's
     status and the metric, and does not load it again and again."""
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     config = {"bootstrap.servers": kafka_broker.bootstrap_servers}
 
     async def story() -> None:
@@ -208,7 +208,6 @@ def test_upgrade_format_is_refused_while_a_partition_has_no_instance(kafka_broke
     import sys
 
     from coordinator.tools.process import ServeProcess
-    from tests.topics import create_topic
 
     create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
     server = ServeProcess(

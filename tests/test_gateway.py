@@ -29,25 +29,21 @@ from coordinator.gateway.rules import ALLOWED, COORDINATOR_NODE_ID, parse_addres
 from coordinator.tools.devbroker import free_port, free_port_block
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
+from tests.support.kafka_listener import MEMBER_ID_REQUIRED, Client
+from tests.support.metrics import exposed
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 2
 OURS = r"cluster-[a-z0-9]+"
-MEMBER_ID_REQUIRED = 79
-
-
-def _free_base() -> int:
-    """A port P with P .. P+11 free (the bootstrap, coordinator and broker ports follow it)."""
-    return free_port_block(12)
 
 
 class RunningGateway:
     """A Gateway on a loop of its own in a thread (the confluent-kafka clients are blocking)."""
 
     def __init__(self, bootstrap: str, coordinators: list[tuple[str, int]]) -> None:
-        self.port = _free_base()
+        self.port = free_port_block(12)
         self.config = GatewayConfig(
             bootstrap=[parse_address(a) for a in bootstrap.split(",")],
             listen=("127.0.0.1", self.port),
@@ -71,32 +67,6 @@ class RunningGateway:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-
-class Client:
-    """One Kafka connection speaking frames built with kafka_protocol."""
-
-    def __init__(self, address: tuple[str, int], client_id: str) -> None:
-        self.address, self.client_id, self.correlation = address, client_id, 0
-
-    async def __aenter__(self) -> Self:
-        self.reader, self.writer = await asyncio.open_connection(*self.address)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.writer.close()
-
-    async def call(self, api_key: int, version: int, **fields: Any) -> Any:
-        self.correlation += 1
-        body = kp.request_class(api_key, version)(**fields)
-        self.writer.write(kp.encode_request(body, version, self.correlation, self.client_id))
-        size = kp.frame_length(await asyncio.wait_for(self.reader.readexactly(4), 30))
-        got, answer = kp.decode_response(api_key, version, await self.reader.readexactly(size))
-        assert got == self.correlation
-        return answer
-
-    async def closed(self, timeout: float = 10.0) -> bool:
-        return await asyncio.wait_for(self.reader.read(), timeout) == b""
 
 
 @pytest.fixture
@@ -243,18 +213,9 @@ def test_bad_frames_close_only_their_connection(gateway):
 
     asyncio.run(run())
     assert gateway.gateway.bad_input >= 6
-    samples = _samples(gateway.gateway.metrics.exposition())
+    samples = exposed(gateway.gateway.metrics.exposition())
     assert samples['coordinator_gateway_closed_connections_total{reason="bad-input"}'] >= 6
     assert samples['coordinator_gateway_connections{port="bootstrap"}'] == 0  # every one closed and counted down
-
-
-def _samples(exposition: bytes) -> dict[str, float]:
-    out = {}
-    for line in exposition.decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listener(kafka_broker, unique_topic, tmp_path):
@@ -411,7 +372,7 @@ def test_a_classic_round_over_the_gateway_reaches_the_coordinators_kafka_listene
             asyncio.run(asyncio.wait_for(run(), 90))
             # The gateway's metrics: where the requests went, our coordinator's failure codes (the
             # offsets' INVALID_REQUEST; MEMBER_ID_REQUIRED is a step, not counted), the closed connection
-            samples = _samples(gw.gateway.metrics.exposition())
+            samples = exposed(gw.gateway.metrics.exposition())
             assert samples['coordinator_gateway_requests_total{api="JoinGroup",upstream="coordinator"}'] == 2
             assert (
                 samples['coordinator_gateway_requests_total{api="Heartbeat",upstream="coordinator"}'] == 2
@@ -434,7 +395,7 @@ def test_the_gateway_command(kafka_broker, tmp_path):
 
     from confluent_kafka.admin import AdminClient
 
-    port = _free_base()
+    port = free_port_block(12)
     log = (tmp_path / "gateway.log").open("wb")
     process = subprocess.Popen(
         [

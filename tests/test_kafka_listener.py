@@ -16,95 +16,39 @@ import struct
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 import connect_fatal
 import pytest
 from serve_workers import served, wait_for
 
 from records import ConnectorTaskCount
-from records.connect_protocol import SESSIONED, WorkerAssignment, WorkerMetadata, encode_assignment, encode_metadata
+from records.connect_protocol import SESSIONED, WorkerAssignment, encode_assignment
 from records.model import ConnectorsAndTasks, TaskId
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.api import openapi
 from coordinator.cli import main as coordinator
-from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.protocol import SetConnectorsRequest
-from coordinator.service.auth import Authorizer
 from coordinator.service.kafka_listener import _HANDLERS, KafkaListener, node_id
 from coordinator.service.ownership import Owner, owner_client_id, parse_owner
-from coordinator.service.runtime import PartitionRuntime, Status
+from coordinator.service.runtime import PartitionRuntime
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
+from tests.support.kafka_listener import MEMBER_ID_REQUIRED, PARTITIONS, Client, Coordinator, G, protocols
+from tests.support.metrics import exposed
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 2
-G = next(f"connect-cluster-{i}" for i in range(100) if partition_for(f"connect-cluster-{i}", PARTITIONS) == 0)
 NOBODY = next(f"nobody-{i}" for i in range(100) if partition_for(f"nobody-{i}", PARTITIONS) == 0)
 HTTP_GROUP = next(f"http-{i}" for i in range(100) if partition_for(f"http-{i}", PARTITIONS) == 0)
 ELSEWHERE = next(f"other-{i}" for i in range(100) if partition_for(f"other-{i}", PARTITIONS) == 1)
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
-MEMBER_ID_REQUIRED = 79
 GOLDEN = Path(__file__).resolve().parent / "golden" / "kafka_frames.json"
-
-
-class Client:
-    """One Kafka connection: requests framed with kafka_protocol, answers read in order."""
-
-    def __init__(self, address: tuple[str, int], client_id: str) -> None:
-        self.address, self.client_id = address, client_id
-        self.correlation = 0
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
-
-    async def __aenter__(self) -> Self:
-        self.reader, self.writer = await asyncio.open_connection(*self.address)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.writer.close()
-
-    def send(self, api_key: int, version: int, **fields: Any) -> tuple[int, int, int]:
-        self.correlation += 1
-        body = kp.request_class(api_key, version)(**fields)
-        self.writer.write(kp.encode_request(body, version, self.correlation, self.client_id))
-        return api_key, version, self.correlation
-
-    async def receive(self, sent: tuple[int, int, int]) -> Any:
-        api_key, version, correlation = sent
-        size = kp.frame_length(await self.reader.readexactly(4))
-        got, body = kp.decode_response(api_key, version, await self.reader.readexactly(size))
-        assert got == correlation
-        return body
-
-    async def call(self, api_key: int, version: int, **fields: Any) -> Any:
-        return await self.receive(self.send(api_key, version, **fields))
-
-    async def closed(self, timeout: float = 5.0) -> bool:
-        """Whether the server closed this connection (EOF) without answering."""
-        return await asyncio.wait_for(self.reader.read(), timeout) == b""
-
-
-def _samples(server: CoordinatorServer) -> dict[str, float]:
-    out = {}
-    for line in server.metrics.exposition().decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
-def protocols(url: str) -> list[Any]:
-    cls = kp.request_class(kp.JOIN_GROUP, 9)
-    return [
-        cls.JoinGroupRequestProtocol(name=SESSIONED, metadata=encode_metadata(WorkerMetadata(url, 7, None), SESSIONED))
-    ]
 
 
 async def join(client: Client, member_id: str, url: str) -> Any:
@@ -149,42 +93,6 @@ async def heartbeat(client: Client, member_id: str, generation: int, version: in
     return answer
 
 
-class Coordinator:
-    """A coordinator of partition 0 with its Kafka listener, in this process; `authorizer` and the
-    listener's options (ssl, gateway_principals) for the security tests."""
-
-    def __init__(self, broker: Any, topic: str, authorizer: Authorizer | None = None, **listener: Any) -> None:
-        self.server = CoordinatorServer(
-            broker.client_config(),
-            topic,
-            PARTITIONS,
-            [0],
-            "http://127.0.0.1:1",
-            CoordinatorConfig(initial_assignment_delay_ms=0),
-            authorizer=authorizer,
-        )
-        self.listener = KafkaListener(self.server, **listener)
-
-    async def __aenter__(self) -> Self:
-        await self.server.start()
-        # A topic just created may not have its leader yet: the load is retried in the background,
-        # and until it succeeds every answer is COORDINATOR_LOAD_IN_PROGRESS.
-        deadline = time.monotonic() + 60
-        while self.server.runtimes[0].status is not Status.ACTIVE:
-            assert time.monotonic() < deadline, "partition 0 not loaded within 60 s"
-            await asyncio.sleep(0.05)
-        self.address = await self.listener.start("127.0.0.1", 0)
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.listener.close()
-        await self.server.close()
-
-
-def _topic(broker: Any, topic: str) -> None:
-    create_topic(broker.bootstrap_servers, topic, PARTITIONS)
-
-
 def test_the_kafka_apis_are_declared_beside_the_http_operations():
     # OffsetCommit and OffsetFetch have no HTTP operation: the listener answers them with an error
     no_offsets = {kp.OFFSET_COMMIT, kp.OFFSET_FETCH}
@@ -195,7 +103,7 @@ def test_the_kafka_apis_are_declared_beside_the_http_operations():
 
 
 def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, caplog):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     caplog.set_level(logging.INFO, logger="coordinator.service.kafka_listener")
 
     async def run() -> None:
@@ -351,7 +259,7 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
 
 
 def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(kafka_broker, unique_topic):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
 
     async def run() -> None:
         async with Coordinator(kafka_broker, unique_topic) as c, Client(c.address, "steady") as steady:
@@ -367,7 +275,7 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
             assert answers[2].error_code == 25  # UNKNOWN_MEMBER_ID
             assert answers[4].coordinators[0].port == c.address[1]
             # Counted per Kafka API, with each failure code named; the open connection is counted.
-            samples = _samples(c.server)
+            samples = exposed(c.server.metrics.exposition())
             for api in ("DescribeGroups", "ApiVersions", "Heartbeat", "ListGroups", "FindCoordinator"):
                 assert samples[f'coordinator_kafka_requests_total{{api="{api}"}}'] == 1, api
             assert samples['coordinator_kafka_errors_total{api="Heartbeat",error="UNKNOWN_MEMBER_ID"}'] == 1
@@ -433,17 +341,20 @@ def test_answers_come_in_request_order_and_bad_input_closes_only_its_connection(
             )
             assert answer.error_code == 25
             # Every closed connection was uncounted: only the steady one is open.
-            assert _samples(c.server)["coordinator_kafka_connections"] == 1
-            assert _samples(c.server)['coordinator_kafka_requests_total{api="ApiVersions"}'] == 2
+            assert exposed(c.server.metrics.exposition())["coordinator_kafka_connections"] == 1
+            assert exposed(c.server.metrics.exposition())['coordinator_kafka_requests_total{api="ApiVersions"}'] == 2
             assert (
-                _samples(c.server)['coordinator_kafka_errors_total{api="ApiVersions",error="UNSUPPORTED_VERSION"}'] == 1
+                exposed(c.server.metrics.exposition())[
+                    'coordinator_kafka_errors_total{api="ApiVersions",error="UNSUPPORTED_VERSION"}'
+                ]
+                == 1
             )
 
     asyncio.run(asyncio.wait_for(run(), 120))
 
 
 def test_serve_with_a_kafka_listener(kafka_broker, unique_topic, tmp_path, capsys):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     port = free_port()
     serve = ServeProcess(
         kafka_broker.bootstrap_servers,
@@ -556,7 +467,7 @@ def test_while_the_partition_loads_the_answers_are_those_a_java_member_survives(
 
 
 def test_delete_groups(kafka_broker, unique_topic):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
 
     async def run() -> None:
         async with (
@@ -592,7 +503,7 @@ def test_offset_commit_and_fetch_are_answered_with_invalid_request_and_logged(ka
     """We keep no offsets: every partition of an OffsetCommit, and OffsetFetch's group (v8+) or top
     level and partitions (v1-v7), gets INVALID_REQUEST (42), at every served version, for a group
     with members too; the connection stays open, one log line per request, counted once each."""
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     caplog.set_level(logging.INFO, logger="coordinator.service.kafka_listener")
     invalid = 42
 
@@ -680,7 +591,7 @@ def test_offset_commit_and_fetch_are_answered_with_invalid_request_and_logged(ka
                 f"OffsetCommit v10 for group(s) {G} from 127.0.0.1 (client id consumer) answered with error 42"
                 in lines[commits - 1]
             )
-            samples = _samples(c.server)
+            samples = exposed(c.server.metrics.exposition())
             assert samples['coordinator_kafka_errors_total{api="OffsetCommit",error="INVALID_REQUEST"}'] == commits
             assert (
                 samples['coordinator_kafka_errors_total{api="OffsetFetch",error="INVALID_REQUEST"}']
@@ -707,7 +618,7 @@ def test_any_instance_in_group_ownership_names_the_owners_kafka_listener(kafka_b
     # Two instances in group ownership, neither told of the other: each learns the other's Kafka
     # listener from the ownership consumer group (its client.id), so FindCoordinator at either
     # names the owner's listener; the group requests themselves are the owner's alone.
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     ports = [free_port(), free_port()]
     a, b = (
         ServeProcess(

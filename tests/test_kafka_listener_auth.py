@@ -11,11 +11,13 @@ from typing import Any
 
 import pytest
 import tls_files
-from test_kafka_listener import Client, Coordinator, G, _samples, _topic, protocols
 
 from coordinator.api import kafka_protocol as kp
 from coordinator.service.auth import Authorizer, parse_acls, parse_tokens
 from coordinator.tools import tls
+from tests.support.kafka_listener import PARTITIONS, Client, Coordinator, G, protocols
+from tests.support.metrics import exposed
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +58,7 @@ def join_fields(member: str = "") -> dict[str, Any]:
 def test_sasl_plain_then_our_acls_for_the_principal_and_a_wrong_password_closes_the_connection(
     kafka_broker, unique_topic
 ):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
 
     async def main() -> None:
         async with SecureCoordinator(kafka_broker, unique_topic) as c:
@@ -73,7 +75,10 @@ def test_sasl_plain_then_our_acls_for_the_principal_and_a_wrong_password_closes_
                     assert answer.error_code == SASL_AUTHENTICATION_FAILED
                     assert answer.error_message == "Authentication failed: Invalid username or password"
                     assert await wrong.closed()
-            assert _samples(c.server)['coordinator_kafka_bad_input_total{reason="authentication"}'] == 3
+            assert (
+                exposed(c.server.metrics.exposition())['coordinator_kafka_bad_input_total{reason="authentication"}']
+                == 3
+            )
             # SCRAM is not served here (the gateway passes it to the brokers, which hold its credentials)
             async with Client(c.address, "connect-4") as scram:
                 answer = await scram.call(kp.SASL_HANDSHAKE, 1, mechanism="SCRAM-SHA-256")
@@ -83,7 +88,7 @@ def test_sasl_plain_then_our_acls_for_the_principal_and_a_wrong_password_closes_
 
 
 def test_a_request_before_authentication_closes_only_its_connection(kafka_broker, unique_topic):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
 
     async def main() -> None:
         async with SecureCoordinator(kafka_broker, unique_topic) as c:
@@ -101,7 +106,10 @@ def test_a_request_before_authentication_closes_only_its_connection(kafka_broker
                         assert await early.closed()
                 # the authenticated connection carries on
                 assert (await other.call(kp.JOIN_GROUP, 9, **join_fields())).error_code == 79
-            assert _samples(c.server)['coordinator_kafka_bad_input_total{reason="unauthenticated"}'] == 2
+            assert (
+                exposed(c.server.metrics.exposition())['coordinator_kafka_bad_input_total{reason="unauthenticated"}']
+                == 2
+            )
 
     asyncio.run(main())
 
@@ -122,7 +130,7 @@ async def _inner(client: Client, sent: tuple[int, int, int], api_key: int, versi
 
 
 def test_a_trusted_gateway_forwards_in_envelopes_as_the_clients_principal_and_address(kafka_broker, unique_topic):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     carol, mallory = kp.principal_bytes("User", "carol"), kp.principal_bytes("User", "mallory")
     anonymous = kp.principal_bytes("User", "ANONYMOUS")
 
@@ -207,7 +215,7 @@ def test_a_trusted_gateway_forwards_in_envelopes_as_the_clients_principal_and_ad
 
 
 def test_tls_on_the_kafka_listener(kafka_broker, unique_topic, tmp_path):
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, PARTITIONS)
     files = tls_files.make(tmp_path / "tls")
     context = tls.server_context(str(files.cert), str(files.key))
     trusted = tls.client_context(str(files.ca), "ca")

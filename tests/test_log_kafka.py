@@ -44,7 +44,7 @@ def test_partition_for_spreads_groups_and_is_stable() -> None:
 def test_partition_for_is_where_a_kafka_producer_puts_the_key(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
     """An independent implementation: librdkafka's "murmur2" partitioner (documented as Java
     producer compatible) picks the partition; partition_for must pick the same one."""
-    _topic(kafka_broker, unique_topic, partitions=16)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 16)
     producer = Producer({**kafka_broker.client_config(), "partitioner": "murmur2"})
     keys = [f"connect-cluster-{i}" for i in range(200)] + ["g", "connect-\u00e9t\u00e9", "x" * 37]
     placed: dict[str, int] = {}
@@ -57,10 +57,6 @@ def test_partition_for_is_where_a_kafka_producer_puts_the_key(kafka_broker, uniq
         producer.produce(unique_topic, key=key.encode(), value=b"", on_delivery=delivered)
     assert producer.flush(30) == 0
     assert placed == {key: partition_for(key, 16) for key in keys}
-
-
-def _topic(broker, topic: str, partitions: int = 4) -> None:  # noqa: ANN001
-    create_topic(broker.bootstrap_servers, topic, partitions)
 
 
 class WritingDriver(Driver):
@@ -79,7 +75,7 @@ class WritingDriver(Driver):
 
 @pytest.mark.integration
 def test_a_loaded_partition_is_the_state_that_wrote_it(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 4)
     group = "connect-cluster"
     partition = partition_for(group, 4)
     writer = PartitionWriter(kafka_broker.client_config(), unique_topic, partition)
@@ -107,7 +103,7 @@ def test_a_loaded_partition_is_the_state_that_wrote_it(kafka_broker, unique_topi
 
 @pytest.mark.integration
 def test_corrupt_records_are_reported_with_their_offset_and_skipped(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic, partitions=1)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 1)
     good = Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(7))
     key, value = encode(good)
     producer = Producer({"bootstrap.servers": kafka_broker.bootstrap_servers})
@@ -126,7 +122,7 @@ def test_corrupt_records_are_reported_with_their_offset_and_skipped(kafka_broker
 
 @pytest.mark.integration
 def test_a_new_writer_of_the_partition_fences_the_old_one(kafka_broker, unique_topic: str) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic, partitions=1)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 1)
     record = Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(1))
     old = PartitionWriter(kafka_broker.client_config(), unique_topic, 0, timeout_s=10)
     old.open()

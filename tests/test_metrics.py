@@ -9,19 +9,11 @@ import pytest
 from coordinator.core.protocol import ErrorCode
 from coordinator.service import metrics
 from coordinator.service.metrics import Metrics
+from tests.support.metrics import exposed
 
 pytestmark = pytest.mark.ops
 
 HB = "/v1/connect-group/heartbeat"
-
-
-def _samples(metrics: Metrics) -> dict[str, float]:
-    out = {}
-    for line in metrics.exposition().decode().splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def test_protocol_steps_are_signals_not_errors_and_errors_carry_their_names() -> None:
@@ -34,21 +26,21 @@ def test_protocol_steps_are_signals_not_errors_and_errors_carry_their_names() ->
         ErrorCode.MEMBER_ID_REQUIRED,
     ):
         m.observe_request(HB, 0.001, code)
-    samples = _samples(m)
+    samples = exposed(m.exposition())
     errors = {name: value for name, value in samples.items() if name.startswith("coordinator_errors_total")}
     assert errors and not any(errors.values())
     assert samples[f'coordinator_protocol_signals_total{{api="{HB}",signal="COMPUTE_ASSIGNMENT"}}'] == 2
     assert samples[f'coordinator_protocol_signals_total{{api="{HB}",signal="REBALANCE_IN_PROGRESS"}}'] == 1
     m.observe_request(HB, 0.001, ErrorCode.FENCED_MEMBER_EPOCH)
     m.observe_request(HB, 0.001, 4242)  # a code this version does not know
-    samples = _samples(m)
+    samples = exposed(m.exposition())
     assert samples[f'coordinator_errors_total{{api="{HB}",error="FENCED_MEMBER_EPOCH"}}'] == 1
     assert samples[f'coordinator_errors_total{{api="{HB}",error="4242"}}'] == 1
     assert samples[f'coordinator_request_seconds_count{{api="{HB}"}}'] == 7
 
 
 def test_process_platform_and_build_series_are_exported() -> None:
-    samples = _samples(Metrics())
+    samples = exposed(Metrics().exposition())
     assert samples["process_resident_memory_bytes"] > 0 and samples["process_open_fds"] > 0
     assert any(name.startswith("python_info{") for name in samples)
     assert any(name.startswith("python_gc_collections_total{") for name in samples)
@@ -80,7 +72,7 @@ def test_partition_status_and_rebalances_in_progress_are_read_when_scraped() -> 
     }
     m = Metrics()
     m.watch(lambda: runtimes)
-    samples = _samples(m)
+    samples = exposed(m.exposition())
     for partition, current in ((0, "serving"), (1, "loading"), (2, "fenced")):
         for status in ("loading", "serving", "failed", "fenced"):
             assert samples[f'coordinator_partition_status{{partition="{partition}",status="{status}"}}'] == (
@@ -90,7 +82,7 @@ def test_partition_status_and_rebalances_in_progress_are_read_when_scraped() -> 
     assert samples['coordinator_rebalance_in_progress_seconds{group="g"}'] == 6.0
     assert not [name for name in samples if 'group="stale"' in name]
     m.observe_rebalance(0, 1.7)
-    samples = _samples(m)
+    samples = exposed(m.exposition())
     assert samples['coordinator_rebalance_duration_seconds_count{partition="0"}'] == 1
     assert samples['coordinator_rebalance_duration_seconds_bucket{le="2.5",partition="0"}'] == 1
     assert samples['coordinator_rebalance_duration_seconds_bucket{le="1.0",partition="0"}'] == 0
@@ -102,7 +94,7 @@ def test_the_kafka_listener_counts_requests_and_failures_per_kafka_api() -> None
     m.observe_kafka_request("JoinGroup", [ErrorCode.MEMBER_ID_REQUIRED])  # a step, not an error
     m.observe_kafka_request("DeleteGroups", [ErrorCode.NONE, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.NOT_COORDINATOR])
     m.observe_kafka_request("ApiVersions", [])
-    samples = _samples(m)
+    samples = exposed(m.exposition())
     assert samples["coordinator_kafka_connections"] == 1
     assert {k: v for k, v in samples.items() if k.startswith("coordinator_kafka_requests_total")} == {
         'coordinator_kafka_requests_total{api="JoinGroup"}': 1,
@@ -121,7 +113,7 @@ def test_the_series_known_in_advance_are_there_at_zero_before_anything_happens()
     from coordinator.service.metrics import documented_codes
     from coordinator.service.server import CoordinatorServer
 
-    samples = _samples(Metrics())
+    samples = exposed(Metrics().exposition())
     documented = documented_codes()
     # The label values are the server's own routes, as the middleware labels requests.
     app = CoordinatorServer({"bootstrap.servers": "unused:9092"}, "t", 2, [], "http://unused").app()
@@ -146,7 +138,7 @@ def test_the_series_known_in_advance_are_there_at_zero_before_anything_happens()
 def test_a_loaded_partition_has_its_series_at_zero_before_its_first_commit() -> None:
     m = Metrics()
     m.observe_load(3, 0.25, 17)
-    samples = _samples(m)
+    samples = exposed(m.exposition())
     assert samples['coordinator_partition_loads_total{partition="3"}'] == 1
     assert samples['coordinator_partition_load_seconds{partition="3"}'] == 0.25
     assert samples['coordinator_partition_records_loaded{partition="3"}'] == 17

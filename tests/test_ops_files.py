@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import time
 import urllib.request
@@ -35,12 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import kubernetes_validate
 import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 # Imported, not importorskip: a missing module of ours is a failure, never a skip.
 from coordinator.service import auth
+from tests.support import installed
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.ops
@@ -50,7 +51,6 @@ DOCKER = ROOT / "docker"
 DASHBOARD = DOCKER / "grafana" / "coordinator-dashboard.json"
 RULES = DOCKER / "prometheus" / "coordinator-rules.yaml"
 KUBERNETES = DOCKER / "kubernetes"
-PROMTOOL_CACHE = Path.home() / ".cache" / "worker-coordinator" / "promtool" / "promtool"  # `make promtool`
 
 # Series Prometheus makes itself, not the coordinator.
 PROMETHEUS_OWN = {"up"}
@@ -646,19 +646,8 @@ def test_the_fresh_scrape_holds_each_served_partition_and_api_and_no_group(scrap
 # --- the rules -------------------------------------------------------------------------------------
 
 
-def _promtool() -> str | None:
-    found = shutil.which("promtool")
-    return found or (str(PROMTOOL_CACHE) if PROMTOOL_CACHE.exists() else None)
-
-
-@pytest.mark.skipif(
-    _promtool() is None,
-    reason="promtool is not installed: `make promtool` unpacks it from "
-    "Debian's prometheus package (apt-get download), which needs apt; the structural test below "
-    "still runs",
-)
 def test_promtool_checks_the_rules(tmp_path: Path) -> None:
-    promtool = _promtool()
+    promtool = installed.promtool()
     result = subprocess.run(
         [promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60, check=False
     )
@@ -763,9 +752,6 @@ OPERATOR = {("monitoring.coreos.com/v1", "ServiceMonitor"), ("monitoring.coreos.
 
 
 def test_core_objects_validate_against_the_kubernetes_schemas() -> None:
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="kubernetes-validate (the test extra) is not installed"
-    )
     checked = 0
     for name, docs in manifests().items():
         for o in docs:
@@ -838,7 +824,7 @@ def _config() -> dict[str, str]:
 
 
 def test_the_environment_is_what_coordinator_serve_reads(monkeypatch) -> None:  # noqa: ANN001
-    from test_docker_files import OUR_ENV, serve_parser
+    from tests.support.compose import OUR_ENV, serve_parser
 
     _, pod = _pod()
     (container,) = pod["spec"]["containers"]

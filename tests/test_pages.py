@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -32,6 +30,7 @@ from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
 from coordinator.service.pages import Timelines
 from coordinator.tools.partitions import read_range, reader_config
 from tests.live_server import served
+from tests.support import installed
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -41,22 +40,6 @@ OTHER = "alice-group"
 EVIL = "<script>alert(1)</script>"
 OPS, ALICE = "pages-ops-token", "pages-alice-token"
 SCREENSHOT = Path(__file__).resolve().parents[1] / ".run" / "screenshots" / "group-page.png"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _why_no_chromium() -> str:
-    """`make test` installs Debian's chromium first (the Makefile's `chromium` target) wherever it can, so the
-    browser test skips only where that is impossible; the reason says which case this machine is."""
-    if os.geteuid() != 0:
-        return (
-            "Debian's chromium is not installed and `make chromium` needs root to install it (apt-get install chromium)"
-        )
-    if shutil.which("apt-get") is None:
-        return "Debian's chromium is not installed and cannot be here: no apt-get"
-    return (
-        "Debian's chromium is not installed: run `make chromium` (part of `make test`), which installs it here; "
-        "if it ran, its apt-get install failed (its line on stderr)"
-    )
 
 
 @dataclass
@@ -230,11 +213,11 @@ def test_a_group_id_with_markup_is_escaped(live: Live) -> None:
 # --- in a browser ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason=_why_no_chromium())
 def test_group_page_in_headless_chromium(live: Live) -> None:
+    chromium = installed.chromium()
     url = f"{live.url}/ui/groups/{G}"
     flags = [
-        CHROMIUM,
+        chromium,
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -265,13 +248,12 @@ def test_group_page_in_headless_chromium(live: Live) -> None:
 def test_the_page_of_a_classic_group_shows_each_workers_url_config_offset_and_work() -> None:
     """What a classic member runs is Kafka Connect's rule over its bytes, its URL and config offset
     its JoinGroup metadata's; a member whose bytes are not Connect's runs nothing known, with why."""
-    from test_classic_views import T0, classic, classic_log, member, raw, replayed_state, url
-    from test_classic_views import G as CLASSIC
-
     from coordinator.core.group_coordinator import GroupCoordinator
     from coordinator.service.pages import group_page
     from replay import plot
     from replay.history import History
+    from tests.support.classic import T0, classic, classic_log, member, raw, replayed_state, url
+    from tests.support.classic import G as CLASSIC
 
     log = classic_log()[:6]
     log.append(classic(4, "Stable", "sessioned", *log[-1].value.members, member("X9", b"\x00\x02junk", b"")))
@@ -297,7 +279,7 @@ def test_the_page_of_a_classic_group_shows_each_workers_url_config_offset_and_wo
 def test_the_live_page_of_a_classic_group(live: Live) -> None:
     """A Connect worker on the classic protocol, through the HTTP API with Connect's bytes: the
     page shows its URL, config offset and what the leader's assignment gave it, and its timeline."""
-    from test_classic_views import assignment, cat, metadata, url
+    from tests.support.classic import assignment, cat, metadata, url
 
     group = "page-classic"
     sub = metadata("C1", "sessioned", offset=33)
@@ -360,12 +342,12 @@ def test_the_page_says_assigned_and_when_deferred_work_goes_out() -> None:
     what it assigned, not what runs. Deferred work waits for the scheduled rebalance, or, with no time
     set (the status endpoint's null), for the next target assignment: said so, not "at -"."""
     import msgspec
-    from test_admin_cli import G as GROUP
-    from test_admin_cli import _static_member_crashed
 
     from coordinator.service.pages import group_page
+    from tests.support.admin import G as GROUP
+    from tests.support.admin import static_member_crashed
 
-    d = _static_member_crashed()
+    d = static_member_crashed()
     described = d.coordinator.describe_group(GROUP)
     at = described.scheduled_rebalance_at_ms
     html = group_page(described, None, "", coordinator="http://c", partition=0, now_ms=at - 2_000)

@@ -158,7 +158,6 @@ def test_the_rebalance_footnote_and_the_legend_stay_inside_the_svg() -> None:
 
 
 def test_the_rebalance_footnote_and_the_legend_stay_inside_the_png(story, tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    pytest.importorskip("matplotlib")
     import matplotlib.pyplot as plt
 
     figures, outside = [], []

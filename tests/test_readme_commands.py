@@ -608,7 +608,6 @@ def test_spark_conf_survives_command_substitution(tmp_path, monkeypatch, capsys)
     """`spark-sql $(coordinator spark-conf ...)`: the shell splits the substitution into words and
     removes no quotes, so every word must be Spark's as printed (the metastore URL reached Spark with
     its quotes). The settings are the real ones, the jars' list aside (resolving them is the audit's)."""
-    pytest.importorskip("pyspark")
     from coordinator import cli
     from spark import session
 

@@ -23,10 +23,6 @@ from tests.topics import create_topic
 pytestmark = pytest.mark.integration
 
 
-def _create_topic(broker, topic: str) -> None:
-    create_topic(broker.bootstrap_servers, topic, 3)
-
-
 def _produce(broker, topic: str, partition: int, records: list[Record], *, commit: bool = True) -> None:
     producer = Producer(
         {
@@ -81,7 +77,7 @@ def _read_committed(broker, topic: str, partition: int, timeout: float = 30.0) -
 
 
 def test_records_round_trip_through_the_broker(kafka_broker, unique_topic) -> None:
-    _create_topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 3)
     records = [record for record, _ in CASES.values()]
     assert any(r.is_tombstone for r in records) and any(not r.is_tombstone for r in records)
     _produce(kafka_broker, unique_topic, 1, records)
@@ -91,7 +87,7 @@ def test_records_round_trip_through_the_broker(kafka_broker, unique_topic) -> No
 
 
 def test_aborted_records_are_not_read(kafka_broker, unique_topic) -> None:
-    _create_topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 3)
     kept = Record(ConnectGroupMetadataKey("g"), ConnectGroupMetadataValue(1))
     _produce(kafka_broker, unique_topic, 0, [kept])
     _produce(kafka_broker, unique_topic, 0, [Record(CurrentMemberAssignmentKey("g", "m"), None)], commit=False)

@@ -6,6 +6,8 @@ release serves), the previous release refuses the partitions cleanly instead of 
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import os
 import shutil
@@ -22,17 +24,23 @@ from records import MAX_FORMAT_LEVEL, TaskId
 from coordinator.tools.partitions import partition_for
 from coordinator.tools.process import ServeProcess
 from tests.serve_workers import Ledger, Worker, converge, items, wait_for
+from tests.support.require import require
 
 pytestmark = pytest.mark.integration
 
 # The release before this one (a release moves it on; CHANGELOG.md lists them), and its source as
-# released: CI's clone of main may carry neither the tag nor the history behind it, so the archive is
-# committed, made from the tag by
+# released: committed, because CI's clone of main carries no tags (and an older release's dependencies may be
+# gone), made from the release's commit by
 #   git archive --prefix=worker-coordinator-X.Y.Z/ vX.Y.Z pyproject.toml README.md CHANGELOG.md \
 #       coordinator records replay spark | gzip -n -9 > tests/releases/worker-coordinator-X.Y.Z.tar.gz
+# and recorded beside it in worker-coordinator-X.Y.Z.manifest: the commit, then `git ls-tree -r COMMIT --
+# <those paths>` (each file's mode and git blob hash), which the first test checks the archive against.
 PREVIOUS = "v0.2.0"
 ROOT = Path(__file__).resolve().parent.parent
-ARCHIVE = ROOT / "tests" / "releases" / f"worker-coordinator-{PREVIOUS.removeprefix('v')}.tar.gz"
+RELEASES = ROOT / "tests" / "releases"
+ARCHIVE = RELEASES / f"worker-coordinator-{PREVIOUS.removeprefix('v')}.tar.gz"
+MANIFEST = ARCHIVE.with_name(f"worker-coordinator-{PREVIOUS.removeprefix('v')}.manifest")
+ARCHIVED_PATHS = ["pyproject.toml", "README.md", "CHANGELOG.md", "coordinator", "records", "replay", "spark"]
 G = "rolling"
 PARTITIONS = 4
 
@@ -47,20 +55,66 @@ def _archived_files(archive: bytes) -> dict[str, bytes]:
         }
 
 
-def test_the_previous_release_archive_is_its_tag() -> None:
-    """The committed archive is the tagged release's code, byte for byte, wherever the clone has the
-    tag to compare with (a developer's clone does; CI's may not, and then the archive is all there is)."""
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout: no tag to compare the archive with")
-    has_tag = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{PREVIOUS}^{{commit}}"])
-    if has_tag.returncode != 0:
-        pytest.skip(f"this clone does not carry the tag {PREVIOUS} (CI's clone of main may not)")
-    archived = _archived_files(ARCHIVE.read_bytes())
-    paths = ["pyproject.toml", "README.md", "CHANGELOG.md", "coordinator", "records", "replay", "spark"]
-    tagged = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--prefix=tag/", PREVIOUS, *paths], capture_output=True, check=True
+def _blob_hash(data: bytes) -> str:
+    """The hash git gives a file's content (`git hash-object`): SHA-1 of "blob <size>\\0" and the bytes."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _manifest() -> tuple[str, str]:
+    """The manifest's commit, and its `git ls-tree -r` lines (comments dropped)."""
+    lines = [line for line in MANIFEST.read_text().splitlines() if line and not line.startswith("#")]
+    kind, commit = lines[0].split()
+    assert kind == "commit" and len(commit) == 40, lines[0]
+    return commit, "\n".join(lines[1:]) + "\n"
+
+
+def _tree(ls_tree: str) -> dict[str, tuple[str, str]]:
+    """`git ls-tree -r` lines: path -> (mode, blob hash), blobs only."""
+    files = {}
+    for line in ls_tree.splitlines():
+        meta, path = line.split("\t", 1)
+        mode, kind, blob = meta.split()
+        assert kind == "blob", line
+        files[path] = (mode, blob)
+    return files
+
+
+def test_the_previous_release_archive_is_its_recorded_commit() -> None:
+    """The committed archive holds exactly the files the manifest records for the release's commit, each
+    byte for byte (its git blob hash) and with its mode, and names that commit (git archive writes it into
+    the archive's header). Needs no git: a fresh clone without tags checks it all the same."""
+    commit, ls_tree = _manifest()
+    recorded = _tree(ls_tree)
+    assert recorded, MANIFEST
+    raw = gzip.decompress(ARCHIVE.read_bytes())
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        assert tar.pax_headers.get("comment") == commit, tar.pax_headers
+        modes = {
+            m.name.split("/", 1)[1]: "100755" if m.mode & 0o111 else "100644" for m in tar.getmembers() if m.isfile()
+        }
+    archived = {path: (modes[path], _blob_hash(data)) for path, data in _archived_files(raw).items()}
+    assert sorted(archived) == sorted(recorded)
+    assert {p: v for p, v in archived.items() if recorded[p] != v} == {}
+
+
+def test_the_manifest_is_the_release_commits_tree() -> None:
+    """The manifest is what git holds for the release's commit: `git ls-tree -r` of the archived paths, line
+    for line. The commit is in every clone of main with its history (CI's included); where it is missing this
+    skips outside CI and fails under CI's switch (tests/support/require.py)."""
+    commit, ls_tree = _manifest()
+    git = shutil.which("git")
+    require(git is not None and (ROOT / ".git").exists(), "not a git checkout: no commit to compare the manifest with")
+    present = subprocess.run(
+        [git, "-C", str(ROOT), "cat-file", "-e", f"{commit}^{{commit}}"], capture_output=True, check=False
     )
-    assert archived == _archived_files(tagged.stdout)
+    require(present.returncode == 0, f"this clone lacks the release's commit {commit} (a shallow clone?)")
+    tree = subprocess.run(
+        [git, "-C", str(ROOT), "ls-tree", "-r", commit, "--", *ARCHIVED_PATHS],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert tree.stdout == ls_tree
 
 
 @pytest.fixture(scope="module")

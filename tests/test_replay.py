@@ -32,7 +32,6 @@ from records import (
     encode,
 )
 
-from coordinator import cli
 from coordinator.api import wire
 from coordinator.core.driver import SimWorker, converge
 from coordinator.core.group_coordinator import GroupCoordinator
@@ -45,6 +44,7 @@ from replay.history import History
 from replay.invariants import EPOCH_WENT_BACK, HELD_TWICE, INVALID_TARGET, Invariants
 from replay.positions import Point, RawRecord, format_duration, format_time, parse_point, parse_time
 from replay.source import SourceError, dump_header, read_dump, write_dump
+from tests.support.cli import run
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +63,6 @@ def dumps(story, tmp_path_factory):  # noqa: ANN001, ANN201
             write_dump(out, story.raw(), fmt, dump_header("test", "__worker_offsets", [0]))
         files[fmt] = path
     return files
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def json_lines(text: str) -> list[dict]:
@@ -659,10 +653,12 @@ def test_plots(capsys, dumps, tmp_path) -> None:  # noqa: ANN001
     for lane in ("W1", "W2", "W3", "W4", "(unowned)"):
         assert f">{lane}</text>" in html
     assert "clicks-source-1 held by W2" in html and "rebalance 3: epoch 5 -&gt; 6" in html
-    pytest.importorskip("matplotlib")
     png = tmp_path / "story.png"
-    code, _, _ = run(capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(png))
-    assert code == 0 and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
+    code, _, err = run(
+        capsys, "replay", "timeline", "--group", GROUP, "--file", str(dumps["binary"]), "--plot", str(png)
+    )
+    assert code == 0, err  # matplotlib is the plot extra's, which `make test` installs
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 20_000
 
 
 def test_a_png_without_matplotlib_says_to_install_the_extra(capsys, dumps, tmp_path, monkeypatch) -> None:  # noqa: ANN001
@@ -789,9 +785,8 @@ def test_progress_is_silent_for_short_reads_and_draws_on_a_terminal() -> None:
 def test_the_timeline_tells_a_migration_both_ways() -> None:
     """Classic workers, a connect worker joins (upgrade), then leaves (downgrade): the timeline says
     when the group changed protocol and because of whom, and replays without a broken invariant."""
-    from test_migration import G, Mixed
-
     from coordinator.core.worker.member import Lose
+    from tests.support.migration import G, Mixed
 
     d = StampedDriver()
     d.set_connectors(G, {"A": 4, "B": 3})
@@ -832,7 +827,7 @@ def test_a_migration_keeps_each_workers_holding_whole_across_the_change_of_proto
     group, moving that work to connect records, and its leave downgrades it back, in one batch
     each. A worker never stops running what it keeps: who-owned shows one holding, not one per
     protocol, verify finds nothing, and no rebalance counts the move as work changing hands."""
-    from test_classic_views import G, cat, migrated
+    from tests.support.classic import G, cat, migrated
 
     d = StampedDriver()
     c1, c2 = migrated(d)

@@ -17,6 +17,7 @@ from coordinator.tools.partitions import partition_for
 from replay.history import History
 from replay.positions import Point
 from replay.source import read_dump, read_topic
+from tests.support.cli import run
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +57,6 @@ def topic(kafka_broker):  # noqa: ANN001, ANN201
     for writer in writers.values():
         writer.close()
     return name, story, d
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def kafka(broker, topic: str) -> list[str]:  # noqa: ANN001

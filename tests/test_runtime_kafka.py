@@ -32,10 +32,6 @@ def set_connectors(request: SetConnectorsRequest) -> Callable:
     return lambda coordinator, now: coordinator.set_connectors(request, now)
 
 
-def _topic(broker, topic: str) -> None:  # noqa: ANN001
-    create_topic(broker.bootstrap_servers, topic)
-
-
 async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dict[str, tuple[int, frozenset]]:
     """Server-side assignor members join and heartbeat until nothing changes; what each was told."""
     told: dict[str, tuple[int, frozenset]] = {}
@@ -64,7 +60,7 @@ async def _join_and_settle(runtime: PartitionRuntime, members: list[str]) -> dic
 def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     from coordinator.core.group_coordinator import CoordinatorConfig
 
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
     config = CoordinatorConfig(server_assignment_interval_ms=200)
 
     async def scenario() -> None:
@@ -122,7 +118,7 @@ def test_acknowledged_changes_are_in_the_topic_and_a_new_owner_fences_the_old(ka
 
 
 def test_a_heartbeat_that_writes_nothing_is_answered_without_a_commit(kafka_broker, unique_topic) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic)
 
     async def scenario() -> None:
         runtime = PartitionRuntime(kafka_broker.client_config(), unique_topic, 0)

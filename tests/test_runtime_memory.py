@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from records import MAX_FORMAT_LEVEL, ConnectorTaskCount, FormatLevelKey, FormatLevelValue, Record, encode
+from records import MAX_FORMAT_LEVEL, FormatLevelKey, FormatLevelValue, Record, encode
 
 from coordinator.core.config import CoordinatorConfig
 from coordinator.core.protocol import (
@@ -23,34 +23,14 @@ from coordinator.core.protocol import (
     HeartbeatRequest,
     JoinGroupRequest,
     RequestContext,
-    SetConnectorsRequest,
     timer_key,
 )
 from coordinator.service.memory_log import MemoryTopic
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.partitions import partition_for
-
-G = "connect-cluster"
-CONFIG = CoordinatorConfig(server_assignment_interval_ms=0, initial_assignment_delay_ms=0)
-
-
-def runtime(topic: MemoryTopic, config: CoordinatorConfig = CONFIG, **options: Any) -> PartitionRuntime:
-    """A runtime of partition 0 of `topic`: a short linger and a short first wait before loading again."""
-    options = {"linger_ms": 1.0, "load_retry_s": 0.01, **options}
-    return PartitionRuntime({}, topic.name, 0, config, log=topic.log, **options)
-
-
-def set_connectors(group: str, **tasks: int) -> Callable:
-    request = SetConnectorsRequest(
-        group_id=group, connectors=tuple(ConnectorTaskCount(name, n) for name, n in tasks.items())
-    )
-    return lambda coordinator, now: coordinator.set_connectors(request, now)
-
-
-def join(member: str) -> Callable:
-    request = HeartbeatRequest(G, member, 0, rebalance_timeout_ms=5_000, server_assignor="incremental_cooperative")
-    return lambda coordinator, now: coordinator.heartbeat(request, now)
+from tests.support.runtime_memory import CONFIG, G, join, run, runtime, set_connectors
+from tests.support.waiting import until
 
 
 def connectors(runtime: PartitionRuntime, group: str = G) -> Awaitable[list[str]]:
@@ -63,21 +43,10 @@ def connectors(runtime: PartitionRuntime, group: str = G) -> Awaitable[list[str]
     return read()
 
 
-async def until(condition: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "the condition never held"
-        await asyncio.sleep(0.002)
-
-
 async def refused(call: Awaitable[Any]) -> ErrorCode:
     with pytest.raises(NotServing) as e:
         await call
     return e.value.code
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    asyncio.run(asyncio.wait_for(scenario(), 20))
 
 
 def test_calls_made_while_a_batch_commits_share_the_next_transaction() -> None:

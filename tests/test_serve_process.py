@@ -35,10 +35,6 @@ pytestmark = pytest.mark.integration
 G = "connect-cluster"
 
 
-def _topic(broker, topic: str, partitions: int = 2) -> None:  # noqa: ANN001
-    create_topic(broker.bootstrap_servers, topic, partitions)
-
-
 def _serve_cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "coordinator", "serve", *args], capture_output=True, text=True, timeout=timeout
@@ -112,7 +108,7 @@ def test_missing_topic_and_missing_credentials_are_refused(kafka_broker, unique_
 
 
 def test_tokens_and_acls(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
     (tmp_path / "tokens").write_text("# token principal\ns3cret-a alice\ns3cret-o ops\n")
     (tmp_path / "acls").write_text("alice Read group-a*\nops All *\n")
     server = ServeProcess(
@@ -318,7 +314,7 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
     before its responses left: then changes nobody was told of are durable, and rightly loaded
     (an unanswered request may or may not have happened). Holding the commit makes the outcome
     certain, so the test can demand equality: acknowledged is loaded, unacknowledged is not."""
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
     flags = (
         "--allow-anonymous",
         "--heartbeat-interval-ms",
@@ -395,7 +391,7 @@ def test_kill_9_in_the_middle_of_a_rebalance(kafka_broker, unique_topic, tmp_pat
 def test_static_instances_find_each_other_through_peer(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
     # Static instances serving different partitions have no consumer group to describe: each
     # names the other with --peer, and find-coordinator asks its /health.
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
     ports = [free_port(), free_port()]
     a, b = (
         ServeProcess(
@@ -474,7 +470,7 @@ def _group_on_partition(partition: int, partitions: int) -> str:
 def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(
     kafka_broker, unique_topic, tmp_path: Path
 ) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic, partitions=4)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 4)
     a, b = _group_instances(kafka_broker, unique_topic, tmp_path)
     try:
         a.start()
@@ -517,7 +513,7 @@ def test_group_mode_shares_partitions_and_takes_over_from_a_killed_instance(
 
 
 def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique_topic, tmp_path: Path) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic, partitions=4)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 4)
     a, b = _group_instances(kafka_broker, unique_topic, tmp_path)
     try:
         a.start()
@@ -567,7 +563,7 @@ def test_group_mode_a_stopped_owner_is_fenced_when_it_wakes(kafka_broker, unique
 
 
 def test_admin_commands_against_a_served_group(kafka_broker, unique_topic, tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    _topic(kafka_broker, unique_topic)
+    create_topic(kafka_broker.bootstrap_servers, unique_topic, 2)
     (tmp_path / "tokens").write_text("t-ops ops\n")
     server = ServeProcess(
         kafka_broker.bootstrap_servers, unique_topic, tmp_path, "--tokens", str(tmp_path / "tokens")

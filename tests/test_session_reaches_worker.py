@@ -20,7 +20,6 @@ import asyncio
 import itertools
 import signal
 import time
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from coordinator.core.items import items_of
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.tools.process import ServeProcess
+from tests.support.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -161,19 +161,13 @@ def _covered(workers: list[Worker]) -> bool:
     return len(owned) == len(set(owned)) and set(owned) == EVERYTHING
 
 
-async def _until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"not reached within {timeout:g} s: {what}"
-        await asyncio.sleep(0.02)
-
-
 async def _settled(workers: list[Worker]) -> None:
-    await _until(
+    await until(
         lambda: (
             _covered(workers)
             and all(w.owned and w.member.group_session_timeout_ms == GROUP_SESSION_MS for w in workers)
         ),
+        30,
         "every worker runs some of the work and knows the group's session",
     )
 
@@ -213,7 +207,7 @@ def test_a_frozen_coordinator_every_worker_stops_before_it_wakes(kafka_broker, u
                     assert lost[0][4] == held[w.member_id], "it stopped everything it ran"
                     assert lost[0][0] < wake[0], f"{w.member_id} stopped only after the coordinator woke"
                 # Once the coordinator is back, the workers rejoin and the work runs again.
-                await _until(lambda: _covered(workers), "the work runs again after the wake")
+                await until(lambda: _covered(workers), 30, "the work runs again after the wake")
                 holders["end"] = {item: w.member_id for w in workers for item in _names(w.owned)}
                 _no_two_owners_by_the_workers(timeline)
             finally:
@@ -311,7 +305,7 @@ def test_a_worker_cut_off_stops_before_the_coordinator_hands_its_work_to_another
                 held = frozenset(cut.owned)
                 timeline.add("test", "cut")
                 relay.cut()
-                await _until(lambda: _covered([other]), "the other worker runs everything")
+                await until(lambda: _covered([other]), 30, "the other worker runs everything")
                 lost = timeline.of("w0", "lost")
                 assert lost and lost[0][4] == held, "the cut-off worker stopped everything it ran"
                 _no_two_owners_by_the_workers(timeline)

@@ -16,7 +16,6 @@ import orjson
 import pytest
 from confluent_kafka import Producer
 from replay_scenarios import GROUP, StampedDriver, on_call_story, random_story, raw_records
-from test_spark_audit import PARTITIONS, Where, make_topic
 
 from coordinator import cli
 from coordinator.tools.partitions import partition_for
@@ -27,6 +26,8 @@ from replay.whatif import Alternatives
 from spark import tables as t
 from spark.audit import warehouse_of
 from spark.whatif import figures, group_records, group_rows, simulate
+from tests.support.cli import run
+from tests.support.spark_audit import PARTITIONS, Where, make_topic
 
 pytestmark = pytest.mark.integration
 
@@ -54,12 +55,6 @@ def audited(kafka_broker, spark_session):  # noqa: ANN001, ANN201
     )
     assert code == 0
     return topic, where, story
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def from_topic(capsys, broker, topic: str, *argv: str) -> str:  # noqa: ANN001

@@ -10,8 +10,6 @@ written and a killed `coordinator audit` process must all end in the same tables
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -21,14 +19,13 @@ import sys
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
 import pytest
 from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
-from replay_scenarios import GROUP, StampedDriver, WritingDriver, on_call_story, random_story
+from replay_scenarios import GROUP, StampedDriver, on_call_story, random_story
 
 from records import Record, encode
 from records.model import ConnectGroupMetadataKey, ConnectGroupMetadataValue
@@ -36,18 +33,26 @@ from records.model import ConnectGroupMetadataKey, ConnectGroupMetadataValue
 from coordinator import cli
 from coordinator.core.protocol import LEAVE_REASON_TEXT
 from coordinator.core.state import held_items
-from coordinator.service.log import PartitionWriter
 from coordinator.tools.kafka_config import java_client_config
-from replay.history import History, interval_json, rebalance_json
 from replay.source import read_topic
 from spark import tables as t
 from spark.audit import Audit, source_options, warehouse_of
 from spark.cli import parse_trigger
 from spark.decode import decode_arrow, decode_avro, decode_batch
+from tests.support.cli import run
+from tests.support.spark_audit import (
+    PARTITIONS,
+    Where,
+    Writers,
+    assert_agrees_with_replay,
+    assert_every_record_once,
+    make_topic,
+    replayed,
+    sql,
+)
 
 pytestmark = pytest.mark.integration
 
-PARTITIONS = 4
 OTHER = "connect-staging"
 AUDIT_DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"  # the ready queries
 
@@ -55,67 +60,10 @@ AUDIT_DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"  # the rea
 # --- helpers ---------------------------------------------------------------------------------------
 
 
-def make_topic(broker, name: str) -> None:  # noqa: ANN001
-    with contextlib.redirect_stdout(io.StringIO()):  # its report of the topic's settings
-        assert (
-            cli.main(
-                [
-                    "topic",
-                    "create",
-                    "--bootstrap-servers",
-                    broker.bootstrap_servers,
-                    "--topic",
-                    name,
-                    "--partitions",
-                    str(PARTITIONS),
-                    "--replication-factor",
-                    "1",
-                ]
-            )
-            == 0
-        )
-
-
-class Writers:
-    """Writers for every partition of a topic, open until `close()`, and a WritingDriver over them.
-    A group whose story must end alive gets a driver of its own (`driver()`): the clock of a shared
-    one moves on through other groups' stories, and their members' sessions expire meanwhile."""
-
-    def __init__(self, broker, topic: str) -> None:  # noqa: ANN001
-        self.writers = {p: PartitionWriter(broker.client_config(), topic, p) for p in range(PARTITIONS)}
-        for w in self.writers.values():
-            w.open()
-        self.driver = self.new_driver()
-
-    def new_driver(self) -> WritingDriver:
-        return WritingDriver(self.writers, PARTITIONS)
-
-    def close(self) -> None:
-        for w in self.writers.values():
-            w.close()
-
-
-@dataclass(frozen=True)
-class Where:
-    """Where an audit's tables are: a warehouse and a database in its catalog."""
-
-    warehouse: Path
-    database: str = "worker_coordinator"
-
-    def args(self) -> list[str]:
-        return ["--warehouse", str(self.warehouse), "--database", self.database]
-
-
 @pytest.fixture
 def where(spark_session) -> Where:  # noqa: ANN001
     """A database of its own in the test session's warehouse (one Spark session has one catalog)."""
     return Where(warehouse_of(spark_session), f"t_{uuid.uuid4().hex[:10]}")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:  # noqa: ANN001
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa: ANN001
@@ -133,67 +81,6 @@ def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa
     )
     assert code == 0, err
     return out
-
-
-def sql(capsys, where: Where, query: str) -> list[dict]:  # noqa: ANN001
-    code, out, err = run(capsys, "sql", *where.args(), "--format", "json", query)
-    assert code == 0, err
-    return [orjson.loads(line) for line in out.splitlines()]
-
-
-def replayed(broker, topic: str) -> History:  # noqa: ANN001
-    history = History()
-    history.run(read_topic(broker.client_config(), topic))
-    return history
-
-
-def assert_every_record_once(capsys, broker, topic: str, warehouse: Where) -> None:  # noqa: ANN001
-    """The records table holds each record of the topic exactly once, with its bytes."""
-    topic_records = {(r.partition, r.offset): (r.key, r.value) for r in read_topic(broker.client_config(), topic)}
-    rows = sql(capsys, warehouse, "SELECT partition, offset, base64(key) AS k, base64(value) AS v FROM records")
-    seen = [(r["partition"], r["offset"]) for r in rows]
-    assert len(seen) == len(set(seen)), "a record was written twice"
-    assert set(seen) == set(topic_records), "records missing or extra"
-    import base64
-
-    for r in rows:
-        key, value = topic_records[(r["partition"], r["offset"])]
-        assert base64.b64decode(r["k"]) == key
-        assert (None if r["v"] is None else base64.b64decode(r["v"])) == value
-
-
-def history_json(history: History) -> tuple[list[dict], list[dict]]:
-    rebalances = [{k: v for k, v in rebalance_json(r).items() if k != "type"} for r in history.all_rebalances()]
-    intervals = [{k: v for k, v in interval_json(i).items() if k != "type"} for i in history.all_intervals()]
-    return rebalances, intervals
-
-
-def tables_json(capsys, warehouse: Where, rebalance_keys, interval_keys) -> tuple[list[dict], list[dict]]:  # noqa: ANN001
-    """The audit's rebalances and ownership in replay's JSON shapes, in replay's order."""
-    rebalances = sql(capsys, warehouse, "SELECT * FROM rebalances")
-    intervals = sql(capsys, warehouse, "SELECT * FROM ownership")
-    for r in rebalances:
-        r["moved"] = [{"item": m["item"], "from": m["from"], "to": m["to"]} for m in r["moved"]]
-    rebalances = sorted(
-        ({k: r[k] for k in rebalance_keys} for r in rebalances), key=lambda r: (r["group"], r["number"])
-    )
-    intervals = sorted(
-        ({k: i[k] for k in interval_keys} for i in intervals),
-        key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"]),
-    )
-    return rebalances, intervals
-
-
-def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Where) -> History:  # noqa: ANN001
-    history = replayed(broker, topic)
-    want_rebalances, want_intervals = history_json(history)
-    assert want_rebalances and want_intervals
-    got_rebalances, got_intervals = tables_json(capsys, warehouse, want_rebalances[0].keys(), want_intervals[0].keys())
-    assert got_rebalances == sorted(want_rebalances, key=lambda r: (r["group"], r["number"]))
-    assert got_intervals == sorted(
-        want_intervals, key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"])
-    )
-    return history
 
 
 # --- the story, audited once for several tests ----------------------------------------------------
@@ -829,10 +716,9 @@ def test_the_views_sql_names_only_tables_and_views_before_them() -> None:
 def test_the_audit_tells_who_ran_what_in_a_classic_group(capsys, kafka_broker, unique_topic, where) -> None:  # noqa: ANN001
     """A classic group of Kafka Connect workers (type 2 records with Connect's own bytes): the
     events and ownership tables say who ran what, by Connect's rule, as `coordinator replay` does."""
-    from test_classic_views import G as CLASSIC
-    from test_classic_views import classic_log, url
-
     from coordinator.tools.partitions import partition_for
+    from tests.support.classic import G as CLASSIC
+    from tests.support.classic import classic_log, url
 
     make_topic(kafka_broker, unique_topic)
     w = Writers(kafka_broker, unique_topic)

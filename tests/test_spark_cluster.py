@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from replay_scenarios import random_story
 from spark_cluster import executor_python, standalone_cluster
-from test_spark_audit import Where, Writers, assert_agrees_with_replay, assert_every_record_once, make_topic
 
 from replay.source import read_topic
+from tests.support.spark_audit import Where, Writers, assert_agrees_with_replay, assert_every_record_once, make_topic
 
 pytestmark = pytest.mark.integration
 

@@ -26,18 +26,14 @@ from pathlib import Path
 import pytest
 from replay_scenarios import random_story
 from spark_cluster import free_port
-from test_spark_audit import Where, Writers, assert_every_record_once, make_topic
 
 from replay.source import read_topic
+from tests.support import installed
+from tests.support.spark_audit import Where, Writers, assert_every_record_once, make_topic
 
 pytestmark = pytest.mark.integration
 
 COORDINATOR = str(Path(sys.executable).with_name("coordinator"))
-
-
-def _postgres_bin() -> Path | None:
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))
-    return found[-1].parent if found else None
 
 
 def _as_postgres(argv: list[str]) -> list[str]:
@@ -48,9 +44,7 @@ def _as_postgres(argv: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def metastore() -> Iterator[str]:
     """A PostgreSQL server with an empty database for the metastore: its JDBC URL."""
-    bin_dir = _postgres_bin()
-    if bin_dir is None:
-        pytest.skip("PostgreSQL's server is not installed (make postgresql installs Debian's)")
+    bin_dir = installed.postgresql_bin()
     # Not under pytest's tmp_path: its parents are root's alone, and the server runs as postgres.
     data = Path(tempfile.mkdtemp(prefix="metastore-pg-"))
     if os.geteuid() == 0:

@@ -17,12 +17,19 @@ from pathlib import Path
 import orjson
 import pytest
 from replay_scenarios import random_story
-from test_spark_audit import Where, Writers, assert_agrees_with_replay, assert_every_record_once, make_topic, sql
 
 import spark.audit as audit_module
 from replay.history import History, interval_json, rebalance_json
 from spark import tables as t
 from spark.audit import Audit, warehouse_of
+from tests.support.spark_audit import (
+    Where,
+    Writers,
+    assert_agrees_with_replay,
+    assert_every_record_once,
+    make_topic,
+    sql,
+)
 
 pytestmark = pytest.mark.integration
 

@@ -36,7 +36,7 @@ from coordinator.core.protocol import HeartbeatRequest, SetConnectorsRequest
 from coordinator.core.state import CoordinatorState
 from coordinator.service.log import PartitionWriter, load_partition
 from coordinator.service.standby import KafkaPartitionTail, Standby
-from tests.test_standby_memory import durable
+from tests.support.runtime_memory import durable
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration

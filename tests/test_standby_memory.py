@@ -22,18 +22,9 @@ from coordinator.service.memory_log import MemoryPartitionTail, MemoryTopic
 from coordinator.service.runtime import NotServing, PartitionRuntime, Status
 from coordinator.service.server import CoordinatorServer
 from coordinator.service.standby import Standby, standby_partitions
-from tests.test_runtime_memory import CONFIG, G, join, run, runtime, set_connectors, until
-
-
-def durable(state: CoordinatorState) -> dict[str, Any]:
-    """What records put in a state (not the volatile computations a handler adds in memory): the
-    slots of every connect group, every classic group, and the format level."""
-    slots = ("metadata", "connectors", "config", "target_metadata", "members", "targets", "currents")
-    return {
-        "groups": {g: {s: getattr(group, s) for s in slots} for g, group in state.groups.items()},
-        "classic": dict(state.classic_groups),
-        "format_level": state.format_level_record,
-    }
+from tests.support.metrics import exposed
+from tests.support.runtime_memory import CONFIG, G, durable, join, run, runtime, set_connectors
+from tests.support.waiting import until
 
 
 class LaggingTail(MemoryPartitionTail):
@@ -236,11 +227,7 @@ def test_health_and_metrics_show_each_standby_and_a_failed_one_is_started_again(
         return orjson.loads(response.body)["Standbys"]
 
     def standby_series(server: CoordinatorServer) -> dict[str, float]:
-        return {
-            line.rpartition(" ")[0]: float(line.rpartition(" ")[2])
-            for line in server.metrics.exposition().decode().splitlines()
-            if line.startswith("coordinator_standby_")
-        }
+        return {k: v for k, v in exposed(server.metrics.exposition()).items() if k.startswith("coordinator_standby_")}
 
     async def scenario() -> None:
         writer = PartitionRuntime({}, topic.name, 1, CONFIG, log=topic.log, linger_ms=1.0)

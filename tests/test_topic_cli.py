@@ -12,16 +12,10 @@ import orjson
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from coordinator import cli
 from coordinator.tools import devbroker
+from tests.support.cli import run
 
 CONSOLE_SCRIPT = Path(sys.executable).with_name("coordinator")
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -35,6 +34,7 @@ from coordinator.service.auth import ANONYMOUS, Acl, Authorizer, Operation
 from coordinator.service.server import CoordinatorServer
 from coordinator.service.whatif import Bounds
 from tests.live_server import served
+from tests.support import installed
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
@@ -44,7 +44,6 @@ BIG = "whatif-big"  # a generated week of 20 workers, written before the server 
 OPS, ALICE = "whatif-ops-token", "whatif-alice-token"
 SESSION_MS = 1_500
 SCREENSHOT = Path(__file__).resolve().parents[1] / ".run" / "screenshots" / "whatif-page.png"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @dataclass
@@ -270,12 +269,18 @@ def test_serves_bounds_out_of_range_are_one_line(flag: str, value: str, said: st
     assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="no chromium (`make chromium` installs Debian's)")
 def test_the_view_in_headless_chromium(live: Live) -> None:
     """The generated week's view as a browser draws it (anonymous may describe that group):
     `.run/screenshots/whatif-page.png`."""
     url = f"{live.url}/ui/groups/{BIG}/whatif?delay=0"
-    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars"]
+    flags = [
+        installed.chromium(),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--hide-scrollbars",
+    ]
     flags.append(f"--user-data-dir={SCREENSHOT.parent / 'chromium-profile-whatif'}")
     dom = subprocess.run([*flags, "--dump-dom", url], capture_output=True, text=True, timeout=180, check=True).stdout
     assert dom.count("<svg") == 3 and "faithfulness:" in dom and "delay 0 ms" in dom

@@ -8,49 +8,23 @@ assignor priority list rolled through the group, and the move limit from the SDK
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Awaitable, Callable
 
 import pytest
 from aiohttp.test_utils import TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from records import ConnectorTaskCount, TaskId
-
 from coordinator.core.group_coordinator import CoordinatorConfig
 from coordinator.core.items import items_of
-from coordinator.core.protocol import ErrorResponse, SetConnectorsRequest
 from coordinator.sdk.client import CoordinatorClient, Unavailable
 from coordinator.sdk.worker import RebalanceListener, Worker
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.devbroker import free_port
+from tests.support.waiting import until
+from tests.support.worker_sdk import G, Recorder, _sequence, check_history, everything, set_connectors
 from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
-G = "sdk-group"
-_sequence = itertools.count()
-
-
-class Recorder(RebalanceListener):
-    """Every callback of every worker, in one global order."""
-
-    def __init__(self, name: str, events: list, fail_on: str | None = None) -> None:
-        self.name, self.events, self.fail_on = name, events, fail_on
-
-    def _record(self, kind: str, items) -> None:  # noqa: ANN001
-        self.events.append((next(_sequence), self.name, kind, frozenset(items_of(items))))
-        if kind == self.fail_on:
-            raise RuntimeError(f"{self.name} refuses to {kind}")
-
-    def on_revoked(self, items) -> None:  # noqa: ANN001
-        self._record("revoked", items)
-
-    async def on_assigned(self, items) -> None:  # noqa: ANN001
-        await asyncio.sleep(0)  # async listeners are awaited
-        self._record("assigned", items)
-
-    def on_lost(self, items) -> None:  # noqa: ANN001
-        self._record("lost", items)
 
 
 def _run(
@@ -84,41 +58,9 @@ def _run(
     asyncio.run(run())
 
 
-async def _connectors(client: CoordinatorClient, **tasks: int) -> None:
-    body = SetConnectorsRequest(connectors=[ConnectorTaskCount(n, t) for n, t in tasks.items()])
-    answer = await client.call(G, "PUT", f"/v1/groups/{G}/connectors", ErrorResponse, body)
-    assert answer.error_code == 0
-
-
-async def _until(condition: Callable[[], bool], timeout: float = 15.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if condition():
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("condition not reached")
-
-
-def _everything(**tasks: int) -> frozenset:
-    return frozenset(list(tasks) + [TaskId(c, t) for c, n in tasks.items() for t in range(n)])
-
-
 def _covered(workers: list[Worker], expected: frozenset) -> bool:
     owned = [i for w in workers for i in w.owned]
     return len(owned) == len(set(owned)) and set(owned) == expected and all(w.stable for w in workers)
-
-
-def _check_history(events: list) -> None:
-    """No item is assigned to a worker while another still runs it; each callback is a change."""
-    owner: dict = {}
-    for _, worker, kind, items in sorted(events):
-        assert items, f"{worker}: on_{kind} with nothing"
-        for item in items:
-            if kind == "assigned":
-                assert item not in owner, f"{item} assigned to {worker} while {owner[item]} runs it"
-                owner[item] = worker
-            else:
-                assert owner.get(item) == worker, f"{worker} {kind} {item} it did not run"
-                del owner[item]
 
 
 @pytest.mark.ops
@@ -127,7 +69,7 @@ def test_scale_out_revokes_before_assigning(kafka_broker, unique_topic, server_s
     tasks = {"A": 4, "B": 2}
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, **tasks)
+        await set_connectors(client, **tasks)
         events: list = []
         workers = [
             Worker(client, G, member_id=f"w{i}", server_side=server_side, listener=Recorder(f"w{i}", events))
@@ -135,13 +77,13 @@ def test_scale_out_revokes_before_assigning(kafka_broker, unique_topic, server_s
         ]
         for w in workers:
             await w.start()
-        await _until(lambda: _covered(workers, _everything(**tasks)))
+        await until(lambda: _covered(workers, everything(**tasks)))
         mark = len(events)
         newcomer = Worker(client, G, member_id="w2", server_side=server_side, listener=Recorder("w2", events))
         await newcomer.start()
         workers.append(newcomer)
-        await _until(lambda: _covered(workers, _everything(**tasks)) and newcomer.owned)
-        _check_history(events)
+        await until(lambda: _covered(workers, everything(**tasks)) and newcomer.owned)
+        check_history(events)
         revoked = [e for e in events[mark:] if e[2] == "revoked"]
         assert revoked and all(e[1] != "w2" for e in revoked)
         # Only the newcomer's share moved, and it got exactly what the others gave up.
@@ -177,20 +119,20 @@ def test_a_revocation_is_acknowledged_at_once(kafka_broker, unique_topic) -> Non
     # The heartbeat interval is 5 s: the coordinator learns of the revocation within a second of
     # on_revoked only if the worker acknowledges at once instead of waiting for its next beat.
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=4)
+        await set_connectors(client, A=4)
         events: list = []
         first = Worker(client, G, member_id="w0", listener=Recorder("w0", events))
         await first.start()
-        await _until(lambda: len(first.owned) == 5)
+        await until(lambda: len(first.owned) == 5)
         second = Worker(client, G, member_id="w1")
         await second.start()
-        await _until(lambda: any(e[2] == "revoked" for e in events), timeout=15)
+        await until(lambda: any(e[2] == "revoked" for e in events), timeout=15)
 
         def acknowledged() -> bool:
             w0 = next(m for m in server.runtimes[0].coordinator.describe_group(G).members if m.member_id == "w0")
             return items_of(w0.assignment) == first.owned
 
-        await _until(acknowledged, timeout=1.0)
+        await until(acknowledged, timeout=1.0)
         await first.stop()
         await second.stop()
 
@@ -199,17 +141,17 @@ def test_a_revocation_is_acknowledged_at_once(kafka_broker, unique_topic) -> Non
 
 def test_fenced_worker_loses_everything_and_rejoins_with_the_same_id(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=2)
+        await set_connectors(client, A=2)
         events: list = []
         worker = Worker(client, G, member_id="w0", listener=Recorder("w0", events))
         await worker.start()
-        await _until(lambda: len(worker.owned) == 3)
+        await until(lambda: len(worker.owned) == 3)
         held = worker.owned
         await worker.stop(leave=False)  # a long pause: the session expires, the coordinator forgets it
-        await _until(lambda: not server.runtimes[0].coordinator.state.groups[G].members, timeout=10)
+        await until(lambda: not server.runtimes[0].coordinator.state.groups[G].members, timeout=10)
         await worker.start()
-        await _until(lambda: any(e[2] == "lost" for e in events))
-        await _until(lambda: len(worker.owned) == 3 and worker.stable)
+        await until(lambda: any(e[2] == "lost" for e in events))
+        await until(lambda: len(worker.owned) == 3 and worker.stable)
         kinds = [(e[2], e[3]) for e in sorted(events)]
         assert kinds == [("assigned", held), ("lost", held), ("assigned", held)]
         assert worker.member_id == "w0" and worker.metrics.failed_rebalance_total == 1
@@ -220,7 +162,7 @@ def test_fenced_worker_loses_everything_and_rejoins_with_the_same_id(kafka_broke
 
 def test_static_member_bounce_within_the_session_timeout_keeps_its_work(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=4, B=2)
+        await set_connectors(client, A=4, B=2)
         events: list = []
         workers = [
             Worker(client, G, member_id=f"w{i}", instance_id=f"host-{i}", listener=Recorder(f"w{i}", events))
@@ -228,14 +170,14 @@ def test_static_member_bounce_within_the_session_timeout_keeps_its_work(kafka_br
         ]
         for w in workers:
             await w.start()
-        await _until(lambda: _covered(workers, _everything(A=4, B=2)))
+        await until(lambda: _covered(workers, everything(A=4, B=2)))
         before = {w.instance_id: w.owned for w in workers}
         mark = len(events)
         await workers[1].stop()  # a static leave (-2): its work waits for it
         back = Worker(client, G, member_id="w1-restarted", instance_id="host-1", listener=Recorder("w1", events))
         await back.start()
         workers[1] = back
-        await _until(lambda: _covered(workers, _everything(A=4, B=2)))
+        await until(lambda: _covered(workers, everything(A=4, B=2)))
         assert {w.instance_id: w.owned for w in workers} == before
         # Nobody else was disturbed: the only callbacks are the bouncing worker's own.
         assert {e[1] for e in events[mark:]} == {"w1"}
@@ -247,11 +189,11 @@ def test_static_member_bounce_within_the_session_timeout_keeps_its_work(kafka_br
 
 def test_a_listener_exception_does_not_corrupt_the_view(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=1)
+        await set_connectors(client, A=1)
         events: list = []
         worker = Worker(client, G, member_id="w0", listener=Recorder("w0", events, fail_on="assigned"))
         await worker.start()
-        await _until(lambda: len(worker.owned) == 2 and worker.stable)
+        await until(lambda: len(worker.owned) == 2 and worker.stable)
         assert len(worker.listener_errors) == 1 and worker.failure is None
         described = server.runtimes[0].coordinator.describe_group(G)
         assert items_of(described.members[0].assignment) == worker.owned
@@ -282,7 +224,7 @@ def test_stop_revokes_before_the_group_hears_it_left(kafka_broker, unique_topic)
     owner would start at once)."""
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=3)
+        await set_connectors(client, A=3)
         seen: list[bool] = []
 
         class Check(RebalanceListener):
@@ -293,10 +235,10 @@ def test_stop_revokes_before_the_group_hears_it_left(kafka_broker, unique_topic)
         staying = Worker(client, G, member_id="w1", assignors=["eager"])
         for w in (leaving, staying):
             await w.start()
-        await _until(lambda: _covered([leaving, staying], _everything(A=3)))
+        await until(lambda: _covered([leaving, staying], everything(A=3)))
         await leaving.stop()
         assert seen == [True], "on_revoked ran after the leave heartbeat"
-        await _until(lambda: _covered([staying], _everything(A=3)))
+        await until(lambda: _covered([staying], everything(A=3)))
         await staying.stop()
 
     _run(kafka_broker, unique_topic, scenario, scheduled_rebalance_max_delay_ms=0)
@@ -304,17 +246,17 @@ def test_stop_revokes_before_the_group_hears_it_left(kafka_broker, unique_topic)
 
 def test_on_lost_defaults_to_on_revoked(kafka_broker, unique_topic) -> None:  # noqa: ANN001
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=2)
+        await set_connectors(client, A=2)
         events: list = []
         worker = Worker(client, G, member_id="w0", listener=OnlyRevokedAndAssigned(events))
         await worker.start()
-        await _until(lambda: len(worker.owned) == 3)
+        await until(lambda: len(worker.owned) == 3)
         held = worker.owned
         await worker.stop(leave=False)  # a long pause: the coordinator fences it
-        await _until(lambda: not server.runtimes[0].coordinator.state.groups[G].members, timeout=10)
+        await until(lambda: not server.runtimes[0].coordinator.state.groups[G].members, timeout=10)
         await worker.start()
-        await _until(lambda: any(e[2] == "revoked" for e in events))
-        await _until(lambda: len(worker.owned) == 3 and worker.stable)
+        await until(lambda: any(e[2] == "revoked" for e in events))
+        await until(lambda: len(worker.owned) == 3 and worker.stable)
         assert [(e[2], e[3]) for e in sorted(events)] == [("assigned", held), ("revoked", held), ("assigned", held)]
         await worker.stop()
 
@@ -354,20 +296,20 @@ def test_a_lost_answer_is_followed_by_a_full_heartbeat_and_rescued(kafka_broker,
     takes the old epoch as the lost-response case: no fencing, nothing lost."""
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=4)
+        await set_connectors(client, A=4)
         events: list = []
         flaky = FlakyClient(client.bootstrap_url, retry_for_s=10)
         try:
             first = Worker(flaky, G, member_id="w0", listener=Recorder("w0", events))
             await first.start()
-            await _until(lambda: len(first.owned) == 5 and first.stable)
+            await until(lambda: len(first.owned) == 5 and first.stable)
             flaky.lose_epoch_change = True
             second = Worker(client, G, member_id="w1", listener=Recorder("w1", events))
             await second.start()
-            await _until(lambda: flaky.lost == 1 and _covered([first, second], _everything(A=4)))
+            await until(lambda: flaky.lost == 1 and _covered([first, second], everything(A=4)))
             assert not [e for e in events if e[2] == "lost"], "the worker was fenced instead of rescued"
             assert first.metrics.failed_rebalance_total == 0
-            _check_history(events)
+            check_history(events)
             for w in (first, second):
                 await w.stop()
         finally:
@@ -382,14 +324,14 @@ def test_an_error_no_retry_can_fix_stops_the_work_visibly(kafka_broker, unique_t
     from coordinator.service.auth import Acl, Authorizer, Operation
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=2)
+        await set_connectors(client, A=2)
         events: list = []
         worker = Worker(client, G, member_id="w0", listener=Recorder("w0", events))
         await worker.start()
-        await _until(lambda: len(worker.owned) == 3 and worker.stable)
+        await until(lambda: len(worker.owned) == 3 and worker.stable)
         held = worker.owned
         server.authorizer = Authorizer({}, [Acl("*", frozenset({Operation.DESCRIBE}), "*")], allow_anonymous=True)
-        await _until(lambda: worker.failure is not None)
+        await until(lambda: worker.failure is not None)
         assert "403" in str(worker.failure) and not worker.owned
         assert (events[-1][2], events[-1][3]) == ("lost", held)
         await worker.stop()
@@ -403,7 +345,7 @@ def test_a_worker_cut_off_stops_its_work_before_another_is_given_it(kafka_broker
     work away only after that. No item ever runs on two workers; the worker rejoins when it can."""
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=4)
+        await set_connectors(client, A=4)
         events: list = []
         flaky = FlakyClient(client.bootstrap_url, retry_for_s=10)
         try:
@@ -411,16 +353,16 @@ def test_a_worker_cut_off_stops_its_work_before_another_is_given_it(kafka_broker
             other = Worker(client, G, member_id="w1", listener=Recorder("w1", events), session_timeout_ms=1_000)
             for w in (cut, other):
                 await w.start()
-            await _until(lambda: _covered([cut, other], _everything(A=4)))
+            await until(lambda: _covered([cut, other], everything(A=4)))
             held = cut.owned
             flaky.cut = True
-            await _until(lambda: _covered([other], _everything(A=4)), timeout=20)
+            await until(lambda: _covered([other], everything(A=4)), timeout=20)
             lost = [e for e in events if e[1] == "w0" and e[2] == "lost"]
             assert lost and lost[0][3] == held
-            _check_history(events)  # w1 was assigned each item only after w0 had lost it
+            check_history(events)  # w1 was assigned each item only after w0 had lost it
             flaky.cut = False
-            await _until(lambda: _covered([cut, other], _everything(A=4)) and cut.owned, timeout=20)
-            _check_history(events)
+            await until(lambda: _covered([cut, other], everything(A=4)) and cut.owned, timeout=20)
+            check_history(events)
             for w in (cut, other):
                 await w.stop()
         finally:
@@ -442,7 +384,7 @@ def test_a_rolling_switch_from_eager_to_incremental_cooperative(kafka_broker, un
     until the last has restarted, then runs incremental_cooperative. No item on two workers."""
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=4, B=2)
+        await set_connectors(client, A=4, B=2)
         events: list = []
 
         def worker(i: int, assignors: list[str]) -> Worker:
@@ -458,16 +400,16 @@ def test_a_rolling_switch_from_eager_to_incremental_cooperative(kafka_broker, un
         workers = [worker(i, ["eager"]) for i in range(3)]
         for w in workers:
             await w.start()
-        await _until(lambda: _covered(workers, _everything(A=4, B=2)))
+        await until(lambda: _covered(workers, everything(A=4, B=2)))
         used = []
         for i in range(3):
             await workers[i].stop()
             workers[i] = worker(i, ["incremental_cooperative", "eager"])
             await workers[i].start()
-            await _until(lambda: _covered(workers, _everything(A=4, B=2)), timeout=20)
+            await until(lambda: _covered(workers, everything(A=4, B=2)), timeout=20)
             used.append(server.runtimes[0].coordinator.describe_group(G).assignor)
         assert used == ["eager", "eager", "incremental_cooperative"]
-        _check_history(events)
+        check_history(events)
         for w in workers:
             await w.stop()
 
@@ -480,19 +422,19 @@ def test_the_move_limit_is_reachable_from_the_sdk(kafka_broker, unique_topic) ->
     from coordinator.core.assignors.incremental_cooperative import IncrementalCooperativeAssignor
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=8)
+        await set_connectors(client, A=8)
         events: list = []
         # Follow-up rounds slower than heartbeats (100 ms): the worker sees every round's target.
         limited = [IncrementalCooperativeAssignor(max_moves=2, follow_up_delay_ms=500)]
         first = Worker(client, G, member_id="w0", assignors=limited, listener=Recorder("w0", events))
         await first.start()
-        await _until(lambda: len(first.owned) == 9 and first.stable)
+        await until(lambda: len(first.owned) == 9 and first.stable)
         second = Worker(client, G, member_id="w1", assignors=limited, listener=Recorder("w1", events))
         await second.start()
-        await _until(lambda: len(second.owned) >= 4 and _covered([first, second], _everything(A=8)), timeout=20)
+        await until(lambda: len(second.owned) >= 4 and _covered([first, second], everything(A=8)), timeout=20)
         taken = [e[3] for e in events if e[1] == "w0" and e[2] == "revoked"]
         assert len(taken) >= 2 and all(len(t) <= 2 for t in taken), taken
-        _check_history(events)
+        check_history(events)
         for w in (first, second):
             await w.stop()
 
@@ -508,13 +450,13 @@ def test_rebalance_metrics_are_exported_to_prometheus_under_both_names(kafka_bro
     from coordinator.sdk.metrics import WorkerMetrics
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=2)
+        await set_connectors(client, A=2)
         workers = [Worker(client, G, member_id=f"w{i}") for i in range(2)]
         registry = CollectorRegistry()
         registry.register(WorkerMetrics(lambda: workers))
         for w in workers:
             await w.start()
-        await _until(lambda: _covered(workers, _everything(A=2)))
+        await until(lambda: _covered(workers, everything(A=2)))
         samples = {
             (s.name, s.labels["member"]): s.value
             for f in text_string_to_metric_families(generate_latest(registry).decode())
@@ -541,11 +483,11 @@ def test_fifty_thousand_tasks_with_long_names(kafka_broker, unique_topic) -> Non
     tasks = {f"a-connector-with-a-rather-long-name-as-people-write-them-{i:03d}": 1_000 for i in range(50)}
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, **tasks)
+        await set_connectors(client, **tasks)
         workers = [Worker(client, G, member_id=f"w{i}", rebalance_timeout_ms=120_000) for i in range(2)]
         for w in workers:
             await w.start()
-        await _until(lambda: _covered(workers, _everything(**tasks)), timeout=120)
+        await until(lambda: _covered(workers, everything(**tasks)), timeout=120)
         assert all(w.failure is None and len(w.owned) > 20_000 for w in workers)
         group = server.runtimes[0].coordinator.describe_group(G)
         assert group.assignment_epoch == group.group_epoch and group.assignor_kind == "client"
@@ -559,19 +501,19 @@ def test_a_worker_asks_for_a_rebalance_with_its_assignor_reason(kafka_broker, un
     """Seed 000's assignor Reason, from the SDK: the group computes a new target at once."""
 
     async def scenario(client: CoordinatorClient, server: CoordinatorServer) -> None:
-        await _connectors(client, A=4)
+        await set_connectors(client, A=4)
         events: list = []
         workers = [Worker(client, G, member_id=f"w{i}", listener=Recorder(f"w{i}", events)) for i in range(2)]
         for w in workers:
             await w.start()
-        await _until(lambda: _covered(workers, _everything(A=4)))
+        await until(lambda: _covered(workers, everything(A=4)))
         epoch = server.runtimes[0].coordinator.describe_group(G).group_epoch
         workers[0].request_rebalance(reason=3, metadata=b"\x07")
-        await _until(lambda: server.runtimes[0].coordinator.describe_group(G).assignment_epoch > epoch, timeout=5)
+        await until(lambda: server.runtimes[0].coordinator.describe_group(G).assignment_epoch > epoch, timeout=5)
         member = server.runtimes[0].coordinator.state.groups[G].members["w0"]
         assert (member.client_assignors[0].reason, member.client_assignors[0].metadata) == (3, b"\x07")
-        await _until(lambda: _covered(workers, _everything(A=4)))
-        _check_history(events)
+        await until(lambda: _covered(workers, everything(A=4)))
+        check_history(events)
         with pytest.raises(ValueError):
             Worker(client, G, server_side=True).request_rebalance()
         for w in workers:
