@@ -46,6 +46,7 @@ from tests.support.spark_audit import (
     Writers,
     assert_agrees_with_replay,
     assert_every_record_once,
+    audit,
     make_topic,
     replayed,
     sql,
@@ -64,23 +65,6 @@ AUDIT_DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"  # the rea
 def where(spark_session) -> Where:  # noqa: ANN001
     """A database of its own in the test session's warehouse (one Spark session has one catalog)."""
     return Where(warehouse_of(spark_session), f"t_{uuid.uuid4().hex[:10]}")
-
-
-def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa: ANN001
-    code, out, err = run(
-        capsys,
-        "audit",
-        "--bootstrap-servers",
-        broker.bootstrap_servers,
-        "--topic",
-        topic,
-        *where.args(),
-        "--trigger",
-        "available-now",
-        *extra,
-    )
-    assert code == 0, err
-    return out
 
 
 # --- the story, audited once for several tests ----------------------------------------------------

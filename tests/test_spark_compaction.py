@@ -34,7 +34,6 @@ from collections.abc import Iterator
 
 import orjson
 import pytest
-from audit_support import Where, assert_tables_agree, audit, run, sql
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from replay_scenarios import WritingDriver, random_story
 from serve_workers import items
@@ -47,6 +46,8 @@ from replay.history import History, interval_json
 from replay.positions import RawRecord
 from replay.source import read_topic
 from spark.audit import warehouse_of
+from tests.support.cli import run
+from tests.support.spark_audit import Where, assert_tables_agree, audit, sql
 
 pytestmark = pytest.mark.integration
 

@@ -63,6 +63,24 @@ def sql(capsys, where: Where, query: str) -> list[dict]:  # noqa: ANN001
     return [orjson.loads(line) for line in out.splitlines()]
 
 
+def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa: ANN001
+    """`coordinator audit` of `topic` into `where` to the end of the topic (available-now); its output."""
+    code, out, err = run(
+        capsys,
+        "audit",
+        "--bootstrap-servers",
+        broker.bootstrap_servers,
+        "--topic",
+        topic,
+        *where.args(),
+        "--trigger",
+        "available-now",
+        *extra,
+    )
+    assert code == 0, err
+    return out
+
+
 def replayed(broker, topic: str) -> History:  # noqa: ANN001
     history = History()
     history.run(read_topic(broker.client_config(), topic))
@@ -106,13 +124,22 @@ def tables_json(capsys, warehouse: Where, rebalance_keys, interval_keys) -> tupl
     return rebalances, intervals
 
 
-def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Where) -> History:  # noqa: ANN001
-    history = replayed(broker, topic)
+def assert_tables_agree(capsys, where: Where, history: History) -> tuple[list[dict], list[dict]]:  # noqa: ANN001
+    """The audit's rebalances and ownership are, field by field, what `history` reports (in replay's
+    order); both returned."""
     want_rebalances, want_intervals = history_json(history)
     assert want_rebalances and want_intervals
-    got_rebalances, got_intervals = tables_json(capsys, warehouse, want_rebalances[0].keys(), want_intervals[0].keys())
-    assert got_rebalances == sorted(want_rebalances, key=lambda r: (r["group"], r["number"]))
-    assert got_intervals == sorted(
+    got_rebalances, got_intervals = tables_json(capsys, where, want_rebalances[0].keys(), want_intervals[0].keys())
+    want_rebalances = sorted(want_rebalances, key=lambda r: (r["group"], r["number"]))
+    want_intervals = sorted(
         want_intervals, key=lambda i: (i["group"], i["item"], i["member"], i["partition"], i["from_offset"])
     )
+    assert got_rebalances == want_rebalances
+    assert got_intervals == want_intervals
+    return want_rebalances, want_intervals
+
+
+def assert_agrees_with_replay(capsys, broker, topic: str, warehouse: Where) -> History:  # noqa: ANN001
+    history = replayed(broker, topic)
+    assert_tables_agree(capsys, warehouse, history)
     return history
