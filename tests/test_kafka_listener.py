@@ -108,7 +108,10 @@ def test_a_classic_round_over_the_kafka_protocol(kafka_broker, unique_topic, cap
 
     async def run() -> None:
         async with (
-            Coordinator(kafka_broker, unique_topic) as c,
+            # The two workers' joins are sent together, and the initial delay is what gathers them into
+            # one generation (Kafka's group.initial.rebalance.delay.ms): with none, the first join's
+            # generation ends as of its arrival, and the second lands in it or the next by the millisecond.
+            Coordinator(kafka_broker, unique_topic, initial_assignment_delay_ms=1000) as c,
             Client(c.address, "connect-1") as w1,
             Client(c.address, "connect-2") as w2,
             Client(c.address, "admin") as admin,

@@ -76,14 +76,21 @@ class Coordinator:
     """A coordinator of partition 0 with its Kafka listener, in this process; `authorizer` and the
     listener's options (ssl, gateway_principals) for the security tests."""
 
-    def __init__(self, broker: Any, topic: str, authorizer: Authorizer | None = None, **listener: Any) -> None:
+    def __init__(
+        self,
+        broker: Any,
+        topic: str,
+        authorizer: Authorizer | None = None,
+        initial_assignment_delay_ms: int = 0,
+        **listener: Any,
+    ) -> None:
         self.server = CoordinatorServer(
             broker.client_config(),
             topic,
             PARTITIONS,
             [0],
             "http://127.0.0.1:1",
-            CoordinatorConfig(initial_assignment_delay_ms=0),
+            CoordinatorConfig(initial_assignment_delay_ms=initial_assignment_delay_ms),
             authorizer=authorizer,
         )
         self.listener = KafkaListener(self.server, **listener)
