@@ -107,11 +107,9 @@ def _timeline(bootstrap: str, topic: str) -> list[str]:
     return [] if timeline.returncode == 0 else [f"replay timeline failed: {timeline.stderr.strip()[-500:]}"]
 
 
-def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
-    """The story; what went wrong (nothing: an empty list)."""
-    listener = f"127.0.0.1:{free_port()}"
+def _serve_flags(listener: str) -> tuple[str, ...]:
     # Text logs: a coordinator that does not start is told by its last line (start_coordinator).
-    flags = (
+    return (
         "--allow-anonymous",
         "--kafka-listener",
         listener,
@@ -120,6 +118,17 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         "--log-format",
         "text",
     )
+
+
+def _runs_a_share(watch: Watch, worker: ConnectWorker) -> bool:
+    """Whether the group's holders show `worker` (by its REST port) holding something."""
+    return any(url.endswith(f":{worker.port}/") and items for url, items in (watch.holders() or {}).items())
+
+
+def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
+    """The story; what went wrong (nothing: an empty list)."""
+    listener = f"127.0.0.1:{free_port()}"
+    flags = _serve_flags(listener)
     serves = [ServeProcess(bootstrap, topic, run_dir, *flags)]
     proxy: subprocess.Popen | None = None
     workers: dict[str, ConnectWorker] = {}
@@ -150,13 +159,7 @@ def story(bootstrap: str, topic: str, run_dir: Path) -> list[str]:
         workers["connect-3"].start()
         until(lambda: workers["connect-3"].up(), 180, "connect-3 answers")
         until(
-            lambda: (
-                any(
-                    u.endswith(f":{workers['connect-3'].port}/") and items
-                    for u, items in (watch.holders() or {}).items()
-                )
-                and first.running("src", TASKS)
-            ),
+            lambda: _runs_a_share(watch, workers["connect-3"]) and first.running("src", TASKS),
             120,
             "connect-3 runs a share",
         )
