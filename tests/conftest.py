@@ -52,13 +52,13 @@ pytest_plugins = ["connect_fatal", "scram_broker"]
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
 
-# `make test` runs the suite on two processes (pytest-xdist, `-n 2`): most of its time is spent waiting
-# on Kafka, Connect and Spark JVMs, not on our CPU. Each process has its own session broker. A test
-# module is one unit of work, so that its module-scoped fixtures (a Connect cluster, a served
-# coordinator) start once; the modules that share an expensive session fixture are one unit together
-# (UNITS), so that the run starts one Spark driver and one SCRAM broker. Units start longest first
-# (their seconds in tests/durations.json, from a whole run's `--durations=0`; `python -m
-# tests.durations LOG` rewrites it), so that the last unit to start is a short one.
+# `make test TEST_PROCESSES=N` runs the suite on N processes (pytest-xdist; one by default, docs/testing.md
+# says why). Each process has its own session broker. A test module is one unit of work, so that its
+# module-scoped fixtures (a Connect cluster, a served coordinator) start once; the modules that share an
+# expensive session fixture are one unit together (UNITS), so that a run starts one Spark driver and one
+# SCRAM broker. Units start longest first (their seconds in tests/durations.json, from a whole run's
+# `--durations=0`; `python -m tests.durations LOG` rewrites it), so that the last unit to start is a
+# short one.
 UNITS = {
     "spark_session": (
         "test_spark_audit",
@@ -70,6 +70,11 @@ UNITS = {
     "scram_broker": ("test_gateway_security", "test_serve_sasl"),
 }
 DURATIONS = Path(__file__).with_name("durations.json")
+
+
+def module_of(nodeid: str) -> str:
+    """The test module (its file's stem) of a test's node id."""
+    return Path(nodeid.split("::", 1)[0]).stem
 
 
 def unit_of(module: str) -> str:
@@ -85,31 +90,29 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, AN
 
     class ModuleUnits(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return unit_of(Path(nodeid.split("::", 1)[0]).stem)
+            return unit_of(module_of(nodeid))
 
     config.option.loadscopereorder = False  # the collection's order (below) is the one wanted
     return ModuleUnits(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        module = _module_of(item)
+    modules = [module_of(item.nodeid) for item in items]
+    units = [unit_of(module) for module in modules]
+    for item, module, unit in zip(items, modules, units):
         for fixture in UNITS:
-            if fixture in getattr(item, "fixturenames", ()) and unit_of(module) != fixture:
+            if fixture in getattr(item, "fixturenames", ()) and unit != fixture:
                 raise pytest.UsageError(f"{module} uses {fixture}: add it to UNITS[{fixture!r}] in tests/conftest.py")
     seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
     weight: dict[str, float] = {}
-    for module in {_module_of(item) for item in items}:
+    for module in set(modules):
         weight[unit_of(module)] = weight.get(unit_of(module), 0.0) + seconds.get(module, 0.0)
     first: dict[str, int] = {}
-    for i, item in enumerate(items):
-        first.setdefault(unit_of(_module_of(item)), i)
+    for i, unit in enumerate(units):
+        first.setdefault(unit, i)
     # A stable sort: the tests of a module keep their order (test_connect_stories' a2 follows a).
-    items.sort(key=lambda item: (-weight[unit_of(_module_of(item))], first[unit_of(_module_of(item))]))
-
-
-def _module_of(item: pytest.Item) -> str:
-    return Path(item.nodeid.split("::", 1)[0]).stem
+    ranked = sorted(zip(items, units), key=lambda pair: (-weight[pair[1]], first[pair[1]]))
+    items[:] = [item for item, _ in ranked]
 
 
 @dataclass(frozen=True)
