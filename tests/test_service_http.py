@@ -30,7 +30,6 @@ from typing import Any
 import msgspec
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from confluent_kafka.admin import AdminClient, NewTopic
 from serve_workers import items
 
 from records import (
@@ -65,7 +64,7 @@ from coordinator.core.worker.member import Assign, ComputeAssignment, Lose, Memb
 from coordinator.service.log import load_partition
 from coordinator.service.server import CoordinatorServer
 from coordinator.tools.partitions import LogError, partition_for
-from coordinator.tools.topic import topic_configs
+from tests.topics import create_topic
 
 pytestmark = pytest.mark.integration
 
@@ -380,12 +379,6 @@ def owned_by(workers: Iterable[HttpWorker]) -> dict[str, frozenset]:
 # --- the service -----------------------------------------------------------------------------------
 
 
-def _create_topic(broker: Any, topic: str, partitions: int) -> None:
-    admin = AdminClient(broker.client_config())
-    (future,) = admin.create_topics([NewTopic(topic, partitions, 1, config=topic_configs(1))]).values()
-    future.result(30)
-
-
 def _serve(
     broker: Any,
     topic: str,
@@ -396,7 +389,7 @@ def _serve(
 ) -> Any:
     """Run `scenario(client, server)` against a coordinator serving every partition of a new topic;
     the server is closed when this returns (its last result is returned)."""
-    _create_topic(broker, topic, partitions)
+    create_topic(broker.bootstrap_servers, topic, partitions)
 
     async def run() -> Any:
         server = CoordinatorServer(
