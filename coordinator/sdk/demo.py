@@ -23,7 +23,7 @@ from coordinator.errors import CliError
 from coordinator.sdk.client import CoordinatorClient
 from coordinator.sdk.fleet import Fleet
 from coordinator.tools import kafka_config
-from coordinator.tools.process import ServeProcess
+from coordinator.tools.process import NotHealthy, ServeProcess
 
 CONNECTORS = {"orders-source": 3, "payments-sink": 4, "audit-mirror": 2}
 BOUNCED, CRASHED = "worker-2", "worker-4"
@@ -145,15 +145,12 @@ def _serve_flags(timing: Timing, kafka_args: list[str]) -> list[str]:
 def start_coordinator(serve: ServeProcess, which: str) -> ServeProcess:
     """Starts `serve` and waits until it is healthy. One that exits (a topic that does not exist, a
     broker it cannot reach) or never answers is the story's problem, told in one line: the
-    coordinator's own last word, not ServeProcess's AssertionError with the whole log."""
+    coordinator's own last word, not the whole log."""
     try:
         serve.start(wait=False)
         serve.wait_healthy(timeout=START_TIMEOUT_S)
-    except AssertionError:
-        code = serve.process.poll() if serve.process is not None else None
-        state = f"exited {code}" if code is not None else f"did not answer /health within {START_TIMEOUT_S:g} s"
-        lines = serve.log().strip().splitlines()
-        raise CliError(f"{which} ({serve.url}) {state}: {lines[-1] if lines else 'it wrote nothing'}") from None
+    except NotHealthy as e:
+        raise CliError(f"{which} ({serve.url}) {e.summary}") from None
     return serve
 
 

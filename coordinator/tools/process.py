@@ -17,6 +17,16 @@ import orjson
 from coordinator.tools.devbroker import free_port
 
 
+class NotHealthy(AssertionError):
+    """`coordinator serve` exited, or did not answer /health in time. An AssertionError for the tests
+    that start one; `summary` says which in one line, with the process's last log line, for a command
+    that tells a user (`coordinator demo`)."""
+
+    def __init__(self, message: str, summary: str) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
 class ServeProcess:
     def __init__(
         self,
@@ -59,7 +69,11 @@ class ServeProcess:
         last = None
         while time.monotonic() < deadline:
             if self.process is not None and self.process.poll() is not None:
-                raise AssertionError(f"coordinator serve exited {self.process.returncode}:\n{self.log()}")
+                log = self.log()
+                raise NotHealthy(
+                    f"coordinator serve exited {self.process.returncode}:\n{log}",
+                    f"exited {self.process.returncode}: {_last_line(log)}",
+                )
             try:
                 status, body = self.request("GET", "/health")
                 last = body
@@ -68,7 +82,11 @@ class ServeProcess:
             except OSError:
                 pass
             time.sleep(0.05)
-        raise AssertionError(f"coordinator at {self.url} not healthy within {timeout}s ({last}):\n{self.log()}")
+        log = self.log()
+        raise NotHealthy(
+            f"coordinator at {self.url} not healthy within {timeout}s ({last}):\n{log}",
+            f"did not answer /health within {timeout:g} s: {_last_line(log)}",
+        )
 
     def request(
         self, method: str, path: str, body: dict | None = None, token: str | None = None, timeout: float = 10.0
@@ -106,3 +124,8 @@ class ServeProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:] if self.log_path.exists() else ""
+
+
+def _last_line(log: str) -> str:
+    lines = log.strip().splitlines()
+    return lines[-1] if lines else "it wrote nothing"
