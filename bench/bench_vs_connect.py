@@ -76,9 +76,11 @@ SCENARIOS = ("scale-out", "crash", "restart", "restart-leader", "rolling", "stor
 # --- waiting ----------------------------------------------------------------------------------------
 
 
-async def settle(system: System, expected: list[str], since: float, timeout: float) -> float:
-    """Until every task runs on exactly one worker and nothing changed for three heartbeats (at least
-    3 s); returns when the last change happened."""
+async def settle(
+    system: System, expected: list[str], since: float, timeout: float, runs_on: str | None = None
+) -> float:
+    """Until every task runs on exactly one worker (one of them on `runs_on`, if given) and nothing
+    changed for three heartbeats (at least 3 s); returns when the last change happened."""
     quiet = max(3.0, 3 * system.timing.heartbeat_ms / 1000)
     deadline = time.monotonic() + timeout
     while True:
@@ -86,7 +88,11 @@ async def settle(system: System, expected: list[str], since: float, timeout: flo
         if died := system.died():
             raise RuntimeError("a worker died: " + ", ".join(died))
         now = time.time()
-        if system.timeline.covered(expected) and now - max(system.timeline.last_event(), since) >= quiet:
+        if (
+            system.timeline.covered(expected)
+            and now - max(system.timeline.last_event(), since) >= quiet
+            and (runs_on is None or any(runs_on in owners for owners in system.timeline.owners().values()))
+        ):
             return max(system.timeline.last_change(), since)
         if time.monotonic() > deadline:
             owners = system.timeline.owners()
@@ -133,10 +139,18 @@ class Run:
         up = time.time()  # when the new worker is up: a JVM takes seconds to start, Python less than one
         # Settle only once it has joined: on a loaded machine the join can take longer than the quiet
         # time settle waits for, and the group "stable" before it would measure nothing (moved 0).
-        # The action starts when it is up, or when it joined if that came first (a loaded Connect
-        # worker can join and take tasks before its REST API answers): what moved is counted from then.
-        t0 = min(up, await joined(self.system, new, launched, self.short))
-        return t0, await settle(self.system, self.expected, t0, self.short)
+        # The action starts when it is up, or when the group rebalanced for it if that came first (a
+        # loaded Connect worker can join and take tasks before its REST API answers): what moved is
+        # counted from then.
+        await joined(self.system, new, launched, self.short)
+        # From the group's first rebalance since the launch, which may come before the new worker's
+        # own: Connect's members revoke for it as its JoinGroup arrives, before its "Joined group"
+        # (seen: a task stopped before it, so counted as never moved).
+        t0 = min(up, self.system.joined_since(None, launched))
+        # And until the new worker runs a task, when there are more tasks than workers: a loaded
+        # Connect leader can take longer than the quiet time to revoke for it (seen: moved 0).
+        runs_on = new if len(self.expected) > len(self.names) else None  # names: the workers before it
+        return t0, await settle(self.system, self.expected, t0, self.short, runs_on)
 
     async def crash(self) -> tuple[float, float]:
         await self.stable_group()

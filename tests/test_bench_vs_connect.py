@@ -57,7 +57,7 @@ def test_scale_out_side_by_side_with_real_kafka_connect(tmp_path: Path) -> None:
         started = {(e["worker"], e["task"]) for e in run["events"] if e["kind"] == "start"}
         assert {task for _, task in started} == {"A-0", "A-1", "A-2", "B-0", "B-1"}
         assert {worker for worker, _ in started} == {"w1", "w2", "w3"}, kind
-        assert figures["moved"] >= 1 and any(e["kind"] == "rebalance" for e in run["events"])
+        assert figures["moved"] >= 1 and any(e["kind"] == "rebalance" for e in run["events"]), (kind, figures)
     # Connect on ours: each worker's group member was sent to the gateway's coordinator node, never
     # to the broker's coordinator (whose workers find the broker's own port).
     on_ours, on_kafka = Path(runs["connect-ours"]["logs"]), Path(runs["connect"]["logs"])

@@ -132,10 +132,16 @@ class System:
         """The worker that computes assignments, where one does it for the whole group."""
         return None
 
-    def joined_since(self, name: str, t: float) -> float | None:
-        """When `name` first joined (its first rebalance) at or after `t`; None if it has not yet."""
+    def joined_since(self, name: str | None, t: float) -> float | None:
+        """When `name` (any worker: None) first joined (its first rebalance) at or after `t`; None if it
+        has not yet."""
         return next(
-            (e.t for e in self.timeline.events() if e.kind == REBALANCE and e.worker == name and e.t >= t), None
+            (
+                e.t
+                for e in self.timeline.events()
+                if e.kind == REBALANCE and (name is None or e.worker == name) and e.t >= t
+            ),
+            None,
         )
 
     async def close(self) -> None:
