@@ -54,31 +54,31 @@ def assert_every_10_s(minutes: list[str], count: int, out: str) -> None:
         assert i * 10 / 60 - 0.005 <= float(minute) < (i + 1) * 10 / 60, out
 
 
+GROWTH = (
+    r"^growth from minute 0\.1\d to 0\.{last}\d: RSS \(largest instance\) [+-]\d+\.\d MiB \([+-]\d+\.\d%\), "
+    r"fds [+-]\d+, heartbeat p99 [+-]\d+\.\d\d ms .*, rebalances a minute \d+ -> \d+$"
+)
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize("instances", [1, 2])
-def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker, instances: int) -> None:  # noqa: ANN001
-    """One static instance, or two sharing the partitions in group ownership (the workers find each
-    group's instance; a line shows each instance's memory)."""
+def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka_broker) -> None:  # noqa: ANN001
+    """One static instance. Two sharing the partitions in group ownership (the workers find each
+    group's instance; a line shows each instance's memory): the next test."""
     out = run_soak(
         kafka_broker,
         *("--minutes", "0.5", "--report-every", "10", "--groups", "6", "--workers", "3", "--churn-every", "1"),
-        *("--session-ms", "3000", "--delay-ms", "1000", "--partitions", "4", "--instances", str(instances)),
+        *("--session-ms", "3000", "--delay-ms", "1000", "--partitions", "4", "--instances", "1"),
     )
     lines = LINE.findall(out)
     assert_every_10_s([m for m, *_ in lines], 3, out)
     for _, rss, fds, heartbeats, requests, _, workers_rss, churn in lines:
-        assert len(rss.split("/")) == instances
+        assert len(rss.split("/")) == 1
         assert int(workers_rss) > 0  # one number: the workers run in the soak's own process
         # 18 workers at one heartbeat a second over 10 s, every one answered, and churn in every interval.
         assert int(fds) > 0 and int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
         assert int(churn) > 0
     assert sum(int(r.replace(",", "")) for *_, r, _, _ in lines) > 0  # the churn rebalanced groups
-    assert re.search(
-        r"^growth from minute 0\.1\d to 0\.[45]\d: RSS \(largest instance\) [+-]\d+\.\d MiB \([+-]\d+\.\d%\), "
-        r"fds [+-]\d+, heartbeat p99 [+-]\d+\.\d\d ms .*, rebalances a minute \d+ -> \d+$",
-        out,
-        re.MULTILINE,
-    ), out
+    assert re.search(GROWTH.format(last="[45]"), out, re.MULTILINE), out
     assert re.search(r"^churn: \d+ events \(join \d+, kill \d+, leave \d+, tasks \d+\); 0 failed", out, re.MULTILINE), (
         out
     )
@@ -88,9 +88,11 @@ def test_a_short_soak_prints_its_lines_and_ends_with_every_task_owned_once(kafka
 
 
 @pytest.mark.integration
-def test_a_soak_in_two_worker_processes_merges_their_lines_and_checks_both_shares_of_groups(kafka_broker) -> None:  # noqa: ANN001
-    """--worker-processes 2: each child process runs half the groups; the soak's lines merge their
-    heartbeats, and the ownership check at the end covers the groups of both."""
+def test_two_instances_and_two_worker_processes_merge_their_lines_and_check_both_shares_of_groups(kafka_broker) -> None:  # noqa: ANN001
+    """Two instances sharing the partitions in group ownership (the workers find each group's
+    instance; a line shows each instance's memory), and --worker-processes 2: each child process runs
+    half the groups; the soak's lines merge their heartbeats, and the ownership check at the end
+    covers the groups of both."""
     out = run_soak(
         kafka_broker,
         *("--minutes", "0.34", "--report-every", "10", "--groups", "5", "--workers", "3"),
@@ -105,10 +107,12 @@ def test_a_soak_in_two_worker_processes_merges_their_lines_and_checks_both_share
     ), out
     lines = LINE.findall(out)
     assert_every_10_s([m for m, *_ in lines], 2, out)
-    for _, _, _, heartbeats, requests, _, workers_rss, churn in lines:
+    for _, rss, _, heartbeats, requests, _, workers_rss, churn in lines:
+        assert len(rss.split("/")) == 2  # each instance's
         assert int(heartbeats.replace(",", "")) > 50 and int(requests.replace(",", "")) > 50
         assert len(workers_rss.split("/")) == 2 and all(int(r) > 0 for r in workers_rss.split("/"))  # each process's
         assert int(churn) > 0  # each process churns its share
+    assert re.search(GROWTH.format(last="3"), out, re.MULTILINE), out
     assert re.search(r"^churn: \d+ events \(join \d+, kill \d+, leave \d+, tasks \d+\); 0 failed", out, re.MULTILINE), (
         out
     )
