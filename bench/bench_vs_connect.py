@@ -139,13 +139,11 @@ class Run:
         up = time.time()  # when the new worker is up: a JVM takes seconds to start, Python less than one
         # Settle only once it has joined: on a loaded machine the join can take longer than the quiet
         # time settle waits for, and the group "stable" before it would measure nothing (moved 0).
-        # The action starts when it is up, or when the group rebalanced for it if that came first (a
-        # loaded Connect worker can join and take tasks before its REST API answers): what moved is
-        # counted from then.
+        # The action starts when it is up, or at the group's first rebalance since the launch if that
+        # came first, and what moved is counted from then: a loaded Connect worker can join and take
+        # tasks before its REST API answers, and Connect's members revoke for it as its JoinGroup
+        # arrives, before its own "Joined group" (seen: a task stopped before it, counted as never moved).
         await joined(self.system, new, launched, self.short)
-        # From the group's first rebalance since the launch, which may come before the new worker's
-        # own: Connect's members revoke for it as its JoinGroup arrives, before its "Joined group"
-        # (seen: a task stopped before it, so counted as never moved).
         t0 = min(up, self.system.joined_since(None, launched))
         # And until the new worker runs a task, when there are more tasks than workers: a loaded
         # Connect leader can take longer than the quiet time to revoke for it (seen: moved 0).

@@ -999,9 +999,9 @@ class CoordinatorMachine(RuleBasedStateMachine):
         new.timers = {t.key: t.deadline_ms for t in new.coordinator.timers(old.now)}
         self.driver = new
         for proc in self.procs:
-            proc.worker.driver = new
             w = proc.worker
-            group = new.state.groups.get(w.group_id)
+            w.driver = new
+            group = self.group(w.group_id)
             if (
                 w.joined
                 and group is not None
