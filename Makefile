@@ -68,10 +68,11 @@ run-connect: install
 
 # The tests start their own Apache Kafka (tests/conftest.py: one node for each test process, three for
 # the broker-failure tests) and stop it, unless KAFKA_BOOTSTRAP_SERVERS is set. TEST_PROCESSES=N runs
-# them on N processes (pytest-xdist; a test module never spans two, tests/conftest.py says why). One by
-# default: on our two cores, two processes put the Spark and Connect JVMs of two units side by side, and
-# two tests that pass alone failed on that load (test_bench_vs_connect, test_classic_http's failover).
-TEST_PROCESSES ?= 0
+# them on N processes (pytest-xdist; a test module never spans two, tests/conftest.py says why). Two by
+# default, in lanes: the integration units (brokers, JVMs, timers) one after the other in the first
+# process, never two side by side (on our two cores that made tests that pass alone fail), and the units
+# without a broker in the second, in the time the first waits (tests/conftest.py).
+TEST_PROCESSES ?= 2
 test: install-test install-spark install-plot promtool chromium postgresql
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) $(PYTEST_ARGS)
 

@@ -12,6 +12,7 @@ local three-node cluster (replication factor 3, min ISR 2), started on first use
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -52,13 +53,16 @@ pytest_plugins = ["connect_fatal", "scram_broker"]
 settings.register_profile("suite", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("suite")
 
-# `make test TEST_PROCESSES=N` runs the suite on N processes (pytest-xdist; one by default, docs/testing.md
-# says why). Each process has its own session broker. A test module is one unit of work, so that its
-# module-scoped fixtures (a Connect cluster, a served coordinator) start once; the modules that share an
-# expensive session fixture are one unit together (UNITS), so that a run starts one Spark driver and one
-# SCRAM broker. Units start longest first (their seconds in tests/durations.json, from a whole run's
-# `--durations=0`; `python -m tests.durations LOG` rewrites it), so that the last unit to start is a
-# short one.
+# `make test TEST_PROCESSES=N` runs the suite on N processes (pytest-xdist; two by default, docs/testing.md
+# says why). A test module is one unit of work, so that its module-scoped fixtures (a Connect cluster, a
+# served coordinator) start once; the modules that share an expensive session fixture are one unit together
+# (UNITS), so that a run starts one Spark driver and one SCRAM broker. Units are in two lanes: the units with
+# integration tests (a broker, JVMs, processes, timers; `pytest.mark.integration`) run one after the other
+# in the first process, never two side by side (on two cores that made tests that pass alone fail, and the
+# run was not shorter); the other processes run the units without any, which need little but CPU, in the
+# time the first one waits on brokers, JVMs and timers. The first process takes those too once its own
+# lane is done. In each lane, units start longest first (their seconds in tests/durations.json, from a
+# whole run's `--durations=0`; `python -m tests.durations LOG` rewrites it), so the last to start is short.
 UNITS = {
     "spark_session": (
         "test_spark_audit",
@@ -70,6 +74,7 @@ UNITS = {
     "scram_broker": ("test_gateway_security", "test_serve_sasl"),
 }
 DURATIONS = Path(__file__).with_name("durations.json")
+INTEGRATION = "pytest.mark.integration"
 
 
 def module_of(nodeid: str) -> str:
@@ -82,18 +87,37 @@ def unit_of(module: str) -> str:
     return next((fixture for fixture, modules in UNITS.items() if module in modules), module)
 
 
+@functools.cache
+def has_integration_tests(unit: str) -> bool:
+    """Whether a test of the unit is marked integration (read from its modules' source: xdist's
+    controller, which schedules, collects no items and so sees no marks)."""
+    modules = UNITS.get(unit, (unit,))
+    return any(INTEGRATION in Path(__file__).with_name(f"{m}.py").read_text(encoding="utf-8") for m in modules)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):  # noqa: ANN001, ANN201 - xdist's types
     # xdist's own loadgroup reads marks into node ids, which pytest 9.2 no longer lets a plugin
     # rewrite (it split modules across processes here); this scheduler names the unit itself.
     from xdist.scheduler import LoadScopeScheduling
 
-    class ModuleUnits(LoadScopeScheduling):
+    class Lanes(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(module_of(nodeid))
 
+        def _assign_work_unit(self, node) -> None:  # noqa: ANN001 - xdist's WorkerController
+            first = node is min(self.nodes, key=lambda n: n.gateway.id)  # gw0
+            lanes = (True, False) if first else (False,)  # integration units: the first process only
+            scope = next((s for lane in lanes for s in self.workqueue if has_integration_tests(s) == lane), None)
+            if scope is None:  # nothing left in this process's lanes
+                if not self._pending_of(self.assigned_work.get(node, {})):
+                    node.shutdown()
+                return
+            self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
     config.option.loadscopereorder = False  # the collection's order (below) is the one wanted
-    return ModuleUnits(config, log)
+    return Lanes(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

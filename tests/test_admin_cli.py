@@ -44,6 +44,10 @@ from coordinator.tools.process import ServeProcess
 from tests.signals import default_sigint
 from tests.support.admin import G, serving, static_member_crashed
 
+# Most tests here drive the admin commands against a fleet of `coordinator serve` processes on the
+# session broker; the others read a state machine's answers in memory.
+pytestmark = pytest.mark.integration
+
 
 def test_describe_shows_who_left_and_why_in_the_table_and_the_json(capsys: pytest.CaptureFixture) -> None:
     d = static_member_crashed()

@@ -565,6 +565,7 @@ def scraped(scrapes: Scrapes) -> dict[str, Family]:
     return scrapes.worked
 
 
+@pytest.mark.integration
 def test_the_scrape_is_what_the_lexer_expects(scraped: dict[str, Family]) -> None:
     """The scrape itself: families carry the labels they are known by, so an empty set below means
     no samples, not a parsing slip."""
@@ -575,6 +576,7 @@ def test_the_scrape_is_what_the_lexer_expects(scraped: dict[str, Family]) -> Non
     assert _exported(scraped, "coordinator_errors") is None  # a counter's series end in _total
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("where", sorted(expressions()))
 def test_every_metric_named_is_exported_by_a_running_coordinator(where: str, scraped: dict[str, Family]) -> None:
     query = parse(expressions()[where])
@@ -599,6 +601,7 @@ def test_every_metric_named_is_exported_by_a_running_coordinator(where: str, scr
 _FALLBACK = re.compile(r"\bor\s+(?:on\s*\(\s*\)\s*)?(?:label_replace\(\s*)?vector\(\s*0\s*\)")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("where", sorted(expressions()))
 def test_every_series_named_is_on_a_fresh_coordinator(where: str, scrapes: Scrapes) -> None:
     """Before any request, every series the expression names has a sample (at 0 where nothing has

@@ -10,16 +10,9 @@ written and a killed `coordinator audit` process must all end in the same tables
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
 import time
 import uuid
-from pathlib import Path
 
 import orjson
 import pytest
@@ -47,6 +40,7 @@ from tests.support.spark_audit import (
     assert_agrees_with_replay,
     assert_every_record_once,
     audit,
+    documented_queries,
     make_topic,
     replayed,
     sql,
@@ -55,7 +49,6 @@ from tests.support.spark_audit import (
 pytestmark = pytest.mark.integration
 
 OTHER = "connect-staging"
-AUDIT_DOC = Path(__file__).resolve().parents[1] / "docs" / "audit.md"  # the ready queries
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -305,137 +298,6 @@ def test_a_batch_that_fails_half_written_runs_again_whole(
     assert second.reports[0].batch_id == 2
     assert_every_record_once(capsys, kafka_broker, unique_topic, where)
     assert_agrees_with_replay(capsys, kafka_broker, unique_topic, where)
-
-
-# Its own bounds, one after the other: `spark-conf` (120 s), the first audit's run up to batch 3
-# (_FIRST_RUN_S), the resumed audit and the plain session's answer (600 s each); pytest's timeout
-# above their sum (1,620 s), so that one of them is what fires, with its message, never pytest's 300 s.
-_FIRST_RUN_S = 300
-
-
-@pytest.mark.timeout(1800)
-def test_a_killed_audit_process_resumes_and_another_session_finds_the_tables(
-    capsys, kafka_broker, unique_topic, tmp_path
-) -> None:  # noqa: ANN001
-    """kill -9 in the middle, a restart, then a plain Spark session (no code of ours) that knows only
-    `coordinator spark-conf` runs every query of docs/audit.md by name and gets what `coordinator sql` gets.
-    Processes of their own: the test session's Spark has its own catalog (Derby admits one JVM)."""
-    make_topic(kafka_broker, unique_topic)
-    w = Writers(kafka_broker, unique_topic)
-    for seed in range(41, 45):
-        random_story(seed, f"killed-{seed}", w.driver)
-    w.close()
-    here = Where(tmp_path / "warehouse")
-    coordinator = str(Path(sys.executable).with_name("coordinator"))
-    conf = subprocess.run(
-        [coordinator, "spark-conf", "--warehouse", str(here.warehouse), "--format", "json"],
-        capture_output=True,
-        text=True,
-        timeout=120,  # the session's earlier Spark tests fetched the jars already
-        check=True,
-    ).stdout
-    # The plain session starts now, while the audits run: it makes its session and then waits for
-    # the queries on stdin before it touches the catalog (the audits' Derby admits one JVM at a time).
-    # Its stderr to a file: nobody reads it while the audits run, and a full pipe would stop the JVM.
-    plain_err = (tmp_path / "plain.err").open("w+")
-    plain = subprocess.Popen(
-        [sys.executable, "-c", _PLAIN_SESSION, conf],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=plain_err,
-        text=True,
-        cwd=tmp_path,
-    )
-    try:
-        _kill_and_resume_an_audit(kafka_broker, unique_topic, here, coordinator)
-        assert_every_record_once(capsys, kafka_broker, unique_topic, here)
-        assert_agrees_with_replay(capsys, kafka_broker, unique_topic, here)
-        queries = documented_queries()
-        out, _ = plain.communicate(json.dumps(queries), timeout=600)
-    finally:
-        plain.kill()
-        plain_err.seek(0)
-        err = plain_err.read()
-        plain_err.close()
-    assert plain.returncode == 0, err[-3000:]
-    answers = orjson.loads(out.splitlines()[-1])
-    assert set(answers["tables"]) == set(t.TABLES) | set(t.VIEWS)
-    assert answers["records"] == len(list(read_topic(kafka_broker.client_config(), unique_topic)))
-    assert len(answers["rows"]) == len(queries)  # zip below would stop at the shorter
-    for query, rows in zip(queries, answers["rows"]):  # in any order where ORDER BY has ties
-        assert sorted(map(orjson.dumps, rows)) == sorted(map(orjson.dumps, sql(capsys, here, query))), query
-
-
-def _kill_and_resume_an_audit(broker, topic: str, here: Where, coordinator: str) -> None:  # noqa: ANN001
-    """`coordinator audit` killed (-9) once batch 3 is done, then run again to the end of the topic."""
-    command = [
-        coordinator,
-        "audit",
-        "--bootstrap-servers",
-        broker.bootstrap_servers,
-        "--topic",
-        topic,
-        *here.args(),
-        "--trigger",
-        "200ms",
-        "--max-offsets-per-trigger",
-        "40",
-    ]
-    process = subprocess.Popen(
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    # The stdout loop ends at batch 3 or when the process does: a first run that never gets there
-    # is killed after _FIRST_RUN_S (its stdout then closes) and the test fails with that said.
-    watchdog = threading.Timer(_FIRST_RUN_S, process.kill)
-    watchdog.start()
-    reached = False
-    try:
-        for line in process.stdout:
-            if line.startswith("batch 3:"):
-                reached = True
-                break
-        process.send_signal(signal.SIGKILL)
-    finally:
-        watchdog.cancel()
-        process.kill()
-        process.wait(30)
-    assert reached, f"the first audit did not reach batch 3 within {_FIRST_RUN_S} s"
-    resumed = subprocess.run([*command[:-4], "--trigger", "available-now"], capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert re.search(r"^batch [1-9]\d*:", resumed.stdout, re.M), "the restart did not continue from the checkpoint"
-
-
-# A Spark session made with nothing but pyspark and the settings `coordinator spark-conf` printed
-# (argv[1]); the queries come on stdin, once the audits that hold the catalog have ended.
-_PLAIN_SESSION = """
-import json, sys
-from pyspark.sql import SparkSession
-builder = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-           .config("spark.sql.session.timeZone", "UTC")
-           .config("spark.sql.jsonGenerator.ignoreNullFields", "false"))  # rows as coordinator sql prints them
-for key, value in json.loads(sys.argv[1]).items():
-    builder = builder.config(key, value)
-spark = builder.getOrCreate()
-spark.sparkContext.setLogLevel("ERROR")
-queries = json.loads(sys.stdin.read())
-spark.sql("USE worker_coordinator")
-rows = []
-for query in queries:
-    out = spark.sql(query)
-    rows.append([json.loads(r) for r in out.toJSON().collect()])
-tables = [r.tableName for r in spark.sql("SHOW TABLES IN worker_coordinator").collect()]
-count = spark.sql("SELECT count(*) FROM worker_coordinator.records").first()[0]
-print(json.dumps({"tables": tables, "records": count, "rows": rows}))
-"""
-
-
-def documented_queries() -> list[str]:
-    """The ready queries of docs/audit.md (the README's "Audit and Spark SQL" until issue 30 item 7)."""
-    return re.findall(r"```sql\n(.*?)```", AUDIT_DOC.read_text(), re.S)
 
 
 def test_corrupt_records_are_kept_with_the_reason_and_do_not_stop_the_audit(

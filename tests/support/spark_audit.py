@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.support.cli import run
 from tests.topics import create_topic
 
 PARTITIONS = 4
+AUDIT_DOC = Path(__file__).resolve().parents[2] / "docs" / "audit.md"  # the ready queries
 
 
 def make_topic(broker, name: str) -> None:  # noqa: ANN001
@@ -61,6 +63,11 @@ def sql(capsys, where: Where, query: str) -> list[dict]:  # noqa: ANN001
     code, out, err = run(capsys, "sql", *where.args(), "--format", "json", query)
     assert code == 0, err
     return [orjson.loads(line) for line in out.splitlines()]
+
+
+def documented_queries() -> list[str]:
+    """The ready queries of docs/audit.md."""
+    return re.findall(r"```sql\n(.*?)```", AUDIT_DOC.read_text(), re.S)
 
 
 def audit(capsys, broker, topic: str, where: Where, *extra: str) -> str:  # noqa: ANN001
