@@ -4,8 +4,9 @@ Stories are driven through the coordinator's state machine and written to the to
 runtime writes them (one transaction per handler, on the group's partition). The audit's tables
 are then checked three ways: against the topic (every record once: no duplicates, no gaps),
 against the story (who holds what at the end, the epochs), and against `coordinator replay` on the
-same log (rebalances and ownership intervals field by field). Restarts, a batch that fails half
-written and a killed `coordinator audit` process must all end in the same tables.
+same log (rebalances and ownership intervals field by field). Restarts and a batch that fails half
+written must end in the same tables; a killed `coordinator audit` process too
+(tests/test_spark_metastore.py).
 """
 
 from __future__ import annotations
